@@ -1,0 +1,26 @@
+"""localpager: long-conversation memory for local LLMs, paged like virtual memory.
+
+Importing the package is cheap: the model runtimes load on first use.
+"""
+
+from __future__ import annotations
+
+__version__ = "0.1.0"
+
+__all__ = ["LocalPager", "PagingConfig", "RecallSettings", "__version__"]
+
+
+def __getattr__(name: str):
+    if name == "LocalPager":
+        from .api import LocalPager
+
+        return LocalPager
+    if name == "PagingConfig":
+        from .pager import PagingConfig
+
+        return PagingConfig
+    if name == "RecallSettings":
+        from .runtime import RecallSettings
+
+        return RecallSettings
+    raise AttributeError(name)

@@ -1,0 +1,246 @@
+"""The library API: what the CLI calls, and what a desktop app embeds.
+
+    from localpager import LocalPager
+    lp = LocalPager("memory.db")
+    chat = lp.conversation("work", create=True)
+    result = chat.ask("What did I say about the budget?")
+    print(result.answer, result.injected_page_ids)
+
+Models load once, lazily, on first use; one lock serialises the model, so a ``LocalPager`` can be
+shared between threads.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Sequence
+
+from .backends import DEFAULT_BACKEND, load_backend
+from .backends.base import ChatBackend, TextCallback
+from .loaders import load_conversations
+from .pager import Pager, PagingConfig, page_conversation
+from .records import Page, Turn
+from .runtime import ContextOverflowError, PageSelector, RecallSettings, Runtime
+from .store import ConversationInfo, Store
+from .tokens import TokenCounter, counter_for
+from .trace import Trace
+
+
+@dataclass
+class IngestReport:
+    conversations: int = 0
+    turns: int = 0
+    pages: int = 0
+    evicted: int = 0
+    probes: int = 0
+    ids: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+
+class LocalPager:
+    """A store of paged conversations and the local model that answers over them."""
+
+    def __init__(
+        self,
+        store: str | os.PathLike | Store | None = None,
+        model: str | os.PathLike | None = None,
+        *,
+        backend: str = DEFAULT_BACKEND,
+        n_ctx: int = 2048,
+        recall: RecallSettings | None = None,
+        selector: PageSelector | None = None,
+    ):
+        self.store = store if isinstance(store, Store) else Store(store)
+        self.model = model
+        self.backend_name = backend
+        self.n_ctx = n_ctx
+        self.recall = recall or RecallSettings()
+        self._selector = selector
+        self._backend: ChatBackend | None = None
+        self._runtime: Runtime | None = None
+        self.lock = threading.RLock()
+
+    # -- models, loaded on first use --------------------------------------------------------------
+    @property
+    def backend(self) -> ChatBackend:
+        with self.lock:
+            if self._backend is None:
+                self._backend = load_backend(self.backend_name, model_path=self.model, n_ctx=self.n_ctx)
+            return self._backend
+
+    @property
+    def runtime(self) -> Runtime:
+        with self.lock:
+            if self._runtime is None:
+                self._runtime = Runtime(self.backend, self.recall, self._selector)
+            return self._runtime
+
+    def counter(self) -> TokenCounter:
+        """The loaded model's tokenizer, or a vocabulary-only load of the same model file."""
+        if self._backend is not None:
+            return _BackendCounter(self._backend)
+        return counter_for(str(self.model) if self.model else None)
+
+    # -- conversations ----------------------------------------------------------------------------
+    def conversations(self) -> list[ConversationInfo]:
+        return self.store.list_conversations()
+
+    def ingest(self, path: str | os.PathLike, format: str = "auto", config: PagingConfig | None = None,
+               replace: bool = False, progress=None) -> IngestReport:
+        """Read a conversation file and store every conversation in it, each in one transaction.
+
+        The file is validated whole first; an id already in the store is an error unless ``replace``."""
+        config = config or PagingConfig()
+        loaded = load_conversations(path, format)
+        if not replace:
+            taken = [c.id for c in loaded.conversations if self.store.has_conversation(c.id)]
+            if taken:
+                raise ValueError(f"already in the store: {', '.join(taken)} (use replace to overwrite)")
+        counter = self.counter()
+        report = IngestReport(warnings=list(loaded.warnings))
+        for conv in loaded.conversations if progress is None else progress(loaded.conversations):
+            pager = page_conversation(conv.turns, counter, config)
+            settings = {**config.to_dict(), "tokenizer": counter.name}
+            self.store.save_conversation(conv.id, conv.turns, pager.pages, conv.probes, settings,
+                                         source=str(path), meta=conv.meta, replace=replace)
+            report.conversations += 1
+            report.turns += len(conv.turns)
+            report.pages += len(pager.pages)
+            report.evicted += len(pager.evicted)
+            report.probes += len(conv.probes)
+            report.ids.append(conv.id)
+        return report
+
+    def conversation(self, conv_id: str, create: bool = False, config: PagingConfig | None = None) -> "Conversation":
+        """An open conversation; ``create`` makes an empty one (with ``config``) if it does not exist."""
+        with self.lock:
+            if create and not self.store.has_conversation(conv_id):
+                config = config or PagingConfig()
+                self.store.create_conversation(conv_id, settings=config.to_dict())
+            return Conversation(self, conv_id)
+
+    def close(self) -> None:
+        self.store.close()
+
+
+class _BackendCounter:
+    def __init__(self, backend: ChatBackend):
+        self.backend = backend
+        self.name = getattr(backend, "model_name", backend.name)
+
+    def count(self, text: str) -> int:
+        return self.backend.count_tokens(text)
+
+
+@dataclass
+class Answer:
+    """What ``ask`` returns: the answer and the trace of how it was produced."""
+
+    answer: str
+    trace: Trace
+
+    @property
+    def decision(self) -> str:
+        return self.trace.decision
+
+    @property
+    def injected_page_ids(self) -> list[int]:
+        return self.trace.injected_page_ids
+
+    def to_dict(self) -> dict:
+        return self.trace.to_dict()
+
+
+class Conversation:
+    """One stored conversation, paged. Every change is written to the store as it happens."""
+
+    def __init__(self, lp: LocalPager, conv_id: str):
+        self.lp = lp
+        self.id = conv_id
+        self.store = lp.store
+        settings = self.store.settings(conv_id)
+        self.config = PagingConfig.from_dict(settings)
+        self._tokenizer = settings.get("tokenizer")
+        self.pager = self._load_pager(lp.counter())
+
+    def _load_pager(self, counter: TokenCounter) -> Pager:
+        turns = self.store.turns(self.id)
+        pager = Pager(counter, self.config, turns, self.store.pages(self.id, turns))
+        if self._tokenizer != counter.name:  # another model's tokens: recount under this one
+            for page in pager.pages:
+                page.token_count = sum(pager.turn_tokens(turns[i]) for i in page.turn_range)
+            self._tokenizer = counter.name
+            self.store.update_settings(self.id, {**self.config.to_dict(), "tokenizer": counter.name})
+            self.store.update_pages(self.id, pager.pages)
+        return pager
+
+    # -- reading ----------------------------------------------------------------------------------
+    @property
+    def pages(self) -> list[Page]:
+        return self.pager.pages
+
+    @property
+    def turns(self) -> list[Turn]:
+        return self.pager.turns
+
+    def bookmarks(self, fmt: str | None = None) -> list[str]:
+        from .bookmarks import render_bookmark
+
+        return [render_bookmark(p, fmt or self.config.bookmark_format) for p in self.pager.pages]
+
+    def traces(self) -> list[dict]:
+        return self.store.traces(self.id)
+
+    # -- changing ---------------------------------------------------------------------------------
+    def set_budget(self, budget: int) -> None:
+        """A new memory budget; evicts at once if the memory is now over it."""
+        with self.lp.lock:
+            self.config.budget = budget
+            self.pager.config.budget = budget
+            evicted = self.pager.enforce_budget()
+            self.store.update_settings(self.id, {**self.config.to_dict(), "tokenizer": self._tokenizer})
+            self.store.update_pages(self.id, evicted)
+
+    def add_turn(self, role: str, text: str, time: str | None = None) -> Turn:
+        """Append a turn and make it durable (with the paging it caused) before returning."""
+        if role not in ("user", "assistant"):
+            raise ValueError(f"role must be 'user' or 'assistant', got {role!r}")
+        if not text.strip():
+            raise ValueError("a turn needs some text")
+        with self.lp.lock:
+            turn = Turn(role=role, text=text, index=len(self.pager.turns), time=time)
+            change = self.pager.add_turn(turn)
+            self.store.append_turn(self.id, turn, change.changed)
+            return turn
+
+    def ask(self, question: str, *, remember: bool = True, on_text: TextCallback | None = None) -> Answer:
+        """Answer ``question`` with the local model, recalling evicted pages as needed.
+
+        With ``remember`` the question and the answer become turns of the conversation (the question
+        is durable before the model runs); without it nothing is stored (evaluation probes)."""
+        with self.lp.lock:
+            runtime = self.lp.runtime
+            counter = self.lp.counter()  # the loaded model's own tokenizer from here on
+            if counter.name != self._tokenizer:
+                self.pager = self._load_pager(counter)
+            self.pager.counter = counter
+            self.pager.fixed_overhead = runtime.system_tokens()
+            limit = runtime.max_turn_tokens(self.config.budget)
+            size = self.pager.counter.count(question)
+            if size > limit:
+                raise ContextOverflowError(
+                    f"the question is {size} tokens; with a memory budget of {self.config.budget} the "
+                    f"context of {runtime.backend.n_ctx} leaves room for {limit}"
+                )
+            if remember:
+                self.add_turn("user", question)
+            trace = runtime.answer(self.pager, question, pending=not remember, on_text=on_text)
+            if remember:
+                answer_turn = self.add_turn("assistant", trace.answer or "…")
+                touched = self.pager.touch(trace.injected_page_ids, answer_turn.index)
+                self.store.update_pages(self.id, touched)
+                self.store.add_trace(self.id, trace.turn, trace.to_dict())
+            return Answer(trace.answer, trace)

@@ -1,0 +1,36 @@
+"""Chat backends, found through the ``localpager.backends`` entry-point group.
+
+Another package adds a backend (say, a client for a llama.cpp server) by declaring
+``[project.entry-points."localpager.backends"] name = "module:Factory"``; the factory takes the
+keyword arguments ``model_path`` and ``n_ctx`` and returns a ``ChatBackend``.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+from typing import Any
+
+from .base import BackendError, ChatBackend, Generation, Message
+
+GROUP = "localpager.backends"
+DEFAULT_BACKEND = "llama-cpp"
+_BUILTIN = {"llama-cpp": "localpager.backends.llama:LlamaCppBackend"}
+
+__all__ = ["BackendError", "ChatBackend", "Generation", "Message", "available_backends", "load_backend"]
+
+
+def available_backends() -> dict[str, str]:
+    """Backend name -> ``module:attribute``, the built-in one and every installed plug-in."""
+    found = dict(_BUILTIN)
+    for ep in importlib.metadata.entry_points(group=GROUP):
+        found[ep.name] = ep.value
+    return found
+
+
+def load_backend(name: str = DEFAULT_BACKEND, **options: Any) -> ChatBackend:
+    backends = available_backends()
+    if name not in backends:
+        raise BackendError(f"unknown backend {name!r}; installed: {', '.join(sorted(backends))}")
+    module_name, _, attr = backends[name].partition(":")
+    factory = getattr(importlib.import_module(module_name), attr)
+    return factory(**options)

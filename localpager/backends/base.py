@@ -1,0 +1,64 @@
+"""The small interface every chat backend implements; the core talks to nothing else.
+
+A backend renders chat messages to tokens itself (so user text can never become control tokens),
+counts tokens with the model's own tokenizer, and generates with an optional GBNF grammar while
+reporting how many prompt tokens it evaluated and how many it reused from its KV cache.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable, Protocol, Sequence, runtime_checkable
+
+
+class BackendError(RuntimeError):
+    """A backend that cannot load or run; the message is one line."""
+
+
+@dataclass(frozen=True)
+class Message:
+    role: str  # "system", "user", "assistant" (or any role the model's template knows)
+    content: str
+
+
+@dataclass
+class Generation:
+    """One generation: its text and tokens, and what it cost."""
+
+    text: str
+    tokens: list[int]
+    prompt_tokens: int
+    evaluated: int  # prompt tokens that had to be run through the model
+    reused: int  # prompt tokens taken from the KV cache
+    prefill_ms: float  # evaluating the prompt, up to the first sampled token
+    decode_ms: float  # sampling after the first token
+    stopped: str = "eos"  # "eos", "length", "grammar" or "caller"
+    timings: dict[str, float] = field(default_factory=dict)
+
+
+# Called with each new piece of text; returning True stops the generation there.
+TextCallback = Callable[[str], bool | None]
+
+
+@runtime_checkable
+class ChatBackend(Protocol):
+    name: str
+    n_ctx: int
+
+    def tokenize(self, text: str) -> list[int]:
+        """Tokens of plain text; control-token strings in it stay text."""
+
+    def count_tokens(self, text: str) -> int: ...
+
+    def render(self, messages: Sequence[Message], add_generation_prompt: bool = True) -> list[int]:
+        """The prompt tokens of ``messages`` in the model's chat template."""
+
+    def generate(
+        self,
+        prompt: Sequence[int],
+        *,
+        max_tokens: int,
+        grammar: str | None = None,
+        on_text: TextCallback | None = None,
+    ) -> Generation:
+        """Greedy generation from ``prompt`` tokens, reusing the KV cache for the common prefix."""

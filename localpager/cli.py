@@ -1,0 +1,244 @@
+"""The ``localpager`` command: a thin shell over the library API (``localpager.api``).
+
+Only click is imported at start-up, so ``localpager --help`` stays fast; everything else is imported
+inside the command that needs it.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from contextlib import contextmanager
+
+import click
+
+BOUNDARY_HELP = "page boundary policy: fixed_5, fixed_10, fixed_20, exchange_5, topic_shift"
+FORMATS = ("minimal", "id", "medium", "structured")
+
+
+@contextmanager
+def friendly_errors():
+    """Known failures become one-line errors; anything else stays a traceback (a bug to report)."""
+    from .backends.base import BackendError
+    from .loaders import ConversationFileError
+    from .modelpaths import ModelNotFoundError
+    from .store import StoreError
+
+    try:
+        yield
+    except (BackendError, ConversationFileError, ModelNotFoundError, StoreError, ValueError, OSError) as exc:
+        raise click.ClickException(str(exc).splitlines()[0] if str(exc) else type(exc).__name__) from None
+
+
+def open_pager(ctx: click.Context, model: str | None = None, **options):
+    from .api import LocalPager
+
+    return LocalPager(ctx.obj["store"], model=model, **options)
+
+
+def echo_json(data) -> None:
+    click.echo(json.dumps(data, indent=2, ensure_ascii=False))
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="localpager")
+@click.option("--store", envvar="LOCALPAGER_STORE", type=click.Path(dir_okay=False),
+              help="SQLite store (default: localpager.db in your data directory; env LOCALPAGER_STORE)")
+@click.pass_context
+def cli(ctx: click.Context, store: str | None) -> None:
+    """Long-conversation memory for local LLMs: pages old turns out, recalls them by bookmark."""
+    ctx.obj = {"store": store}
+
+
+@cli.command()
+@click.argument("file", type=click.Path(dir_okay=False))
+@click.option("--format", "fmt", type=click.Choice(["auto", "jsonl", "locomo"]), default="auto", show_default=True)
+@click.option("--boundary", default="fixed_20", show_default=True, help=BOUNDARY_HELP)
+@click.option("--eviction", default="fifo", show_default=True, help="fifo, lru, lfu or hybrid")
+@click.option("--keywords", default="heuristic", show_default=True, help="random, heuristic or tfidf")
+@click.option("--bookmark-format", type=click.Choice(FORMATS), default="minimal", show_default=True)
+@click.option("--budget", type=int, default=1024, show_default=True, help="memory budget in model tokens")
+@click.option("--model", type=click.Path(), envvar="LOCALPAGER_MODEL", help="GGUF file whose tokenizer counts tokens")
+@click.option("--replace", is_flag=True, help="overwrite conversations already in the store")
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_context
+def ingest(ctx, file, fmt, boundary, eviction, keywords, bookmark_format, budget, model, replace, as_json):
+    """Store the conversations of FILE (interchange JSONL or LoCoMo JSON), paged."""
+    from tqdm import tqdm
+
+    from .pager import PagingConfig
+
+    with friendly_errors():
+        config = PagingConfig(boundary=boundary, eviction=eviction, keywords=keywords,
+                              bookmark_format=bookmark_format, budget=budget)
+        lp = open_pager(ctx, model)
+        bar = lambda items: tqdm(items, desc="ingest", unit="conv", disable=as_json or None, file=sys.stderr)
+        report = lp.ingest(file, fmt, config, replace=replace, progress=bar)
+    for warning in report.warnings:
+        click.echo(f"warning: {warning}", err=True)
+    if as_json:
+        echo_json(report.__dict__)
+    else:
+        click.echo(f"stored {report.conversations} conversations, {report.turns} turns, {report.pages} pages "
+                   f"({report.evicted} evicted), {report.probes} probes in {lp.store.path}")
+
+
+@cli.command()
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_context
+def conversations(ctx, as_json):
+    """List the stored conversations."""
+    with friendly_errors():
+        infos = open_pager(ctx).conversations()
+    if as_json:
+        echo_json([i.__dict__ for i in infos])
+        return
+    for i in infos:
+        click.echo(f"{i.id}\t{i.turns} turns\t{i.pages} pages ({i.evicted} evicted)\t{i.probes} probes")
+
+
+def _conversation(ctx, conv_id: str, model: str | None = None, **options):
+    lp = open_pager(ctx, model, **options)
+    return lp.conversation(conv_id)
+
+
+@cli.command()
+@click.argument("conv_id")
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_context
+def pages(ctx, conv_id, as_json):
+    """The pages of a conversation."""
+    with friendly_errors():
+        conv = _conversation(ctx, conv_id)
+    if as_json:
+        echo_json([{k: v for k, v in p.__dict__.items() if k != "text"} for p in conv.pages])
+        return
+    for p in conv.pages:
+        state = "evicted" if p.evicted else "resident"
+        click.echo(f"p{p.page_id}\tturns {p.first_turn}-{p.last_turn}\t{p.token_count} tokens\t{state}"
+                   f"{' pinned' if p.pinned else ''}\tused {p.access_count}x\t{','.join(p.keywords)}")
+
+
+@cli.command()
+@click.argument("conv_id")
+@click.option("--format", "fmt", type=click.Choice(FORMATS), default=None,
+              help="bookmark format (default: the conversation's)")
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_context
+def bookmarks(ctx, conv_id, fmt, as_json):
+    """One bookmark a line for every page of a conversation."""
+    with friendly_errors():
+        conv = _conversation(ctx, conv_id)
+        lines = conv.bookmarks(fmt)
+    if as_json:
+        echo_json([{"page_id": p.page_id, "evicted": p.evicted, "bookmark": b} for p, b in zip(conv.pages, lines)])
+        return
+    for line in lines:
+        click.echo(line)
+
+
+def model_options(f):
+    f = click.option("--model", type=click.Path(), envvar="LOCALPAGER_MODEL",
+                     help="GGUF chat model (default: SmolLM2-135M-Instruct; env LOCALPAGER_MODEL)")(f)
+    f = click.option("--budget", type=int, default=None, help="memory budget in model tokens")(f)
+    f = click.option("--recall", "recall_mode", type=click.Choice(["auto", "always", "never"]), default="auto",
+                     show_default=True, help="auto: the model decides; always: it must recall")(f)
+    f = click.option("--n-ctx", type=int, default=2048, show_default=True, help="model context size")(f)
+    return f
+
+
+def _chat_conversation(ctx, conv_id, model, budget, recall_mode, n_ctx, create=False):
+    from .runtime import RecallSettings
+
+    lp = open_pager(ctx, model, n_ctx=n_ctx, recall=RecallSettings(mode=recall_mode))
+    conv = lp.conversation(conv_id, create=create)
+    if budget is not None and budget != conv.config.budget:
+        conv.set_budget(budget)
+    return conv
+
+
+@cli.command()
+@click.argument("conv_id")
+@click.argument("question")
+@model_options
+@click.option("--json", "as_json", is_flag=True, help="print the answer with its trace as JSON")
+@click.pass_context
+def ask(ctx, conv_id, question, model, budget, recall_mode, n_ctx, as_json):
+    """Ask QUESTION in conversation CONV_ID; the question and answer are stored as turns."""
+    from .runtime import ContextOverflowError
+
+    with friendly_errors():
+        conv = _chat_conversation(ctx, conv_id, model, budget, recall_mode, n_ctx)
+        try:
+            result = conv.ask(question)
+        except ContextOverflowError as exc:
+            raise click.ClickException(str(exc)) from None
+    if as_json:
+        echo_json(result.to_dict())
+    else:
+        click.echo(result.answer)
+
+
+@cli.command()
+@click.argument("conv_id", required=False, default="chat")
+@model_options
+@click.pass_context
+def chat(ctx, conv_id, model, budget, recall_mode, n_ctx):
+    """Chat in conversation CONV_ID (created if new); /bookmarks, /pages, /trace, /quit."""
+    from .trace import format_trace
+
+    with friendly_errors():
+        conv = _chat_conversation(ctx, conv_id, model, budget, recall_mode, n_ctx, create=True)
+    click.echo(f"conversation {conv_id}: {len(conv.turns)} turns, {len(conv.pages)} pages. /help for commands.")
+    last = None
+    while True:
+        try:
+            line = click.prompt("you", prompt_suffix="> ", default="", show_default=False)
+        except (EOFError, click.Abort):
+            click.echo()
+            return
+        line = line.strip()
+        if not line:
+            continue
+        if line in ("/quit", "/exit"):
+            return
+        if line == "/help":
+            click.echo("/bookmarks  evicted pages as the model sees them\n/pages      every page\n"
+                       "/trace      what the pager did on the last turn\n/quit")
+        elif line == "/bookmarks":
+            for p in conv.pager.evicted:
+                click.echo(conv.pager.bookmark(p))
+        elif line == "/pages":
+            for p in conv.pages:
+                click.echo(f"p{p.page_id} turns {p.first_turn}-{p.last_turn} {p.token_count} tok "
+                           f"{'evicted' if p.evicted else 'resident'} {','.join(p.keywords)}")
+        elif line == "/trace":
+            click.echo(format_trace(last.to_dict()) if last else "no turn yet")
+        else:
+            click.echo("bot> ", nl=False)
+            with friendly_errors():
+                last = conv.ask(line, on_text=lambda piece: click.echo(piece, nl=False))
+            click.echo()
+            if last.trace.injected_page_ids:
+                click.echo(f"  (recalled {', '.join(f'p{i}' for i in last.trace.injected_page_ids)})")
+
+
+@cli.command()
+@click.argument("conv_id")
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_context
+def log(ctx, conv_id, as_json):
+    """The stored traces of CONV_ID's answered turns."""
+    from .trace import format_trace
+
+    with friendly_errors():
+        traces = _conversation(ctx, conv_id).traces()
+    if as_json:
+        echo_json(traces)
+        return
+    for t in traces:
+        click.echo(format_trace(t))
+
+
+def main() -> None:
+    cli()

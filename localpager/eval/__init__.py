@@ -1,0 +1,1 @@
+"""Measuring localpager: synthetic conversations with planted facts, and probes of recall."""

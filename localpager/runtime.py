@@ -1,0 +1,265 @@
+"""The recall loop: one answer from a local model over a paged conversation.
+
+Prompt layout, chosen so that llama.cpp re-evaluates as little as possible:
+
+    system instructions | bookmarks of evicted pages | resident turns | the new user turn
+    [ recall(page_ids=[..]) | recalled pages + the question again ]  <- only for this answer
+
+Between evictions the prompt only grows at its end. Recalled pages go after the user turn, as the
+result of the recall call, and are not kept: the next turn's prompt does not contain them.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Protocol, Sequence
+
+from .backends.base import BackendError, ChatBackend, Message, TextCallback
+from .grammar import Decision, is_recall_prefix, parse_decision, recall_grammar
+from .pager import Pager
+from .records import Page, Turn
+from .trace import Candidate, Trace
+
+SYSTEM_PROMPT = "You are a helpful assistant. Answer briefly and only from what was said in this conversation."
+MEMORY_PROMPT = (
+    "Older parts of this conversation were moved to numbered pages. Bookmarks (page: keywords):\n"
+    "{bookmarks}\n"
+    "To read pages before answering, reply only with recall(page_ids=[N])."
+)
+RECALLED_PROMPT = "Recalled from earlier in the conversation:\n{pages}\n\nUsing this, answer: {question}"
+RECALL_MODES = ("auto", "always", "never")
+
+
+class ContextOverflowError(ValueError):
+    """A turn that cannot fit in the model's context whatever is evicted."""
+
+
+@dataclass
+class RecallSettings:
+    """How the runtime recalls. ``mode``: ``auto`` lets the model choose, ``always`` makes it recall
+    (when any page is evicted), ``never`` disables recall."""
+
+    mode: str = "auto"
+    max_pages: int = 2  # pages one recall may name
+    max_rounds: int = 1  # recall rounds per answer
+    max_answer_tokens: int = 96
+    decision_tokens: int = 24  # enough for a recall call naming max_pages ids
+
+    def __post_init__(self) -> None:
+        if self.mode not in RECALL_MODES:
+            raise ValueError(f"unknown recall mode {self.mode!r}; use one of {', '.join(RECALL_MODES)}")
+        if self.max_pages < 1 or self.max_rounds < 1 or self.max_answer_tokens < 1:
+            raise ValueError("max_pages, max_rounds and max_answer_tokens must be at least 1")
+
+
+@dataclass
+class Injection:
+    """What of a recalled page goes into the prompt: the page and the turns shown of it."""
+
+    page: Page
+    turns: list[int]
+
+
+class PageSelector(Protocol):
+    """Decides what a recall injects. The model names pages; a selector may rerank or add others."""
+
+    def should_recall(self, question: str, evicted: Sequence[Page]) -> bool:
+        """Whether to page in although the model chose to answer directly."""
+
+    def select(
+        self, question: str, named: Sequence[int], pager: Pager, room: int
+    ) -> tuple[list[Injection], list[Candidate]]:
+        """The pages to inject, best first, within ``room`` tokens, and every candidate considered."""
+
+
+class ModelChoiceSelector:
+    """Injects exactly the pages the model named, in its order, as far as they fit."""
+
+    def should_recall(self, question: str, evicted: Sequence[Page]) -> bool:
+        return False
+
+    def select(self, question, named, pager, room):
+        injections, candidates = [], []
+        for rank, page_id in enumerate(named):
+            page = pager.page(page_id)
+            turns = fit_turns(pager, list(page.turn_range), room)
+            candidate = Candidate(page_id=page_id, score=1.0 / (rank + 1), named_by_model=True)
+            if turns:
+                injections.append(Injection(page, turns))
+                room -= sum(pager.turn_tokens(pager.turns[i]) for i in turns)
+                candidate.injected, candidate.reason = True, "named by the model"
+            else:
+                candidate.reason = "no room left"
+            candidates.append(candidate)
+        return injections, candidates
+
+
+def fit_turns(pager: Pager, turns: list[int], room: int) -> list[int]:
+    """The longest run of ``turns`` from their start that fits in ``room`` tokens."""
+    kept, used = [], 0
+    for i in turns:
+        used += pager.turn_tokens(pager.turns[i])
+        if used > room:
+            break
+        kept.append(i)
+    return kept
+
+
+def turn_message(turn: Turn) -> Message:
+    content = f"{turn.speaker}: {turn.text}" if turn.speaker else turn.text
+    return Message(turn.role if turn.role in ("user", "assistant") else "user", content)
+
+
+def system_message(pager: Pager) -> Message:
+    evicted = pager.evicted
+    if not evicted:
+        return Message("system", SYSTEM_PROMPT)
+    bookmarks = "\n".join(pager.bookmark(p) for p in evicted)
+    return Message("system", SYSTEM_PROMPT + "\n" + MEMORY_PROMPT.format(bookmarks=bookmarks))
+
+
+def recalled_text(pager: Pager, injections: Sequence[Injection]) -> str:
+    blocks = []
+    for inj in injections:
+        lines = "\n".join(pager.turns[i].render() for i in inj.turns)
+        blocks.append(f"[p{inj.page.page_id}]\n{lines}")
+    return "\n\n".join(blocks)
+
+
+def _ms(start: float) -> float:
+    return (time.perf_counter() - start) * 1000
+
+
+class Runtime:
+    """Answers over a pager with a chat backend; the recall loop and nothing else."""
+
+    def __init__(self, backend: ChatBackend, settings: RecallSettings | None = None,
+                 selector: PageSelector | None = None):
+        self.backend = backend
+        self.settings = settings or RecallSettings()
+        self.selector = selector or ModelChoiceSelector()
+
+    def system_tokens(self) -> int:
+        """Tokens of the system message without bookmarks: the pager's fixed overhead."""
+        return len(self.backend.render([Message("system", SYSTEM_PROMPT)], add_generation_prompt=False))
+
+    def max_turn_tokens(self, budget: int) -> int:
+        """The longest turn that can be answered: the context minus the memory budget and the answer."""
+        return self.backend.n_ctx - budget - self.settings.max_answer_tokens - 32
+
+    def messages(self, pager: Pager, question: str | None) -> list[Message]:
+        """The prompt's messages; ``question`` is appended when it is not a turn of the pager."""
+        messages = [system_message(pager)]
+        for page in pager.resident:
+            messages += [turn_message(pager.turns[i]) for i in page.turn_range]
+        if question is not None:
+            messages.append(Message("user", question))
+        return messages
+
+    def fit(self, messages: list[Message]) -> tuple[list[Message], list[int]]:
+        """Render ``messages``; if too long for the context, drop the oldest turns (never the system
+        message or the last turn)."""
+        limit = self.backend.n_ctx - self.settings.max_answer_tokens - self.settings.decision_tokens
+        tokens = self.backend.render(messages)
+        while len(tokens) > limit and len(messages) > 2:
+            messages = [messages[0]] + messages[2:]
+            tokens = self.backend.render(messages)
+        if len(tokens) > limit:
+            raise ContextOverflowError(
+                f"the prompt needs {len(tokens)} tokens even with every older page evicted; "
+                f"the context holds {self.backend.n_ctx}"
+            )
+        return messages, tokens
+
+    def answer(self, pager: Pager, question: str, *, pending: bool = False,
+               on_text: TextCallback | None = None, turn: int | None = None) -> Trace:
+        """Answer ``question``. With ``pending`` it is not a turn of ``pager`` (the last turn otherwise)."""
+        s = self.settings
+        trace = Trace(turn=len(pager.turns) - 1 if turn is None else turn, question=question)
+        evicted = pager.evicted
+        trace.bookmarks = [pager.bookmark(p) for p in evicted]
+
+        start = time.perf_counter()
+        messages, prompt = self.fit(self.messages(pager, question if pending else None))
+        trace.timings_ms["tokenize"] = _ms(start)
+
+        decision, decision_tokens = Decision(), []
+        if evicted and s.mode != "never":
+            decision, decision_tokens = self._decide(prompt, [p.page_id for p in evicted], trace)
+            if decision.is_recall:
+                trace.trigger = "forced" if s.mode == "always" else "model"
+                trace.model_page_ids = list(decision.page_ids)
+            elif self._similarity_trigger(question, evicted, trace):
+                trace.trigger = "similarity"
+        if trace.trigger != "none":
+            injected = self._recall(pager, question, list(decision.page_ids), messages, prompt, trace, on_text)
+            if injected:
+                return trace
+        self._continue(prompt, decision_tokens, decision.answer_start, trace, on_text,
+                       prefill_stage="prefill" if not decision_tokens else "answer_decode")
+        return trace
+
+    # -- the steps ------------------------------------------------------------------------------
+    def _decide(self, prompt: list[int], evicted_ids: list[int], trace: Trace) -> tuple[Decision, list[int]]:
+        """The grammar-constrained first output; stops as soon as it can no longer be a recall call."""
+        grammar = recall_grammar(evicted_ids, self.settings.max_pages, allow_answer=self.settings.mode == "auto")
+        text = ""
+
+        def decided(piece: str) -> bool:
+            nonlocal text
+            text += piece
+            return not is_recall_prefix(text)
+
+        gen = self.backend.generate(prompt, max_tokens=self.settings.decision_tokens, grammar=grammar,
+                                    on_text=decided)
+        trace.timings_ms["prefill"] += gen.prefill_ms
+        trace.timings_ms["decision_decode"] += gen.decode_ms
+        trace.add_tokens(gen.evaluated, gen.reused, len(gen.tokens), gen.prompt_tokens)
+        decision = parse_decision(gen.text)
+        return decision, ([] if decision.is_recall else gen.tokens)
+
+    def _similarity_trigger(self, question: str, evicted: Sequence[Page], trace: Trace) -> bool:
+        start = time.perf_counter()
+        triggered = self.selector.should_recall(question, evicted)
+        trace.timings_ms["rerank"] += _ms(start)
+        return triggered
+
+    def _recall(self, pager, question, named, messages, prompt, trace, on_text) -> bool:
+        """Inject the selected pages after the user turn and answer from them; False if none fit."""
+        start = time.perf_counter()
+        room = self.backend.n_ctx - len(prompt) - self.settings.max_answer_tokens - 64
+        injections, candidates = self.selector.select(question, named, pager, room)
+        trace.timings_ms["rerank"] += _ms(start)
+        trace.candidates = candidates
+        if not injections:
+            return False
+        start = time.perf_counter()
+        ids = [inj.page.page_id for inj in injections]
+        call = f"recall(page_ids=[{','.join(map(str, ids))}])"
+        recalled = RECALLED_PROMPT.format(pages=recalled_text(pager, injections), question=question)
+        messages = messages + [Message("assistant", call), Message("user", recalled)]
+        tokens = self.backend.render(messages)
+        trace.timings_ms["recall_fetch"] += _ms(start)
+        trace.decision = "recall"
+        trace.rounds = 1
+        trace.injected_page_ids = ids
+        trace.injected_turns = [i for inj in injections for i in inj.turns]
+        self._continue(tokens, [], "", trace, on_text, prefill_stage="injection_prefill")
+        return True
+
+    def _continue(self, prompt, decided_tokens, answer_start, trace, on_text, prefill_stage) -> None:
+        """Generate the answer, continuing after what the decision step already produced."""
+        if answer_start and on_text is not None:
+            on_text(answer_start)
+        budget = self.settings.max_answer_tokens - len(decided_tokens)
+        gen = self.backend.generate(list(prompt) + list(decided_tokens), max_tokens=max(1, budget),
+                                    on_text=on_text)
+        trace.timings_ms[prefill_stage] += gen.prefill_ms
+        trace.timings_ms["answer_decode"] += gen.decode_ms
+        trace.add_tokens(gen.evaluated, gen.reused, len(gen.tokens), gen.prompt_tokens)
+        trace.answer = (answer_start + gen.text).strip()
+
+
+__all__ = ["BackendError", "ContextOverflowError", "Injection", "ModelChoiceSelector", "PageSelector",
+           "RecallSettings", "Runtime"]

@@ -1,0 +1,368 @@
+"""The persistent page store: SQLite, the source of truth for everything localpager knows.
+
+Every change is one transaction, so a process killed at any moment leaves either the whole change or
+none of it. The database file is created readable by its owner only: it holds private conversations.
+Anything derived (the FAISS index) can be rebuilt from here.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import threading
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterator, Sequence
+
+from .records import Page, Probe, Turn
+
+STORE_ENV = "LOCALPAGER_STORE"
+
+# Each entry moves the schema up one version; never edit an entry that has shipped, add one.
+MIGRATIONS: tuple[str, ...] = (
+    # 1: conversations, turns, pages, probes
+    """
+    CREATE TABLE conversations (
+        id TEXT PRIMARY KEY,
+        source TEXT,
+        settings TEXT NOT NULL DEFAULT '{}',
+        meta TEXT NOT NULL DEFAULT '{}',
+        created_at REAL NOT NULL
+    );
+    CREATE TABLE turns (
+        conv_id TEXT NOT NULL REFERENCES conversations(id) ON DELETE CASCADE,
+        idx INTEGER NOT NULL,
+        role TEXT NOT NULL,
+        text TEXT NOT NULL,
+        time TEXT,
+        speaker TEXT,
+        PRIMARY KEY (conv_id, idx)
+    );
+    CREATE TABLE pages (
+        conv_id TEXT NOT NULL REFERENCES conversations(id) ON DELETE CASCADE,
+        page_id INTEGER NOT NULL,
+        first_turn INTEGER NOT NULL,
+        last_turn INTEGER NOT NULL,
+        token_count INTEGER NOT NULL,
+        keywords TEXT NOT NULL DEFAULT '[]',
+        access_count INTEGER NOT NULL DEFAULT 0,
+        last_access INTEGER NOT NULL DEFAULT -1,
+        pinned INTEGER NOT NULL DEFAULT 0,
+        evicted INTEGER NOT NULL DEFAULT 0,
+        PRIMARY KEY (conv_id, page_id)
+    );
+    CREATE TABLE probes (
+        conv_id TEXT NOT NULL REFERENCES conversations(id) ON DELETE CASCADE,
+        idx INTEGER NOT NULL,
+        question TEXT NOT NULL,
+        answers TEXT NOT NULL,
+        evidence TEXT NOT NULL,
+        type TEXT,
+        at INTEGER,
+        extra TEXT NOT NULL DEFAULT '{}',
+        PRIMARY KEY (conv_id, idx)
+    );
+    """,
+    # 2: per-turn traces of the runtime
+    """
+    CREATE TABLE traces (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        conv_id TEXT NOT NULL REFERENCES conversations(id) ON DELETE CASCADE,
+        turn_idx INTEGER NOT NULL,
+        created_at REAL NOT NULL,
+        data TEXT NOT NULL
+    );
+    CREATE INDEX traces_conv ON traces(conv_id, id);
+    """,
+    # 3: embeddings of page bookmarks and texts (the FAISS index is rebuilt from these)
+    """
+    CREATE TABLE embeddings (
+        conv_id TEXT NOT NULL REFERENCES conversations(id) ON DELETE CASCADE,
+        page_id INTEGER NOT NULL,
+        kind TEXT NOT NULL,
+        model TEXT NOT NULL,
+        source TEXT NOT NULL,
+        vector BLOB NOT NULL,
+        PRIMARY KEY (conv_id, page_id, kind)
+    );
+    """,
+)
+SCHEMA_VERSION = len(MIGRATIONS)
+
+
+class StoreError(RuntimeError):
+    """A store that cannot be used as asked (unknown conversation, newer schema, not a database)."""
+
+
+class ConversationNotFound(StoreError):
+    pass
+
+
+@dataclass
+class ConversationInfo:
+    id: str
+    turns: int
+    pages: int
+    evicted: int
+    probes: int
+    source: str | None
+    settings: dict[str, Any] = field(default_factory=dict)
+
+
+def default_store_path() -> Path:
+    """``$LOCALPAGER_STORE``, else ``localpager.db`` in the user's data directory."""
+    if env := os.environ.get(STORE_ENV):
+        return Path(env).expanduser()
+    import platformdirs
+
+    return Path(platformdirs.user_data_dir("localpager", appauthor=False)) / "localpager.db"
+
+
+def _create_private(path: Path) -> None:
+    """Create the database file (and its folder) readable by the owner only."""
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    fd = os.open(path, os.O_CREAT | os.O_WRONLY, 0o600)
+    os.close(fd)
+
+
+class Store:
+    """A SQLite page store holding many conversations. Thread-safe: one connection, one lock."""
+
+    def __init__(self, path: str | os.PathLike | None = None):
+        self.path = Path(path) if path is not None else default_store_path()
+        if not self.path.exists():
+            _create_private(self.path)
+        self._lock = threading.RLock()
+        self._conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+        try:
+            self._conn.execute("PRAGMA journal_mode=WAL")
+            self._conn.execute("PRAGMA foreign_keys=ON")
+            self._conn.execute("PRAGMA synchronous=NORMAL")
+            self._conn.execute("PRAGMA busy_timeout=5000")
+            self._migrate()
+        except sqlite3.DatabaseError as exc:
+            self._conn.close()
+            raise StoreError(f"cannot open store {self.path}: {exc}") from None
+
+    # -- plumbing -----------------------------------------------------------------------------
+    def close(self) -> None:
+        with self._lock:
+            self._conn.close()
+
+    def __enter__(self) -> "Store":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @contextmanager
+    def transaction(self) -> Iterator[sqlite3.Connection]:
+        """One atomic change: committed whole on success, rolled back whole on any error."""
+        with self._lock:
+            self._conn.execute("BEGIN IMMEDIATE")
+            try:
+                yield self._conn
+            except BaseException:
+                self._conn.execute("ROLLBACK")
+                raise
+            self._conn.execute("COMMIT")
+
+    def _query(self, sql: str, args: Sequence[Any] = ()) -> list[sqlite3.Row]:
+        with self._lock:
+            cur = self._conn.execute(sql, args)
+            return cur.fetchall()
+
+    @property
+    def schema_version(self) -> int:
+        return self._query("PRAGMA user_version")[0][0]
+
+    def _migrate(self) -> None:
+        version = self.schema_version
+        if version > SCHEMA_VERSION:
+            raise StoreError(
+                f"store {self.path} has schema {version}, newer than this localpager ({SCHEMA_VERSION}); upgrade localpager"
+            )
+        for target in range(version + 1, SCHEMA_VERSION + 1):
+            with self.transaction() as conn:
+                for statement in MIGRATIONS[target - 1].split(";"):
+                    if statement.strip():
+                        conn.execute(statement)
+                conn.execute(f"PRAGMA user_version = {target}")
+
+    # -- conversations ------------------------------------------------------------------------
+    def has_conversation(self, conv_id: str) -> bool:
+        return bool(self._query("SELECT 1 FROM conversations WHERE id = ?", (conv_id,)))
+
+    def _require(self, conv_id: str) -> None:
+        if not self.has_conversation(conv_id):
+            raise ConversationNotFound(f"no conversation {conv_id!r} in {self.path}")
+
+    def save_conversation(
+        self,
+        conv_id: str,
+        turns: Sequence[Turn],
+        pages: Sequence[Page],
+        probes: Sequence[Probe] = (),
+        settings: dict[str, Any] | None = None,
+        source: str | None = None,
+        meta: dict[str, Any] | None = None,
+        replace: bool = False,
+    ) -> None:
+        """Store a whole conversation in one transaction; an existing id is an error unless ``replace``."""
+        with self.transaction() as conn:
+            exists = conn.execute("SELECT 1 FROM conversations WHERE id = ?", (conv_id,)).fetchone()
+            if exists and not replace:
+                raise StoreError(f"conversation {conv_id!r} already exists in {self.path}")
+            conn.execute("DELETE FROM conversations WHERE id = ?", (conv_id,))
+            conn.execute(
+                "INSERT INTO conversations (id, source, settings, meta, created_at) VALUES (?, ?, ?, ?, ?)",
+                (conv_id, source, json.dumps(settings or {}), json.dumps(meta or {}), time.time()),
+            )
+            conn.executemany(
+                "INSERT INTO turns (conv_id, idx, role, text, time, speaker) VALUES (?, ?, ?, ?, ?, ?)",
+                [(conv_id, t.index, t.role, t.text, t.time, t.speaker) for t in turns],
+            )
+            self._write_pages(conn, conv_id, pages)
+            conn.executemany(
+                "INSERT INTO probes (conv_id, idx, question, answers, evidence, type, at, extra)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                [
+                    (conv_id, i, p.question, json.dumps(p.answers), json.dumps(p.evidence), p.type, p.at,
+                     json.dumps(p.extra))
+                    for i, p in enumerate(probes)
+                ],
+            )
+
+    def create_conversation(self, conv_id: str, settings: dict[str, Any] | None = None) -> None:
+        """An empty conversation, e.g. for a new chat."""
+        self.save_conversation(conv_id, [], [], settings=settings)
+
+    def delete_conversation(self, conv_id: str) -> None:
+        self._require(conv_id)
+        with self.transaction() as conn:
+            conn.execute("DELETE FROM conversations WHERE id = ?", (conv_id,))
+
+    def settings(self, conv_id: str) -> dict[str, Any]:
+        rows = self._query("SELECT settings FROM conversations WHERE id = ?", (conv_id,))
+        if not rows:
+            raise ConversationNotFound(f"no conversation {conv_id!r} in {self.path}")
+        return json.loads(rows[0][0])
+
+    def list_conversations(self) -> list[ConversationInfo]:
+        rows = self._query(
+            """
+            SELECT c.id, c.source, c.settings,
+                (SELECT COUNT(*) FROM turns t WHERE t.conv_id = c.id),
+                (SELECT COUNT(*) FROM pages p WHERE p.conv_id = c.id),
+                (SELECT COUNT(*) FROM pages p WHERE p.conv_id = c.id AND p.evicted),
+                (SELECT COUNT(*) FROM probes q WHERE q.conv_id = c.id)
+            FROM conversations c ORDER BY c.created_at, c.id
+            """
+        )
+        return [
+            ConversationInfo(id=r[0], source=r[1], settings=json.loads(r[2]), turns=r[3], pages=r[4],
+                             evicted=r[5], probes=r[6])
+            for r in rows
+        ]
+
+    # -- turns, pages, probes -----------------------------------------------------------------
+    def turns(self, conv_id: str) -> list[Turn]:
+        self._require(conv_id)
+        rows = self._query(
+            "SELECT idx, role, text, time, speaker FROM turns WHERE conv_id = ? ORDER BY idx", (conv_id,)
+        )
+        return [Turn(index=r[0], role=r[1], text=r[2], time=r[3], speaker=r[4]) for r in rows]
+
+    def pages(self, conv_id: str, turns: Sequence[Turn] | None = None) -> list[Page]:
+        """The pages of a conversation, with their text rendered from ``turns`` (loaded if not given)."""
+        turns = self.turns(conv_id) if turns is None else turns
+        rows = self._query(
+            "SELECT page_id, first_turn, last_turn, token_count, keywords, access_count, last_access,"
+            " pinned, evicted FROM pages WHERE conv_id = ? ORDER BY page_id",
+            (conv_id,),
+        )
+        return [
+            Page(page_id=r[0], first_turn=r[1], last_turn=r[2], token_count=r[3], keywords=json.loads(r[4]),
+                 access_count=r[5], last_access=r[6], pinned=bool(r[7]), evicted=bool(r[8]),
+                 text="\n".join(t.render() for t in turns[r[1] : r[2] + 1]))
+            for r in rows
+        ]
+
+    def probes(self, conv_id: str) -> list[Probe]:
+        self._require(conv_id)
+        rows = self._query(
+            "SELECT question, answers, evidence, type, at, extra FROM probes WHERE conv_id = ? ORDER BY idx",
+            (conv_id,),
+        )
+        return [
+            Probe(question=r[0], answers=json.loads(r[1]), evidence=json.loads(r[2]), type=r[3], at=r[4],
+                  extra=json.loads(r[5]))
+            for r in rows
+        ]
+
+    @staticmethod
+    def _write_pages(conn: sqlite3.Connection, conv_id: str, pages: Sequence[Page]) -> None:
+        conn.executemany(
+            "INSERT OR REPLACE INTO pages (conv_id, page_id, first_turn, last_turn, token_count, keywords,"
+            " access_count, last_access, pinned, evicted) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            [
+                (conv_id, p.page_id, p.first_turn, p.last_turn, p.token_count, json.dumps(p.keywords),
+                 p.access_count, p.last_access, int(p.pinned), int(p.evicted))
+                for p in pages
+            ],
+        )
+
+    def append_turn(self, conv_id: str, turn: Turn, pages: Sequence[Page] = ()) -> None:
+        """Make ``turn`` durable, with the pages it changed, in one transaction."""
+        self._require(conv_id)
+        with self.transaction() as conn:
+            conn.execute(
+                "INSERT INTO turns (conv_id, idx, role, text, time, speaker) VALUES (?, ?, ?, ?, ?, ?)",
+                (conv_id, turn.index, turn.role, turn.text, turn.time, turn.speaker),
+            )
+            self._write_pages(conn, conv_id, pages)
+
+    def update_pages(self, conv_id: str, pages: Sequence[Page]) -> None:
+        self._require(conv_id)
+        with self.transaction() as conn:
+            self._write_pages(conn, conv_id, pages)
+
+    def update_settings(self, conv_id: str, settings: dict[str, Any]) -> None:
+        self._require(conv_id)
+        with self.transaction() as conn:
+            conn.execute("UPDATE conversations SET settings = ? WHERE id = ?", (json.dumps(settings), conv_id))
+
+    # -- traces -------------------------------------------------------------------------------
+    def add_trace(self, conv_id: str, turn_idx: int, data: dict[str, Any]) -> None:
+        with self.transaction() as conn:
+            conn.execute(
+                "INSERT INTO traces (conv_id, turn_idx, created_at, data) VALUES (?, ?, ?, ?)",
+                (conv_id, turn_idx, time.time(), json.dumps(data)),
+            )
+
+    def traces(self, conv_id: str) -> list[dict[str, Any]]:
+        self._require(conv_id)
+        rows = self._query("SELECT turn_idx, created_at, data FROM traces WHERE conv_id = ? ORDER BY id", (conv_id,))
+        return [{"turn": r[0], "created_at": r[1], **json.loads(r[2])} for r in rows]
+
+    # -- embeddings ---------------------------------------------------------------------------
+    def save_embeddings(self, rows: Sequence[tuple[str, int, str, str, str, bytes]]) -> None:
+        """Rows of (conv_id, page_id, kind, model, source text, float32 vector bytes)."""
+        with self.transaction() as conn:
+            conn.executemany(
+                "INSERT OR REPLACE INTO embeddings (conv_id, page_id, kind, model, source, vector)"
+                " VALUES (?, ?, ?, ?, ?, ?)",
+                rows,
+            )
+
+    def embeddings(self, kind: str, conv_id: str | None = None) -> list[tuple[str, int, str, str, bytes]]:
+        """(conv_id, page_id, model, source text, vector bytes) of one kind, optionally of one conversation."""
+        sql = "SELECT conv_id, page_id, model, source, vector FROM embeddings WHERE kind = ?"
+        args: list[Any] = [kind]
+        if conv_id is not None:
+            sql += " AND conv_id = ?"
+            args.append(conv_id)
+        return [tuple(r) for r in self._query(sql + " ORDER BY conv_id, page_id", args)]

@@ -1,0 +1,197 @@
+"""Tests for localpager.eval.synthetic: determinism, shape, unambiguous evidence, non-leaking probes."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from localpager.eval.synthetic import (
+    FACT_TYPES,
+    TAIL_TURNS,
+    generate_conversation,
+    generate_dataset,
+    mentions,
+)
+from localpager.records import Conversation, Probe
+
+# Words a question may share with the turn it is about: function words and a few everyday ones.
+GENERIC = {
+    "the", "and", "for", "you", "your", "what", "which", "who", "when", "where", "how", "should",
+    "does", "did", "can", "could", "would", "will", "that", "this", "with", "about", "from", "into",
+    "get", "got", "need", "must", "now", "one", "all", "any", "have", "has", "had", "are", "was",
+    "were", "not", "out", "off", "our", "its", "it's", "i'm", "i've", "time", "day", "week", "new",
+    "much", "many", "some", "more", "most", "very", "every", "each", "year", "after", "before",
+}
+
+SEEDS = range(40)
+
+
+def _content_words(text: str) -> set[str]:
+    return {w for w in re.findall(r"[a-z][a-z']+", text.lower()) if len(w) >= 3} - GENERIC
+
+
+def _conversations() -> list[Conversation]:
+    return [generate_conversation(seed, revisiting=seed % 2 == 1) for seed in SEEDS]
+
+
+@pytest.fixture(scope="module")
+def conversations() -> list[Conversation]:
+    return _conversations()
+
+
+def _probes(conversations: list[Conversation]) -> list[tuple[Conversation, Probe]]:
+    return [(conv, probe) for conv in conversations for probe in conv.probes]
+
+
+# --- determinism ----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("revisiting", [False, True])
+def test_same_seed_gives_identical_conversation(revisiting: bool) -> None:
+    assert generate_conversation(7, revisiting=revisiting) == generate_conversation(7, revisiting=revisiting)
+
+
+def test_different_seeds_give_different_conversations() -> None:
+    first, second = generate_conversation(1), generate_conversation(2)
+    assert [t.text for t in first.turns] != [t.text for t in second.turns]
+    assert [p.question for p in first.probes] != [p.question for p in second.probes]
+
+
+def test_dataset_is_deterministic_and_seeded() -> None:
+    assert generate_dataset(3, seed=5) == generate_dataset(3, seed=5)
+    assert generate_dataset(3, seed=5) != generate_dataset(3, seed=6)
+
+
+# --- shape ----------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("asked", "expected"), [(120, 120), (160, 160), (201, 202), (240, 240)])
+def test_turn_count_and_role_alternation(asked: int, expected: int) -> None:
+    conv = generate_conversation(3, n_turns=asked)
+    assert len(conv.turns) == expected
+    for i, turn in enumerate(conv.turns):
+        assert turn.index == i
+        assert turn.role == ("user" if i % 2 == 0 else "assistant")
+        assert turn.text.strip()
+
+
+def test_too_short_is_refused() -> None:
+    with pytest.raises(ValueError):
+        generate_conversation(0, n_turns=20)
+
+
+def test_six_to_eight_facts_one_probe_each(conversations: list[Conversation]) -> None:
+    for conv in conversations:
+        assert 6 <= len(conv.probes) <= 8
+        types = [p.type for p in conv.probes]
+        assert len(set(types)) == len(types)
+        assert set(types) <= set(FACT_TYPES)
+        assert 1 <= sum(len(p.extra["stated"]) > 1 for p in conv.probes) <= 2
+
+
+def test_every_fact_type_appears_in_a_dataset() -> None:
+    dataset = generate_dataset(10, seed=0)
+    assert {p.type for conv in dataset for p in conv.probes} == set(FACT_TYPES)
+
+
+def test_dataset_alternates_forward_and_revisiting() -> None:
+    dataset = generate_dataset(4, seed=1)
+    assert [c.meta["revisiting"] for c in dataset] == [False, True, False, True]
+    assert len({c.id for c in dataset}) == 4
+    assert all(c.meta["revisiting"] for c in generate_dataset(3, seed=1, revisiting=True))
+
+
+def test_facts_are_spread_and_the_tail_is_filler(conversations: list[Conversation]) -> None:
+    for conv in conversations:
+        stated = sorted(t for p in conv.probes for t in p.extra["stated"])
+        assert stated[-1] < len(conv.turns) - TAIL_TURNS
+        assert stated[-1] - stated[0] > len(conv.turns) // 2
+
+
+def test_filler_is_varied_and_shares_generic_words(conversations: list[Conversation]) -> None:
+    for conv in conversations:
+        user_texts = [t.text for t in conv.turns if t.role == "user"]
+        assert len(set(user_texts)) > 0.6 * len(user_texts)
+    stated = {(c.id, t) for c in conversations for p in c.probes for t in p.extra["stated"]}
+    filler = " ".join(t.text for c in conversations for t in c.turns if (c.id, t.index) not in stated).lower()
+    for word in ("budget", "schedule", "deadline", "nuts", "locker", "dose", "party", "lease"):
+        assert re.search(rf"\b{word}\b", filler), word
+
+
+# --- evidence -------------------------------------------------------------------------------------
+
+
+def test_evidence_is_a_user_turn_stating_the_answer(conversations: list[Conversation]) -> None:
+    for conv, probe in _probes(conversations):
+        assert len(probe.evidence) == 1
+        turn = conv.turns[probe.evidence[0]]
+        assert turn.role == "user"
+        assert mentions(turn.text, probe.answers), (probe, turn.text)
+        assert probe.evidence[0] == probe.extra["stated"][-1]
+
+
+def test_answers_appear_only_in_their_own_statements(conversations: list[Conversation]) -> None:
+    """The evidence is the last (and only) turn with the current value: filler never states it."""
+    for conv, probe in _probes(conversations):
+        holding = [t.index for t in conv.turns if mentions(t.text, probe.answers)]
+        assert holding == probe.evidence, (probe, [conv.turns[i].text for i in holding])
+
+
+def test_updated_facts_answer_with_the_newest_value(conversations: list[Conversation]) -> None:
+    updated = [(c, p) for c, p in _probes(conversations) if len(p.extra["stated"]) > 1]
+    assert updated
+    for conv, probe in updated:
+        first, *_, last = probe.extra["stated"]
+        assert first < last == probe.evidence[0]
+        old = probe.extra["old_answers"]
+        assert not {a.lower() for a in old} & {a.lower() for a in probe.answers}
+        assert mentions(conv.turns[first].text, old)
+        assert not mentions(conv.turns[last].text, old)
+        later = [t.index for t in conv.turns if mentions(t.text, probe.answers + old)]
+        assert max(later) == last
+
+
+# --- questions ------------------------------------------------------------------------------------
+
+
+def test_questions_do_not_leak_the_answer(conversations: list[Conversation]) -> None:
+    for conv, probe in _probes(conversations):
+        assert not mentions(probe.question, probe.answers + probe.extra["old_answers"]), probe
+        answer_words = set().union(*(_content_words(a) for a in probe.answers))
+        assert not answer_words & _content_words(probe.question), probe
+
+
+def test_questions_share_only_generic_words_with_the_evidence(conversations: list[Conversation]) -> None:
+    for conv, probe in _probes(conversations):
+        shared = _content_words(probe.question) & _content_words(conv.turns[probe.evidence[0]].text)
+        assert not shared, (probe.question, conv.turns[probe.evidence[0]].text, shared)
+
+
+def test_answers_are_short(conversations: list[Conversation]) -> None:
+    for _, probe in _probes(conversations):
+        assert probe.answers and all(0 < len(a.split()) <= 3 for a in probe.answers)
+
+
+# --- when probes are asked ------------------------------------------------------------------------
+
+
+def test_forward_probes_are_asked_at_the_end() -> None:
+    conv = generate_conversation(4, revisiting=False)
+    assert all(p.at is None for p in conv.probes)
+    assert [p.evidence[0] for p in conv.probes] == sorted(p.evidence[0] for p in conv.probes)
+
+
+def test_revisiting_probes_come_after_their_fact_and_are_sorted(conversations: list[Conversation]) -> None:
+    for conv in conversations:
+        if not conv.meta["revisiting"]:
+            continue
+        timed = [p for p in conv.probes if p.at is not None]
+        assert len(timed) > len(conv.probes) / 2
+        for probe in timed:
+            assert probe.evidence[0] < probe.at < len(conv.turns) - 1
+            assert conv.turns[probe.at].role == "assistant"
+        ats = [p.at for p in timed]
+        assert ats == sorted(ats)
+        assert conv.probes[: len(timed)] == timed
+        assert len(set(ats)) >= 3
