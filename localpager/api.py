@@ -16,13 +16,17 @@ import os
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Sequence
+from typing import TYPE_CHECKING
 
 from .backends import DEFAULT_BACKEND, load_backend
 from .backends.base import ChatBackend, TextCallback
 from .loaders import load_conversations
 from .pager import Pager, PagingConfig, page_conversation
+
+if TYPE_CHECKING:
+    from .index import PageIndex
 from .records import Page, Turn
+from .rerank import RerankSettings
 from .runtime import ContextOverflowError, PageSelector, RecallSettings, Runtime
 from .store import ConversationInfo, Store
 from .tokens import TokenCounter, counter_for
@@ -51,14 +55,17 @@ class LocalPager:
         backend: str = DEFAULT_BACKEND,
         n_ctx: int = 2048,
         recall: RecallSettings | None = None,
-        selector: PageSelector | None = None,
+        rerank: RerankSettings | None = None,
+        embedder: str | os.PathLike | None = None,
     ):
         self.store = store if isinstance(store, Store) else Store(store)
         self.model = model
         self.backend_name = backend
         self.n_ctx = n_ctx
         self.recall = recall or RecallSettings()
-        self._selector = selector
+        self.rerank = rerank or RerankSettings()
+        self.embedder_path = embedder
+        self._index: PageIndex | None = None
         self._backend: ChatBackend | None = None
         self._runtime: Runtime | None = None
         self.lock = threading.RLock()
@@ -75,8 +82,25 @@ class LocalPager:
     def runtime(self) -> Runtime:
         with self.lock:
             if self._runtime is None:
-                self._runtime = Runtime(self.backend, self.recall, self._selector)
+                self._runtime = Runtime(self.backend, self.recall)
             return self._runtime
+
+    @property
+    def index(self) -> PageIndex:
+        """The page embeddings and their FAISS indexes (the embedder loads on first search)."""
+        with self.lock:
+            if self._index is None:
+                from .embedder import default_embedder
+                from .index import PageIndex
+
+                self._index = PageIndex(self.store, default_embedder(
+                    str(self.embedder_path) if self.embedder_path else None))
+            return self._index
+
+    def selector(self, conv_id: str) -> PageSelector:
+        from .rerank import RerankSelector
+
+        return RerankSelector(self.index, conv_id, self.rerank)
 
     def counter(self) -> TokenCounter:
         """The loaded model's tokenizer, or a vocabulary-only load of the same model file."""
@@ -237,7 +261,8 @@ class Conversation:
                 )
             if remember:
                 self.add_turn("user", question)
-            trace = runtime.answer(self.pager, question, pending=not remember, on_text=on_text)
+            trace = runtime.answer(self.pager, question, pending=not remember, on_text=on_text,
+                                   selector=self.lp.selector(self.id))
             if remember:
                 answer_turn = self.add_turn("assistant", trace.answer or "…")
                 touched = self.pager.touch(trace.injected_page_ids, answer_turn.index)

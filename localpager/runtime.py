@@ -64,7 +64,7 @@ class Injection:
 class PageSelector(Protocol):
     """Decides what a recall injects. The model names pages; a selector may rerank or add others."""
 
-    def should_recall(self, question: str, evicted: Sequence[Page]) -> bool:
+    def should_recall(self, question: str, pager: Pager) -> bool:
         """Whether to page in although the model chose to answer directly."""
 
     def select(
@@ -76,7 +76,7 @@ class PageSelector(Protocol):
 class ModelChoiceSelector:
     """Injects exactly the pages the model named, in its order, as far as they fit."""
 
-    def should_recall(self, question: str, evicted: Sequence[Page]) -> bool:
+    def should_recall(self, question: str, pager: Pager) -> bool:
         return False
 
     def select(self, question, named, pager, room):
@@ -172,10 +172,12 @@ class Runtime:
             )
         return messages, tokens
 
-    def answer(self, pager: Pager, question: str, *, pending: bool = False,
-               on_text: TextCallback | None = None, turn: int | None = None) -> Trace:
-        """Answer ``question``. With ``pending`` it is not a turn of ``pager`` (the last turn otherwise)."""
+    def answer(self, pager: Pager, question: str, *, pending: bool = False, on_text: TextCallback | None = None,
+               turn: int | None = None, selector: PageSelector | None = None) -> Trace:
+        """Answer ``question``. With ``pending`` it is not a turn of ``pager`` (the last turn otherwise);
+        ``selector`` decides what a recall injects (default: the runtime's)."""
         s = self.settings
+        selector = selector or self.selector
         trace = Trace(turn=len(pager.turns) - 1 if turn is None else turn, question=question)
         evicted = pager.evicted
         trace.bookmarks = [pager.bookmark(p) for p in evicted]
@@ -190,10 +192,11 @@ class Runtime:
             if decision.is_recall:
                 trace.trigger = "forced" if s.mode == "always" else "model"
                 trace.model_page_ids = list(decision.page_ids)
-            elif self._similarity_trigger(question, evicted, trace):
+            elif self._similarity_trigger(question, pager, selector, trace):
                 trace.trigger = "similarity"
         if trace.trigger != "none":
-            injected = self._recall(pager, question, list(decision.page_ids), messages, prompt, trace, on_text)
+            injected = self._recall(pager, question, list(decision.page_ids), messages, prompt, trace, on_text,
+                                    selector)
             if injected:
                 return trace
         self._continue(prompt, decision_tokens, decision.answer_start, trace, on_text,
@@ -219,17 +222,17 @@ class Runtime:
         decision = parse_decision(gen.text)
         return decision, ([] if decision.is_recall else gen.tokens)
 
-    def _similarity_trigger(self, question: str, evicted: Sequence[Page], trace: Trace) -> bool:
+    def _similarity_trigger(self, question: str, pager: Pager, selector: PageSelector, trace: Trace) -> bool:
         start = time.perf_counter()
-        triggered = self.selector.should_recall(question, evicted)
+        triggered = selector.should_recall(question, pager)
         trace.timings_ms["rerank"] += _ms(start)
         return triggered
 
-    def _recall(self, pager, question, named, messages, prompt, trace, on_text) -> bool:
+    def _recall(self, pager, question, named, messages, prompt, trace, on_text, selector) -> bool:
         """Inject the selected pages after the user turn and answer from them; False if none fit."""
         start = time.perf_counter()
         room = self.backend.n_ctx - len(prompt) - self.settings.max_answer_tokens - 64
-        injections, candidates = self.selector.select(question, named, pager, room)
+        injections, candidates = selector.select(question, named, pager, room)
         trace.timings_ms["rerank"] += _ms(start)
         trace.candidates = candidates
         if not injections:

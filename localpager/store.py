@@ -358,11 +358,27 @@ class Store:
                 rows,
             )
 
-    def embeddings(self, kind: str, conv_id: str | None = None) -> list[tuple[str, int, str, str, bytes]]:
-        """(conv_id, page_id, model, source text, vector bytes) of one kind, optionally of one conversation."""
-        sql = "SELECT conv_id, page_id, model, source, vector FROM embeddings WHERE kind = ?"
-        args: list[Any] = [kind]
+    def embedding_rows(self, family: str, conv_id: str | None = None,
+                       page_ids: Sequence[int] | None = None) -> list[tuple[int, str, int, str, str, str, bytes]]:
+        """(rowid, conv_id, page_id, kind, model, source text, vector) of a family: ``bookmark``, ``text``
+        or ``turn`` (kinds ``turn:<index>``), optionally of one conversation's pages."""
+        sql = "SELECT rowid, conv_id, page_id, kind, model, source, vector FROM embeddings WHERE " + _family_sql()
+        args: list[Any] = [family, family]
         if conv_id is not None:
             sql += " AND conv_id = ?"
             args.append(conv_id)
-        return [tuple(r) for r in self._query(sql + " ORDER BY conv_id, page_id", args)]
+        if page_ids is not None:
+            sql += f" AND page_id IN ({','.join('?' * len(page_ids))})"
+            args.extend(page_ids)
+        return [tuple(r) for r in self._query(sql + " ORDER BY rowid", args)]
+
+    def embedding_fingerprint(self, family: str) -> list[Any]:
+        """Changes whenever a row of the family is added, replaced or deleted: tells a saved index is stale."""
+        row = self._query(
+            "SELECT COUNT(*), COALESCE(MAX(rowid), 0), COALESCE(SUM(rowid), 0) FROM embeddings WHERE "
+            + _family_sql(), (family, family))[0]
+        return list(row)
+
+
+def _family_sql() -> str:
+    return "(kind = ? OR kind LIKE ? || ':%')"

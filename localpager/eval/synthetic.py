@@ -16,7 +16,9 @@ from dataclasses import dataclass, field
 
 from localpager.records import Conversation, Probe, Turn
 
-FACT_TYPES = ("allergy", "budget", "deadline", "contact", "medical", "preference", "schedule", "number")
+FACT_TYPES = (
+    "allergy", "budget", "deadline", "contact", "medical", "preference", "schedule", "number",
+)
 
 FACTS_PER_CONVERSATION = (6, 8)
 UPDATES_PER_CONVERSATION = (1, 2)
@@ -49,7 +51,7 @@ class FillerTopic:
     slots: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
 
-# --- value pools --------------------------------------------------------------------------------
+# --- value pools ----------------------------------------------------------------------------------
 # Word pools: the first entry is written in the conversation, all entries are accepted answers.
 
 WORD_POOLS: dict[str, tuple[tuple[str, ...], ...]] = {
@@ -70,16 +72,16 @@ WORD_POOLS: dict[str, tuple[tuple[str, ...], ...]] = {
     "statins": (("atorvastatin",), ("rosuvastatin",), ("simvastatin",), ("pravastatin",)),
     "migraine_drugs": (("sumatriptan",), ("rizatriptan",), ("naproxen",), ("zolmitriptan",)),
     "colors": (
-        ("teal",), ("burgundy",), ("lavender",), ("mustard yellow", "mustard"), ("olive green", "olive"),
-        ("coral",), ("navy blue", "navy"),
+        ("teal",), ("burgundy",), ("lavender",), ("mustard yellow", "mustard"),
+        ("olive green", "olive"), ("coral",), ("navy blue", "navy"),
     ),
     "cuisines": (
         ("Thai",), ("Ethiopian",), ("Lebanese",), ("Korean",), ("Peruvian",), ("Vietnamese",),
         ("Moroccan",),
     ),
     "flowers": (
-        ("sunflowers", "sunflower"), ("tulips", "tulip"), ("peonies", "peony"), ("daisies", "daisy"),
-        ("orchids", "orchid"), ("lilies", "lily"), ("dahlias", "dahlia"),
+        ("sunflowers", "sunflower"), ("tulips", "tulip"), ("peonies", "peony"),
+        ("daisies", "daisy"), ("orchids", "orchid"), ("lilies", "lily"), ("dahlias", "dahlia"),
     ),
     "music": (("jazz",), ("reggae",), ("bluegrass",), ("flamenco",), ("techno",), ("opera",)),
 }
@@ -144,15 +146,33 @@ FACT_KINDS: tuple[FactKind, ...] = (
     ),
     FactKind(
         "laptop_budget", "budget", ("money", 700, 2500, 50),
-        says=("I can spend at most {v} on a new laptop.", "My ceiling for the laptop upgrade is {v}."),
-        asks=("How much am I willing to pay for the computer?", "What can I afford for the replacement notebook computer?"),
-        updates=("Actually my budget for the laptop changed to {v}.", "Change of plans: I can go up to {v} for the laptop now."),
+        says=(
+            "I can spend at most {v} on a new laptop.",
+            "My ceiling for the laptop upgrade is {v}.",
+        ),
+        asks=(
+            "How much am I willing to pay for the computer?",
+            "What can I afford for the replacement notebook computer?",
+        ),
+        updates=(
+            "Actually my budget for the laptop changed to {v}.",
+            "Change of plans: I can go up to {v} for the laptop now.",
+        ),
     ),
     FactKind(
         "trip_budget", "budget", ("money", 1500, 6000, 100),
-        says=("My spending cap for the Lisbon trip is {v} all in.", "For Lisbon I've set aside {v} in total."),
-        asks=("How much money can I take to Portugal?", "What can I afford for my Portuguese holiday?"),
-        updates=("Actually my budget for Lisbon changed to {v}.", "I got a bonus, so the Lisbon trip can go up to {v}."),
+        says=(
+            "My spending cap for the Lisbon trip is {v} all in.",
+            "For Lisbon I've set aside {v} in total.",
+        ),
+        asks=(
+            "How much money can I take to Portugal?",
+            "What can I afford for my Portuguese holiday?",
+        ),
+        updates=(
+            "Actually my budget for Lisbon changed to {v}.",
+            "I got a bonus, so the Lisbon trip can go up to {v}.",
+        ),
     ),
     FactKind(
         "kitchen_budget", "budget", ("money", 8000, 40000, 500),
@@ -160,23 +180,41 @@ FACT_KINDS: tuple[FactKind, ...] = (
             "For the kitchen remodel I've set aside {v}, and not a cent more.",
             "The kitchen renovation has to come in under {v}.",
         ),
-        asks=("How much am I willing to pay for new cabinets and counters?", "What can I afford for new cabinets and countertops?"),
-        updates=("Actually the kitchen budget changed to {v}.", "We refinanced, so the kitchen can now take {v}."),
+        asks=(
+            "How much am I willing to pay for new cabinets and counters?",
+            "What can I afford for new cabinets and countertops?",
+        ),
+        updates=(
+            "Actually the kitchen budget changed to {v}.",
+            "We refinanced, so the kitchen can now take {v}.",
+        ),
     ),
     FactKind(
         "rent_budget", "budget", ("money", 900, 3200, 50),
-        says=("I can afford {v} a month for an apartment, tops.", "My housing cap is {v} per month."),
+        says=(
+            "I can afford {v} a month for an apartment, tops.",
+            "My housing cap is {v} per month.",
+        ),
         asks=("What's the highest rent I could handle?", "How pricey a flat can I take on?"),
-        updates=("Actually my budget changed to {v} a month.", "With the raise, I can now afford {v} monthly."),
+        updates=(
+            "Actually my budget changed to {v} a month.",
+            "With the raise, I can now afford {v} monthly.",
+        ),
     ),
     FactKind(
         "grant_deadline", "deadline", ("date",),
-        says=("My grant report is due on {v}, with no extensions.", "The foundation wants my grant report by {v}."),
+        says=(
+            "My grant report is due on {v}, with no extensions.",
+            "The foundation wants my grant report by {v}.",
+        ),
         asks=(
             "By what date must the paperwork for my research funding be submitted?",
             "When do I have to send the funders my write-up?",
         ),
-        updates=("Good news: the grant office moved my report deadline to {v}.", "Actually the report is now due {v}."),
+        updates=(
+            "Good news: the grant office moved my report deadline to {v}.",
+            "Actually the report is now due {v}.",
+        ),
     ),
     FactKind(
         "tax_deadline", "deadline", ("date",),
@@ -200,11 +238,17 @@ FACT_KINDS: tuple[FactKind, ...] = (
             "When must the slides for my client presentation be finished?",
             "By what day does the sales presentation need to be done?",
         ),
-        updates=("The Hartley people pushed the deck to {v}.", "Actually the pitch deck is due {v} now."),
+        updates=(
+            "The Hartley people pushed the deck to {v}.",
+            "Actually the pitch deck is due {v} now.",
+        ),
     ),
     FactKind(
         "passport_deadline", "deadline", ("date",),
-        says=("My passport renewal has to be submitted by {v}.", "The consulate needs my passport forms by {v}."),
+        says=(
+            "My passport renewal has to be submitted by {v}.",
+            "The consulate needs my passport forms by {v}.",
+        ),
         asks=(
             "When do my travel documents need to be handed in?",
             "What's the cutoff for handing in my travel papers?",
@@ -225,19 +269,34 @@ FACT_KINDS: tuple[FactKind, ...] = (
     ),
     FactKind(
         "plumber_contact", "contact", ("person",),
-        says=("The plumber I trust is {v}, reachable at {phone}.", "For any leaks I use {v}; the number's {phone}."),
-        asks=("Who do I phone when a pipe bursts?", "Who should fix the dripping tap under the sink?"),
+        says=(
+            "The plumber I trust is {v}, reachable at {phone}.",
+            "For any leaks I use {v}; the number's {phone}.",
+        ),
+        asks=(
+            "Who do I phone when a pipe bursts?",
+            "Who should fix the dripping tap under the sink?",
+        ),
         updates=("My old plumber retired; the new one is {v}, {phone}.",),
     ),
     FactKind(
         "vet_contact", "contact", ("person",),
-        says=("Our bird vet is {v}, email {email}.", "{v} takes care of our parrot; write to {email}."),
-        asks=("Who do I see when my feathered friend gets sick?", "Which animal doctor looks after our feathered pet?"),
+        says=(
+            "Our bird vet is {v}, email {email}.",
+            "{v} takes care of our parrot; write to {email}.",
+        ),
+        asks=(
+            "Who do I see when my feathered friend gets sick?",
+            "Which animal doctor looks after our feathered pet?",
+        ),
         updates=("We switched vets; the parrot now sees {v}, {email}.",),
     ),
     FactKind(
         "accountant_contact", "contact", ("person",),
-        says=("My accountant is {v}, email {email}.", "{v} does my books; you can reach them at {email}."),
+        says=(
+            "My accountant is {v}, email {email}.",
+            "{v} does my books; you can reach them at {email}.",
+        ),
         asks=("Who is handling my taxes this year?", "Who should get my receipts at year end?"),
         updates=("I changed accountants: it's {v} now, {email}.",),
     ),
@@ -247,38 +306,71 @@ FACT_KINDS: tuple[FactKind, ...] = (
             "For my blood pressure I take {v}, {dose} every morning.",
             "My doctor has me on {v} for blood pressure, {dose} a day.",
         ),
-        asks=("Which medication keeps my hypertension under control?", "What do I rely on to keep my hypertension in check?"),
+        asks=(
+            "Which medication keeps my hypertension under control?",
+            "What do I rely on to keep my hypertension in check?",
+        ),
         updates=("My doctor switched my blood pressure pill to {v}, {dose}.",),
     ),
     FactKind(
         "cholesterol_drug", "medical", ("drug", "statins"),
-        says=("I'm on {v} for my cholesterol, {dose} at night.", "I take {dose} of {v} each evening to keep cholesterol down."),
+        says=(
+            "I'm on {v} for my cholesterol, {dose} at night.",
+            "I take {dose} of {v} each evening to keep cholesterol down.",
+        ),
         asks=("Which prescription handles my lipid levels?", "What's the name of my statin?"),
         updates=("The cardiologist changed my cholesterol medicine to {v}, {dose}.",),
     ),
     FactKind(
         "migraine_drug", "medical", ("drug", "migraine_drugs"),
-        says=("When a migraine hits I take {v}, {dose}.", "For migraines my neurologist prescribed {v}, {dose} at the first sign."),
-        asks=("What should I reach for when one of my bad headaches starts?", "Which tablet stops my worst head pain?"),
+        says=(
+            "When a migraine hits I take {v}, {dose}.",
+            "For migraines my neurologist prescribed {v}, {dose} at the first sign.",
+        ),
+        asks=(
+            "What should I reach for when one of my bad headaches starts?",
+            "Which tablet stops my worst head pain?",
+        ),
         updates=("My neurologist swapped my migraine medicine to {v}, {dose}.",),
     ),
     FactKind(
         "insulin_dose", "medical", ("units",),
         says=("I inject {v} of insulin before dinner.", "My evening insulin dose is {v}."),
-        asks=("How much diabetes medicine do I need with supper?", "What amount of my diabetes shot goes with the last meal of the day?"),
-        updates=("My endocrinologist changed my insulin to {v} before dinner.", "Actually, the insulin dose is now {v}."),
+        asks=(
+            "How much diabetes medicine do I need with supper?",
+            "What amount of my diabetes shot goes with the last meal of the day?",
+        ),
+        updates=(
+            "My endocrinologist changed my insulin to {v} before dinner.",
+            "Actually, the insulin dose is now {v}.",
+        ),
     ),
     FactKind(
         "favorite_color", "preference", ("pool", "colors"),
-        says=("{v} has always been my favorite color.", "If I could paint everything {v}, I would."),
-        asks=("Which shade would I choose for my new bike?", "What hue should a sweater for me be?"),
-        updates=("I've changed my mind: {v} is my favorite color now.", "These days I'm all about {v} instead."),
+        says=(
+            "{v} has always been my favorite color.",
+            "If I could paint everything {v}, I would.",
+        ),
+        asks=(
+            "Which shade would I choose for my new bike?",
+            "What hue should a sweater for me be?",
+        ),
+        updates=(
+            "I've changed my mind: {v} is my favorite color now.",
+            "These days I'm all about {v} instead.",
+        ),
     ),
     FactKind(
         "favorite_cuisine", "preference", ("pool", "cuisines"),
         says=("Nothing beats {v} food for me.", "{v} is my favorite cuisine, hands down."),
-        asks=("What kind of restaurant should we book for my birthday dinner?", "Which menu would make me happiest on a night out?"),
-        updates=("Lately I've switched: {v} food is my favorite now.", "I've changed my mind, I love {v} cooking most these days."),
+        asks=(
+            "What kind of restaurant should we book for my birthday dinner?",
+            "Which menu would make me happiest on a night out?",
+        ),
+        updates=(
+            "Lately I've switched: {v} food is my favorite now.",
+            "I've changed my mind, I love {v} cooking most these days.",
+        ),
     ),
     FactKind(
         "favorite_flower", "preference", ("pool", "flowers"),
@@ -288,72 +380,128 @@ FACT_KINDS: tuple[FactKind, ...] = (
     ),
     FactKind(
         "favorite_music", "preference", ("pool", "music"),
-        says=("I could listen to {v} all day; it's my favorite music.", "Nothing relaxes me like {v}."),
-        asks=("Which kind of concert would I enjoy most?", "What should be playing at my surprise party?"),
-        updates=("I've been converted: {v} is my favorite music now.", "These days I mostly listen to {v}."),
+        says=(
+            "I could listen to {v} all day; it's my favorite music.",
+            "Nothing relaxes me like {v}.",
+        ),
+        asks=(
+            "Which kind of concert would I enjoy most?",
+            "What should be playing at my surprise party?",
+        ),
+        updates=(
+            "I've been converted: {v} is my favorite music now.",
+            "These days I mostly listen to {v}.",
+        ),
     ),
     FactKind(
         "dentist_visit", "schedule", ("clock",),
         says=("My dentist appointment is on {day} at {v}.", "I'm seeing the dentist {day} at {v}."),
-        asks=("What time do I get my teeth cleaned?", "When should I show up for the checkup on my molars?"),
-        updates=("The dentist's office moved me to {day} at {v}.", "Actually the dentist appointment is now {day} at {v}."),
+        asks=(
+            "What time do I get my teeth cleaned?",
+            "When should I show up for the checkup on my molars?",
+        ),
+        updates=(
+            "The dentist's office moved me to {day} at {v}.",
+            "Actually the dentist appointment is now {day} at {v}.",
+        ),
     ),
     FactKind(
         "piano_lesson", "schedule", ("clock",),
-        says=("My daughter's piano lesson is every {day} at {v}.", "Piano lessons for my daughter are {day}s at {v}."),
-        asks=("What time do I drop my kid off at music class?", "When does my girl's weekly keyboard session start?"),
+        says=(
+            "My daughter's piano lesson is every {day} at {v}.",
+            "Piano lessons for my daughter are {day}s at {v}.",
+        ),
+        asks=(
+            "What time do I drop my kid off at music class?",
+            "When does my girl's weekly keyboard session start?",
+        ),
         updates=("The piano teacher moved the lesson to {day}s at {v}.",),
     ),
     FactKind(
         "yoga_class", "schedule", ("clock",),
         says=("I go to yoga every {day} at {v}.", "My yoga class meets {day}s at {v}."),
-        asks=("What time does my stretching session start?", "When do I need my mat ready for the weekly session?"),
+        asks=(
+            "What time does my stretching session start?",
+            "When do I need my mat ready for the weekly session?",
+        ),
         updates=("My yoga class moved to {day} at {v}.", "Actually yoga is now {day}s at {v}."),
     ),
     FactKind(
         "team_sync", "schedule", ("clock",),
-        says=("Our weekly team sync is on {day} at {v}.", "The team sync happens every {day} at {v}."),
-        asks=("What time is my recurring meeting with coworkers?", "When do I catch up with my colleagues each week?"),
-        updates=("Heads up, the team sync got moved to {day} at {v}.", "Actually our sync is now {day}s at {v}."),
+        says=(
+            "Our weekly team sync is on {day} at {v}.",
+            "The team sync happens every {day} at {v}.",
+        ),
+        asks=(
+            "What time is my recurring meeting with coworkers?",
+            "When do I catch up with my colleagues each week?",
+        ),
+        updates=(
+            "Heads up, the team sync got moved to {day} at {v}.",
+            "Actually our sync is now {day}s at {v}.",
+        ),
     ),
     FactKind(
         "hotel_room", "number", ("room",),
         says=("The front desk put me in room {v}.", "I'm staying in room {v} at the Harbor Hotel."),
-        asks=("What number is on the door where I'm sleeping this week?", "Which door do I unlock at the end of the day on this trip?"),
-        updates=("They moved me to room {v} because of the noise.", "Actually I switched to room {v}, the old one had no view."),
+        asks=(
+            "What number is on the door where I'm sleeping this week?",
+            "Which door do I unlock at the end of the day on this trip?",
+        ),
+        updates=(
+            "They moved me to room {v} because of the noise.",
+            "Actually I switched to room {v}, the old one had no view.",
+        ),
     ),
     FactKind(
         "gym_locker", "number", ("locker",),
         says=("My gym locker is {v}.", "I keep my stuff in locker {v} at the gym."),
-        asks=("Where do I store my bag at the fitness center?", "Which cubby is mine at the fitness center?"),
+        asks=(
+            "Where do I store my bag at the fitness center?",
+            "Which cubby is mine at the fitness center?",
+        ),
         updates=("The gym reassigned me to locker {v}.",),
     ),
     FactKind(
         "flight_number", "number", ("flight",),
         says=("I'm booked on flight {v} on Friday.", "My flight is {v}, leaving Friday morning."),
-        asks=("Which plane am I catching at the airport?", "What should I look for on the departures board?"),
+        asks=(
+            "Which plane am I catching at the airport?",
+            "What should I look for on the departures board?",
+        ),
         updates=("The airline rebooked me onto flight {v}.", "Change of plans, I'm now on {v}."),
     ),
     FactKind(
         "parking_spot", "number", ("spot",),
-        says=("My car is parked in spot {v} at the garage.", "I left the car in bay {v}, level two."),
-        asks=("Where will I find my vehicle when I come back from the mall?", "Which space should I walk to after the concert?"),
+        says=(
+            "My car is parked in spot {v} at the garage.",
+            "I left the car in bay {v}, level two.",
+        ),
+        asks=(
+            "Where will I find my vehicle when I come back from the mall?",
+            "Which space should I walk to after the concert?",
+        ),
         updates=("I moved the car; it's in spot {v} now.",),
     ),
 )
 
 KINDS_BY_TYPE: dict[str, tuple[FactKind, ...]] = {
-    fact_type: tuple(kind for kind in FACT_KINDS if kind.type == fact_type) for fact_type in FACT_TYPES
+    fact_type: tuple(kind for kind in FACT_KINDS if kind.type == fact_type)
+    for fact_type in FACT_TYPES
 }
 
-LEAD_INS = ("", "", "", "By the way.", "Before I forget, one thing.", "Unrelated, but worth saying.", "Quick note for later.")
+LEAD_INS = (  # the empty ones: most statements come without a lead-in
+    "", "", "", "Oh, by the way.", "Before I forget, one thing.", "Unrelated, but worth saying.",
+    "Quick note for later.",
+)
 ACKS = (
-    "Got it, I'll keep that in mind.", "Noted, thanks for telling me.", "Thanks, I've made a note of that.",
-    "Understood. I'll remember.", "Okay, good to know.", "Thanks for letting me know.",
+    "Got it, I'll keep that in mind.", "Noted, thanks for telling me.",
+    "Thanks, I've made a note of that.", "Understood. I'll remember.", "Okay, good to know.",
+    "Thanks for letting me know.",
 )
 UPDATE_ACKS = (
-    "Thanks for the update; I'll go with the new one from now on.", "Noted, I've replaced the old one.",
-    "Got it, updated.", "Okay, I'll use that from now on.",
+    "Thanks for the update; I'll go with the new one from now on.",
+    "Noted, I've replaced the old one.", "Got it, updated.", "Okay, I'll use that from now on.",
 )
 
 # --- filler ---------------------------------------------------------------------------------------
@@ -363,14 +511,18 @@ UPDATE_ACKS = (
 FILLER_TOPICS: dict[str, FillerTopic] = {
     "cooking": FillerTopic(
         slots={
-            "dish": ("risotto", "banana bread", "lentil soup", "stir-fry", "lasagna", "granola", "shakshuka", "ramen"),
+            "dish": (
+                "risotto", "banana bread", "lentil soup", "stir-fry", "lasagna", "granola",
+                "shakshuka", "ramen",
+            ),
             "herb": ("basil", "thyme", "rosemary", "cilantro", "dill", "parsley"),
         },
         exchanges=(
             ("I'm making {dish} tonight. Would a handful of chopped nuts work on top?",
              "A few toasted nuts add crunch to {dish}; toast them in a dry pan first."),
             ("My {dish} came out bland last time. What went wrong?",
-             "Usually it's salt and acid. Season in stages and finish {dish} with a squeeze of lemon."),
+             "Usually it's salt and acid. Season in stages and finish {dish} with a squeeze of "
+             "lemon."),
             ("Is fresh {herb} worth the extra cost?",
              "For {dish}, yes: fresh {herb} added at the end tastes much brighter than dried."),
             ("I'm on a tight schedule tonight. Can {dish} be done in thirty minutes?",
@@ -383,18 +535,22 @@ FILLER_TOPICS: dict[str, FillerTopic] = {
     ),
     "travel": FillerTopic(
         slots={
-            "city": ("Kyoto", "Montreal", "Edinburgh", "Cape Town", "Oaxaca", "Reykjavik", "Tallinn"),
+            "city": (
+                "Kyoto", "Montreal", "Edinburgh", "Cape Town", "Oaxaca", "Reykjavik", "Tallinn",
+            ),
             "transport": ("train", "ferry", "night bus", "coach"),
         },
         exchanges=(
             ("I'm thinking about a weekend in {city}. Is the {transport} a good way to get there?",
              "The {transport} is comfortable, and booking a few weeks ahead usually saves money."),
             ("The {transport} schedule to {city} looks confusing. Any tips?",
-             "Check the {transport} schedule the day before; timetables often change in the off-season."),
+             "Check the {transport} schedule the day before; timetables often change in the "
+             "off-season."),
             ("Which neighborhoods in {city} are good for walking?",
              "The old center of {city} is lovely on foot, especially early in the morning."),
             ("Can a backpacker see {city} on a small budget?",
-             "Plenty of people do {city} cheaply with guesthouses, markets and free walking tours."),
+             "Plenty of people do {city} cheaply with guesthouses, markets and free walking "
+             "tours."),
             ("What should I pack for {city} this time of year?",
              "Layers and a light rain jacket cover most surprises in {city}."),
             ("Is it worth renting a car in {city}?",
@@ -423,7 +579,10 @@ FILLER_TOPICS: dict[str, FillerTopic] = {
     ),
     "work": FillerTopic(
         slots={
-            "task": ("the quarterly report", "a code review", "the onboarding guide", "a vendor contract", "the hiring plan"),
+            "task": (
+                "the quarterly report", "a code review", "the onboarding guide",
+                "a vendor contract", "the hiring plan",
+            ),
             "colleague": ("my manager", "a coworker", "the new intern", "our director"),
         },
         exchanges=(
@@ -434,7 +593,8 @@ FILLER_TOPICS: dict[str, FillerTopic] = {
             ("Is it rude to block my calendar for deep work?",
              "Not at all. Keep the blocks predictable so people can plan around them."),
             ("The team budget for {task} got cut. Any advice?",
-             "When a budget shrinks, trim the scope first and protect the quality of what remains."),
+             "When a budget shrinks, trim the scope first and protect the quality of what "
+             "remains."),
             ("{colleague} schedules meetings during lunch. Should I say something?",
              "A friendly note suggesting other slots usually works better than silence."),
             ("How should I prepare for my performance review?",
@@ -442,14 +602,21 @@ FILLER_TOPICS: dict[str, FillerTopic] = {
         ),
     ),
     "movies": FillerTopic(
-        slots={"film": ("a heist thriller", "an animated musical", "a space epic", "a slow-burn mystery", "a courtroom drama")},
+        slots={
+            "film": (
+                "a heist thriller", "an animated musical", "a space epic", "a slow-burn mystery",
+                "a courtroom drama",
+            ),
+        },
         exchanges=(
             ("I watched {film} last night and the ending confused me.",
              "Endings like that are often left open on purpose so people keep talking."),
             ("Apparently {film} had a huge budget but flopped. Why does that happen?",
-             "Big-budget films often flop when the marketing promises something the story can't deliver."),
+             "Big-budget films often flop when the marketing promises something the story can't "
+             "deliver."),
             ("Can you recommend something like {film}?",
-             "If you liked {film}, look at what the same writers did earlier; the tone is similar."),
+             "If you liked {film}, look at what the same writers did earlier; the tone is "
+             "similar."),
             ("Is {film} worth seeing in a theater?",
              "For {film}, the big screen and the sound system really help."),
             ("Why do trailers give away so much of the plot?",
@@ -459,10 +626,13 @@ FILLER_TOPICS: dict[str, FillerTopic] = {
         ),
     ),
     "gardening": FillerTopic(
-        slots={"plant": ("tomatoes", "zucchini", "lettuce", "blueberries", "runner beans", "peppers")},
+        slots={
+            "plant": ("tomatoes", "zucchini", "lettuce", "blueberries", "runner beans", "peppers"),
+        },
         exchanges=(
             ("The leaves on my {plant} are turning yellow. What am I doing wrong?",
-             "Yellow leaves often mean too much water; let the soil dry out a little between waterings."),
+             "Yellow leaves often mean too much water; let the soil dry out a little between "
+             "waterings."),
             ("When should I plant {plant} outside?",
              "Wait until the last frost has passed before putting {plant} in the ground."),
             ("What's a good watering schedule for {plant}?",
@@ -476,7 +646,9 @@ FILLER_TOPICS: dict[str, FillerTopic] = {
         ),
     ),
     "tech": FillerTopic(
-        slots={"gadget": ("phone", "laptop", "tablet", "router", "smart TV", "e-reader")},
+        slots={
+            "gadget": ("phone", "laptop", "tablet", "router", "smart TV", "e-reader"),
+        },
         exchanges=(
             ("My {gadget} has been really slow lately. Any ideas?",
              "Restart your {gadget}, clear some storage, and check for pending updates."),
@@ -493,10 +665,16 @@ FILLER_TOPICS: dict[str, FillerTopic] = {
         ),
     ),
     "books": FillerTopic(
-        slots={"book": ("a fantasy trilogy", "a detective novel", "a memoir", "a sci-fi classic", "a short story collection")},
+        slots={
+            "book": (
+                "a fantasy trilogy", "a detective novel", "a memoir", "a sci-fi classic",
+                "a short story collection",
+            ),
+        },
         exchanges=(
             ("I'm reading {book} where the hero races a deadline to stop a flood. Worth finishing?",
-             "If the middle drags, skim a chapter; stories like that usually pick up near the end."),
+             "If the middle drags, skim a chapter; stories like that usually pick up near the "
+             "end."),
             ("How do I find more time to read?",
              "Keep a book by the bed and read ten pages before sleeping; it adds up fast."),
             ("Do audiobooks count as reading?",
@@ -504,7 +682,8 @@ FILLER_TOPICS: dict[str, FillerTopic] = {
             ("Can you suggest something similar to {book}?",
              "Award shortlists in the same genre as {book} are a reliable place to start."),
             ("My book club picked {book}. How do I lead the discussion?",
-             "Open with one question about a character's choice; people love arguing about motives."),
+             "Open with one question about a character's choice; people love arguing about "
+             "motives."),
             ("Is it okay to abandon a book halfway?",
              "Absolutely. Life is short, and there is always another book waiting."),
         ),
@@ -526,16 +705,20 @@ FILLER_TOPICS: dict[str, FillerTopic] = {
         ),
     ),
     "home": FillerTopic(
-        slots={"space": ("spare room", "hallway", "bathroom", "living room", "home office")},
+        slots={
+            "space": ("spare room", "hallway", "bathroom", "living room", "home office"),
+        },
         exchanges=(
             ("I want to repaint the {space}. Any tips?",
-             "Tape the edges, use a good primer, and go with two thin coats rather than one thick one."),
+             "Tape the edges, use a good primer, and go with two thin coats rather than one "
+             "thick one."),
             ("How do I make the {space} feel bigger?",
              "Light walls, a large mirror and fewer, larger pieces of furniture open a space up."),
             ("Should I lease or buy a washing machine?",
              "Buying usually wins if you plan to stay more than a couple of years."),
             ("The {space} gets cold in winter. Cheap fixes?",
-             "Seal the drafts around the windows and add a thick rug; both are cheap and effective."),
+             "Seal the drafts around the windows and add a thick rug; both are cheap and "
+             "effective."),
             ("What's the best way to organize the cables in the {space}?",
              "Cable sleeves and a few adhesive clips behind the furniture work wonders."),
             ("We're hosting a party on Saturday. What snacks are easy?",
@@ -543,14 +726,17 @@ FILLER_TOPICS: dict[str, FillerTopic] = {
         ),
     ),
     "instruments": FillerTopic(
-        slots={"instrument": ("guitar", "ukulele", "drums", "violin", "cello")},
+        slots={
+            "instrument": ("guitar", "ukulele", "drums", "violin", "cello"),
+        },
         exchanges=(
             ("I'm learning {instrument}. How often should I practice?",
              "Short daily practice beats one long session a week."),
             ("What's a good first song on {instrument}?",
              "Pick something slow that uses what you already know, then build up."),
             ("My fingers hurt after playing {instrument}. Is that normal?",
-             "A little soreness is normal at first; take breaks and it fades in a couple of weeks."),
+             "A little soreness is normal at first; take breaks and it fades in a couple of "
+             "weeks."),
             ("Should I take lessons or learn {instrument} from videos?",
              "A few lessons early on catch bad habits that videos miss."),
             ("How do I stay motivated with {instrument}?",
@@ -561,9 +747,11 @@ FILLER_TOPICS: dict[str, FillerTopic] = {
     ),
     "science": FillerTopic(
         exchanges=(
-            ("Why is the sky blue?", "Sunlight scatters off air molecules, and blue light scatters the most."),
+            ("Why is the sky blue?",
+             "Sunlight scatters off air molecules, and blue light scatters the most."),
             ("How do bees make honey?",
-             "They collect nectar, add enzymes, and fan it with their wings until most of the water evaporates."),
+             "They collect nectar, add enzymes, and fan it with their wings until most of the "
+             "water evaporates."),
             ("What causes the seasons?",
              "The tilt of Earth's axis changes how directly sunlight hits each hemisphere."),
             ("Why does bread go stale?",
@@ -659,7 +847,9 @@ def _draw_facts(rng: random.Random) -> list[_Fact]:
     return facts
 
 
-def _draw(rng: random.Random, kind: FactKind, templates: tuple[str, ...], facts: list[_Fact]) -> _Statement:
+def _draw(
+    rng: random.Random, kind: FactKind, templates: tuple[str, ...], facts: list[_Fact]
+) -> _Statement:
     """A statement of a new value that neither names nor is named by any other statement.
 
     That keeps each answer in exactly the turns that state it, so evidence is unambiguous and a
@@ -671,7 +861,8 @@ def _draw(rng: random.Random, kind: FactKind, templates: tuple[str, ...], facts:
         value = maker(rng, *kind.value[1:])
         said = _sentence(rng.choice(templates).format(**value.slots))
         text = f"{rng.choice(LEAD_INS)} {said}".strip()
-        if not any(mentions(o.text, value.answers) or mentions(text, o.value.answers) for o in others):
+        if not any(mentions(o.text, value.answers) or mentions(text, o.value.answers)
+                   for o in others):
             return _Statement(text, value)
 
 
@@ -687,9 +878,10 @@ def _place(rng: random.Random, facts: list[_Fact], n_turns: int) -> None:
     placed: list[_Fact] = []
     for slot, pair in enumerate(pairs):
         if slot in update_slots:
+            before = 2 * pairs[slot - 1]
             earlier = [
                 f for f in placed
-                if f.kind.updates and len(f.statements) == 1 and f.statements[0].turn < 2 * pairs[slot - 1]
+                if f.kind.updates and len(f.statements) == 1 and f.statements[0].turn < before
             ]
             fact = rng.choice(earlier)
             fact.statements.append(_draw(rng, fact.kind, fact.kind.updates, facts))
@@ -700,7 +892,10 @@ def _place(rng: random.Random, facts: list[_Fact], n_turns: int) -> None:
 
 
 def _spread(rng: random.Random, first: int, stop: int, k: int) -> list[int]:
-    """``k`` increasing positions in ``[first, stop)``, one per equal stretch, so facts land on many pages."""
+    """``k`` increasing positions in ``[first, stop)``, one per equal stretch.
+
+    So the facts land on many different pages rather than in one burst.
+    """
     span = stop - first
     return [first + rng.randrange(i * span // k, (i + 1) * span // k) for i in range(k)]
 
@@ -709,15 +904,15 @@ def _spread(rng: random.Random, first: int, stop: int, k: int) -> list[int]:
 
 
 def _turns(rng: random.Random, facts: list[_Fact], n_turns: int) -> list[Turn]:
-    """User/assistant pairs: fact statements with a brief acknowledgement, filler everywhere else."""
-    events = {s.turn: i > 0 for fact in facts for i, s in enumerate(fact.statements)}
-    texts = {s.turn: s.text for fact in facts for s in fact.statements}
+    """User/assistant pairs: fact statements with a brief acknowledgement, filler elsewhere."""
+    events = {s.turn: (s.text, i > 0) for fact in facts for i, s in enumerate(fact.statements)}
     banned = [a for fact in facts for s in fact.statements for a in s.value.answers]
     filler = _filler(rng, banned)
     turns: list[Turn] = []
     for index in range(0, n_turns, 2):
         if index in events:
-            user, assistant = texts[index], rng.choice(UPDATE_ACKS if events[index] else ACKS)
+            user, is_update = events[index]
+            assistant = rng.choice(UPDATE_ACKS if is_update else ACKS)
         else:
             user, assistant = next(filler)
         turns += [Turn("user", user, index), Turn("assistant", assistant, index + 1)]
@@ -725,7 +920,10 @@ def _turns(rng: random.Random, facts: list[_Fact], n_turns: int) -> list[Turn]:
 
 
 def _filler(rng: random.Random, banned: list[str]) -> Iterator[tuple[str, str]]:
-    """Endless runs of 3-6 exchanges on one topic; exchanges that would state a planted value are skipped."""
+    """Endless runs of 3-6 exchanges on one topic.
+
+    Exchanges that would state a planted value are skipped, so each answer has one home.
+    """
     topic = ""
     while True:
         topic = rng.choice([name for name in FILLER_TOPICS if name != topic])
@@ -766,12 +964,13 @@ def _probe(rng: random.Random, fact: _Fact) -> Probe:
 
 
 def _revisit_turn(rng: random.Random, evidence: int, n_turns: int) -> int | None:
-    """An assistant turn at least ``REVISIT_GAP`` after the fact, or None (ask at the end) if none fits."""
+    """An assistant turn at least ``REVISIT_GAP`` after the fact; None (at the end) if none fits."""
     first, last = (evidence + REVISIT_GAP) | 1, n_turns - 3
     return rng.randrange(first, last + 1, 2) if first <= last else None
 
 
 # --- values ---------------------------------------------------------------------------------------
+# Each maker returns the template slots ("v": the value as written) and every accepted answer.
 
 
 def _pool_value(rng: random.Random, pool: str) -> _Value:
@@ -781,13 +980,17 @@ def _pool_value(rng: random.Random, pool: str) -> _Value:
 
 def _money(rng: random.Random, low: int, high: int, step: int) -> _Value:
     amount = rng.randrange(low, high + 1, step)
-    return _Value({"v": f"${amount:,}"}, _unique([f"${amount:,}", f"{amount:,}", str(amount), f"${amount}"]))
+    forms = _unique([f"${amount:,}", f"{amount:,}", str(amount), f"${amount}"])
+    return _Value({"v": forms[0]}, forms)
 
 
 def _date(rng: random.Random) -> _Value:
     month, day = rng.choice(MONTHS), rng.randint(1, 28)
     nth = _ordinal(day)
-    forms = _unique([f"{month} {day}", f"{month} {nth}", f"{day} {month}", f"{nth} of {month}", f"{month[:3]} {day}"])
+    forms = _unique([
+        f"{month} {day}", f"{month} {nth}", f"{day} {month}", f"{nth} of {month}",
+        f"{month[:3]} {day}",
+    ])
     return _Value({"v": rng.choice(forms[:3])}, forms)
 
 
@@ -797,7 +1000,9 @@ def _clock(rng: random.Random) -> _Value:
     if minute:
         forms = [f"{h12}:{minute} {half}", f"{h12}:{minute}{half}", f"{hour:02d}:{minute}"]
     else:
-        forms = [f"{h12}{half}", f"{h12} {half}", f"{h12}:00 {half}", f"{h12}:00{half}", f"{hour:02d}:00"]
+        forms = [
+            f"{h12}{half}", f"{h12} {half}", f"{h12}:00 {half}", f"{h12}:00{half}", f"{hour:02d}:00"
+        ]
     return _Value({"v": rng.choice(forms[:2]), "day": rng.choice(WEEKDAYS)}, forms)
 
 
@@ -834,17 +1039,20 @@ def _locker(rng: random.Random) -> _Value:
 
 def _flight(rng: random.Random) -> _Value:
     airline, number = rng.choice(AIRLINES), rng.randint(100, 999)
-    return _Value({"v": f"{airline} {number}"}, [f"{airline} {number}", f"{airline}{number}", str(number)])
+    forms = [f"{airline} {number}", f"{airline}{number}", str(number)]
+    return _Value({"v": forms[0]}, forms)
 
 
 def _spot(rng: random.Random) -> _Value:
     level, number = rng.choice(PARKING_LEVELS), rng.randint(1, 60)
-    return _Value({"v": f"{level}{number}"}, [f"{level}{number}", f"{level}-{number}", f"{level} {number}"])
+    forms = [f"{level}{number}", f"{level}-{number}", f"{level} {number}"]
+    return _Value({"v": forms[0]}, forms)
 
 
 VALUE_MAKERS = {
     "pool": _pool_value, "money": _money, "date": _date, "clock": _clock, "person": _person,
-    "drug": _drug, "units": _units, "room": _room, "locker": _locker, "flight": _flight, "spot": _spot,
+    "drug": _drug, "units": _units, "room": _room, "locker": _locker, "flight": _flight,
+    "spot": _spot,
 }
 
 

@@ -1,0 +1,71 @@
+"""Sentence embeddings on the CPU, from a local sentence-transformers directory only.
+
+``sentence_transformers`` costs seconds to import (torch), so it is imported on first use, never at
+start-up. The hub is switched off before the import: a path that is not a model directory fails
+instead of reaching for the network.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from functools import lru_cache
+from pathlib import Path
+
+import numpy as np
+
+from .modelpaths import embedder_path
+
+
+class Embedder:
+    """Normalised float32 embeddings; cosine similarity is a dot product."""
+
+    def __init__(self, path: str | os.PathLike | None = None, threads: int | None = None):
+        self.path = embedder_path(path)
+        self.name = self.path.parent.name if self.path.name == "model" else self.path.name
+        self.threads = threads
+        self._model = None
+        self._lock = threading.Lock()
+        self._cache: dict[str, np.ndarray] = {}
+
+    def _load(self):
+        if self._model is None:
+            os.environ.setdefault("HF_HUB_OFFLINE", "1")
+            os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+            import torch
+            from sentence_transformers import SentenceTransformer
+            from transformers.utils import logging as hf_logging
+
+            hf_logging.disable_progress_bar()
+            if self.threads:
+                torch.set_num_threads(self.threads)
+            self._model = SentenceTransformer(str(self.path), device="cpu", local_files_only=True)
+        return self._model
+
+    @property
+    def dim(self) -> int:
+        return int(self._load().get_sentence_embedding_dimension())
+
+    def encode(self, texts: list[str], batch_size: int = 64) -> np.ndarray:
+        """One row per text, L2-normalised float32; repeated texts are served from a small cache."""
+        with self._lock:
+            model = self._load()
+            missing = list(dict.fromkeys(t for t in texts if t not in self._cache))
+            if missing:
+                vectors = model.encode(missing, batch_size=batch_size, normalize_embeddings=True,
+                                       convert_to_numpy=True, show_progress_bar=False)
+                if len(self._cache) > 50_000:
+                    self._cache.clear()
+                self._cache.update(zip(missing, vectors.astype(np.float32)))
+            if not texts:
+                return np.zeros((0, self.dim), dtype=np.float32)
+            return np.stack([self._cache[t] for t in texts])
+
+    def encode_one(self, text: str) -> np.ndarray:
+        return self.encode([text])[0]
+
+
+@lru_cache(maxsize=2)
+def default_embedder(path: str | None = None) -> Embedder:
+    """One shared embedder per model directory."""
+    return Embedder(path)

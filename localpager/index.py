@@ -1,0 +1,191 @@
+"""Embeddings of pages, kept in SQLite and searched with FAISS.
+
+Three families of vectors per page, each a separate, comparable signal:
+``bookmark`` (the bookmark line), ``text`` (the whole page) and ``turn`` (every turn on its own,
+kinds ``turn:<index>``; a page scores as its best-matching turn, which finds the right page most often).
+
+SQLite holds the vectors (the source of truth). A FAISS index per family is saved beside the store and
+rebuilt from it whenever the file is missing, unreadable or stale.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Sequence
+
+import numpy as np
+
+from .embedder import Embedder
+from .records import Page, Turn
+from .store import Store
+
+FAMILIES = ("bookmark", "text", "turn")
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Hit:
+    page_id: int
+    score: float
+    kind: str  # which row matched best: "bookmark", "text" or "turn:<index>"
+
+    @property
+    def turn(self) -> int | None:
+        return int(self.kind.split(":")[1]) if self.kind.startswith("turn:") else None
+
+
+class FamilyIndex:
+    """One FAISS inner-product index over one family's rows, keyed by the rows' SQLite rowids."""
+
+    def __init__(self, store: Store, family: str, dim: int):
+        import faiss
+
+        faiss.omp_set_num_threads(1)  # measured: one thread is faster for flat search at this size
+        self.store, self.family, self.dim = store, family, dim
+        self.path = Path(f"{store.path}.{family}.faiss")
+        self.meta_path = self.path.with_suffix(".json")
+        self.rows: dict[int, tuple[str, int, str]] = {}  # rowid -> (conv_id, page_id, kind)
+        self.index = self._load() or self._rebuild()
+
+    def _fresh(self):
+        import faiss
+
+        return faiss.IndexIDMap2(faiss.IndexFlatIP(self.dim))
+
+    def _load(self):
+        """The saved index, if its fingerprint matches the store's rows; None if missing, stale or corrupt."""
+        import faiss
+
+        try:
+            meta = json.loads(self.meta_path.read_text())
+            if meta["fingerprint"] != self.store.embedding_fingerprint(self.family) or meta["dim"] != self.dim:
+                return None
+            index = faiss.read_index(str(self.path))
+        except FileNotFoundError:
+            return None
+        except (ValueError, KeyError, RuntimeError, OSError) as exc:
+            log.warning("rebuilding %s: %s", self.path, exc)
+            return None
+        rows = self.store.embedding_rows(self.family)
+        if index.ntotal != len(rows):
+            return None
+        self.rows = {r[0]: (r[1], r[2], r[3]) for r in rows}
+        return index
+
+    def _rebuild(self):
+        rows = self.store.embedding_rows(self.family)
+        index = self._fresh()
+        self.rows = {}
+        self._add(index, rows)
+        self.index = index
+        self.save()
+        return index
+
+    def _add(self, index, rows) -> None:
+        if not rows:
+            return
+        vectors = np.stack([np.frombuffer(r[6], dtype=np.float32) for r in rows])
+        index.add_with_ids(vectors, np.array([r[0] for r in rows], dtype=np.int64))
+        self.rows.update({r[0]: (r[1], r[2], r[3]) for r in rows})
+
+    def save(self) -> None:
+        import faiss
+
+        tmp = self.path.with_suffix(".tmp")
+        faiss.write_index(self.index, str(tmp))
+        tmp.replace(self.path)
+        self.meta_path.write_text(json.dumps(
+            {"fingerprint": self.store.embedding_fingerprint(self.family), "dim": self.dim}))
+
+    def refresh(self, replaced: Sequence[int], rows) -> None:
+        """Drop replaced rowids, add new rows, save."""
+        if replaced:
+            self.index.remove_ids(np.array(replaced, dtype=np.int64))
+            for rowid in replaced:
+                self.rows.pop(rowid, None)
+        self._add(self.index, rows)
+        self.save()
+
+    def search(self, query: np.ndarray, rowids: Sequence[int]) -> list[tuple[int, float]]:
+        """(rowid, similarity) of ``rowids`` best first; the search never leaves that set."""
+        import faiss
+
+        if not rowids:
+            return []
+        params = faiss.SearchParameters(sel=faiss.IDSelectorBatch(np.array(rowids, dtype=np.int64)))
+        scores, ids = self.index.search(query.reshape(1, -1), len(rowids), params=params)
+        return [(int(i), float(s)) for i, s in zip(ids[0], scores[0]) if i >= 0]
+
+
+class PageIndex:
+    """Embeds pages when they are created or their keywords change, and ranks them against a query."""
+
+    def __init__(self, store: Store, embedder: Embedder):
+        self.store = store
+        self.embedder = embedder
+        self._families: dict[str, FamilyIndex] = {}
+        self._lock = threading.RLock()
+
+    def family(self, name: str) -> FamilyIndex:
+        if name not in FAMILIES:
+            raise ValueError(f"unknown signal {name!r}; use one of {', '.join(FAMILIES)}")
+        with self._lock:
+            if name not in self._families:
+                self._families[name] = FamilyIndex(self.store, name, self.embedder.dim)
+            return self._families[name]
+
+    def sources(self, page: Page, turns: Sequence[Turn], bookmark: Callable[[Page], str]) -> dict[str, str]:
+        """The text each vector of ``page`` embeds, by kind."""
+        out = {"bookmark": " ".join(page.keywords) or bookmark(page), "text": page.text}
+        out.update({f"turn:{i}": turns[i].text for i in page.turn_range})
+        return out
+
+    def update(self, conv_id: str, pages: Sequence[Page], turns: Sequence[Turn],
+               bookmark: Callable[[Page], str]) -> int:
+        """Embed whatever of ``pages`` is missing or changed; returns how many vectors were computed."""
+        with self._lock:
+            page_ids = [p.page_id for p in pages]
+            stored = {}
+            for family in FAMILIES:
+                for rowid, _, page_id, kind, model, source, _ in self.store.embedding_rows(family, conv_id, page_ids):
+                    stored[(page_id, kind)] = (rowid, source, model)
+            todo = []
+            for page in pages:
+                for kind, text in self.sources(page, turns, bookmark).items():
+                    old = stored.get((page.page_id, kind))
+                    if old is None or old[1] != text or old[2] != self.embedder.name:
+                        todo.append((page.page_id, kind, text, old[0] if old else None))
+            if not todo:
+                return 0
+            vectors = self.embedder.encode([t[2] for t in todo])
+            self.store.save_embeddings([
+                (conv_id, page_id, kind, self.embedder.name, text, vec.tobytes())
+                for (page_id, kind, text, _), vec in zip(todo, vectors)
+            ])
+            for family in FAMILIES:
+                if family in self._families:
+                    mine = [t for t in todo if t[1].split(":")[0] == family]
+                    new_rows = self.store.embedding_rows(family, conv_id, sorted({t[0] for t in mine}))
+                    known = set(self._families[family].rows)
+                    self._families[family].refresh([t[3] for t in mine if t[3] is not None],
+                                                   [r for r in new_rows if r[0] not in known])
+            return len(todo)
+
+    def rank(self, conv_id: str, query: str | np.ndarray, page_ids: Sequence[int], signal: str = "turn") -> list[Hit]:
+        """``page_ids`` ranked by similarity to ``query`` under one signal; a page scores as its best row."""
+        if not page_ids:
+            return []
+        family = self.family(signal)
+        vector = self.embedder.encode_one(query) if isinstance(query, str) else query
+        with self._lock:
+            rowids = [r[0] for r in self.store.embedding_rows(signal, conv_id, page_ids)]
+            best: dict[int, Hit] = {}
+            for rowid, score in family.search(vector, rowids):
+                _, page_id, kind = family.rows[rowid]
+                if page_id not in best or score > best[page_id].score:
+                    best[page_id] = Hit(page_id, score, kind)
+        return sorted(best.values(), key=lambda h: -h.score)
