@@ -84,6 +84,25 @@ def ingest(ctx, file, fmt, boundary, eviction, keywords, bookmark_format, budget
 
 
 @cli.command()
+@click.argument("out", type=click.Path(dir_okay=False, writable=True))
+@click.option("--n", "count", type=int, default=10, show_default=True, help="conversations to generate")
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--turns", type=int, default=160, show_default=True, help="turns per conversation")
+@click.option("--revisiting/--forward", default=None,
+              help="probes asked during the conversation / at the end (default: alternate)")
+def generate(out, count, seed, turns, revisiting):
+    """Write COUNT synthetic long conversations with planted facts and probes to OUT (JSONL)."""
+    from .eval.synthetic import generate_dataset
+    from .loaders import dump_jsonl
+
+    with friendly_errors():
+        conversations = generate_dataset(count, seed=seed, n_turns=turns, revisiting=revisiting)
+        dump_jsonl(conversations, out)
+    probes = sum(len(c.probes) for c in conversations)
+    click.echo(f"wrote {len(conversations)} conversations ({conversations[0].id} …), {probes} probes to {out}")
+
+
+@cli.command()
 @click.option("--json", "as_json", is_flag=True)
 @click.pass_context
 def conversations(ctx, as_json):
@@ -159,20 +178,23 @@ def _chat_conversation(ctx, conv_id, model, budget, recall_mode, n_ctx, create=F
 
 @cli.command()
 @click.argument("conv_id")
-@click.argument("question")
+@click.argument("question", required=False)
+@click.option("--probe", type=int, default=None, help="ask the conversation's stored probe number N instead")
 @model_options
 @click.option("--json", "as_json", is_flag=True, help="print the answer with its trace as JSON")
 @click.pass_context
-def ask(ctx, conv_id, question, model, budget, recall_mode, n_ctx, as_json):
+def ask(ctx, conv_id, question, probe, model, budget, recall_mode, n_ctx, as_json):
     """Ask QUESTION in conversation CONV_ID; the question and answer are stored as turns."""
-    from .runtime import ContextOverflowError
-
+    if (question is None) == (probe is None):
+        raise click.UsageError("give a QUESTION or --probe N")
     with friendly_errors():
         conv = _chat_conversation(ctx, conv_id, model, budget, recall_mode, n_ctx)
-        try:
-            result = conv.ask(question)
-        except ContextOverflowError as exc:
-            raise click.ClickException(str(exc)) from None
+        if probe is not None:
+            probes = conv.store.probes(conv_id)
+            if not 0 <= probe < len(probes):
+                raise click.ClickException(f"conversation {conv_id!r} has {len(probes)} probes; no probe {probe}")
+            question = probes[probe].question
+        result = conv.ask(question)
     if as_json:
         echo_json(result.to_dict())
     else:
@@ -216,8 +238,12 @@ def chat(ctx, conv_id, model, budget, recall_mode, n_ctx):
             click.echo(format_trace(last.to_dict()) if last else "no turn yet")
         else:
             click.echo("bot> ", nl=False)
-            with friendly_errors():
-                last = conv.ask(line, on_text=lambda piece: click.echo(piece, nl=False))
+            try:
+                with friendly_errors():
+                    last = conv.ask(line, on_text=lambda piece: click.echo(piece, nl=False))
+            except click.ClickException as exc:  # say what went wrong and keep chatting
+                click.echo(f"\nerror: {exc.message}", err=True)
+                continue
             click.echo()
             if last.trace.injected_page_ids:
                 click.echo(f"  (recalled {', '.join(f'p{i}' for i in last.trace.injected_page_ids)})")

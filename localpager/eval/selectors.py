@@ -8,6 +8,7 @@ that the same selectors rank pages in the paging simulator and in the end-to-end
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from functools import lru_cache
 from typing import Protocol
 
 import numpy as np
@@ -24,9 +25,13 @@ class Selector(Protocol):
         """Ids of the pages most likely to answer ``question``, best first, at most ``k``."""
 
 
-def content_words(text: str) -> list[str]:
-    """The words that can tell pages apart: ``tokenize_words`` without stopwords (CJK as bigrams)."""
-    return [w for w in tokenize_words(text) if w not in STOPWORDS]
+@lru_cache(maxsize=65536)
+def content_words(text: str) -> tuple[str, ...]:
+    """The words that can tell pages apart: ``tokenize_words`` without stopwords (CJK as bigrams).
+
+    Cached: a simulation grid scores the same page texts under every eviction policy.
+    """
+    return tuple(w for w in tokenize_words(text) if w not in STOPWORDS)
 
 
 def _top(pages: Sequence[Page], scores: Sequence[float], k: int, floor: float = 0.0) -> list[int]:
@@ -60,7 +65,7 @@ class BM25:
         if not pages:
             return []
         index = bm25s.BM25()
-        index.index([content_words(p.text) for p in pages], show_progress=False)
+        index.index([list(content_words(p.text)) for p in pages], show_progress=False)
         query = [w for w in dict.fromkeys(content_words(question)) if w in index.vocab_dict]
         if not query:
             return []

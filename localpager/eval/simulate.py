@@ -17,10 +17,12 @@ from bisect import bisect_left
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, field
+from functools import lru_cache
 from typing import Any
 
 from ..boundaries import get_boundary, split_pages
 from ..eviction import get_eviction
+from ..keywords import extract_keywords
 from ..pager import Pager, PagingConfig
 from ..records import Conversation, Page
 from ..tokens import TokenCounter
@@ -61,6 +63,36 @@ class Belady:
 
     def order(self, candidates: Sequence[Page], now: int) -> list[Page]:
         return sorted(candidates, key=lambda p: (-self.next_use(p, now), p.page_id))
+
+
+@lru_cache(maxsize=4096)
+def _keywords(corpus: tuple[str, ...], strategy: str, k: int, seed: int) -> list[list[str]]:
+    return extract_keywords(corpus, strategy, k, seed)
+
+
+class _GridPager(Pager):
+    """A pager whose keyword extraction is shared across the grid.
+
+    Pages depend on the boundary alone, so every eviction policy closes the same pages against the
+    same corpus; extracting keywords (for bookmark sizes) once instead of once per policy is what
+    keeps a grid fast. The result is the same as ``Pager.set_keywords``.
+    """
+
+    def set_keywords(self, pages: Sequence[Page]) -> None:
+        corpus = tuple(p.text for p in self.pages)
+        keywords = _keywords(corpus, self.config.keywords, self.config.k, self.config.seed)
+        index = {p.page_id: i for i, p in enumerate(self.pages)}
+        for p in pages:
+            p.keywords = list(keywords[index[p.page_id]])
+            self._bookmark_tokens.pop(p.page_id, None)
+
+
+class _MemoCounter:
+    """Counts each text once: the grid renders the same turns and bookmarks in every setting."""
+
+    def __init__(self, counter: TokenCounter):
+        self.name = counter.name
+        self.count = lru_cache(maxsize=1 << 16)(counter.count)
 
 
 def _asked_at(at: int | None, conv: Conversation) -> int:
@@ -106,7 +138,7 @@ def simulate_conversation(
     """
     name = eviction or config.eviction
     policy = Belady.for_conversation(conv) if name == BELADY else get_eviction(name)
-    pager = Pager(counter, config, eviction=policy)
+    pager = _GridPager(counter, config, eviction=policy)
     chosen = {s: get_selector(s) for s in selectors}
     asked: dict[int, list[int]] = defaultdict(list)
     for i, probe in enumerate(conv.probes):
@@ -225,8 +257,9 @@ def simulate(
     """Run every conversation through every boundary × eviction setting and aggregate per cell.
 
     Names are checked before anything runs. ``progress`` wraps the list of (setting, conversation)
-    runs, e.g. ``tqdm``. Selectors are shared across runs, so the rerank selector's embeddings of a
-    conversation's turns are computed once for the whole grid.
+    runs, e.g. ``tqdm``. Work that repeats across settings is cached: token counts here, keywords
+    per boundary in the pager, page words in the lexical selectors, and turn embeddings in the
+    shared default embedder, so rerank embeds each turn once for the whole grid.
     """
     for name in boundaries:
         get_boundary(name)
@@ -235,11 +268,12 @@ def simulate(
             get_eviction(name)
     for name in selectors:
         get_selector(name)
+    memo = _MemoCounter(counter)
     runs = [(b, e, conv) for b in boundaries for e in evictions for conv in conversations]
     outcomes: dict[tuple[str, str], list[ProbeOutcome]] = defaultdict(list)
     for boundary, eviction, conv in progress(runs) if progress else runs:
         config = PagingConfig(boundary=boundary, budget=budget)
-        outcomes[boundary, eviction] += simulate_conversation(conv, config, counter, selectors, k, eviction)
+        outcomes[boundary, eviction] += simulate_conversation(conv, config, memo, selectors, k, eviction)
     pages = {b: sum(len(split_pages(c.turns, get_boundary(b))) for c in conversations) for b in boundaries}
     cells = []
     for boundary in boundaries:

@@ -1,0 +1,209 @@
+"""The paging simulator and the page selectors, on conversations whose right answers are known."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from localpager.eval.selectors import SELECTORS, get_selector, select_pages
+from localpager.eval.simulate import (
+    Belady,
+    Cell,
+    SimulationResult,
+    belady_violations,
+    simulate,
+    simulate_conversation,
+)
+from localpager.eval.synthetic import generate_dataset
+from localpager.pager import PagingConfig
+from localpager.records import Conversation, Page, Probe, Turn
+from localpager.tokens import ApproxTokenCounter
+
+LOCOMO = Path("/work/shared/data/locomo/locomo10.json")
+ONLINE = ("fifo", "lru", "lfu", "hybrid")
+
+
+def make_turns(texts: list[str]) -> list[Turn]:
+    return [Turn("user" if i % 2 == 0 else "assistant", t, i) for i, t in enumerate(texts)]
+
+
+def allergy_conversation() -> Conversation:
+    """20 turns of about 18 approximate tokens: fixed_5 makes 4 pages of about 90 tokens.
+
+    Turn 0 (page 1) holds the fact; a budget of 200 tokens cannot keep all four pages.
+    """
+    texts = [f"filler message number {i} about the weather" for i in range(20)]
+    texts[0] = "I am allergic to peanuts and carry an EpiPen"
+    probes = [
+        Probe("Which snack should I avoid?", ["peanuts"], evidence=[0]),
+        Probe("What was message 18 about?", ["weather"], evidence=[18]),
+    ]
+    return Conversation("hand", make_turns(texts), probes)
+
+
+def page(page_id: int, lines: list[str], first: int = 0) -> Page:
+    first = first or (page_id - 1) * len(lines)
+    return Page(page_id, first, first + len(lines) - 1, text="\n".join(lines))
+
+
+def filler_pages() -> list[Page]:
+    topics = [
+        ["user: the weather was rainy all weekend", "assistant: hopefully it clears up soon"],
+        ["user: did you watch the football match", "assistant: the second half was thrilling"],
+        ["user: I repainted the garden fence", "assistant: a fresh coat makes a difference"],
+        ["user: my train was late again this morning", "assistant: commuting can be stressful"],
+    ]
+    return [page(i + 1, lines) for i, lines in enumerate(topics)]
+
+
+# -- simulate_conversation ---------------------------------------------------------------------
+def test_an_evicted_fact_needs_recall_and_the_newest_page_is_a_hit():
+    config = PagingConfig(boundary="fixed_5", budget=200)
+    outcomes = simulate_conversation(allergy_conversation(), config, ApproxTokenCounter(), ["oracle"], k=3)
+    fact, recent = outcomes
+    assert fact.evidence_pages == [1] and fact.needs_recall and fact.at == 19
+    assert fact.evicted_pages >= 1 and fact.selections == {"oracle": [1]} and fact.found("oracle")
+    assert recent.evidence_pages == [4] and recent.hit and recent.selections == {}
+
+
+def test_belady_keeps_the_page_that_will_be_asked_about():
+    config = PagingConfig(boundary="fixed_5", budget=200)
+    conv = allergy_conversation()
+    fifo = simulate_conversation(conv, config, ApproxTokenCounter(), eviction="fifo")
+    belady = simulate_conversation(conv, config, ApproxTokenCounter(), eviction="belady")
+    assert [o.hit for o in fifo] == [False, True]
+    assert [o.hit for o in belady] == [True, True]
+
+
+def test_probes_are_asked_at_their_turn_and_touch_their_pages():
+    conv = allergy_conversation()
+    conv.probes.insert(0, Probe("Which snack?", ["peanuts"], evidence=[0], at=7))  # page 1 still resident
+    config = PagingConfig(boundary="fixed_5", budget=200)
+    hits = {e: [(o.at, o.hit) for o in simulate_conversation(conv, config, ApproxTokenCounter(), eviction=e)]
+            for e in ("fifo", "lfu")}
+    assert hits["fifo"] == [(7, True), (19, False), (19, True)]
+    assert hits["lfu"] == [(7, True), (19, True), (19, True)]  # the use at turn 7 kept page 1 in
+
+
+def test_a_probe_asked_before_its_evidence_is_an_error():
+    conv = allergy_conversation()
+    conv.probes[0].evidence, conv.probes[0].at = [12], 5
+    with pytest.raises(ValueError, match="asked after turn 5"):
+        simulate_conversation(conv, PagingConfig(boundary="fixed_5"), ApproxTokenCounter())
+
+
+def test_belady_evicts_never_used_pages_first_then_the_farthest_use():
+    pages = [Page(1, 0, 4), Page(2, 5, 9), Page(3, 10, 14)]
+    policy = Belady([(30, [7]), (20, [12]), (10, [0])])  # page 1's use lies before now: gone
+    assert [p.page_id for p in policy.order(pages, now=15)] == [1, 2, 3]
+    assert policy.next_use(pages[2], now=20) == 20  # a probe at `now` comes after the eviction
+
+
+# -- simulate: the grid ------------------------------------------------------------------------
+def test_grid_has_one_cell_per_boundary_eviction_selector():
+    convs = [allergy_conversation()]
+    result = simulate(convs, ["fixed_5", "fixed_10"], ["fifo", "belady"], 200, ["oracle", "overlap"], 3,
+                      ApproxTokenCounter())
+    cells = {(c.boundary, c.eviction, c.selector): c for c in result.cells}
+    assert len(cells) == len(result.cells) == 2 * 2 * 2
+    cell = cells["fixed_5", "fifo", "oracle"]
+    assert (cell.probes, cell.needs_recall, cell.hit_rate, cell.avg_pages) == (2, 1, 0.5, 4.0)
+    assert cell.selection_accuracy == 1.0
+    data = json.loads(json.dumps(result.to_dict()))
+    assert {"boundary", "eviction", "selector", "hit_rate", "avg_pages"} <= data["cells"][0].keys()
+    table = result.to_markdown()
+    assert "| fixed_5 | belady |" in table and "oracle@3" in table
+
+
+def test_grid_without_selectors_still_reports_paging_and_shows_progress():
+    runs = []
+    result = simulate([allergy_conversation()], ["fixed_5"], ["fifo"], 200, [], 3, ApproxTokenCounter(),
+                      progress=lambda items: runs.extend(items) or runs)
+    assert [(c.selector, c.hit_rate, c.selection_accuracy) for c in result.cells] == [(None, 0.5, None)]
+    assert [(b, e, conv.id) for b, e, conv in runs] == [("fixed_5", "fifo", "hand")]
+
+
+def test_unknown_names_fail_before_anything_runs():
+    for bad in (dict(boundaries=["fixed_x"]), dict(evictions=["mru"]), dict(selectors=["psychic"])):
+        args = dict(boundaries=["fixed_5"], evictions=["fifo"], selectors=["oracle"]) | bad
+        with pytest.raises(ValueError, match="unknown"):
+            simulate([allergy_conversation()], budget=200, k=3, counter=ApproxTokenCounter(), **args)
+
+
+def test_belady_violations_are_reported_with_a_reason():
+    def cell(eviction: str, hit_rate: float) -> Cell:
+        return Cell("fixed_5", eviction, "oracle", hit_rate, 4.0, 1, 1.0, 2, 1.0)
+
+    result = SimulationResult(200, 3, 1, [cell("fifo", 0.6), cell("lru", 0.5), cell("belady", 0.5)])
+    [violation] = belady_violations(result)
+    assert (violation.eviction, violation.hit_rate, violation.belady_hit_rate) == ("fifo", 0.6, 0.5)
+    assert "unequal" in violation.explanation and "watermark" in violation.explanation
+    with pytest.raises(ValueError, match="belady"):
+        belady_violations(SimulationResult(200, 3, 1, [cell("fifo", 0.6)]))
+
+
+@pytest.mark.slow
+def test_belady_beats_or_ties_online_policies_unless_reported(counter):
+    convs = generate_dataset(6, seed=1, revisiting=True)
+    boundaries = ["fixed_10", "topic_shift"]
+    result = simulate(convs, boundaries, [*ONLINE, "belady"], 1024, [], 3, counter)
+    hit = {(c.boundary, c.eviction): c.hit_rate for c in result.cells}
+    beaten = {(b, e) for b in boundaries for e in ONLINE if hit[b, e] > hit[b, "belady"]}
+    assert {(v.boundary, v.eviction) for v in belady_violations(result)} == beaten
+    assert any(hit[b, "belady"] > max(hit[b, e] for e in ONLINE) for b in boundaries)
+
+
+@pytest.mark.slow
+def test_simulate_runs_on_locomo(counter):
+    from localpager.loaders import load_conversations
+
+    convs = load_conversations(LOCOMO).conversations[:2]
+    result = simulate(convs, ["fixed_20"], ["lru", "belady"], 1024, ["bm25", "oracle"], 3, counter)
+    lru = next(c for c in result.cells if (c.eviction, c.selector) == ("lru", "oracle"))
+    assert lru.probes > 100 and lru.needs_recall > 0 and lru.selection_accuracy == 1.0
+
+
+# -- selectors ---------------------------------------------------------------------------------
+def test_get_selector_knows_every_selector_and_rejects_others():
+    assert {get_selector(name).name for name in SELECTORS} == {"overlap", "bm25", "rerank", "oracle"}
+    with pytest.raises(ValueError, match="unknown page selector 'psychic'.*overlap"):
+        get_selector("psychic")
+
+
+@pytest.mark.parametrize("name", ["overlap", "bm25"])
+def test_lexical_selectors_rank_the_matching_page_first(name):
+    pages = filler_pages()
+    pages.insert(2, page(9, ["user: my budget for the Lisbon trip is 3000 euros", "assistant: noted"]))
+    chosen = get_selector(name).select("What is my budget for the Lisbon trip?", pages, k=3)
+    assert chosen[0] == 9
+    assert get_selector(name).select("quantum chromodynamics", pages, k=3) == []  # no shared word
+
+
+def test_bm25_handles_cjk():
+    texts = ["user: 今天天气很好", "user: 我对花生过敏，不能吃", "user: 周末去看电影"]
+    pages = [page(i + 1, [text]) for i, text in enumerate(texts)]
+    assert get_selector("bm25").select("花生过敏怎么办", pages, k=2)[0] == 2
+
+
+def test_oracle_picks_the_evidence_pages_and_needs_the_evidence():
+    pages = filler_pages()
+    oracle = get_selector("oracle")
+    assert select_pages(oracle, "anything", pages, 3, evidence=[5, 2]) == [3, 2]
+    assert select_pages(oracle, "anything", pages, 1, evidence=[5, 2]) == [3]
+    with pytest.raises(ValueError, match="evidence"):
+        oracle.select("anything", pages, 3)
+
+
+@pytest.mark.embedder
+def test_rerank_finds_the_allergy_page_by_its_best_turn():
+    pages = filler_pages()
+    pages.insert(1, page(9, [
+        "user: the bakery on the corner reopened",
+        "assistant: their bread is lovely",
+        "user: by the way, I'm badly allergic to peanuts and carry an EpiPen",
+        "assistant: good to know, I'll keep that in mind",
+    ], first=40))
+    chosen = get_selector("rerank").select("Which snack should I avoid bringing?", pages, k=3)
+    assert chosen[0] == 9 and len(chosen) == 3
