@@ -52,7 +52,7 @@ class LocalPager:
         store: str | os.PathLike | Store | None = None,
         model: str | os.PathLike | None = None,
         *,
-        backend: str = DEFAULT_BACKEND,
+        backend: str | ChatBackend = DEFAULT_BACKEND,
         n_ctx: int = 2048,
         recall: RecallSettings | None = None,
         rerank: RerankSettings | None = None,
@@ -60,13 +60,13 @@ class LocalPager:
     ):
         self.store = store if isinstance(store, Store) else Store(store)
         self.model = model
-        self.backend_name = backend
+        self.backend_name = backend if isinstance(backend, str) else backend.name
+        self._backend: ChatBackend | None = None if isinstance(backend, str) else backend
         self.n_ctx = n_ctx
         self.recall = recall or RecallSettings()
         self.rerank = rerank or RerankSettings()
         self.embedder_path = embedder
         self._index: PageIndex | None = None
-        self._backend: ChatBackend | None = None
         self._runtime: Runtime | None = None
         self.lock = threading.RLock()
 
@@ -228,23 +228,26 @@ class Conversation:
             self.store.update_settings(self.id, {**self.config.to_dict(), "tokenizer": self._tokenizer})
             self.store.update_pages(self.id, evicted)
 
-    def add_turn(self, role: str, text: str, time: str | None = None) -> Turn:
+    def add_turn(self, role: str, text: str, time: str | None = None, speaker: str | None = None) -> Turn:
         """Append a turn and make it durable (with the paging it caused) before returning."""
         if role not in ("user", "assistant"):
             raise ValueError(f"role must be 'user' or 'assistant', got {role!r}")
         if not text.strip():
             raise ValueError("a turn needs some text")
         with self.lp.lock:
-            turn = Turn(role=role, text=text, index=len(self.pager.turns), time=time)
+            turn = Turn(role=role, text=text, index=len(self.pager.turns), time=time, speaker=speaker)
             change = self.pager.add_turn(turn)
             self.store.append_turn(self.id, turn, change.changed)
             return turn
 
-    def ask(self, question: str, *, remember: bool = True, on_text: TextCallback | None = None) -> Answer:
+    def ask(self, question: str, *, remember: bool = True, on_text: TextCallback | None = None,
+            selector: PageSelector | None = None, mode: str | None = None) -> Answer:
         """Answer ``question`` with the local model, recalling evicted pages as needed.
 
         With ``remember`` the question and the answer become turns of the conversation (the question
-        is durable before the model runs); without it nothing is stored (evaluation probes)."""
+        is durable before the model runs); without it nothing is stored (evaluation probes).
+        ``selector`` overrides what a recall injects (default: reranking by embedding similarity) and
+        ``mode`` the recall mode (see ``RecallSettings``) for this question only."""
         with self.lp.lock:
             runtime = self.lp.runtime
             counter = self.lp.counter()  # the loaded model's own tokenizer from here on
@@ -253,6 +256,11 @@ class Conversation:
             self.pager.counter = counter
             self.pager.fixed_overhead = runtime.system_tokens()
             limit = runtime.max_turn_tokens(self.config.budget)
+            if limit < 16:
+                raise ValueError(
+                    f"a memory budget of {self.config.budget} tokens leaves no room for a question and an answer "
+                    f"in the model's context of {runtime.backend.n_ctx}; lower --budget or raise --n-ctx"
+                )
             size = self.pager.counter.count(question)
             if size > limit:
                 raise ContextOverflowError(
@@ -262,7 +270,7 @@ class Conversation:
             if remember:
                 self.add_turn("user", question)
             trace = runtime.answer(self.pager, question, pending=not remember, on_text=on_text,
-                                   selector=self.lp.selector(self.id))
+                                   selector=selector or self.lp.selector(self.id), mode=mode)
             if remember:
                 answer_turn = self.add_turn("assistant", trace.answer or "…")
                 touched = self.pager.touch(trace.injected_page_ids, answer_turn.index)

@@ -14,6 +14,7 @@ import click
 
 BOUNDARY_HELP = "page boundary policy: fixed_5, fixed_10, fixed_20, exchange_5, topic_shift"
 FORMATS = ("minimal", "id", "medium", "structured")
+DEFAULT_BUDGET = 512  # keep in step with localpager.pager.DEFAULT_BUDGET (not imported: --help stays light)
 
 
 @contextmanager
@@ -57,7 +58,7 @@ def cli(ctx: click.Context, store: str | None) -> None:
 @click.option("--eviction", default="fifo", show_default=True, help="fifo, lru, lfu or hybrid")
 @click.option("--keywords", default="heuristic", show_default=True, help="random, heuristic or tfidf")
 @click.option("--bookmark-format", type=click.Choice(FORMATS), default="minimal", show_default=True)
-@click.option("--budget", type=int, default=1024, show_default=True, help="memory budget in model tokens")
+@click.option("--budget", type=int, default=DEFAULT_BUDGET, show_default=True, help="memory budget in model tokens")
 @click.option("--model", type=click.Path(), envvar="LOCALPAGER_MODEL", help="GGUF file whose tokenizer counts tokens")
 @click.option("--replace", is_flag=True, help="overwrite conversations already in the store")
 @click.option("--json", "as_json", is_flag=True)
@@ -268,3 +269,5 @@ def log(ctx, conv_id, as_json):
 
 def main() -> None:
     cli()
+if __name__ == "__main__":
+    main()

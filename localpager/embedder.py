@@ -44,7 +44,9 @@ class Embedder:
 
     @property
     def dim(self) -> int:
-        return int(self._load().get_sentence_embedding_dimension())
+        model = self._load()
+        dim = getattr(model, "get_embedding_dimension", None) or model.get_sentence_embedding_dimension
+        return int(dim())
 
     def encode(self, texts: list[str], batch_size: int = 64) -> np.ndarray:
         """One row per text, L2-normalised float32; repeated texts are served from a small cache."""

@@ -16,7 +16,9 @@ from .keywords import DEFAULT_K, DEFAULT_KEYWORDS, extract_keywords
 from .records import Page, Turn
 from .tokens import TokenCounter
 
-DEFAULT_BUDGET = 1024
+# Measured with SmolLM2-135M on generated conversations: with 512 tokens of memory it answered more
+# probes right (0.37, ceiling 0.58) than with 1024 (0.32, ceiling 0.47): less distracting history.
+DEFAULT_BUDGET = 512
 
 
 @dataclass

@@ -30,7 +30,10 @@ class RerankSettings:
     second_page_margin: float = 0.05  # a second page only if it scores within this of the first
     max_pages: int = 2
     trigger_threshold: float | None = 0.35  # page in although the model answered; None: never
-    excerpt: int | None = 1  # turns on each side of the best-matching turn; None: the whole page
+    # turns on each side of the best-matching turn; None: the whole page. Measured (3 generated
+    # conversations, SmolLM2-135M): the best turn alone answered 0.26 of probes, with one neighbour
+    # each side 0.16, in less time.
+    excerpt: int | None = 0
 
     def __post_init__(self) -> None:
         if self.selector not in SELECTORS:

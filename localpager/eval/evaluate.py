@@ -1,0 +1,227 @@
+"""End-to-end evaluation with the real local model: the same probes under every strategy.
+
+Each conversation is replayed turn by turn into a scratch store, paged as in a chat; every probe is
+asked at its ``at`` point (or at the end) without being stored, so probes asked at the same point
+share the prompt prefix and the KV cache. For every probe the same question is also answered with
+exactly its evidence turns injected: the model's own ceiling (``oracle_e2e_accuracy``).
+"""
+
+from __future__ import annotations
+
+import statistics
+import tempfile
+import time
+from collections import defaultdict
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterable, Sequence
+
+from ..backends import DEFAULT_BACKEND
+from ..pager import Pager, PagingConfig
+from ..records import Conversation, Probe
+from ..rerank import RerankSettings
+from ..runtime import Injection, RecallSettings, fit_turns
+from ..trace import Candidate
+from .metrics import score_answer
+from .selectors import get_selector
+
+# bookmarks: the product (bookmarks + grammar-constrained recall + reranking);
+# truncation: the last turns that fit the budget, nothing else; full: as much history as the context
+# holds; bm25 / overlap: the top-3 evicted pages by that retriever injected on every probe.
+STRATEGIES = ("bookmarks", "truncation", "full", "bm25", "overlap")
+
+
+@dataclass
+class EvalConfig:
+    strategy: str = "bookmarks"
+    selector: str = "model+rerank"
+    paging: PagingConfig = field(default_factory=PagingConfig)
+    recall_mode: str = "auto"
+    limit: int | None = None  # at most this many probes per conversation
+    oracle: bool = True
+    n_ctx: int = 2048
+    model: str | None = None
+    trigger_threshold: float | None = RerankSettings.trigger_threshold
+    excerpt: int | None = RerankSettings.excerpt
+
+    def __post_init__(self) -> None:
+        if self.strategy not in STRATEGIES:
+            raise ValueError(f"unknown strategy {self.strategy!r}; use one of {', '.join(STRATEGIES)}")
+
+
+@dataclass
+class ProbeResult:
+    conversation: str
+    question: str
+    type: str | None
+    answers: list[str]
+    output: str
+    score: float
+    needs_recall: bool
+    evidence_pages: list[int]
+    injected_pages: list[int]
+    recalled: bool
+    latency_ms: float
+    oracle_output: str | None = None
+    oracle_score: float | None = None
+
+
+class EvidenceSelector:
+    """Injects exactly a probe's evidence turns: the ceiling of any selector."""
+
+    def __init__(self, evidence: Sequence[int]):
+        self.evidence = sorted(set(evidence))
+
+    def should_recall(self, question, pager) -> bool:
+        return bool(self.evidence)
+
+    def select(self, question, named, pager: Pager, room: int):
+        by_page: dict[int, list[int]] = defaultdict(list)
+        for i in fit_turns(pager, self.evidence, room):
+            by_page[pager.page_of_turn(i).page_id].append(i)
+        injections = [Injection(pager.page(pid), turns) for pid, turns in by_page.items()]
+        return injections, [Candidate(pid, 1.0, injected=True, reason="evidence") for pid in by_page]
+
+
+class RetrieverSelector:
+    """A baseline: the top-k evicted pages of a retriever (bm25, overlap), injected on every probe."""
+
+    def __init__(self, name: str, k: int = 3):
+        self.retriever = get_selector(name)
+        self.k = k
+
+    def should_recall(self, question, pager) -> bool:
+        return bool(pager.evicted)
+
+    def select(self, question, named, pager: Pager, room: int):
+        injections, candidates = [], []
+        for rank, pid in enumerate(self.retriever.select(question, pager.evicted, self.k)):
+            page = pager.page(pid)
+            turns = fit_turns(pager, list(page.turn_range), room)
+            candidates.append(Candidate(pid, 1.0 / (rank + 1), injected=bool(turns),
+                                        reason=f"{self.retriever.name} rank {rank + 1}" if turns else "no room left"))
+            if turns:
+                injections.append(Injection(page, turns))
+                room -= sum(pager.turn_tokens(pager.turns[i]) for i in turns)
+        return injections, candidates
+
+
+def _settings(config: EvalConfig) -> tuple[RecallSettings, RerankSettings, PagingConfig]:
+    paging = PagingConfig.from_dict(config.paging.to_dict())
+    mode = config.recall_mode
+    if config.strategy in ("truncation", "full"):
+        mode = "never"
+    elif config.strategy in ("bm25", "overlap"):
+        mode = "selector"
+    if config.strategy == "full":
+        paging.budget = config.n_ctx - RecallSettings.max_answer_tokens - 64
+    rerank = RerankSettings(selector=config.selector, trigger_threshold=config.trigger_threshold,
+                            excerpt=config.excerpt)
+    return RecallSettings(mode=mode), rerank, paging
+
+
+def _ask_points(conv: Conversation, limit: int | None) -> dict[int, list[Probe]]:
+    probes = [p for p in conv.probes if p.evidence][:limit] if limit else [p for p in conv.probes if p.evidence]
+    points: dict[int, list[Probe]] = defaultdict(list)
+    for p in probes:
+        points[len(conv.turns) - 1 if p.at is None else p.at].append(p)
+    return points
+
+
+def evaluate(conversations: Sequence[Conversation], config: EvalConfig, workdir: str | Path | None = None,
+             progress: Callable[[Iterable], Iterable] | None = None, lp=None) -> "EvalReport":
+    """Run every probe of ``conversations`` under ``config``; ``lp`` reuses an open LocalPager's model."""
+    from ..api import LocalPager
+
+    recall, rerank, paging = _settings(config)
+    with tempfile.TemporaryDirectory(dir=workdir) as tmp:
+        backend = lp.backend if lp is not None else DEFAULT_BACKEND  # share a loaded model
+        scratch = LocalPager(Path(tmp) / "eval.db", model=config.model, n_ctx=config.n_ctx, recall=recall,
+                             rerank=rerank, backend=backend)
+        results: list[ProbeResult] = []
+        total = sum(len(ps) for c in conversations for ps in _ask_points(c, config.limit).values())
+        bar = progress(range(total)) if progress else None
+        ticks = iter(bar) if bar is not None else None
+        started = time.perf_counter()
+        for conv in conversations:
+            points = _ask_points(conv, config.limit)
+            chat = scratch.conversation(conv.id, create=True, config=paging)
+            for turn in conv.turns:
+                chat.add_turn(turn.role, turn.text, turn.time, turn.speaker)
+                for probe in points.get(turn.index, []):
+                    results.append(_ask(scratch, chat, conv.id, probe, config))
+                    if ticks is not None:
+                        next(ticks, None)
+        elapsed = time.perf_counter() - started
+        scratch.close()
+    report = EvalReport(config=config, results=results, seconds=elapsed)
+    return report
+
+
+def _ask(lp, chat, conv_id: str, probe: Probe, config: EvalConfig) -> ProbeResult:
+    pager = chat.pager
+    evidence_pages = sorted({pager.page_of_turn(i).page_id for i in probe.evidence if i < len(pager.turns)})
+    needs_recall = any(pager.page(pid).evicted for pid in evidence_pages)
+    selector = None
+    if config.strategy in ("bm25", "overlap"):
+        selector = RetrieverSelector(config.strategy)
+    result = chat.ask(probe.question, remember=False, selector=selector)
+    trace = result.trace
+    out = ProbeResult(
+        conversation=conv_id, question=probe.question, type=probe.type, answers=probe.answers,
+        output=result.answer, score=score_answer(result.answer, probe.answers, probe.extra),
+        needs_recall=needs_recall, evidence_pages=evidence_pages, injected_pages=trace.injected_page_ids,
+        recalled=trace.decision == "recall", latency_ms=trace.to_dict()["timings_ms"]["total"],
+    )
+    if config.oracle:
+        oracle = chat.ask(probe.question, remember=False, selector=EvidenceSelector(probe.evidence), mode="selector")
+        out.oracle_output = oracle.answer
+        out.oracle_score = score_answer(oracle.answer, probe.answers, probe.extra)
+    return out
+
+
+def _mean(values: Sequence[float]) -> float | None:
+    return round(sum(values) / len(values), 4) if values else None
+
+
+def summarize(results: Sequence[ProbeResult]) -> dict[str, Any]:
+    needing = [r for r in results if r.needs_recall]
+    not_needing = [r for r in results if not r.needs_recall]
+    injected = [p for r in results for p in r.injected_pages]
+    holding = sum(len(set(r.injected_pages) & set(r.evidence_pages)) for r in results)
+    latencies = sorted(r.latency_ms for r in results)
+    oracle = [r.oracle_score for r in results if r.oracle_score is not None]
+    return {
+        "probes": len(results),
+        "needs_recall": len(needing),
+        "recall_triggered": _mean([float(r.recalled) for r in needing]),
+        "page_selection_accuracy": _mean([float(bool(set(r.injected_pages) & set(r.evidence_pages)))
+                                          for r in needing]),
+        "recall_precision": round(holding / len(injected), 4) if injected else None,
+        "false_recall_rate": _mean([float(r.recalled) for r in not_needing]),
+        "e2e_accuracy": _mean([r.score for r in results]),
+        "oracle_e2e_accuracy": _mean(oracle),
+        "latency_ms": {
+            "p50": round(statistics.median(latencies), 1) if latencies else None,
+            "p95": round(latencies[min(len(latencies) - 1, int(0.95 * len(latencies)))], 1) if latencies else None,
+        },
+    }
+
+
+@dataclass
+class EvalReport:
+    config: EvalConfig
+    results: list[ProbeResult]
+    seconds: float
+
+    def to_dict(self) -> dict[str, Any]:
+        by_type: dict[str, list[ProbeResult]] = defaultdict(list)
+        for r in self.results:
+            by_type[r.type or "untyped"].append(r)
+        return {
+            **summarize(self.results),
+            "by_type": {t: summarize(rs) for t, rs in sorted(by_type.items())},
+            "config": {**asdict(self.config), "paging": self.config.paging.to_dict()},
+            "seconds": round(self.seconds, 1),
+            "results": [asdict(r) for r in self.results],
+        }
