@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import sys
 from contextlib import contextmanager
+from pathlib import Path
 
 import click
 
@@ -265,6 +266,101 @@ def log(ctx, conv_id, as_json):
         return
     for t in traces:
         click.echo(format_trace(t))
+
+
+def _dataset(path: str, fmt: str):
+    from .loaders import load_conversations
+
+    loaded = load_conversations(path, fmt)
+    for warning in loaded.warnings:
+        click.echo(f"warning: {warning}", err=True)
+    return loaded.conversations
+
+
+@cli.command()
+@click.argument("dataset", type=click.Path(dir_okay=False))
+@click.option("--format", "fmt", type=click.Choice(["auto", "jsonl", "locomo"]), default="auto", show_default=True)
+@click.option("--boundary", "boundaries", default="fixed_5,fixed_10,fixed_20,exchange_5,topic_shift",
+              show_default=True, help="comma-separated boundary policies")
+@click.option("--eviction", "evictions", default="fifo,lru,lfu,hybrid,belady", show_default=True,
+              help="comma-separated eviction policies (belady: the clairvoyant reference)")
+@click.option("--selector", "selectors", default="rerank,bm25,overlap,oracle", show_default=True,
+              help="comma-separated page selectors scored on the probes that need a recall")
+@click.option("--budget", type=int, default=DEFAULT_BUDGET, show_default=True)
+@click.option("--k", type=int, default=3, show_default=True, help="pages a selector may pick")
+@click.option("--limit", type=int, default=None, help="only the first N conversations")
+@click.option("--model", type=click.Path(), envvar="LOCALPAGER_MODEL", help="GGUF file whose tokenizer counts tokens")
+@click.option("--json", "json_out", type=click.Path(dir_okay=False), help="write the grid as JSON here")
+def simulate(dataset, fmt, boundaries, evictions, selectors, budget, k, limit, model, json_out):
+    """Replay DATASET through boundary x eviction policies and report hit rates (no chat model)."""
+    from tqdm import tqdm
+
+    from .eval.simulate import belady_violations, simulate as run
+    from .tokens import counter_for
+
+    split = lambda s: [x.strip() for x in s.split(",") if x.strip()]
+    with friendly_errors():
+        conversations = _dataset(dataset, fmt)[:limit]
+        result = run(conversations, split(boundaries), split(evictions), budget, split(selectors), k,
+                     counter_for(model), progress=lambda runs: tqdm(runs, desc="simulate", file=sys.stderr))
+    click.echo(result.to_markdown())
+    if "belady" in split(evictions):
+        violations = belady_violations(result)
+        click.echo(f"\nBelady bound: {'holds in every cell' if not violations else 'exceeded in:'}")
+        for v in violations:
+            click.echo(f"  {v.boundary} {v.eviction}: {v.hit_rate:.3f} > {v.belady_hit_rate:.3f} ({v.explanation})")
+    if json_out:
+        Path(json_out).parent.mkdir(parents=True, exist_ok=True)
+        Path(json_out).write_text(json.dumps(result.to_dict(), indent=2))
+        click.echo(f"wrote {json_out}")
+
+
+@cli.command(name="eval")
+@click.argument("dataset", type=click.Path(dir_okay=False))
+@click.option("--format", "fmt", type=click.Choice(["auto", "jsonl", "locomo"]), default="auto", show_default=True)
+@click.option("--strategy", "strategies", default="bookmarks", show_default=True,
+              help="comma-separated: bookmarks, truncation, full, bm25, overlap")
+@click.option("--selector", type=click.Choice(["model", "rerank", "model+rerank"]), default="model+rerank",
+              show_default=True, help="how the bookmarks strategy picks pages")
+@click.option("--boundary", default="fixed_20", show_default=True, help=BOUNDARY_HELP)
+@click.option("--eviction", default="fifo", show_default=True)
+@click.option("--keywords", default="heuristic", show_default=True)
+@click.option("--bookmark-format", type=click.Choice(FORMATS), default="minimal", show_default=True)
+@click.option("--budget", type=int, default=DEFAULT_BUDGET, show_default=True)
+@click.option("--limit", type=int, default=None, help="at most N probes per conversation")
+@click.option("--conversations", "max_conversations", type=int, default=None, help="only the first N conversations")
+@click.option("--threshold", type=float, default=None, help="similarity-triggered recall threshold (default: the setting's)")
+@click.option("--no-oracle", is_flag=True, help="skip the evidence-injected ceiling run")
+@click.option("--model", type=click.Path(), envvar="LOCALPAGER_MODEL")
+@click.option("--json", "json_out", type=click.Path(dir_okay=False),
+              help="write JSON here, with a Markdown table and a PNG beside it")
+def evaluate_cmd(dataset, fmt, strategies, selector, boundary, eviction, keywords, bookmark_format, budget, limit,
+                 max_conversations, threshold, no_oracle, model, json_out):
+    """Answer DATASET's probes with the local model and score them, for each strategy."""
+    from tqdm import tqdm
+
+    from .eval.evaluate import EvalConfig, evaluate
+    from .eval.report import eval_markdown, write_eval
+    from .pager import PagingConfig
+    from .rerank import RerankSettings
+
+    runs = {}
+    with friendly_errors():
+        conversations = _dataset(dataset, fmt)[:max_conversations]
+        paging = PagingConfig(boundary=boundary, eviction=eviction, keywords=keywords,
+                              bookmark_format=bookmark_format, budget=budget)
+        lp = None
+        for strategy in [s.strip() for s in strategies.split(",") if s.strip()]:
+            config = EvalConfig(strategy=strategy, selector=selector, paging=paging, limit=limit,
+                                oracle=not no_oracle, model=model,
+                                trigger_threshold=RerankSettings.trigger_threshold if threshold is None else threshold)
+            bar = lambda items: tqdm(items, desc=strategy, unit="probe", file=sys.stderr)
+            report = evaluate(conversations, config, progress=bar, lp=lp)
+            runs[strategy] = report.to_dict()
+    click.echo(eval_markdown(runs))
+    if json_out:
+        for path in write_eval(json_out, runs):
+            click.echo(f"wrote {path}")
 
 
 def main() -> None:

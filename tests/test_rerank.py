@@ -1,0 +1,116 @@
+"""Reranking with the real embedder, the real FAISS index and the real SQLite store."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from localpager.api import LocalPager
+from localpager.index import PageIndex
+from localpager.pager import PagingConfig, page_conversation
+from localpager.records import Turn
+from localpager.rerank import RerankSelector, RerankSettings
+
+pytestmark = pytest.mark.embedder
+
+FILLER = [
+    "The train to the coast leaves every hour and the schedule changes on Sundays.",
+    "I repainted the fence green last weekend, it took two coats.",
+    "My sister's new apartment has a tiny balcony with a view of the river.",
+    "The football match went to extra time and ended in penalties.",
+    "We watched a documentary about deep sea creatures with glowing skin.",
+]
+ALLERGY = "I'm seriously allergic to peanuts, even a trace sends me to the ER."
+BUDGET = "For the kitchen remodel I have $23,500 set aside and not a cent more."
+
+
+def conversation_turns():
+    texts = []
+    for block in range(6):
+        for i in range(10):
+            texts.append(FILLER[(block + i) % len(FILLER)] + f" ({block}.{i})")
+    texts[23] = ALLERGY  # page 3 (fixed_10)
+    texts[44] = BUDGET  # page 5
+    return [Turn("user" if i % 2 == 0 else "assistant", t, i) for i, t in enumerate(texts)]
+
+
+@pytest.fixture
+def paged(store, counter):
+    from localpager.embedder import default_embedder
+
+    turns = conversation_turns()
+    pager = page_conversation(turns, counter, PagingConfig(boundary="fixed_10", budget=120))
+    store.save_conversation("c", turns, pager.pages)
+    return store, pager, PageIndex(store, default_embedder())
+
+
+@pytest.mark.parametrize("question,page", [
+    ("Which snack should I avoid bringing to the party?", 3),
+    ("How much can I spend on new cabinets?", 5),
+])
+def test_consequence_questions_find_the_right_page(paged, question, page):
+    store, pager, index = paged
+    assert {3, 5} <= {p.page_id for p in pager.evicted}
+    selector = RerankSelector(index, "c", RerankSettings(selector="rerank"))
+    injections, candidates = selector.select(question, [], pager, room=500)
+    assert injections[0].page.page_id == page
+    assert candidates[0].page_id == page and candidates[0].injected
+    assert all(c.similarity is not None for c in candidates)
+    best_turn = injections[0].turns  # excerpt 0: only the best-matching turn
+    assert pager.turns[best_turn[0]].text in (ALLERGY, BUDGET)
+
+
+def test_model_named_pages_get_the_bonus_but_similarity_can_overrule(paged):
+    store, pager, index = paged
+    selector = RerankSelector(index, "c", RerankSettings(selector="model+rerank"))
+    injections, candidates = selector.select("Which snack should I avoid bringing?", [1], pager, room=500)
+    named = next(c for c in candidates if c.page_id == 1)
+    assert named.named_by_model and named.score == pytest.approx(named.similarity + 0.05, abs=1e-3)
+    assert injections[0].page.page_id == 3
+
+
+def test_deleting_the_index_file_gives_the_same_ranking(paged):
+    store, pager, index = paged
+    evicted = [p.page_id for p in pager.evicted]
+    index.update("c", pager.evicted, pager.turns, pager.bookmark)
+    first = [(h.page_id, round(h.score, 5)) for h in index.rank("c", "snack to avoid", evicted)]
+    path = Path(f"{store.path}.turn.faiss")
+    assert path.exists()
+    path.unlink()
+    fresh = PageIndex(store, index.embedder)
+    assert [(h.page_id, round(h.score, 5)) for h in fresh.rank("c", "snack to avoid", evicted)] == first
+    path.write_bytes(b"corrupt")
+    assert [(h.page_id, round(h.score, 5)) for h in PageIndex(store, index.embedder).rank(
+        "c", "snack to avoid", evicted)] == first
+
+
+def test_every_signal_is_stored_in_sqlite(paged):
+    store, pager, index = paged
+    index.update("c", pager.evicted, pager.turns, pager.bookmark)
+    n_turns = sum(len(p.turn_range) for p in pager.evicted)
+    assert len(store.embedding_rows("turn", "c")) == n_turns
+    assert len(store.embedding_rows("bookmark", "c")) == len(pager.evicted)
+    assert len(store.embedding_rows("text", "c")) == len(pager.evicted)
+    assert index.update("c", pager.evicted, pager.turns, pager.bookmark) == 0  # nothing stale
+
+
+def test_no_evicted_pages_means_no_recall(tmp_path, backend):
+    lp = LocalPager(tmp_path / "s.db", backend=backend)
+    chat = lp.conversation("c", create=True)
+    chat.add_turn("user", ALLERGY)
+    chat.add_turn("assistant", "Noted.")
+    result = chat.ask("Which snack should I avoid bringing?")
+    assert result.trace.decision == "answer" and result.trace.candidates == []
+    assert lp.store.embedding_rows("turn") == []
+
+
+def test_ask_json_lists_candidates_with_scores(tmp_path, backend):
+    lp = LocalPager(tmp_path / "s.db", backend=backend)
+    chat = lp.conversation("c", create=True, config=PagingConfig(boundary="fixed_10", budget=200))
+    for t in conversation_turns():
+        chat.add_turn(t.role, t.text)
+    result = chat.ask("Which snack should I avoid bringing to the party?").to_dict()
+    assert result["decision"] == "recall"
+    assert result["candidates"] and all("score" in c and "reason" in c for c in result["candidates"])
+    assert 3 in result["injected_page_ids"]
