@@ -27,8 +27,8 @@ demo: setup
 	rm -rf $(DEMO) && mkdir -p $(DEMO)
 	$(BIN)/localpager generate $(DEMO)/conversations.jsonl --n 1 --seed 3 --turns 160
 	$(BIN)/localpager --store $(DEMO)/store.db ingest $(DEMO)/conversations.jsonl
-	$(BIN)/localpager --store $(DEMO)/store.db bookmarks synth-3
-	$(BIN)/localpager --store $(DEMO)/store.db ask synth-3 --probe 0 --json
+	$(BIN)/localpager --store $(DEMO)/store.db bookmarks synthetic-3-000
+	$(BIN)/localpager --store $(DEMO)/store.db ask synthetic-3-000 --probe 0 --json
 
 test: setup
 	$(PY) -m pytest -q

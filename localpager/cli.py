@@ -99,6 +99,7 @@ def generate(out, count, seed, turns, revisiting):
 
     with friendly_errors():
         conversations = generate_dataset(count, seed=seed, n_turns=turns, revisiting=revisiting)
+        Path(out).parent.mkdir(parents=True, exist_ok=True)
         dump_jsonl(conversations, out)
     probes = sum(len(c.probes) for c in conversations)
     click.echo(f"wrote {len(conversations)} conversations ({conversations[0].id} …), {probes} probes to {out}")
@@ -330,12 +331,14 @@ def simulate(dataset, fmt, boundaries, evictions, selectors, budget, k, limit, m
 @click.option("--limit", type=int, default=None, help="at most N probes per conversation")
 @click.option("--conversations", "max_conversations", type=int, default=None, help="only the first N conversations")
 @click.option("--threshold", type=float, default=None, help="similarity-triggered recall threshold (default: the setting's)")
+@click.option("--recall", "recall_mode", type=click.Choice(["auto", "always"]), default="auto", show_default=True,
+              help="always: the model must name pages on every probe (compares selectors on the same recalls)")
 @click.option("--no-oracle", is_flag=True, help="skip the evidence-injected ceiling run")
 @click.option("--model", type=click.Path(), envvar="LOCALPAGER_MODEL")
 @click.option("--json", "json_out", type=click.Path(dir_okay=False),
               help="write JSON here, with a Markdown table and a PNG beside it")
 def evaluate_cmd(dataset, fmt, strategies, selector, boundary, eviction, keywords, bookmark_format, budget, limit,
-                 max_conversations, threshold, no_oracle, model, json_out):
+                 max_conversations, threshold, recall_mode, no_oracle, model, json_out):
     """Answer DATASET's probes with the local model and score them, for each strategy."""
     from tqdm import tqdm
 
@@ -351,7 +354,7 @@ def evaluate_cmd(dataset, fmt, strategies, selector, boundary, eviction, keyword
                               bookmark_format=bookmark_format, budget=budget)
         lp = None
         for strategy in [s.strip() for s in strategies.split(",") if s.strip()]:
-            config = EvalConfig(strategy=strategy, selector=selector, paging=paging, limit=limit,
+            config = EvalConfig(strategy=strategy, selector=selector, paging=paging, limit=limit, recall_mode=recall_mode,
                                 oracle=not no_oracle, model=model,
                                 trigger_threshold=RerankSettings.trigger_threshold if threshold is None else threshold)
             bar = lambda items: tqdm(items, desc=strategy, unit="probe", file=sys.stderr)
