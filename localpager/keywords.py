@@ -7,6 +7,8 @@ stdlib-only and deterministic: no model, no network.
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 import math
 import random
 import re
@@ -345,6 +347,7 @@ def _page_terms(page_texts: Sequence[str]) -> list[dict[str, _Term]]:
     return [_extract_terms(text, speakers, noise) for text in page_texts]
 
 
+@lru_cache(maxsize=4096)
 def _extract_terms(text: str, speakers: frozenset[str], noise: frozenset[str]) -> dict[str, _Term]:
     """All candidate terms of one page; plain tokens stand in when nothing better exists."""
     bag = _Bag(noise)

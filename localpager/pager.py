@@ -19,6 +19,7 @@ from .tokens import TokenCounter
 # Measured with SmolLM2-135M on generated conversations: with 512 tokens of memory it answered more
 # probes right (0.37, ceiling 0.58) than with 1024 (0.32, ceiling 0.47): less distracting history.
 DEFAULT_BUDGET = 512
+KEYWORD_WINDOW = 10
 
 
 @dataclass
@@ -141,7 +142,7 @@ class Pager:
         open_page = self.pages[-1] if self.pages else None
         if open_page is None or self.boundary.starts_page(self.turns, turn.index, open_page.first_turn):
             if open_page is not None:
-                self.set_keywords([open_page])
+                self.set_keywords_recent(open_page)
                 change.closed = open_page
                 change.changed.append(open_page)
             open_page = Page(page_id=len(self.pages) + 1, first_turn=turn.index, last_turn=turn.index)
@@ -162,8 +163,19 @@ class Pager:
         index = {p.page_id: i for i, p in enumerate(self.pages)}
         keywords = extract_keywords(corpus, self.config.keywords, self.config.k, self.config.seed)
         for p in pages:
-            p.keywords = keywords[index[p.page_id]]
-            self._bookmark_tokens.pop(p.page_id, None)
+            self._set(p, keywords[index[p.page_id]])
+
+    def _set(self, page: Page, keywords: list[str]) -> None:
+        page.keywords = keywords
+        self._bookmark_tokens.pop(page.page_id, None)
+
+    def set_keywords_recent(self, page: Page) -> None:
+        """Keywords for one page as it closes, against at most ``KEYWORD_WINDOW`` pages before it, so a
+        long conversation does not re-read all its pages every time one closes."""
+        i = self.pages.index(page)
+        window = self.pages[max(0, i - KEYWORD_WINDOW) : i + 1]
+        keywords = extract_keywords([p.text for p in window], self.config.keywords, self.config.k, self.config.seed)
+        self._set(page, keywords[-1])
 
     def evictable(self) -> list[Page]:
         """Resident pages that may leave: never a pinned page, never the newest page."""
@@ -181,7 +193,7 @@ class Pager:
             if self.memory_tokens() <= low:
                 break
             if not page.keywords:
-                self.set_keywords([page])
+                self.set_keywords_recent(page)
             page.evicted = True
             evicted.append(page)
         return evicted
