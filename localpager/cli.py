@@ -366,6 +366,32 @@ def evaluate_cmd(dataset, fmt, strategies, selector, boundary, eviction, keyword
             click.echo(f"wrote {path}")
 
 
+@cli.command()
+@click.option("--quick", is_flag=True, help="two lengths, fewer turns: a few minutes")
+@click.option("--turns", "probe_turns", type=int, default=None, help="probe turns per length (default 20, quick 6)")
+@click.option("--model", type=click.Path(), envvar="LOCALPAGER_MODEL")
+@click.option("--json", "json_out", type=click.Path(dir_okay=False), help="write JSON here, and a PNG plot beside it")
+def bench(quick, probe_turns, model, json_out):
+    """Recall latency per stage and its ratio to the hardware floor, by conversation length."""
+    from tqdm import tqdm
+
+    from .eval.bench import BenchConfig, plot, run_bench
+
+    config = BenchConfig(quick=quick, probe_turns=probe_turns or (6 if quick else 20), model=model)
+    with friendly_errors():
+        result = run_bench(config, progress=lambda jobs: tqdm(jobs, desc="bench", file=sys.stderr),
+                           log=lambda s: click.echo(s, err=True))
+    click.echo(f"ratio to floor (median turn): {result['ratio_to_floor']}   flatness: {result['flatness']} "
+               f"(full context: {result['flatness_full']})")
+    click.echo("p50 ms by length: " + json.dumps(result["p50_ms"]))
+    click.echo(f"rerank ms by index size: " + json.dumps({n: r['total_ms'] for n, r in result['rerank_ms'].items()}))
+    click.echo(f"peak RSS {result['peak_rss_mb']} MB, cold start {result['cold_start_ms']} ms, --help {result['help_ms']} ms")
+    if json_out:
+        Path(json_out).parent.mkdir(parents=True, exist_ok=True)
+        Path(json_out).write_text(json.dumps(result, indent=2))
+        click.echo(f"wrote {json_out} and {plot(result, Path(json_out).with_suffix('.png'))}")
+
+
 def main() -> None:
     cli()
 if __name__ == "__main__":

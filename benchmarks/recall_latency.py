@@ -1,0 +1,34 @@
+"""Recall latency benchmark: the full run behind the README's latency table.
+
+    .venv/bin/python benchmarks/recall_latency.py [--quick]   # same as: localpager bench --json ...
+
+Writes results/recall_latency.json and results/recall_latency.png. Targets (checked here, never in
+unit tests): ratio to floor <= 1.2, flatness <= 1.2, rerank <= 20 ms at 10k bookmarks, --help <= 0.3 s,
+peak RSS <= 1 GB.
+"""
+
+from __future__ import annotations
+
+import sys
+
+from localpager.cli import cli
+
+TARGETS = {"ratio_to_floor": 1.2, "flatness": 1.2, "help_ms": 300, "peak_rss_mb": 1024}
+
+
+def main() -> None:
+    quick = ["--quick"] if "--quick" in sys.argv else []
+    out = "results/recall_latency.json"
+    cli.main(["bench", *quick, "--json", out], standalone_mode=False)
+    import json
+
+    result = json.load(open(out))
+    result["rerank_10k_ms"] = result["rerank_ms"].get("10000", {}).get("total_ms")
+    for key, target in {**TARGETS, "rerank_10k_ms": 20}.items():
+        value = result.get(key)
+        verdict = "ok" if value is not None and value <= target else "MISSED"
+        print(f"{key}: {value} (target <= {target}) {verdict}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,291 @@
+"""Recall latency on the CPU, per stage, against the floor the hardware allows.
+
+For conversations of growing length, a chat continues for a number of probe turns (some need an
+evicted fact, some are small talk) under three strategies: ``paging`` (localpager), ``truncation``
+(the last turns that fit the same budget) and ``full`` (as much history as the context holds, sliding
+when it is full). Every turn's trace gives its stages; the same run measures llama.cpp's raw prefill
+and decode rates, and a turn's floor is (tokens evaluated / prefill rate) + (tokens generated / decode
+rate): the ratio to it is the overhead localpager adds.
+"""
+
+from __future__ import annotations
+
+import platform
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterable
+
+import numpy as np
+
+from ..pager import PagingConfig
+from ..runtime import RecallSettings
+from ..trace import STAGES
+from .synthetic import generate_conversation
+
+LENGTHS = (50, 200, 800, 3200)
+QUICK_LENGTHS = (50, 200)
+INDEX_SIZES = (1_000, 10_000, 100_000)
+QUICK_INDEX_SIZES = (1_000, 10_000)
+SMALL_TALK = ("Thanks, that helps a lot!", "Can you say that a bit more briefly?", "Haha, fair enough.",
+              "What do you think I should do this weekend?", "Okay, let's move on.")
+
+
+@dataclass
+class BenchConfig:
+    quick: bool = False
+    probe_turns: int = 20
+    n_ctx: int = 2048
+    budget: int = PagingConfig.budget
+    model: str | None = None
+    seed: int = 0
+
+    @property
+    def lengths(self) -> tuple[int, ...]:
+        return QUICK_LENGTHS if self.quick else LENGTHS
+
+    @property
+    def index_sizes(self) -> tuple[int, ...]:
+        return QUICK_INDEX_SIZES if self.quick else INDEX_SIZES
+
+
+@dataclass
+class TurnTiming:
+    strategy: str
+    length: int
+    needs_recall: bool
+    total_ms: float
+    floor_ms: float
+    ttft_ms: float
+    evaluated: int
+    generated: int
+    stages: dict[str, float] = field(default_factory=dict)
+
+
+def _pct(values: list[float], q: float) -> float:
+    values = sorted(values)
+    return round(values[min(len(values) - 1, int(q * len(values)))], 1) if values else 0.0
+
+
+def hardware_rates(backend, reps: int = 3) -> tuple[float, float]:
+    """Raw llama.cpp prefill and decode rates (tokens/s) of this model and threads, cache cold."""
+    prefill, decode = [], []
+    for rep in range(reps):
+        text = " ".join(f"note {rep}-{i}: the quick brown fox {i * 7 % 13} jumps" for i in range(60))
+        tokens = backend.tokenize(text)[:480]
+        gen = backend.generate(tokens, max_tokens=48)
+        prefill.append(gen.evaluated / (gen.prefill_ms / 1000))
+        if len(gen.tokens) > 1:
+            decode.append((len(gen.tokens) - 1) / (gen.decode_ms / 1000))
+    return statistics.median(prefill), statistics.median(decode)
+
+
+def _workload(length: int, turns: int, seed: int):
+    conv = generate_conversation(seed, n_turns=max(length, 60))
+    history = conv.turns[:length]
+    probes = [p.question for p in conv.probes if p.evidence and p.evidence[0] < length - 10]
+    questions, needs = [], []
+    for i in range(turns):
+        if probes and i % 2 == 0:
+            questions.append(probes[(i // 2) % len(probes)])
+            needs.append(True)
+        else:
+            questions.append(SMALL_TALK[i % len(SMALL_TALK)])
+            needs.append(False)
+    return history, questions, needs
+
+
+def _strategy(name: str, config: BenchConfig) -> tuple[RecallSettings, PagingConfig]:
+    if name == "paging":
+        return RecallSettings(), PagingConfig(budget=config.budget)
+    if name == "truncation":
+        return RecallSettings(mode="never"), PagingConfig(budget=config.budget)
+    # full: everything that fits; evict (slide) only a little at a time
+    return RecallSettings(mode="never"), PagingConfig(budget=config.n_ctx - 260, low_watermark=0.97)
+
+
+def run_turns(backend, config: BenchConfig, rates: tuple[float, float], workdir: Path,
+              progress: Callable[[Iterable], Iterable] | None = None) -> list[TurnTiming]:
+    from ..api import LocalPager
+
+    prefill_rate, decode_rate = rates
+    jobs = [(s, n) for n in config.lengths for s in ("paging", "truncation", "full")]
+    timings: list[TurnTiming] = []
+    for strategy, length in progress(jobs) if progress else jobs:
+        recall, paging = _strategy(strategy, config)
+        history, questions, needs = _workload(length, config.probe_turns, config.seed)
+        lp = LocalPager(workdir / f"{strategy}-{length}.db", backend=backend, recall=recall, n_ctx=config.n_ctx)
+        chat = lp.conversation("bench", create=True, config=paging)
+        for t in history:
+            chat.add_turn(t.role, t.text)
+        for question, need in zip(questions, needs):
+            trace = chat.ask(question).trace
+            stages = trace.to_dict()["timings_ms"]
+            floor = trace.tokens["evaluated"] / prefill_rate * 1000 + trace.tokens["generated"] / decode_rate * 1000
+            timings.append(TurnTiming(
+                strategy=strategy, length=length, needs_recall=need, total_ms=stages["total"], floor_ms=floor,
+                ttft_ms=stages["total"] - stages["answer_decode"], evaluated=trace.tokens["evaluated"],
+                generated=trace.tokens["generated"], stages={k: stages[k] for k in STAGES},
+            ))
+        lp.close()
+    return timings
+
+
+def rerank_at_scale(sizes: Iterable[int], dim: int = 384, queries: int = 20) -> dict[str, dict[str, float]]:
+    """Query embedding plus FAISS search (restricted to one conversation's 40 pages, and over all rows)
+    at several index sizes, one FAISS thread."""
+    import faiss
+
+    from ..embedder import default_embedder
+
+    faiss.omp_set_num_threads(1)
+    embedder = default_embedder()
+    texts = [f"what did I say about item {i} last week?" for i in range(queries)]
+    embedder.encode(texts[:1])
+    embed_ms = []
+    for t in texts:
+        start = time.perf_counter()
+        embedder.encode([t + " (fresh)"])
+        embed_ms.append((time.perf_counter() - start) * 1000)
+    rng = np.random.default_rng(0)
+    out = {}
+    for n in sizes:
+        vectors = rng.standard_normal((n, dim)).astype(np.float32)
+        vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+        index = faiss.IndexIDMap2(faiss.IndexFlatIP(dim))
+        index.add_with_ids(vectors, np.arange(n, dtype=np.int64))
+        q = embedder.encode(texts)
+        restricted, full = [], []
+        for i in range(queries):
+            ids = rng.choice(n, 40, replace=False).astype(np.int64)
+            params = faiss.SearchParameters(sel=faiss.IDSelectorBatch(ids))
+            start = time.perf_counter()
+            index.search(q[i : i + 1], 40, params=params)
+            restricted.append((time.perf_counter() - start) * 1000)
+            start = time.perf_counter()
+            index.search(q[i : i + 1], 10)
+            full.append((time.perf_counter() - start) * 1000)
+        embed = statistics.median(embed_ms)
+        out[str(n)] = {"embed_ms": round(embed, 2), "search_conversation_ms": round(statistics.median(restricted), 3),
+                       "search_all_ms": round(statistics.median(full), 3),
+                       "total_ms": round(embed + statistics.median(restricted), 2)}
+    return out
+
+
+def _wall_ms(cmd: list[str], reps: int = 3) -> float:
+    times = []
+    for _ in range(reps):
+        start = time.perf_counter()
+        subprocess.run(cmd, capture_output=True, check=True)
+        times.append((time.perf_counter() - start) * 1000)
+    return round(statistics.median(times), 1)
+
+
+def cold_start(workdir: Path, model: str | None) -> tuple[float, float]:
+    """A fresh process to its first answer, and ``localpager --help``, wall-clock."""
+    from ..api import LocalPager
+
+    store = workdir / "cold.db"
+    chat = LocalPager(store, model=model).conversation("cold", create=True)
+    history, _, _ = _workload(60, 1, 1)
+    for t in history:
+        chat.add_turn(t.role, t.text)
+    cli = [sys.executable, "-m", "localpager.cli"]
+    extra = ["--model", model] if model else []
+    ask = _wall_ms(cli + ["--store", str(store), "ask", "cold", "Which snack should I avoid?"] + extra, reps=1)
+    return ask, _wall_ms(cli + ["--help"])
+
+
+def machine(backend) -> dict[str, Any]:
+    import llama_cpp
+
+    cpu = platform.processor()
+    try:
+        cpu = next(line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if line.startswith("model name"))
+    except (OSError, StopIteration):
+        pass
+    info = llama_cpp.llama_print_system_info()
+    return {"cpu": cpu, "threads": getattr(backend, "n_threads", None), "python": platform.python_version(),
+            "llama_cpp_python": llama_cpp.__version__, "model": getattr(backend, "model_name", backend.name),
+            "llama_system_info": info.decode() if isinstance(info, bytes) else str(info)}
+
+
+def summarize(timings: list[TurnTiming], config: BenchConfig) -> dict[str, Any]:
+    by = lambda s, n: [t for t in timings if t.strategy == s and t.length == n]
+    p50 = {s: {str(n): _pct([t.total_ms for t in by(s, n)], 0.5) for n in config.lengths}
+           for s in ("paging", "truncation", "full")}
+    p95 = {s: {str(n): _pct([t.total_ms for t in by(s, n)], 0.95) for n in config.lengths}
+           for s in ("paging", "truncation", "full")}
+    paging = [t for t in timings if t.strategy == "paging"]
+    stages = {str(n): {stage: {"p50": _pct([t.stages[stage] for t in by("paging", n)], 0.5),
+                               "p95": _pct([t.stages[stage] for t in by("paging", n)], 0.95)}
+                       for stage in STAGES}
+              for n in config.lengths}
+    for n in config.lengths:
+        ttft = [t.ttft_ms for t in by("paging", n)]
+        stages[str(n)]["ttft"] = {"p50": _pct(ttft, 0.5), "p95": _pct(ttft, 0.95)}
+    shortest, longest = str(config.lengths[0]), str(config.lengths[-1])
+    return {
+        "ratio_to_floor": round(statistics.median(t.total_ms / t.floor_ms for t in paging if t.floor_ms), 3),
+        "flatness": round(p50["paging"][longest] / p50["paging"][shortest], 3),
+        "flatness_full": round(p50["full"][longest] / p50["full"][shortest], 3),
+        "p50_ms": p50,
+        "p95_ms": p95,
+        "stages_ms": stages,
+        "evaluated_tokens_p50": {s: {str(n): _pct([t.evaluated for t in by(s, n)], 0.5) for n in config.lengths}
+                                 for s in ("paging", "truncation", "full")},
+    }
+
+
+def run_bench(config: BenchConfig, progress=None, log: Callable[[str], None] = lambda s: None) -> dict[str, Any]:
+    from ..backends import load_backend
+
+    backend = load_backend(model_path=config.model, n_ctx=config.n_ctx)
+    log("measuring llama.cpp's raw prefill and decode rates")
+    rates = hardware_rates(backend)
+    with tempfile.TemporaryDirectory() as tmp:
+        timings = run_turns(backend, config, rates, Path(tmp), progress)
+        log("rerank at scale")
+        rerank = rerank_at_scale(config.index_sizes)
+        log("cold start")
+        cold, help_ms = cold_start(Path(tmp), config.model)
+    result = {
+        **summarize(timings, config),
+        "rerank_ms": rerank,
+        "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
+        "cold_start_ms": cold,
+        "help_ms": help_ms,
+        "floor_rates": {"prefill_tok_s": round(rates[0], 1), "decode_tok_s": round(rates[1], 1)},
+        "machine": machine(backend),
+        "config": {"quick": config.quick, "lengths": list(config.lengths), "probe_turns": config.probe_turns,
+                   "budget": config.budget, "n_ctx": config.n_ctx},
+        "turns": [t.__dict__ for t in timings],
+    }
+    return result
+
+
+def plot(result: dict[str, Any], path: str | Path) -> Path:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6, 4))
+    for strategy, series in result["p50_ms"].items():
+        xs = [int(n) for n in series]
+        ax.plot(xs, [series[str(n)] / 1000 for n in xs], marker="o", label=strategy)
+    ax.set_xscale("log")
+    ax.set_xlabel("conversation length (turns)")
+    ax.set_ylabel("p50 turn latency (s)")
+    ax.legend()
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    path = Path(path)
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return path

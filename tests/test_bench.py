@@ -1,0 +1,33 @@
+"""`localpager bench --quick` runs end to end on the real models; its JSON has the promised shape.
+
+Only the shape is checked: speed targets belong to benchmarks/, never to unit tests.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+pytestmark = [pytest.mark.model, pytest.mark.embedder, pytest.mark.slow]
+
+
+def test_bench_quick_writes_the_promised_json(tmp_path):
+    out = tmp_path / "bench.json"
+    proc = subprocess.run([sys.executable, "-m", "localpager.cli", "bench", "--quick", "--turns", "3",
+                           "--json", str(out)], capture_output=True, text=True, timeout=1200)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    result = json.loads(out.read_text())
+    for key in ("ratio_to_floor", "flatness", "p50_ms", "p95_ms", "rerank_ms", "peak_rss_mb", "cold_start_ms",
+                "help_ms", "machine", "stages_ms"):
+        assert key in result, key
+    assert set(result["p50_ms"]) == {"paging", "truncation", "full"}
+    assert set(result["p50_ms"]["paging"]) == {"50", "200"}
+    assert all(v > 0 for s in result["p50_ms"].values() for v in s.values())
+    assert set(result["rerank_ms"]) == {"1000", "10000"}
+    assert result["ratio_to_floor"] > 0 and result["peak_rss_mb"] > 0
+    assert result["machine"]["threads"] >= 1 and "AVX" in result["machine"]["llama_system_info"].upper()
+    assert {"prefill", "answer_decode", "ttft"} <= set(result["stages_ms"]["200"])
+    assert out.with_suffix(".png").stat().st_size > 1000
