@@ -228,6 +228,14 @@ class Conversation:
             self.store.update_settings(self.id, {**self.config.to_dict(), "tokenizer": self._tokenizer})
             self.store.update_pages(self.id, evicted)
 
+    def pin(self, page_id: int, pinned: bool = True) -> Page:
+        """Keep a page in the prompt (a pinned page is never evicted); an evicted page stays evicted."""
+        with self.lp.lock:
+            page = self.pager.page(page_id)
+            page.pinned = pinned
+            self.store.update_pages(self.id, [page])
+            return page
+
     def add_turn(self, role: str, text: str, time: str | None = None, speaker: str | None = None) -> Turn:
         """Append a turn and make it durable (with the paging it caused) before returning."""
         if role not in ("user", "assistant"):

@@ -143,6 +143,22 @@ def pages(ctx, conv_id, as_json):
 
 @cli.command()
 @click.argument("conv_id")
+@click.argument("page_id", type=int)
+@click.option("--unpin", is_flag=True)
+@click.pass_context
+def pin(ctx, conv_id, page_id, unpin):
+    """Pin page PAGE_ID of CONV_ID so that it is never evicted (or --unpin it)."""
+    with friendly_errors():
+        try:
+            page = _conversation(ctx, conv_id).pin(page_id, not unpin)
+        except KeyError as exc:
+            raise click.ClickException(exc.args[0]) from None
+    state = "pinned" if page.pinned else "unpinned"
+    click.echo(f"p{page.page_id} {state}{' (it is evicted; it stays evicted)' if page.evicted and page.pinned else ''}")
+
+
+@cli.command()
+@click.argument("conv_id")
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default=None,
               help="bookmark format (default: the conversation's)")
 @click.option("--json", "as_json", is_flag=True)
@@ -233,6 +249,8 @@ def chat(ctx, conv_id, model, budget, recall_mode, n_ctx):
         elif line == "/bookmarks":
             for p in conv.pager.evicted:
                 click.echo(conv.pager.bookmark(p))
+            if not conv.pager.evicted:
+                click.echo("(no page evicted yet)")
         elif line == "/pages":
             for p in conv.pages:
                 click.echo(f"p{p.page_id} turns {p.first_turn}-{p.last_turn} {p.token_count} tok "
@@ -352,17 +370,18 @@ def evaluate_cmd(dataset, fmt, strategies, selector, boundary, eviction, keyword
         conversations = _dataset(dataset, fmt)[:max_conversations]
         paging = PagingConfig(boundary=boundary, eviction=eviction, keywords=keywords,
                               bookmark_format=bookmark_format, budget=budget)
-        lp = None
         for strategy in [s.strip() for s in strategies.split(",") if s.strip()]:
             config = EvalConfig(strategy=strategy, selector=selector, paging=paging, limit=limit, recall_mode=recall_mode,
                                 oracle=not no_oracle, model=model,
                                 trigger_threshold=RerankSettings.trigger_threshold if threshold is None else threshold)
             bar = lambda items: tqdm(items, desc=strategy, unit="probe", file=sys.stderr)
-            report = evaluate(conversations, config, progress=bar, lp=lp)
+            report = evaluate(conversations, config, progress=bar)
             runs[strategy] = report.to_dict()
+            if json_out:  # after every strategy, so a long run keeps what it has measured
+                written = write_eval(json_out, runs)
     click.echo(eval_markdown(runs))
     if json_out:
-        for path in write_eval(json_out, runs):
+        for path in written:
             click.echo(f"wrote {path}")
 
 

@@ -50,6 +50,7 @@ class RecallSettings:
     max_rounds: int = 1  # recall rounds per answer
     max_answer_tokens: int = 96
     decision_tokens: int = 24  # enough for a recall call naming max_pages ids
+    show_bookmarks: bool | None = None  # bookmarks in the system message; None: unless mode is never
 
     def __post_init__(self) -> None:
         if self.mode not in RECALL_MODES:
@@ -189,7 +190,8 @@ class Runtime:
         trace.bookmarks = [pager.bookmark(p) for p in evicted]
 
         start = time.perf_counter()
-        messages, prompt = self.fit(self.messages(pager, question if pending else None, s.mode != "never"))
+        show = s.show_bookmarks if s.show_bookmarks is not None else s.mode != "never"
+        messages, prompt = self.fit(self.messages(pager, question if pending else None, show))
         trace.timings_ms["tokenize"] = _ms(start)
 
         decision, decision_tokens = Decision(), []

@@ -126,3 +126,21 @@ def test_killed_ingest_leaves_no_partial_conversation(tmp_path):
             assert info.turns == expected[info.id]
             pages = s.pages(info.id)
             assert pages[0].first_turn == 0 and pages[-1].last_turn == info.turns - 1
+
+
+def test_a_pinned_page_stays_resident_across_reopen(tmp_path):
+    from localpager.api import LocalPager
+    from localpager.pager import PagingConfig
+
+    lp = LocalPager(tmp_path / "s.db")
+    chat = lp.conversation("c", create=True, config=PagingConfig(boundary="fixed_5", budget=200))
+    for i in range(5):
+        chat.add_turn("user" if i % 2 == 0 else "assistant", f"remember the blue door number {i}")
+    chat.pin(1)
+    for i in range(5, 80):
+        chat.add_turn("user" if i % 2 == 0 else "assistant", f"small talk about the weather, day {i}")
+    assert chat.pager.evicted and not chat.pages[0].evicted
+    lp.close()
+    reopened = LocalPager(tmp_path / "s.db").conversation("c")
+    assert reopened.pages[0].pinned and not reopened.pages[0].evicted
+    assert [p.evicted for p in reopened.pages] == [p.evicted for p in chat.pages]

@@ -117,7 +117,9 @@ def _settings(config: EvalConfig) -> tuple[RecallSettings, RerankSettings, Pagin
         paging.budget = config.n_ctx - RecallSettings.max_answer_tokens - 64
     rerank = RerankSettings(selector=config.selector, trigger_threshold=config.trigger_threshold,
                             excerpt=config.excerpt)
-    return RecallSettings(mode=mode), rerank, paging
+    # the oracle run changes the mode, not the prompt: it keeps the strategy's system message, so both
+    # runs share the prompt prefix (and the KV cache)
+    return RecallSettings(mode=mode, show_bookmarks=mode != "never"), rerank, paging
 
 
 def _ask_points(conv: Conversation, limit: int | None) -> dict[int, list[Probe]]:
