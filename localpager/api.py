@@ -15,7 +15,6 @@ from __future__ import annotations
 import os
 import threading
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .backends import DEFAULT_BACKEND, load_backend

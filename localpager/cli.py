@@ -351,12 +351,14 @@ def simulate(dataset, fmt, boundaries, evictions, selectors, budget, k, limit, m
 @click.option("--threshold", type=float, default=None, help="similarity-triggered recall threshold (default: the setting's)")
 @click.option("--recall", "recall_mode", type=click.Choice(["auto", "always"]), default="auto", show_default=True,
               help="always: the model must name pages on every probe (compares selectors on the same recalls)")
+@click.option("--excerpt", default="0", show_default=True,
+              help="turns each side of a recalled page's best turn to inject, or 'page' for the whole page")
 @click.option("--no-oracle", is_flag=True, help="skip the evidence-injected ceiling run")
 @click.option("--model", type=click.Path(), envvar="LOCALPAGER_MODEL")
 @click.option("--json", "json_out", type=click.Path(dir_okay=False),
               help="write JSON here, with a Markdown table and a PNG beside it")
 def evaluate_cmd(dataset, fmt, strategies, selector, boundary, eviction, keywords, bookmark_format, budget, limit,
-                 max_conversations, threshold, recall_mode, no_oracle, model, json_out):
+                 max_conversations, threshold, recall_mode, excerpt, no_oracle, model, json_out):
     """Answer DATASET's probes with the local model and score them, for each strategy."""
     from tqdm import tqdm
 
@@ -372,7 +374,7 @@ def evaluate_cmd(dataset, fmt, strategies, selector, boundary, eviction, keyword
                               bookmark_format=bookmark_format, budget=budget)
         for strategy in [s.strip() for s in strategies.split(",") if s.strip()]:
             config = EvalConfig(strategy=strategy, selector=selector, paging=paging, limit=limit, recall_mode=recall_mode,
-                                oracle=not no_oracle, model=model,
+                                oracle=not no_oracle, model=model, excerpt=None if excerpt == "page" else int(excerpt),
                                 trigger_threshold=RerankSettings.trigger_threshold if threshold is None else threshold)
             bar = lambda items: tqdm(items, desc=strategy, unit="probe", file=sys.stderr)
             report = evaluate(conversations, config, progress=bar)
@@ -403,7 +405,7 @@ def bench(quick, probe_turns, model, json_out):
     click.echo(f"ratio to floor (median turn): {result['ratio_to_floor']}   flatness: {result['flatness']} "
                f"(full context: {result['flatness_full']})")
     click.echo("p50 ms by length: " + json.dumps(result["p50_ms"]))
-    click.echo(f"rerank ms by index size: " + json.dumps({n: r['total_ms'] for n, r in result['rerank_ms'].items()}))
+    click.echo("rerank ms by index size: " + json.dumps({n: r['total_ms'] for n, r in result['rerank_ms'].items()}))
     click.echo(f"peak RSS {result['peak_rss_mb']} MB, cold start {result['cold_start_ms']} ms, --help {result['help_ms']} ms")
     if json_out:
         Path(json_out).parent.mkdir(parents=True, exist_ok=True)

@@ -10,7 +10,6 @@ from __future__ import annotations
 import os
 import threading
 from functools import lru_cache
-from pathlib import Path
 
 import numpy as np
 

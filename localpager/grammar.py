@@ -49,7 +49,7 @@ def recall_grammar(page_ids: Sequence[int], max_pages: int = 2, allow_answer: bo
         raise ValueError("a recall grammar needs at least one evicted page")
     if max_pages < 1:
         raise ValueError("max_pages must be at least 1")
-    more = "".join(f' ("," id' for _ in range(max_pages - 1)) + ")?" * (max_pages - 1)
+    more = "".join(' ("," id' for _ in range(max_pages - 1)) + ")?" * (max_pages - 1)
     rules = [
         "root ::= recall" + (" | answer" if allow_answer else ""),
         f'recall ::= "{RECALL_PREFIX}" id{more} "])"',

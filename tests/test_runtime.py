@@ -9,7 +9,7 @@ import sys
 import pytest
 
 from localpager.api import LocalPager
-from localpager.backends.base import Generation, Message
+from localpager.backends.base import Message
 from localpager.eval.synthetic import generate_conversation
 from localpager.grammar import parse_decision, recall_grammar
 from localpager.pager import PagingConfig
