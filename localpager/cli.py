@@ -119,6 +119,12 @@ def conversations(ctx, as_json):
         click.echo(f"{i.id}\t{i.turns} turns\t{i.pages} pages ({i.evicted} evicted)\t{i.probes} probes")
 
 
+def page_line(p) -> str:
+    state = "evicted" if p.evicted else "resident"
+    return (f"p{p.page_id}\tturns {p.first_turn}-{p.last_turn}\t{p.token_count} tokens\t{state}"
+            f"{' pinned' if p.pinned else ''}\tused {p.access_count}x\t{','.join(p.keywords)}")
+
+
 def _conversation(ctx, conv_id: str, model: str | None = None, **options):
     lp = open_pager(ctx, model, **options)
     return lp.conversation(conv_id)
@@ -136,9 +142,7 @@ def pages(ctx, conv_id, as_json):
         echo_json([{k: v for k, v in p.__dict__.items() if k != "text"} for p in conv.pages])
         return
     for p in conv.pages:
-        state = "evicted" if p.evicted else "resident"
-        click.echo(f"p{p.page_id}\tturns {p.first_turn}-{p.last_turn}\t{p.token_count} tokens\t{state}"
-                   f"{' pinned' if p.pinned else ''}\tused {p.access_count}x\t{','.join(p.keywords)}")
+        click.echo(page_line(p))
 
 
 @cli.command()
@@ -253,8 +257,7 @@ def chat(ctx, conv_id, model, budget, recall_mode, n_ctx):
                 click.echo("(no page evicted yet)")
         elif line == "/pages":
             for p in conv.pages:
-                click.echo(f"p{p.page_id} turns {p.first_turn}-{p.last_turn} {p.token_count} tok "
-                           f"{'evicted' if p.evicted else 'resident'} {','.join(p.keywords)}")
+                click.echo(page_line(p))
         elif line == "/trace":
             click.echo(format_trace(last.to_dict()) if last else "no turn yet")
         else:
@@ -338,7 +341,7 @@ def simulate(dataset, fmt, boundaries, evictions, selectors, budget, k, limit, m
 @click.argument("dataset", type=click.Path(dir_okay=False))
 @click.option("--format", "fmt", type=click.Choice(["auto", "jsonl", "locomo"]), default="auto", show_default=True)
 @click.option("--strategy", "strategies", default="bookmarks", show_default=True,
-              help="comma-separated: bookmarks, truncation, full, bm25, overlap")
+              help="comma-separated: bookmarks, truncation, full, bm25, overlap, search")
 @click.option("--selector", type=click.Choice(["model", "rerank", "model+rerank"]), default="model+rerank",
               show_default=True, help="how the bookmarks strategy picks pages")
 @click.option("--boundary", default="fixed_20", show_default=True, help=BOUNDARY_HELP)

@@ -78,3 +78,15 @@ def test_end_to_end_eval_on_a_ci_sized_subset(tmp_path):
     written = write_eval(tmp_path / "out.json", {"bookmarks": data, "truncation": truncation})
     assert [p.suffix for p in written] == [".json", ".md", ".png"]
     assert json.loads(Path(written[0]).read_text())["bookmarks"]["probes"] == 3
+
+
+@pytest.mark.model
+def test_search_tool_query_is_grammar_constrained(backend):
+    import re
+
+    from localpager.backends.base import Message
+    from localpager.eval.evaluate import SEARCH_GRAMMAR, SEARCH_PROMPT
+
+    prompt = backend.render([Message("system", SEARCH_PROMPT), Message("user", "Who should fix the dripping tap?")])
+    text = backend.generate(prompt, max_tokens=40, grammar=SEARCH_GRAMMAR).text
+    assert re.fullmatch(r'search\("[a-zA-Z0-9 ,\'-]{2,60}"\)', text), text

@@ -8,6 +8,7 @@ exactly its evidence turns injected: the model's own ceiling (``oracle_e2e_accur
 
 from __future__ import annotations
 
+import re
 import statistics
 import tempfile
 import time
@@ -27,8 +28,12 @@ from .selectors import get_selector
 
 # bookmarks: the product (bookmarks + grammar-constrained recall + reranking);
 # truncation: the last turns that fit the budget, nothing else; full: as much history as the context
-# holds; bm25 / overlap: the top-3 evicted pages by that retriever injected on every probe.
-STRATEGIES = ("bookmarks", "truncation", "full", "bm25", "overlap")
+# holds; bm25 / overlap: the top-3 evicted pages by that retriever injected on every probe;
+# search: the model writes a search query (grammar-constrained), whose best-matching evicted turn is injected.
+STRATEGIES = ("bookmarks", "truncation", "full", "bm25", "overlap", "search")
+SEARCH_GRAMMAR = 'root ::= "search(\\"" [a-zA-Z0-9 ,\x27-]{2,60} "\\")"\n'  # words only: the model cannot copy "..."
+SEARCH_PROMPT = ("Write a short search query to find, in the earlier conversation, what is needed to answer the "
+                 "user's message. Reply only with search(\"...\").")
 
 
 @dataclass
@@ -106,12 +111,43 @@ class RetrieverSelector:
         return injections, candidates
 
 
+class SearchToolSelector:
+    """A baseline: the model writes a free-form search query, the page index finds the best evicted turn.
+
+    The query is written in a prompt of its own, so this baseline also pays for losing the chat's KV cache."""
+
+    def __init__(self, lp, conv_id: str):
+        self.lp, self.conv_id = lp, conv_id
+        self.query = ""
+
+    def should_recall(self, question, pager) -> bool:
+        return bool(pager.evicted)
+
+    def select(self, question, named, pager: Pager, room: int):
+        from ..backends.base import Message
+
+        backend = self.lp.backend
+        prompt = backend.render([Message("system", SEARCH_PROMPT), Message("user", question)])
+        text = backend.generate(prompt, max_tokens=40, grammar=SEARCH_GRAMMAR).text
+        self.query = re.sub(r'^search\("|"\)$', "", text).strip() or question
+        index = self.lp.index
+        index.update(self.conv_id, pager.evicted, pager.turns, pager.bookmark)
+        hits = index.rank(self.conv_id, self.query, [p.page_id for p in pager.evicted], "turn")
+        if not hits or hits[0].turn is None:
+            return [], []
+        turns = fit_turns(pager, [hits[0].turn], room)
+        page = pager.page(hits[0].page_id)
+        candidate = Candidate(page.page_id, round(hits[0].score, 4), similarity=round(hits[0].score, 4),
+                              injected=bool(turns), reason=f"search({self.query!r})")
+        return ([Injection(page, turns)] if turns else []), [candidate]
+
+
 def _settings(config: EvalConfig) -> tuple[RecallSettings, RerankSettings, PagingConfig]:
     paging = PagingConfig.from_dict(config.paging.to_dict())
     mode = config.recall_mode
     if config.strategy in ("truncation", "full"):
         mode = "never"
-    elif config.strategy in ("bm25", "overlap"):
+    elif config.strategy in ("bm25", "overlap", "search"):
         mode = "selector"
     if config.strategy == "full":
         paging.budget = config.n_ctx - RecallSettings.max_answer_tokens - 64
@@ -167,6 +203,8 @@ def _ask(lp, chat, conv_id: str, probe: Probe, config: EvalConfig) -> ProbeResul
     selector = None
     if config.strategy in ("bm25", "overlap"):
         selector = RetrieverSelector(config.strategy)
+    elif config.strategy == "search":
+        selector = SearchToolSelector(lp, conv_id)
     result = chat.ask(probe.question, remember=False, selector=selector)
     trace = result.trace
     out = ProbeResult(
