@@ -86,19 +86,23 @@ class ModelChoiceSelector:
         return False
 
     def select(self, question, named, pager, room):
-        injections, candidates = [], []
-        for rank, page_id in enumerate(named):
-            page = pager.page(page_id)
-            turns = fit_turns(pager, list(page.turn_range), room)
-            candidate = Candidate(page_id=page_id, score=1.0 / (rank + 1), named_by_model=True)
-            if turns:
-                injections.append(Injection(page, turns))
-                room -= sum(pager.turn_tokens(pager.turns[i]) for i in turns)
-                candidate.injected, candidate.reason = True, "named by the model"
-            else:
-                candidate.reason = "no room left"
-            candidates.append(candidate)
-        return injections, candidates
+        return inject_in_order(pager, named, room, "named by the model", named_by_model=True)
+
+
+def inject_in_order(pager: Pager, page_ids: Sequence[int], room: int, reason: str,
+                    named_by_model: bool = False) -> tuple[list[Injection], list[Candidate]]:
+    """Whole pages in the given order (score 1/rank), each as far as the remaining room allows."""
+    injections, candidates = [], []
+    for rank, page_id in enumerate(page_ids):
+        page = pager.page(page_id)
+        turns = fit_turns(pager, list(page.turn_range), room)
+        candidate = Candidate(page_id=page_id, score=round(1.0 / (rank + 1), 4), named_by_model=named_by_model,
+                              injected=bool(turns), reason=reason if turns else "no room left")
+        if turns:
+            injections.append(Injection(page, turns))
+            room -= sum(pager.turn_tokens(pager.turns[i]) for i in turns)
+        candidates.append(candidate)
+    return injections, candidates
 
 
 def fit_turns(pager: Pager, turns: list[int], room: int) -> list[int]:

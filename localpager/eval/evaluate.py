@@ -21,7 +21,7 @@ from ..backends import DEFAULT_BACKEND
 from ..pager import Pager, PagingConfig
 from ..records import Conversation, Probe
 from ..rerank import RerankSettings
-from ..runtime import Injection, RecallSettings, fit_turns
+from ..runtime import Injection, RecallSettings, fit_turns, inject_in_order
 from ..trace import Candidate
 from .metrics import score_answer
 from .selectors import get_selector
@@ -99,16 +99,8 @@ class RetrieverSelector:
         return bool(pager.evicted)
 
     def select(self, question, named, pager: Pager, room: int):
-        injections, candidates = [], []
-        for rank, pid in enumerate(self.retriever.select(question, pager.evicted, self.k)):
-            page = pager.page(pid)
-            turns = fit_turns(pager, list(page.turn_range), room)
-            candidates.append(Candidate(pid, 1.0 / (rank + 1), injected=bool(turns),
-                                        reason=f"{self.retriever.name} rank {rank + 1}" if turns else "no room left"))
-            if turns:
-                injections.append(Injection(page, turns))
-                room -= sum(pager.turn_tokens(pager.turns[i]) for i in turns)
-        return injections, candidates
+        ranked = self.retriever.select(question, pager.evicted, self.k)
+        return inject_in_order(pager, ranked, room, f"{self.retriever.name} top {self.k}")
 
 
 class SearchToolSelector:
