@@ -86,7 +86,9 @@ class LlamaCppBackend:
     def __init__(self, model_path: str | os.PathLike | None = None, n_ctx: int = DEFAULT_N_CTX,
                  n_threads: int | None = None):
         self.model_path = chat_model_path(model_path)
-        self.n_threads = n_threads or cpu_threads()
+        # All cores by default; LOCALPAGER_THREADS lowers it when other work shares the machine: two
+        # llama.cpp processes each using every core slow each other down by an order of magnitude.
+        self.n_threads = n_threads or int(os.environ.get("LOCALPAGER_THREADS", 0)) or cpu_threads()
         self.n_ctx = n_ctx
         self.lock = threading.RLock()
         self._llm = load_llama(
