@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 import time
 from pathlib import Path
 from typing import Sequence
@@ -206,8 +207,11 @@ def main() -> None:
     args = parser.parse_args()
     start = time.perf_counter()
     backend = load_scorer(args.model)
-    records = [measure_probe(backend, conv, probe)
-               for conv in generate_dataset(args.n, seed=args.seed) for probe in conv.probes]
+    records = []
+    for conv in generate_dataset(args.n, seed=args.seed):
+        for probe in conv.probes:
+            records.append(measure_probe(backend, conv, probe))
+            print(f"{conv.id} probe {len(records)}: {time.perf_counter() - start:.0f} s", file=sys.stderr)
     summary = summarize(records)
     summary["seconds"] = round(time.perf_counter() - start, 1)
     print(report(summary))
