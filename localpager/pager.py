@@ -39,6 +39,10 @@ class PagingConfig:
     budget: int = DEFAULT_BUDGET
     low_watermark: float = 0.75
     turn_overhead: int = 5  # chat-template tokens around each message
+    # Bookmarks listed in the prompt may take at most this share of the budget: the newest ones. Older
+    # evicted pages stay findable by similarity, but a 3,200-turn conversation's 160 bookmarks alone
+    # would take ~2,900 tokens.
+    bookmark_share: float = 0.4
     seed: int = 0
 
     def __post_init__(self) -> None:
@@ -48,6 +52,8 @@ class PagingConfig:
         extract_keywords([], self.keywords, self.k)
         if self.budget <= 0:
             raise ValueError(f"budget must be a positive number of tokens, got {self.budget}")
+        if not 0 <= self.bookmark_share <= 1:
+            raise ValueError(f"bookmark_share must be in [0, 1], got {self.bookmark_share}")
         if not 0 < self.low_watermark <= 1:
             raise ValueError(f"low_watermark must be in (0, 1], got {self.low_watermark}")
         if not 1 <= self.k <= 10:
@@ -101,6 +107,19 @@ class Pager:
     def evicted(self) -> list[Page]:
         return [p for p in self.pages if p.evicted]
 
+    @property
+    def listed(self) -> list[Page]:
+        """Evicted pages whose bookmarks are in the prompt: the newest that fit in ``bookmark_share`` of
+        the budget, oldest first."""
+        room = self.config.bookmark_share * self.config.budget
+        shown: list[Page] = []
+        for page in reversed(self.evicted):
+            room -= self.bookmark_tokens(page)
+            if room < 0:
+                break
+            shown.append(page)
+        return shown[::-1]
+
     def page(self, page_id: int) -> Page:
         for p in self.pages:
             if p.page_id == page_id:
@@ -125,7 +144,7 @@ class Pager:
         """Tokens the conversation memory takes in the prompt now."""
         return (
             self.fixed_overhead
-            + sum(self.bookmark_tokens(p) for p in self.evicted)
+            + sum(self.bookmark_tokens(p) for p in self.listed)
             + sum(p.token_count for p in self.resident)
         )
 

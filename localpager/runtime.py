@@ -122,10 +122,10 @@ def turn_message(turn: Turn) -> Message:
 
 
 def system_message(pager: Pager, show_bookmarks: bool = True) -> Message:
-    evicted = pager.evicted
-    if not evicted or not show_bookmarks:
+    listed = pager.listed
+    if not listed or not show_bookmarks:
         return Message("system", SYSTEM_PROMPT)
-    bookmarks = "\n".join(pager.bookmark(p) for p in evicted)
+    bookmarks = "\n".join(pager.bookmark(p) for p in listed)
     return Message("system", SYSTEM_PROMPT + "\n" + MEMORY_PROMPT.format(bookmarks=bookmarks))
 
 
@@ -191,7 +191,8 @@ class Runtime:
         selector = selector or self.selector
         trace = Trace(turn=len(pager.turns) - 1 if turn is None else turn, question=question)
         evicted = pager.evicted
-        trace.bookmarks = [pager.bookmark(p) for p in evicted]
+        listed = pager.listed  # the model can name only what it sees; similarity searches all evicted
+        trace.bookmarks = [pager.bookmark(p) for p in listed]
 
         start = time.perf_counter()
         show = s.show_bookmarks if s.show_bookmarks is not None else s.mode != "never"
@@ -199,8 +200,8 @@ class Runtime:
         trace.timings_ms["tokenize"] = _ms(start)
 
         decision, decision_tokens = Decision(), []
-        if evicted and s.mode in ("auto", "always"):
-            decision, decision_tokens = self._decide(prompt, [p.page_id for p in evicted], trace, s)
+        if listed and s.mode in ("auto", "always"):
+            decision, decision_tokens = self._decide(prompt, [p.page_id for p in listed], trace, s)
             if decision.is_recall:
                 trace.trigger = "forced" if s.mode == "always" else "model"
                 trace.model_page_ids = list(decision.page_ids)
@@ -265,7 +266,7 @@ class Runtime:
             trace.timings_ms["recall_fetch"] += _ms(start)
             injected += injections
             trace.rounds += 1
-            remaining = [p.page_id for p in pager.evicted if p.page_id not in {i.page.page_id for i in injected}]
+            remaining = [p.page_id for p in pager.listed if p.page_id not in {i.page.page_id for i in injected}]
             if trace.rounds >= s.max_rounds or not remaining or s.mode != "auto":
                 break
             decision, decided = self._decide(prompt, remaining, trace, s, stage="injection_prefill")

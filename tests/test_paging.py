@@ -167,3 +167,12 @@ def test_config_rejects_bad_values():
         PagingConfig(budget=0)
     with pytest.raises(ValueError, match="bookmark format"):
         PagingConfig(bookmark_format="fancy")
+
+
+def test_listed_bookmarks_stay_within_their_share_of_the_budget(counter):
+    turns = chatter(3200)
+    pager = page_conversation(turns, counter, PagingConfig(budget=512, bookmark_share=0.4))
+    listed = pager.listed
+    assert len(pager.evicted) == 159 and 0 < len(listed) < 40
+    assert sum(pager.bookmark_tokens(p) for p in listed) <= 0.4 * 512
+    assert listed == pager.evicted[-len(listed):]  # the newest evicted pages
