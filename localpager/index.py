@@ -70,7 +70,7 @@ class FamilyIndex:
         except (ValueError, KeyError, RuntimeError, OSError) as exc:
             log.warning("rebuilding %s: %s", self.path, exc)
             return None
-        rows = self.store.embedding_rows(self.family)
+        rows = self.store.embedding_rows(self.family, vectors=False)
         if index.ntotal != len(rows):
             return None
         self.rows = {r[0]: (r[1], r[2], r[3]) for r in rows}
@@ -151,7 +151,8 @@ class PageIndex:
             page_ids = [p.page_id for p in pages]
             stored = {}
             for family in FAMILIES:
-                for rowid, _, page_id, kind, model, source, _ in self.store.embedding_rows(family, conv_id, page_ids):
+                for rowid, _, page_id, kind, model, source in self.store.embedding_rows(
+                        family, conv_id, page_ids, vectors=False):
                     stored[(page_id, kind)] = (rowid, source, model)
             todo = []
             for page in pages:
@@ -182,7 +183,7 @@ class PageIndex:
         family = self.family(signal)
         vector = self.embedder.encode_one(query) if isinstance(query, str) else query
         with self._lock:
-            rowids = [r[0] for r in self.store.embedding_rows(signal, conv_id, page_ids)]
+            rowids = [r[0] for r in self.store.embedding_rows(signal, conv_id, page_ids, vectors=False)]
             best: dict[int, Hit] = {}
             for rowid, score in family.search(vector, rowids):
                 _, page_id, kind = family.rows[rowid]

@@ -358,11 +358,13 @@ class Store:
                 rows,
             )
 
-    def embedding_rows(self, family: str, conv_id: str | None = None,
-                       page_ids: Sequence[int] | None = None) -> list[tuple[int, str, int, str, str, str, bytes]]:
-        """(rowid, conv_id, page_id, kind, model, source text, vector) of a family: ``bookmark``, ``text``
-        or ``turn`` (kinds ``turn:<index>``), optionally of one conversation's pages."""
-        sql = "SELECT rowid, conv_id, page_id, kind, model, source, vector FROM embeddings WHERE " + _family_sql()
+    def embedding_rows(self, family: str, conv_id: str | None = None, page_ids: Sequence[int] | None = None,
+                       vectors: bool = True) -> list[tuple]:
+        """(rowid, conv_id, page_id, kind, model, source text[, vector]) of a family: ``bookmark``, ``text``
+        or ``turn`` (kinds ``turn:<index>``), optionally of one conversation's pages. ``vectors=False``
+        leaves the vectors out: checking what is stale, or which rows to search, needs no vectors."""
+        columns = "rowid, conv_id, page_id, kind, model, source" + (", vector" if vectors else "")
+        sql = f"SELECT {columns} FROM embeddings WHERE " + _family_sql()
         args: list[Any] = [family, family]
         if conv_id is not None:
             sql += " AND conv_id = ?"
