@@ -180,7 +180,3 @@ class LlamaCppBackend:
             decode_ms=(end - first) * 1000,
             stopped=stopped,
         )
-
-    def prefill(self, prompt: Sequence[int]) -> Generation:
-        """Evaluate ``prompt`` into the KV cache without keeping a sampled token (warm-up, benchmarks)."""
-        return self.generate(prompt, max_tokens=1, on_text=lambda _: True)
