@@ -21,15 +21,15 @@ from .backends import DEFAULT_BACKEND, load_backend
 from .backends.base import ChatBackend, TextCallback
 from .loaders import load_conversations
 from .pager import Pager, PagingConfig, page_conversation
-
-if TYPE_CHECKING:
-    from .index import PageIndex
 from .records import Page, Turn
 from .rerank import RerankSettings
 from .runtime import ContextOverflowError, PageSelector, RecallSettings, Runtime
 from .store import ConversationInfo, Store
 from .tokens import TokenCounter, counter_for
 from .trace import Trace
+
+if TYPE_CHECKING:
+    from .index import PageIndex
 
 
 @dataclass

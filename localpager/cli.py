@@ -370,7 +370,7 @@ def evaluate_cmd(dataset, fmt, strategies, selector, boundary, eviction, keyword
     from .pager import PagingConfig
     from .rerank import RerankSettings
 
-    runs = {}
+    runs, written = {}, []
     with friendly_errors():
         conversations = _dataset(dataset, fmt)[:max_conversations]
         paging = PagingConfig(boundary=boundary, eviction=eviction, keywords=keywords,

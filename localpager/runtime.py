@@ -190,18 +190,19 @@ class Runtime:
         s = self.settings if mode is None else replace(self.settings, mode=mode)
         selector = selector or self.selector
         trace = Trace(turn=len(pager.turns) - 1 if turn is None else turn, question=question)
-        evicted = pager.evicted
-        listed = pager.listed  # the model can name only what it sees; similarity searches all evicted
-        trace.bookmarks = [pager.bookmark(p) for p in listed]
+        show = s.show_bookmarks if s.show_bookmarks is not None else s.mode != "never"
+        # the model can name only the pages whose bookmarks it sees; similarity searches all evicted pages
+        shown = pager.listed if show else []
+        trace.bookmarks = [pager.bookmark(p) for p in shown]
 
         start = time.perf_counter()
-        show = s.show_bookmarks if s.show_bookmarks is not None else s.mode != "never"
         messages, prompt = self.fit(self.messages(pager, question if pending else None, show))
         trace.timings_ms["tokenize"] = _ms(start)
 
         decision, decision_tokens = Decision(), []
-        if listed and s.mode in ("auto", "always"):
-            decision, decision_tokens = self._decide(prompt, [p.page_id for p in listed], trace, s)
+        shown_ids = [p.page_id for p in shown]
+        if shown_ids and s.mode in ("auto", "always"):
+            decision, decision_tokens = self._decide(prompt, shown_ids, trace, s)
             if decision.is_recall:
                 trace.trigger = "forced" if s.mode == "always" else "model"
                 trace.model_page_ids = list(decision.page_ids)
@@ -210,7 +211,7 @@ class Runtime:
                 trace.trigger = "similarity" if s.mode == "auto" else "selector"
         if trace.trigger != "none":
             injected = self._recall(pager, question, list(decision.page_ids), messages, prompt, trace, on_text,
-                                    selector, s)
+                                    selector, s, shown_ids)
             if injected:
                 return trace
         self._continue(prompt, decision_tokens, decision.answer_start, trace, on_text,
@@ -243,7 +244,7 @@ class Runtime:
         trace.timings_ms["rerank"] += _ms(start)
         return triggered
 
-    def _recall(self, pager, question, named, messages, prompt, trace, on_text, selector, s) -> bool:
+    def _recall(self, pager, question, named, messages, prompt, trace, on_text, selector, s, shown_ids) -> bool:
         """Inject the selected pages after the user turn and answer from them; False if none fit.
 
         While rounds remain (``max_rounds``) and pages are still evicted, the model may recall again
@@ -254,7 +255,8 @@ class Runtime:
             start = time.perf_counter()
             room = self.backend.n_ctx - len(prompt) - s.max_answer_tokens - 64
             injections, candidates = selector.select(question, named, pager, room)
-            injections = [i for i in injections if i.page.page_id not in {j.page.page_id for j in injected}]
+            done = {i.page.page_id for i in injected}
+            injections = [i for i in injections if i.page.page_id not in done]
             trace.timings_ms["rerank"] += _ms(start)
             trace.candidates += candidates
             if not injections:
@@ -266,7 +268,8 @@ class Runtime:
             trace.timings_ms["recall_fetch"] += _ms(start)
             injected += injections
             trace.rounds += 1
-            remaining = [p.page_id for p in pager.listed if p.page_id not in {i.page.page_id for i in injected}]
+            done = {i.page.page_id for i in injected}
+            remaining = [pid for pid in shown_ids if pid not in done]
             if trace.rounds >= s.max_rounds or not remaining or s.mode != "auto":
                 break
             decision, decided = self._decide(prompt, remaining, trace, s, stage="injection_prefill")

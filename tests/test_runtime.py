@@ -24,12 +24,14 @@ class Recording:
     def __init__(self, backend):
         self.inner = backend
         self.prompts: list[list[int]] = []
+        self.grammars: list[str | None] = []
 
     def __getattr__(self, name):
         return getattr(self.inner, name)
 
     def generate(self, prompt, **kwargs):
         self.prompts.append(list(prompt))
+        self.grammars.append(kwargs.get("grammar"))
         return self.inner.generate(prompt, **kwargs)
 
 
@@ -137,3 +139,13 @@ def test_bad_model_path_is_a_one_line_error(tmp_path, path, message):
     assert proc.returncode == 1
     assert message in proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1
+
+
+def test_hidden_bookmarks_are_never_offered_to_the_model(tmp_path, backend):
+    lp, chat = open_chat(tmp_path, backend, mode="always")
+    assert chat.pager.evicted
+    lp.recall.show_bookmarks = False
+    result = chat.ask("Which snack should I avoid?")
+    assert result.trace.bookmarks == [] and result.trace.model_page_ids == []
+    assert all(g is None for g in lp.backend.grammars)  # no recall decision over pages it cannot see
+    assert "recall(page_ids" not in lp.backend.inner.detokenize(lp.backend.prompts[0])
