@@ -52,10 +52,18 @@ class RerankSelector:
         self.index = index
         self.conv_id = conv_id
         self.settings = settings or RerankSettings()
+        self._rankings: dict[tuple, list[Hit]] = {}
 
     def _ranked(self, question: str, pager: Pager, pages: Sequence[Page], signal: str | None = None) -> list[Hit]:
-        self.index.update(self.conv_id, pages, pager.turns, pager.bookmark)
-        return self.index.rank(self.conv_id, question, [p.page_id for p in pages], signal or self.settings.signal)
+        """Ranked once per question and page set: the trigger and the selection of one answer share it."""
+        signal = signal or self.settings.signal
+        key = (question, tuple(p.page_id for p in pages), tuple(tuple(p.keywords) for p in pages), signal)
+        if key not in self._rankings:
+            if len(self._rankings) >= 32:  # a selector kept across many questions stays small
+                self._rankings.clear()
+            self.index.update(self.conv_id, pages, pager.turns, pager.bookmark)
+            self._rankings[key] = self.index.rank(self.conv_id, question, list(key[1]), signal)
+        return self._rankings[key]
 
     def should_recall(self, question: str, pager: Pager) -> bool:
         threshold = self.settings.trigger_threshold
