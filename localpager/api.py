@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 
 from .backends import DEFAULT_BACKEND, load_backend
 from .backends.base import ChatBackend, TextCallback
+from .eviction import Cooperative
 from .loaders import load_conversations
 from .pager import Pager, PagingConfig, page_conversation
 from .records import Page, Turn
@@ -29,6 +30,7 @@ from .tokens import TokenCounter, counter_for
 from .trace import Trace
 
 if TYPE_CHECKING:
+    from .assist import Assistant
     from .index import PageIndex
 
 
@@ -67,6 +69,7 @@ class LocalPager:
         self.embedder_path = embedder
         self._index: PageIndex | None = None
         self._runtime: Runtime | None = None
+        self._assistant: Assistant | None = None
         self.lock = threading.RLock()
 
     # -- models, loaded on first use --------------------------------------------------------------
@@ -83,6 +86,17 @@ class LocalPager:
             if self._runtime is None:
                 self._runtime = Runtime(self.backend, self.recall)
             return self._runtime
+
+    @property
+    def assistant(self) -> Assistant:
+        """The model's side work (keywords, eviction advice, worth) on a context of its own, loaded on first use."""
+        with self.lock:
+            if self._assistant is None:
+                from .assist import Assistant
+
+                fork = getattr(self.backend, "fork", None)
+                self._assistant = Assistant(fork() if fork is not None else self.backend)
+            return self._assistant
 
     @property
     def index(self) -> PageIndex:
@@ -126,6 +140,10 @@ class LocalPager:
         report = IngestReport(warnings=list(loaded.warnings))
         for conv in loaded.conversations if progress is None else progress(loaded.conversations):
             pager = page_conversation(conv.turns, counter, config)
+            if pager.pending_keywords() or pager.pending_worth():  # model strategies: one batch per conversation
+                from .assist import maintain
+
+                maintain(pager, self.assistant)
             settings = {**config.to_dict(), "tokenizer": counter.name}
             self.store.save_conversation(conv.id, conv.turns, pager.pages, conv.probes, settings,
                                          source=str(path), meta=conv.meta, replace=replace)
@@ -192,6 +210,8 @@ class Conversation:
     def _load_pager(self, counter: TokenCounter) -> Pager:
         turns = self.store.turns(self.id)
         pager = Pager(counter, self.config, turns, self.store.pages(self.id, turns))
+        if isinstance(pager.eviction, Cooperative):  # the model advises, on first need
+            pager.eviction.advisor = lambda candidates, message: self.lp.assistant.advise_eviction(candidates, message)
         if self._tokenizer != counter.name:  # another model's tokens: recount under this one
             for page in pager.pages:
                 page.token_count = sum(pager.turn_tokens(turns[i]) for i in page.turn_range)
@@ -218,6 +238,19 @@ class Conversation:
         return self.store.traces(self.id)
 
     # -- changing ---------------------------------------------------------------------------------
+    def maintain(self) -> list[Page]:
+        """Do the model work that waits: keywords of closed pages under a model keyword strategy, and
+        worth verdicts when ``worth`` is on. ``ask`` calls it after storing its answer; an app may also
+        call it when idle. Runs on the assistant's own context: the chat's KV cache is kept."""
+        with self.lp.lock:
+            if not (self.pager.pending_keywords() or self.pager.pending_worth()):
+                return []
+            from .assist import maintain
+
+            changed = maintain(self.pager, self.lp.assistant)
+            self.store.update_pages(self.id, changed)
+            return changed
+
     def set_budget(self, budget: int) -> None:
         """A new memory budget; evicts at once if the memory is now over it."""
         with self.lp.lock:
@@ -283,4 +316,5 @@ class Conversation:
                 touched = self.pager.touch(trace.injected_page_ids, answer_turn.index)
                 self.store.update_pages(self.id, touched)
                 self.store.add_trace(self.id, trace.turn, trace.to_dict())
+                self.maintain()
             return Answer(trace.answer, trace)

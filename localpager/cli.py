@@ -6,6 +6,7 @@ inside the command that needs it.
 
 from __future__ import annotations
 
+import itertools
 import json
 import sys
 from contextlib import contextmanager
@@ -14,6 +15,7 @@ from pathlib import Path
 import click
 
 BOUNDARY_HELP = "page boundary policy: fixed_5, fixed_10, fixed_20, exchange_5, topic_shift"
+KEYWORDS_HELP = "random, heuristic, tfidf, or with the model llm-contextual, llm-batch, hybrid, auto"
 FORMATS = ("minimal", "id", "medium", "structured")
 DEFAULT_BUDGET = 512  # keep in step with localpager.pager.DEFAULT_BUDGET (not imported: --help stays light)
 
@@ -56,15 +58,17 @@ def cli(ctx: click.Context, store: str | None) -> None:
 @click.argument("file", type=click.Path(dir_okay=False))
 @click.option("--format", "fmt", type=click.Choice(["auto", "jsonl", "locomo"]), default="auto", show_default=True)
 @click.option("--boundary", default="fixed_20", show_default=True, help=BOUNDARY_HELP)
-@click.option("--eviction", default="fifo", show_default=True, help="fifo, lru, lfu or hybrid")
-@click.option("--keywords", default="heuristic", show_default=True, help="random, heuristic or tfidf")
+@click.option("--eviction", default="fifo", show_default=True, help="fifo, lru, lfu, hybrid or cooperative")
+@click.option("--keywords", default="heuristic", show_default=True, help=KEYWORDS_HELP)
+@click.option("--worth", is_flag=True, help="the model judges each closed page; pages not worth keeping leave first")
 @click.option("--bookmark-format", type=click.Choice(FORMATS), default="minimal", show_default=True)
 @click.option("--budget", type=int, default=DEFAULT_BUDGET, show_default=True, help="memory budget in model tokens")
-@click.option("--model", type=click.Path(), envvar="LOCALPAGER_MODEL", help="GGUF file whose tokenizer counts tokens")
+@click.option("--model", type=click.Path(), envvar="LOCALPAGER_MODEL", help="GGUF file: its tokenizer counts tokens "
+              "(and, for model keyword strategies, it chooses keywords)")
 @click.option("--replace", is_flag=True, help="overwrite conversations already in the store")
 @click.option("--json", "as_json", is_flag=True)
 @click.pass_context
-def ingest(ctx, file, fmt, boundary, eviction, keywords, bookmark_format, budget, model, replace, as_json):
+def ingest(ctx, file, fmt, boundary, eviction, keywords, worth, bookmark_format, budget, model, replace, as_json):
     """Store the conversations of FILE (interchange JSONL or LoCoMo JSON), paged."""
     from tqdm import tqdm
 
@@ -72,7 +76,7 @@ def ingest(ctx, file, fmt, boundary, eviction, keywords, bookmark_format, budget
 
     with friendly_errors():
         config = PagingConfig(boundary=boundary, eviction=eviction, keywords=keywords,
-                              bookmark_format=bookmark_format, budget=budget)
+                              bookmark_format=bookmark_format, budget=budget, worth=worth)
         lp = open_pager(ctx, model)
         bar = lambda items: tqdm(items, desc="ingest", unit="conv", disable=as_json or None, file=sys.stderr)
         report = lp.ingest(file, fmt, config, replace=replace, progress=bar)
@@ -345,8 +349,13 @@ def simulate(dataset, fmt, boundaries, evictions, selectors, budget, k, limit, m
 @click.option("--selector", type=click.Choice(["model", "rerank", "model+rerank"]), default="model+rerank",
               show_default=True, help="how the bookmarks strategy picks pages")
 @click.option("--boundary", default="fixed_20", show_default=True, help=BOUNDARY_HELP)
-@click.option("--eviction", default="fifo", show_default=True)
-@click.option("--keywords", default="heuristic", show_default=True)
+@click.option("--eviction", "evictions", default="fifo", show_default=True,
+              help="comma-separated: fifo, lru, lfu, hybrid, cooperative (one run each)")
+@click.option("--keywords", "keyword_strategies", default="heuristic", show_default=True,
+              help="comma-separated: " + KEYWORDS_HELP + " (one run each)")
+@click.option("--worth", is_flag=True, help="the model judges each closed page; pages not worth keeping leave first")
+@click.option("--signal", type=click.Choice(["turn", "bookmark", "text"]), default="turn", show_default=True,
+              help="what of an evicted page reranking compares with the question")
 @click.option("--bookmark-format", type=click.Choice(FORMATS), default="minimal", show_default=True)
 @click.option("--budget", type=int, default=DEFAULT_BUDGET, show_default=True)
 @click.option("--limit", type=int, default=None, help="at most N probes per conversation")
@@ -360,8 +369,9 @@ def simulate(dataset, fmt, boundaries, evictions, selectors, budget, k, limit, m
 @click.option("--model", type=click.Path(), envvar="LOCALPAGER_MODEL")
 @click.option("--json", "json_out", type=click.Path(dir_okay=False),
               help="write JSON here, with a Markdown table and a PNG beside it")
-def evaluate_cmd(dataset, fmt, strategies, selector, boundary, eviction, keywords, bookmark_format, budget, limit,
-                 max_conversations, threshold, recall_mode, excerpt, no_oracle, model, json_out):
+def evaluate_cmd(dataset, fmt, strategies, selector, boundary, evictions, keyword_strategies, worth, signal,
+                 bookmark_format, budget, limit, max_conversations, threshold, recall_mode, excerpt, no_oracle, model,
+                 json_out):
     """Answer DATASET's probes with the local model and score them, for each strategy."""
     from tqdm import tqdm
 
@@ -373,15 +383,20 @@ def evaluate_cmd(dataset, fmt, strategies, selector, boundary, eviction, keyword
     runs, written = {}, []
     with friendly_errors():
         conversations = _dataset(dataset, fmt)[:max_conversations]
-        paging = PagingConfig(boundary=boundary, eviction=eviction, keywords=keywords,
-                              bookmark_format=bookmark_format, budget=budget)
-        for strategy in [s.strip() for s in strategies.split(",") if s.strip()]:
+        split = lambda text: [s.strip() for s in text.split(",") if s.strip()]
+        for strategy, eviction, keywords in itertools.product(split(strategies), split(evictions),
+                                                              split(keyword_strategies)):
+            paging = PagingConfig(boundary=boundary, eviction=eviction, keywords=keywords,
+                                  bookmark_format=bookmark_format, budget=budget, worth=worth)
             config = EvalConfig(strategy=strategy, selector=selector, paging=paging, limit=limit, recall_mode=recall_mode,
                                 oracle=not no_oracle, model=model, excerpt=None if excerpt == "page" else int(excerpt),
-                                trigger_threshold=RerankSettings.trigger_threshold if threshold is None else threshold)
-            bar = lambda items: tqdm(items, desc=strategy, unit="probe", file=sys.stderr)
+                                trigger_threshold=RerankSettings.trigger_threshold if threshold is None else threshold,
+                                signal=signal)
+            name = " ".join([strategy] + ([f"eviction={eviction}"] if "," in evictions else [])
+                            + ([f"keywords={keywords}"] if "," in keyword_strategies else []))
+            bar = lambda items: tqdm(items, desc=name, unit="probe", file=sys.stderr)
             report = evaluate(conversations, config, progress=bar)
-            runs[strategy] = report.to_dict()
+            runs[name] = report.to_dict()
             if json_out:  # after every strategy, so a long run keeps what it has measured
                 written = write_eval(json_out, runs)
     click.echo(eval_markdown(runs))

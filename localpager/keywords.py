@@ -425,6 +425,66 @@ STRATEGIES: dict[str, KeywordStrategy] = {
     "heuristic": _heuristic,
     "tfidf": _tfidf,
 }
+# Strategies that ask the local model (``localpager.assist``). Until the model has run, a page carries
+# the keywords of ``LOCAL_FALLBACK``: the model runs after an answer or after ingest, never before one.
+MODEL_STRATEGIES = ("llm-contextual", "llm-batch", "hybrid", "auto")
+LOCAL_FALLBACK = "heuristic"
+
+
+def check_strategy(strategy: str) -> None:
+    """Raise ValueError naming the known strategies if ``strategy`` is not one of them."""
+    if strategy not in STRATEGIES and strategy not in MODEL_STRATEGIES:
+        known = ", ".join([*sorted(STRATEGIES), *MODEL_STRATEGIES])
+        raise ValueError(f"unknown keyword strategy {strategy!r}; known: {known}")
+
+
+def local_strategy(strategy: str) -> str:
+    """The model-free strategy that gives a page its keywords now: itself, or the fallback."""
+    check_strategy(strategy)
+    return strategy if strategy in STRATEGIES else LOCAL_FALLBACK
+
+
+def candidate_terms(page_texts: Sequence[str], limit: int = 24) -> list[list[str]]:
+    """Each page's candidate keywords, best first by heuristic weight: what a model may choose from.
+
+    Grounding the model's choice in the page's own terms means a small model cannot invent a keyword
+    that is not in the page. Terms holding a double quote or a backslash are left out (they would
+    need escaping inside a JSON string).
+    """
+    pages = _page_terms(page_texts)
+    out = []
+    for terms in pages:
+        chosen = _select(terms, len(terms), lambda _, t: (t.score,))
+        out.append([t for t in chosen if '"' not in t and "\\" not in t][:limit])
+    return out
+
+
+def term_key(term: str) -> str:
+    """Two surface forms with the same key are the same keyword ("Peanuts" and "peanut")."""
+    return _key(term)
+
+
+def is_small_talk(text: str) -> bool:
+    """A greeting or an acknowledgement: at most one content word ("thanks!", "ok, sounds good")."""
+    return len([w for w in tokenize_words(text) if w not in STOPWORDS]) <= 1
+
+
+def keyword_information(page_texts: Sequence[str], keywords: Sequence[Sequence[str]]) -> float:
+    """How much the keywords tell their pages apart: mean normalised idf of each page's keywords.
+
+    1.0 when every keyword occurs on its own page only, 0.0 when every keyword occurs on every page.
+    ``auto`` keeps the heuristic keywords (plus one from the model) when this is high.
+    """
+    n = len(page_texts)
+    if n < 2:
+        return 1.0
+    bags = [set(terms) for terms in _page_terms(page_texts)]
+    scores = []
+    for kws in keywords:
+        for kw in kws:
+            df = max(1, sum(_key(kw) in bag for bag in bags))
+            scores.append(math.log(n / df) / math.log(n))
+    return sum(scores) / len(scores) if scores else 0.0
 
 
 def extract_keywords(
@@ -435,9 +495,9 @@ def extract_keywords(
     The whole conversation is passed because tfidf and speaker detection compare its pages.
     Raises ValueError naming the known strategies for an unknown name, or for k < 1.
     """
+    check_strategy(strategy)
     if strategy not in STRATEGIES:
-        known = ", ".join(sorted(STRATEGIES))
-        raise ValueError(f"unknown keyword strategy {strategy!r}; known: {known}")
+        raise ValueError(f"keyword strategy {strategy!r} needs the model: use localpager.assist.Assistant")
     if k < 1:
         raise ValueError(f"k must be at least 1, got {k}")
     return STRATEGIES[strategy](list(page_texts), k, seed)

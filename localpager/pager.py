@@ -11,8 +11,8 @@ from typing import Any, Sequence
 
 from .bookmarks import DEFAULT_BOOKMARK_FORMAT, render_bookmark
 from .boundaries import DEFAULT_BOUNDARY, get_boundary
-from .eviction import DEFAULT_EVICTION, EvictionPolicy, get_eviction
-from .keywords import DEFAULT_K, DEFAULT_KEYWORDS, extract_keywords
+from .eviction import DEFAULT_EVICTION, EvictionContext, EvictionPolicy, get_eviction
+from .keywords import DEFAULT_K, DEFAULT_KEYWORDS, MODEL_STRATEGIES, check_strategy, extract_keywords, local_strategy
 from .records import Page, Turn
 from .tokens import TokenCounter
 
@@ -43,13 +43,16 @@ class PagingConfig:
     # evicted pages stay findable by similarity, but a 3,200-turn conversation's 160 bookmarks alone
     # would take ~2,900 tokens.
     bookmark_share: float = 0.4
+    # Ask the model, as each page closes, whether it holds something to remember; pages judged not
+    # worth it are evicted first (see localpager.assist).
+    worth: bool = False
     seed: int = 0
 
     def __post_init__(self) -> None:
         get_boundary(self.boundary)
         get_eviction(self.eviction)
         render_bookmark(Page(0, 0, 0), self.bookmark_format)
-        extract_keywords([], self.keywords, self.k)
+        check_strategy(self.keywords)
         if self.budget <= 0:
             raise ValueError(f"budget must be a positive number of tokens, got {self.budget}")
         if not 0 <= self.bookmark_share <= 1:
@@ -177,24 +180,47 @@ class Pager:
         return change
 
     def set_keywords(self, pages: Sequence[Page]) -> None:
-        """Give ``pages`` keywords, extracted against every page of the conversation (for tf-idf)."""
+        """Give ``pages`` keywords, extracted against every page of the conversation (for tf-idf).
+
+        A model strategy's pages get its local fallback's keywords here; ``pending_keywords`` lists them."""
         corpus = [p.text for p in self.pages]
         index = {p.page_id: i for i, p in enumerate(self.pages)}
-        keywords = extract_keywords(corpus, self.config.keywords, self.config.k, self.config.seed)
+        strategy = local_strategy(self.config.keywords)
+        keywords = extract_keywords(corpus, strategy, self.config.k, self.config.seed)
         for p in pages:
-            self._set(p, keywords[index[p.page_id]])
+            self.set_page_keywords(p, keywords[index[p.page_id]], strategy)
 
-    def _set(self, page: Page, keywords: list[str]) -> None:
+    def set_page_keywords(self, page: Page, keywords: list[str], by: str) -> None:
         page.keywords = keywords
+        page.keywords_by = by
         self._bookmark_tokens.pop(page.page_id, None)
 
-    def set_keywords_recent(self, page: Page) -> None:
-        """Keywords for one page as it closes, against at most ``KEYWORD_WINDOW`` pages before it, so a
-        long conversation does not re-read all its pages every time one closes."""
+    def keyword_window(self, page: Page) -> list[Page]:
+        """The pages a page's keywords are chosen against: it and at most ``KEYWORD_WINDOW`` before it, so
+        a long conversation does not re-read all its pages every time one closes."""
         i = self.pages.index(page)
-        window = self.pages[max(0, i - KEYWORD_WINDOW) : i + 1]
-        keywords = extract_keywords([p.text for p in window], self.config.keywords, self.config.k, self.config.seed)
-        self._set(page, keywords[-1])
+        return self.pages[max(0, i - KEYWORD_WINDOW) : i + 1]
+
+    def set_keywords_recent(self, page: Page) -> None:
+        """Keywords for one page as it closes, against its keyword window."""
+        strategy = local_strategy(self.config.keywords)
+        window = self.keyword_window(page)
+        keywords = extract_keywords([p.text for p in window], strategy, self.config.k, self.config.seed)
+        self.set_page_keywords(page, keywords[-1], strategy)
+
+    def closed(self) -> list[Page]:
+        """Pages that take no more turns: all but the newest."""
+        return self.pages[:-1]
+
+    def pending_keywords(self) -> list[Page]:
+        """Closed pages still waiting for the model strategy's keywords (none for a local strategy)."""
+        if self.config.keywords not in MODEL_STRATEGIES:
+            return []
+        return [p for p in self.closed() if p.keywords_by != self.config.keywords]
+
+    def pending_worth(self) -> list[Page]:
+        """Closed pages the model has not yet judged, when ``worth`` is on."""
+        return [p for p in self.closed() if p.worth is None] if self.config.worth else []
 
     def evictable(self) -> list[Page]:
         """Resident pages that may leave: never a pinned page, never the newest page."""
@@ -207,8 +233,12 @@ class Pager:
             return []
         low = self.config.low_watermark * self.config.budget
         now = len(self.turns) - 1
+        context = EvictionContext(self.turns, int(self.memory_tokens() - low))
+        ordered = self.eviction.order(self.evictable(), now, context)
+        # pages judged not worth remembering leave first, in the policy's order
+        ordered = [p for p in ordered if p.worth is False] + [p for p in ordered if p.worth is not False]
         evicted: list[Page] = []
-        for page in self.eviction.order(self.evictable(), now):
+        for page in ordered:
             if self.memory_tokens() <= low:
                 break
             if not page.keywords:

@@ -45,6 +45,8 @@ class Page:
     last_access: int = -1  # turn index of the last use; -1 = never used since creation
     pinned: bool = False
     evicted: bool = False
+    keywords_by: str = ""  # the strategy that chose ``keywords`` (a model strategy replaces its fallback's)
+    worth: bool | None = None  # worth remembering long-term, as judged when the page closed; None: not judged
 
     @property
     def turn_range(self) -> range:

@@ -89,6 +89,11 @@ MIGRATIONS: tuple[str, ...] = (
         PRIMARY KEY (conv_id, page_id, kind)
     );
     """,
+    # 4: who chose a page's keywords (model strategies replace their fallback's later), and its worth
+    """
+    ALTER TABLE pages ADD COLUMN keywords_by TEXT NOT NULL DEFAULT '';
+    ALTER TABLE pages ADD COLUMN worth INTEGER;
+    """,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 
@@ -281,12 +286,13 @@ class Store:
         turns = self.turns(conv_id) if turns is None else turns
         rows = self._query(
             "SELECT page_id, first_turn, last_turn, token_count, keywords, access_count, last_access,"
-            " pinned, evicted FROM pages WHERE conv_id = ? ORDER BY page_id",
+            " pinned, evicted, keywords_by, worth FROM pages WHERE conv_id = ? ORDER BY page_id",
             (conv_id,),
         )
         return [
             Page(page_id=r[0], first_turn=r[1], last_turn=r[2], token_count=r[3], keywords=json.loads(r[4]),
                  access_count=r[5], last_access=r[6], pinned=bool(r[7]), evicted=bool(r[8]),
+                 keywords_by=r[9], worth=None if r[10] is None else bool(r[10]),
                  text="\n".join(t.render() for t in turns[r[1] : r[2] + 1]))
             for r in rows
         ]
@@ -307,10 +313,12 @@ class Store:
     def _write_pages(conn: sqlite3.Connection, conv_id: str, pages: Sequence[Page]) -> None:
         conn.executemany(
             "INSERT OR REPLACE INTO pages (conv_id, page_id, first_turn, last_turn, token_count, keywords,"
-            " access_count, last_access, pinned, evicted) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            " access_count, last_access, pinned, evicted, keywords_by, worth)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             [
                 (conv_id, p.page_id, p.first_turn, p.last_turn, p.token_count, json.dumps(p.keywords),
-                 p.access_count, p.last_access, int(p.pinned), int(p.evicted))
+                 p.access_count, p.last_access, int(p.pinned), int(p.evicted), p.keywords_by,
+                 None if p.worth is None else int(p.worth))
                 for p in pages
             ],
         )

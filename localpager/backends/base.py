@@ -62,3 +62,6 @@ class ChatBackend(Protocol):
         on_text: TextCallback | None = None,
     ) -> Generation:
         """Greedy generation from ``prompt`` tokens, reusing the KV cache for the common prefix."""
+
+    # Optional: ``fork() -> ChatBackend``, a second context on the same model for side work (keywords,
+    # eviction advice). A backend without it shares its one context, and side work costs the chat its cache.

@@ -101,6 +101,11 @@ class LlamaCppBackend:
         template = self._llm.metadata.get("tokenizer.chat_template") or CHATML
         self.template = ChatTemplate(template, self._tokenize_special, self.tokenize, bos)
 
+    def fork(self) -> "LlamaCppBackend":
+        """Another context on the same model file (llama.cpp maps the weights, so they are shared):
+        side work such as keyword extraction runs there and leaves this context's KV cache alone."""
+        return LlamaCppBackend(self.model_path, n_ctx=self.n_ctx, n_threads=self.n_threads)
+
     # -- tokens -------------------------------------------------------------------------------
     def _tokenize_special(self, text: str) -> list[int]:
         return self._llm.tokenize(text.encode("utf-8"), add_bos=False, special=True)

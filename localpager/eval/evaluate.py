@@ -18,6 +18,8 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
 from ..backends import DEFAULT_BACKEND
+from ..keywords import STRATEGIES as STRATEGIES_LOCAL
+from ..keywords import extract_keywords
 from ..pager import Pager, PagingConfig
 from ..records import Conversation, Probe
 from ..rerank import RerankSettings
@@ -48,6 +50,7 @@ class EvalConfig:
     model: str | None = None
     trigger_threshold: float | None = RerankSettings.trigger_threshold
     excerpt: int | None = RerankSettings.excerpt
+    signal: str = RerankSettings.signal
 
     def __post_init__(self) -> None:
         if self.strategy not in STRATEGIES:
@@ -67,6 +70,7 @@ class ProbeResult:
     injected_pages: list[int]
     recalled: bool
     latency_ms: float
+    named_pages: list[int] = field(default_factory=list)  # what the model itself asked for
     oracle_output: str | None = None
     oracle_score: float | None = None
 
@@ -144,7 +148,7 @@ def _settings(config: EvalConfig) -> tuple[RecallSettings, RerankSettings, Pagin
     if config.strategy == "full":
         paging.budget = config.n_ctx - RecallSettings.max_answer_tokens - 64
     rerank = RerankSettings(selector=config.selector, trigger_threshold=config.trigger_threshold,
-                            excerpt=config.excerpt)
+                            excerpt=config.excerpt, signal=config.signal)
     # the oracle run changes the mode, not the prompt: it keeps the strategy's system message, so both
     # runs share the prompt prefix (and the KV cache)
     return RecallSettings(mode=mode, show_bookmarks=mode != "never"), rerank, paging
@@ -169,6 +173,7 @@ def evaluate(conversations: Sequence[Conversation], config: EvalConfig, workdir:
         scratch = LocalPager(Path(tmp) / "eval.db", model=config.model, n_ctx=config.n_ctx, recall=recall,
                              rerank=rerank, backend=backend)
         results: list[ProbeResult] = []
+        keyword_ms, keyword_pages = 0.0, 0
         total = sum(len(ps) for c in conversations for ps in _ask_points(c, config.limit).values())
         bar = progress(range(total)) if progress else None
         ticks = iter(bar) if bar is not None else None
@@ -178,13 +183,25 @@ def evaluate(conversations: Sequence[Conversation], config: EvalConfig, workdir:
             chat = scratch.conversation(conv.id, create=True, config=paging)
             for turn in conv.turns:
                 chat.add_turn(turn.role, turn.text, turn.time, turn.speaker)
+                if turn.index in points:
+                    chat.maintain()  # the model's side work, done between turns in a real chat
                 for probe in points.get(turn.index, []):
                     results.append(_ask(scratch, chat, conv.id, probe, config))
                     if ticks is not None:
                         next(ticks, None)
+            if paging.keywords in STRATEGIES_LOCAL:  # what a local strategy costs per page, for the table
+                texts = [p.text for p in chat.pager.pages]
+                start = time.perf_counter()
+                extract_keywords(texts, paging.keywords, paging.k, paging.seed)
+                keyword_ms += (time.perf_counter() - start) * 1000
+                keyword_pages += len(texts)
         elapsed = time.perf_counter() - started
+        assist = scratch._assistant.stats_dict() if scratch._assistant is not None else {}
         scratch.close()
-    report = EvalReport(config=config, results=results, seconds=elapsed)
+    if keyword_pages:
+        assist[f"keywords:{paging.keywords}"] = {"pages": keyword_pages, "ms": round(keyword_ms, 1),
+                                                 "ms_per_page": round(keyword_ms / keyword_pages, 2)}
+    report = EvalReport(config=config, results=results, seconds=elapsed, assist=assist)
     return report
 
 
@@ -204,6 +221,7 @@ def _ask(lp, chat, conv_id: str, probe: Probe, config: EvalConfig) -> ProbeResul
         output=result.answer, score=score_answer(result.answer, probe.answers, probe.extra),
         needs_recall=needs_recall, evidence_pages=evidence_pages, injected_pages=trace.injected_page_ids,
         recalled=trace.decision == "recall", latency_ms=trace.to_dict()["timings_ms"]["total"],
+        named_pages=list(trace.model_page_ids),
     )
     if config.oracle:
         oracle = chat.ask(probe.question, remember=False, selector=EvidenceSelector(probe.evidence), mode="selector")
@@ -222,6 +240,7 @@ def summarize(results: Sequence[ProbeResult]) -> dict[str, Any]:
     injected = [p for r in results for p in r.injected_pages]
     holding = sum(len(set(r.injected_pages) & set(r.evidence_pages)) for r in results)
     latencies = sorted(r.latency_ms for r in results)
+    named = [r for r in needing if r.named_pages]
     oracle = [r.oracle_score for r in results if r.oracle_score is not None]
     return {
         "probes": len(results),
@@ -230,6 +249,9 @@ def summarize(results: Sequence[ProbeResult]) -> dict[str, Any]:
         "page_selection_accuracy": _mean([float(bool(set(r.injected_pages) & set(r.evidence_pages)))
                                           for r in needing]),
         "recall_precision": round(holding / len(injected), 4) if injected else None,
+        # of the probes needing a recall where the model named pages: it named an evidence page
+        "model_selection_accuracy": _mean([float(bool(set(r.named_pages) & set(r.evidence_pages))) for r in named]),
+        "evidence_resident": _mean([float(not r.needs_recall) for r in results]),
         "false_recall_rate": _mean([float(r.recalled) for r in not_needing]),
         "e2e_accuracy": _mean([r.score for r in results]),
         "oracle_e2e_accuracy": _mean(oracle),
@@ -245,6 +267,7 @@ class EvalReport:
     config: EvalConfig
     results: list[ProbeResult]
     seconds: float
+    assist: dict[str, Any] = field(default_factory=dict)  # keyword / eviction / worth cost per page
 
     def to_dict(self) -> dict[str, Any]:
         by_type: dict[str, list[ProbeResult]] = defaultdict(list)
@@ -255,5 +278,6 @@ class EvalReport:
             "by_type": {t: summarize(rs) for t, rs in sorted(by_type.items())},
             "config": {**asdict(self.config), "paging": self.config.paging.to_dict()},
             "seconds": round(self.seconds, 1),
+            "assist": self.assist,
             "results": [asdict(r) for r in self.results],
         }

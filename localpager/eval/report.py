@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 METRICS = ("e2e_accuracy", "oracle_e2e_accuracy", "page_selection_accuracy", "recall_precision",
-           "recall_triggered", "false_recall_rate")
+           "recall_triggered", "false_recall_rate", "model_selection_accuracy", "evidence_resident")
 
 
 def _fmt(value: Any) -> str:
@@ -20,11 +20,12 @@ def _fmt(value: Any) -> str:
 
 def eval_markdown(runs: dict[str, dict[str, Any]]) -> str:
     """One row per run (strategy or setting) with the headline metrics."""
-    head = ["run", "probes", "needs recall", *METRICS, "p50 ms", "p95 ms"]
+    head = ["run", "probes", "needs recall", *METRICS, "p50 ms", "p95 ms", "assist ms/page"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for name, r in runs.items():
-        row = [name, r["probes"], r["needs_recall"], *(r[m] for m in METRICS),
-               r["latency_ms"]["p50"], r["latency_ms"]["p95"]]
+        assist = "; ".join(f"{kind} {v['ms_per_page']}" for kind, v in r.get("assist", {}).items()) or "–"
+        row = [name, r["probes"], r["needs_recall"], *(r.get(m) for m in METRICS),
+               r["latency_ms"]["p50"], r["latency_ms"]["p95"], assist]
         lines.append("| " + " | ".join(_fmt(v) for v in row) + " |")
     return "\n".join(lines)
 

@@ -22,7 +22,7 @@ from typing import Any
 
 from ..boundaries import get_boundary, split_pages
 from ..eviction import get_eviction
-from ..keywords import extract_keywords
+from ..keywords import extract_keywords, local_strategy
 from ..pager import Pager, PagingConfig
 from ..records import Conversation, Page
 from ..tokens import TokenCounter
@@ -61,7 +61,7 @@ class Belady:
                 return at
         return float("inf")
 
-    def order(self, candidates: Sequence[Page], now: int) -> list[Page]:
+    def order(self, candidates: Sequence[Page], now: int, context=None) -> list[Page]:
         return sorted(candidates, key=lambda p: (-self.next_use(p, now), p.page_id))
 
 
@@ -80,11 +80,11 @@ class _GridPager(Pager):
 
     def set_keywords(self, pages: Sequence[Page]) -> None:
         corpus = tuple(p.text for p in self.pages)
-        keywords = _keywords(corpus, self.config.keywords, self.config.k, self.config.seed)
+        strategy = local_strategy(self.config.keywords)
+        keywords = _keywords(corpus, strategy, self.config.k, self.config.seed)
         index = {p.page_id: i for i, p in enumerate(self.pages)}
         for p in pages:
-            p.keywords = list(keywords[index[p.page_id]])
-            self._bookmark_tokens.pop(p.page_id, None)
+            self.set_page_keywords(p, list(keywords[index[p.page_id]]), strategy)
 
 
 class _MemoCounter:

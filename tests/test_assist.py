@@ -1,0 +1,186 @@
+"""Model-assisted keywords, cooperative eviction and worth, with the real SmolLM2 GGUF.
+
+Pure grammar and ordering logic is tested with plain data; every strategy is run on the real model.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from localpager.api import LocalPager
+from localpager.assist import (Assistant, batch_grammar, keywords_grammar, maintain, pages_grammar, parse_batch,
+                               parse_keywords)
+from localpager.eval.synthetic import generate_conversation
+from localpager.eviction import Cooperative, EvictionContext
+from localpager.keywords import MODEL_STRATEGIES, candidate_terms, keyword_information, term_key, tokenize_words
+from localpager.pager import Pager, PagingConfig, page_conversation
+from localpager.records import Page, Turn
+from localpager.tokens import ApproxTokenCounter
+
+CHINESE = [
+    "user: 我对花生过敏，上次吃了花生酱差点进医院。\nassistant: 记住了，你对花生过敏，点菜时要避开花生。",
+    "user: 我下周三要去上海出差，住在外滩附近的酒店。\nassistant: 好的，下周三去上海，住外滩附近。",
+    "user: 我女儿叫小敏，今年七岁，喜欢画画和游泳。\nassistant: 小敏七岁，喜欢画画和游泳，记下了。",
+]
+
+
+# -- grammars and parsing (no model) ------------------------------------------------------------------
+def test_grammars_quote_terms_as_json_strings():
+    grammar = keywords_grammar(['say "hi"', "café", "back\\slash"], 2)
+    assert r'"\"say \\\"hi\\\"\""' in grammar and '"\\"café\\""' in grammar
+    assert grammar.count('(", " kw)?') == 1
+    batch = batch_grammar([(3, ["a"]), (7, ["b", "c"])], 4)
+    assert 'root ::= "{" "\\"3\\": " l3 ", " "\\"7\\": " l7 "}"' in batch
+    assert 'l3 ::= "[" k3 "]"' in batch  # one candidate: at most one keyword
+    assert '"[]"' in pages_grammar([2, 5])  # cooperative eviction may name no page
+    with pytest.raises(ValueError):
+        keywords_grammar([], 3)
+
+
+def test_parsing_keeps_only_candidates_without_repeats():
+    assert parse_keywords('["Hartley", "Hartley", "nope", "café"]', ["Hartley", "café"], 5) == ["Hartley", "café"]
+    assert parse_keywords('["a", "b", "c"]', ["a", "b", "c"], 2) == ["a", "b"]
+    text = '{"3": ["peanut", "EpiPen"], "7": ["Lisbon"'  # cut off: the pages it reached still count
+    assert parse_batch(text, [(3, ["peanut", "EpiPen"]), (7, ["Lisbon"])], 4) == {3: ["peanut", "EpiPen"],
+                                                                                 7: ["Lisbon"]}
+
+
+def test_keyword_information_is_high_for_distinct_keywords():
+    pages = ["user: my sister Hartley lives in Lisbon", "user: the EpiPen is for my peanut allergy"]
+    assert keyword_information(pages, [["Hartley", "Lisbon"], ["EpiPen", "peanut"]]) == 1.0
+    same = ["user: coffee coffee tea", "user: coffee and tea again"]
+    assert keyword_information(same, [["coffee"], ["coffee"]]) == 0.0
+
+
+# -- eviction ordering (no model) -------------------------------------------------------------------
+def _paged(turn_texts: list[str], per_page: int = 2) -> tuple[list[Page], list[Turn]]:
+    turns = [Turn("user" if i % 2 == 0 else "assistant", t, i) for i, t in enumerate(turn_texts)]
+    pages = [Page(i // per_page + 1, i, min(i + per_page, len(turns)) - 1, token_count=10)
+             for i in range(0, len(turns), per_page)]
+    return pages, turns
+
+
+def test_cooperative_evicts_small_talk_first_without_asking():
+    pages, turns = _paged(["My flight to Lisbon is on May 3rd", "Noted: May 3rd, Lisbon.",
+                           "hi!", "hello, how can I help?", "Thanks!", "You're welcome.", "What now?", "ok"])
+    asked = []
+    policy = Cooperative(advisor=lambda cands, msg: asked.append(cands) or [])
+    order = policy.order(pages[:3], 8, EvictionContext(turns, tokens_to_free=15))
+    assert [p.page_id for p in order] == [2, 3, 1]
+    assert not asked  # the two small-talk pages free enough: no model call
+    order = policy.order(pages[:3], 8, EvictionContext(turns, tokens_to_free=25))
+    assert len(asked) == 1 and [p.page_id for p, _ in asked[0]] == [1]
+
+
+def test_worthless_pages_leave_first(counter):
+    conv = generate_conversation(seed=3, n_turns=60)
+    pager = Pager(counter, PagingConfig(boundary="fixed_10", budget=10_000))
+    for turn in conv.turns:
+        pager.add_turn(turn)
+    pager.pages[2].worth = False
+    pager.config.budget = 300
+    evicted = pager.enforce_budget()
+    assert evicted[0].page_id == 3
+
+
+# -- the real model ---------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def assistant(backend):
+    return Assistant(backend.fork())
+
+
+@pytest.fixture(scope="module")
+def english_pages(counter):
+    conv = generate_conversation(seed=11, n_turns=60)
+    pager = page_conversation(conv.turns, counter, PagingConfig(boundary="fixed_10"))
+    return [p.text for p in pager.pages]
+
+
+def _grounded(keyword: str, text: str) -> bool:
+    """Every word of the keyword occurs in the page (compared as the tokenizer splits them)."""
+    page = set(tokenize_words(text)) | {term_key(w) for w in tokenize_words(text)}
+    return all(w in page or term_key(w) in page for w in tokenize_words(keyword))
+
+
+@pytest.mark.model
+@pytest.mark.parametrize("strategy", MODEL_STRATEGIES)
+@pytest.mark.parametrize("language", ["english", "chinese"])
+def test_every_strategy_gives_every_page_one_to_five_keywords_from_its_text(assistant, english_pages, strategy,
+                                                                              language):
+    pages = english_pages if language == "english" else CHINESE
+    out = assistant.keywords(pages, range(len(pages)), strategy, k=4)
+    assert sorted(out) == list(range(len(pages)))
+    for i, keywords in out.items():
+        assert 1 <= len(keywords) <= 4, (i, keywords)
+        assert len(set(keywords)) == len(keywords)
+        assert all(_grounded(kw, pages[i]) for kw in keywords), (i, keywords)
+        assert not any(c in kw for kw in keywords for c in ",[]:\n")  # safe inside [p3:kw1,kw2]
+    if strategy == "llm-batch":  # chosen from terms no other page has: no overlap across pages
+        keys = [term_key(kw) for kws in out.values() for kw in kws]
+        assert len(keys) == len(set(keys))
+
+
+@pytest.mark.model
+def test_chinese_candidates_are_words_of_the_page():
+    cands = candidate_terms(CHINESE)
+    assert any("花生" in c for c in cands[0]) and any("上海" in c for c in cands[1])
+
+
+@pytest.mark.model
+def test_eviction_advice_and_worth_parse(assistant):
+    pages, turns = _paged(["My flight to Lisbon is on May 3rd", "Noted: May 3rd, Lisbon.",
+                           "I am allergic to peanuts", "I will remember the peanut allergy."])
+    named = assistant.advise_eviction([(p, turns[p.first_turn].text) for p in pages], "When do I fly to Lisbon?")
+    assert set(named) <= {1, 2}
+    assert assistant.worth("user: hi!\nassistant: hello!") is False
+    assert assistant.stats["worth"].calls == 0  # decided by the rule
+    assert isinstance(assistant.worth(CHINESE[0]), bool) and assistant.stats["worth"].calls == 1
+
+
+@pytest.mark.model
+def test_cooperative_eviction_never_evicts_pinned_or_newest(tmp_path, backend):
+    lp = LocalPager(tmp_path / "s.db", backend=backend)
+    chat = lp.conversation("c", create=True, config=PagingConfig(boundary="fixed_10", eviction="cooperative",
+                                                                 budget=300))
+    turns = generate_conversation(seed=7, n_turns=120).turns
+    for turn in turns[:12]:
+        chat.add_turn(turn.role, turn.text)
+    chat.pin(1)
+    for turn in turns[12:]:
+        chat.add_turn(turn.role, turn.text)
+        assert not chat.pager.page(1).evicted
+        assert not chat.pager.pages[-1].evicted
+    assert chat.pager.evicted and lp.assistant.stats["evict"].calls >= 1
+    assert lp.assistant.backend is not lp.backend  # a context of its own
+
+
+@pytest.mark.model
+@pytest.mark.embedder
+def test_model_keywords_run_after_the_answer_and_keep_the_chat_cache(tmp_path, backend):
+    lp = LocalPager(tmp_path / "s.db", backend=backend)
+    chat = lp.conversation("c", create=True, config=PagingConfig(boundary="fixed_10", keywords="llm-batch",
+                                                                 worth=True, budget=300))
+    for turn in generate_conversation(seed=9, n_turns=60).turns[:50]:
+        chat.add_turn(turn.role, turn.text)
+    pending = chat.pager.pending_keywords()
+    assert pending and all(p.keywords_by == "heuristic" and p.keywords for p in pending)  # usable at once
+    result = chat.ask("What did I tell you about my plans?")
+    prompt = lp.backend.render(lp.runtime.messages(chat.pager, None))
+    cached = lp.backend.cached_prefix(prompt)
+    assert chat.pager.pending_keywords() == [] and chat.pager.pending_worth() == []  # done after the answer
+    assert result.trace.timings_ms  # the answer's own timings do not include it
+    assert lp.backend.cached_prefix(prompt) == cached  # the assistant's calls left the chat's cache alone
+    reopened = LocalPager(tmp_path / "s.db", backend=backend).conversation("c")
+    closed = reopened.pager.closed()
+    assert all(p.keywords_by == "llm-batch" and 1 <= len(p.keywords) <= 4 for p in closed)
+    assert all(p.worth is not None for p in closed)
+
+
+@pytest.mark.model
+def test_ingest_with_a_model_strategy_chooses_keywords_in_a_batch(tmp_path, backend):
+    conv = generate_conversation(seed=13, n_turns=60)
+    pager = page_conversation(conv.turns, ApproxTokenCounter(), PagingConfig(boundary="fixed_10", keywords="hybrid"))
+    assistant = Assistant(backend.fork())
+    changed = maintain(pager, assistant)
+    assert {p.page_id for p in changed} == {p.page_id for p in pager.closed()}
+    assert assistant.stats["keywords:hybrid"].calls == 1  # one call for the whole conversation
