@@ -54,6 +54,7 @@ class AssistStats:
     calls: int = 0
     pages: int = 0
     ms: float = 0.0
+    unparsed: int = 0  # pages whose output named no candidate (kept their heuristic keywords); should stay 0
 
     @property
     def ms_per_page(self) -> float | None:
@@ -219,6 +220,7 @@ class Assistant:
             text = self._generate(self._kind, CONTEXTUAL_PROMPT, user, keywords_grammar(cands[t], k),
                                   self._max_tokens(cands[t], k))
             out[t] = parse_keywords(text, cands[t], k)
+            self.stats[self._kind].unparsed += not out[t]
         return out
 
     def _distinct_candidates(self, page_texts: Sequence[str], limit: int) -> list[list[str]]:
@@ -260,6 +262,7 @@ class Assistant:
             by_id = parse_batch(text, pages, k)
             for t in chunk:
                 out[t] = by_id.get(ids[t], [])
+                self.stats[self._kind].unparsed += not out[t]
         return out
 
     def _batch(self, page_texts, targets, k, ids) -> dict[int, list[str]]:
@@ -314,8 +317,8 @@ class Assistant:
         return verdict
 
     def stats_dict(self) -> dict[str, dict[str, float | int | None]]:
-        return {kind: {"calls": s.calls, "pages": s.pages, "ms": round(s.ms, 1), "ms_per_page": s.ms_per_page}
-                for kind, s in sorted(self.stats.items())}
+        return {kind: {"calls": s.calls, "pages": s.pages, "ms": round(s.ms, 1), "ms_per_page": s.ms_per_page,
+                       "unparsed": s.unparsed} for kind, s in sorted(self.stats.items())}
 
 
 def maintain(pager: Pager, assistant: Assistant) -> list[Page]:

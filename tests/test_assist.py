@@ -110,6 +110,7 @@ def test_every_strategy_gives_every_page_one_to_five_keywords_from_its_text(assi
     pages = english_pages if language == "english" else CHINESE
     out = assistant.keywords(pages, range(len(pages)), strategy, k=4)
     assert sorted(out) == list(range(len(pages)))
+    assert sum(s.unparsed for s in assistant.stats.values()) == 0  # every call's output parsed
     for i, keywords in out.items():
         assert 1 <= len(keywords) <= 4, (i, keywords)
         assert len(set(keywords)) == len(keywords)
