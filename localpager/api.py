@@ -12,13 +12,14 @@ shared between threads.
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from .backends import DEFAULT_BACKEND, load_backend
-from .backends.base import ChatBackend, TextCallback
+from .backends.base import BackendError, ChatBackend, TextCallback
 from .eviction import Cooperative
 from .loaders import load_conversations
 from .pager import Pager, PagingConfig, page_conversation
@@ -28,6 +29,8 @@ from .runtime import ContextOverflowError, PageSelector, RecallSettings, Runtime
 from .store import ConversationInfo, Store
 from .tokens import TokenCounter, counter_for
 from .trace import Trace
+
+log = logging.getLogger("localpager")
 
 if TYPE_CHECKING:
     from .assist import Assistant
@@ -211,7 +214,7 @@ class Conversation:
         turns = self.store.turns(self.id)
         pager = Pager(counter, self.config, turns, self.store.pages(self.id, turns))
         if isinstance(pager.eviction, Cooperative):  # the model advises, on first need
-            pager.eviction.advisor = lambda candidates, message: self.lp.assistant.advise_eviction(candidates, message)
+            pager.eviction.advisor = self._advise_eviction
         if self._tokenizer != counter.name:  # another model's tokens: recount under this one
             for page in pager.pages:
                 page.token_count = sum(pager.turn_tokens(turns[i]) for i in page.turn_range)
@@ -219,6 +222,15 @@ class Conversation:
             self.store.update_settings(self.id, {**self.config.to_dict(), "tokenizer": counter.name})
             self.store.update_pages(self.id, pager.pages)
         return pager
+
+    def _advise_eviction(self, candidates, message: str) -> list[int]:
+        """The model's eviction advice; if the model fails, none (the rule and FIFO decide), so that adding
+        a turn never fails half-way because of it."""
+        try:
+            return self.lp.assistant.advise_eviction(candidates, message)
+        except BackendError as exc:
+            log.warning("eviction advice failed, evicting in FIFO order: %s", exc)
+            return []
 
     # -- reading ----------------------------------------------------------------------------------
     @property
@@ -316,5 +328,8 @@ class Conversation:
                 touched = self.pager.touch(trace.injected_page_ids, answer_turn.index)
                 self.store.update_pages(self.id, touched)
                 self.store.add_trace(self.id, trace.turn, trace.to_dict())
-                self.maintain()
+                try:
+                    self.maintain()
+                except BackendError as exc:  # the answer is stored; the pages stay pending for the next try
+                    log.warning("model side work failed, will retry after the next answer: %s", exc)
             return Answer(trace.answer, trace)

@@ -185,3 +185,42 @@ def test_ingest_with_a_model_strategy_chooses_keywords_in_a_batch(tmp_path, back
     changed = maintain(pager, assistant)
     assert {p.page_id for p in changed} == {p.page_id for p in pager.closed()}
     assert assistant.stats["keywords:hybrid"].calls == 1  # one call for the whole conversation
+
+
+class _BrokenSide:
+    """The real backend for the chat; its fork (the assistant's context) fails on every generation."""
+
+    def __init__(self, backend):
+        self.inner = backend
+
+    def __getattr__(self, name):
+        return getattr(self.inner, name)
+
+    def fork(self):
+        from localpager.backends.base import BackendError
+
+        broken = _BrokenSide(self.inner)
+
+        def generate(*args, **kwargs):
+            raise BackendError("side context failed")
+
+        broken.generate = generate
+        return broken
+
+
+@pytest.mark.model
+def test_a_failing_side_context_loses_no_turn_and_no_answer(tmp_path, backend):
+    from localpager.runtime import RecallSettings
+
+    lp = LocalPager(tmp_path / "s.db", backend=_BrokenSide(backend), recall=RecallSettings(mode="never"))
+    chat = lp.conversation("c", create=True, config=PagingConfig(boundary="fixed_10", keywords="llm-batch",
+                                                                 eviction="cooperative", budget=300))
+    turns = generate_conversation(seed=5, n_turns=60).turns[:40]
+    for turn in turns:
+        chat.add_turn(turn.role, turn.text)  # eviction advice fails: FIFO decides
+    assert chat.pager.evicted
+    result = chat.ask("Where am I travelling next?")  # keyword work after the answer fails
+    assert result.answer
+    reopened = LocalPager(tmp_path / "s.db", backend=backend).conversation("c")
+    assert len(reopened.turns) == len(turns) + 2  # every turn and the answer are stored
+    assert reopened.pager.pending_keywords()  # still waiting: retried after the next answer
