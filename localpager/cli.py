@@ -366,12 +366,14 @@ def simulate(dataset, fmt, boundaries, evictions, selectors, budget, k, limit, m
 @click.option("--excerpt", default="0", show_default=True,
               help="turns each side of a recalled page's best turn to inject, or 'page' for the whole page")
 @click.option("--no-oracle", is_flag=True, help="skip the evidence-injected ceiling run")
+@click.option("--hide-bookmarks", is_flag=True,
+              help="no bookmark list in the prompt: pages come back by the similarity trigger alone")
 @click.option("--model", type=click.Path(), envvar="LOCALPAGER_MODEL")
 @click.option("--json", "json_out", type=click.Path(dir_okay=False),
               help="write JSON here, with a Markdown table and a PNG beside it")
 def evaluate_cmd(dataset, fmt, strategies, selector, boundary, evictions, keyword_strategies, worth, signal,
-                 bookmark_format, budget, limit, max_conversations, threshold, recall_mode, excerpt, no_oracle, model,
-                 json_out):
+                 bookmark_format, budget, limit, max_conversations, threshold, recall_mode, excerpt, no_oracle,
+                 hide_bookmarks, model, json_out):
     """Answer DATASET's probes with the local model and score them, for each strategy."""
     from tqdm import tqdm
 
@@ -391,7 +393,7 @@ def evaluate_cmd(dataset, fmt, strategies, selector, boundary, evictions, keywor
             config = EvalConfig(strategy=strategy, selector=selector, paging=paging, limit=limit, recall_mode=recall_mode,
                                 oracle=not no_oracle, model=model, excerpt=None if excerpt == "page" else int(excerpt),
                                 trigger_threshold=RerankSettings.trigger_threshold if threshold is None else threshold,
-                                signal=signal)
+                                signal=signal, show_bookmarks=not hide_bookmarks)
             name = " ".join([strategy] + ([f"eviction={eviction}"] if "," in evictions else [])
                             + ([f"keywords={keywords}"] if "," in keyword_strategies else []))
             bar = lambda items: tqdm(items, desc=name, unit="probe", file=sys.stderr)

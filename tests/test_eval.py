@@ -90,3 +90,12 @@ def test_search_tool_query_is_grammar_constrained(backend):
     prompt = backend.render([Message("system", SEARCH_PROMPT), Message("user", "Who should fix the dripping tap?")])
     text = backend.generate(prompt, max_tokens=40, grammar=SEARCH_GRAMMAR).text
     assert re.fullmatch(r'search\("[a-zA-Z0-9 ,\'-]{2,60}"\)', text), text
+
+
+def test_hidden_bookmarks_leave_recall_to_the_similarity_trigger():
+    from localpager.eval.evaluate import _settings
+
+    recall, rerank, _ = _settings(EvalConfig(show_bookmarks=False))
+    assert recall.mode == "auto" and recall.show_bookmarks is False and rerank.trigger_threshold is not None
+    assert _settings(EvalConfig())[0].show_bookmarks is True
+    assert _settings(EvalConfig(strategy="truncation"))[0].show_bookmarks is False

@@ -51,6 +51,7 @@ class EvalConfig:
     trigger_threshold: float | None = RerankSettings.trigger_threshold
     excerpt: int | None = RerankSettings.excerpt
     signal: str = RerankSettings.signal
+    show_bookmarks: bool = True  # False: recall only by the similarity trigger, no bookmark list in the prompt
 
     def __post_init__(self) -> None:
         if self.strategy not in STRATEGIES:
@@ -151,7 +152,7 @@ def _settings(config: EvalConfig) -> tuple[RecallSettings, RerankSettings, Pagin
                             excerpt=config.excerpt, signal=config.signal)
     # the oracle run changes the mode, not the prompt: it keeps the strategy's system message, so both
     # runs share the prompt prefix (and the KV cache)
-    return RecallSettings(mode=mode, show_bookmarks=mode != "never"), rerank, paging
+    return RecallSettings(mode=mode, show_bookmarks=mode != "never" and config.show_bookmarks), rerank, paging
 
 
 def _ask_points(conv: Conversation, limit: int | None) -> dict[int, list[Probe]]:
