@@ -72,29 +72,34 @@ def _alternatives(options: Sequence[str]) -> str:
 
 
 def _list_rule(name: str, item: str, most: int, least: int = 1) -> str:
-    """``name ::= "[" item ("," item)... "]"`` with ``least``..``most`` items (written out, no ``{m,n}``)."""
+    """``name ::= "[" item (", " item)... "]"`` with ``least``..``most`` items (written out, no ``{m,n}``)."""
     if most < 1:
         return f'{name} ::= "[]"'
-    tail = "".join(' (", " ' + item for _ in range(most - 1)) + ")?" * (most - 1)
-    body = f'"[" {item}{tail} "]"'
+    required = min(max(least, 1), most)
+    optional = most - required
+    body = '"[" ' + item + "".join(' ", " ' + item for _ in range(required - 1))
+    body += "".join(' (", " ' + item for _ in range(optional)) + ")?" * optional + ' "]"'
     return f"{name} ::= {body}" + (' | "[]"' if least == 0 else "")
 
 
 def keywords_grammar(candidates: Sequence[str], k: int) -> str:
-    """A JSON list of 1..k of ``candidates``."""
+    """A JSON list of k of ``candidates`` (all of them if fewer): left a choice of length, SmolLM2-135M
+    stopped after one keyword."""
     if not candidates:
         raise ValueError("a keyword grammar needs at least one candidate")
-    return "\n".join([_list_rule("root", "kw", min(k, len(candidates))), f"kw ::= {_alternatives(candidates)}"]) + "\n"
+    n = min(k, len(candidates))
+    return "\n".join([_list_rule("root", "kw", n, least=n), f"kw ::= {_alternatives(candidates)}"]) + "\n"
 
 
 def batch_grammar(pages: Sequence[tuple[int, Sequence[str]]], k: int) -> str:
-    """A JSON object naming every page id, in order, each with a list of 1..k of its own candidates."""
+    """A JSON object naming every page id, in order, each with a list of k of its own candidates."""
     if not pages or any(not c for _, c in pages):
         raise ValueError("a batch grammar needs pages, each with at least one candidate")
     members = ' ", " '.join(f'"\\"{pid}\\": " l{pid}' for pid, _ in pages)
     rules = [f'root ::= "{{" {members} "}}"']
     for pid, cands in pages:
-        rules.append(_list_rule(f"l{pid}", f"k{pid}", min(k, len(cands))))
+        n = min(k, len(cands))
+        rules.append(_list_rule(f"l{pid}", f"k{pid}", n, least=n))
         rules.append(f"k{pid} ::= {_alternatives(cands)}")
     return "\n".join(rules) + "\n"
 
@@ -123,6 +128,21 @@ def parse_keywords(text: str, candidates: Sequence[str], k: int) -> list[str]:
         if term in allowed and term not in out:
             out.append(term)
     return out[:k]
+
+
+def fill_keywords(chosen: Sequence[str], candidates: Sequence[str], n: int) -> list[str]:
+    """The model's choices first, then, where it repeated itself, the best remaining candidates, up to ``n``;
+    nothing when it chose nothing (the caller counts that as unparsed)."""
+    if not chosen:
+        return []
+    out, keys = list(dict.fromkeys(chosen))[:n], {term_key(c) for c in chosen}
+    for c in candidates:
+        if len(out) >= n:
+            break
+        if term_key(c) not in keys:
+            out.append(c)
+            keys.add(term_key(c))
+    return out
 
 
 def parse_batch(text: str, pages: Sequence[tuple[int, Sequence[str]]], k: int) -> dict[int, list[str]]:
@@ -219,7 +239,7 @@ class Assistant:
                     f"candidate keywords that best tell p{ids[t]} apart from the other pages.")
             text = self._generate(self._kind, CONTEXTUAL_PROMPT, user, keywords_grammar(cands[t], k),
                                   self._max_tokens(cands[t], k))
-            out[t] = parse_keywords(text, cands[t], k)
+            out[t] = fill_keywords(parse_keywords(text, cands[t], k), cands[t], k)
             self.stats[self._kind].unparsed += not out[t]
         return out
 
@@ -261,7 +281,7 @@ class Assistant:
             text = self._generate(self._kind, BATCH_PROMPT, user, batch_grammar(pages, k), budget)
             by_id = parse_batch(text, pages, k)
             for t in chunk:
-                out[t] = by_id.get(ids[t], [])
+                out[t] = fill_keywords(by_id.get(ids[t], []), cands[t], k)
                 self.stats[self._kind].unparsed += not out[t]
         return out
 

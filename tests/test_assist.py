@@ -8,8 +8,8 @@ from __future__ import annotations
 import pytest
 
 from localpager.api import LocalPager
-from localpager.assist import (Assistant, batch_grammar, keywords_grammar, maintain, pages_grammar, parse_batch,
-                               parse_keywords)
+from localpager.assist import (Assistant, batch_grammar, fill_keywords, keywords_grammar, maintain, pages_grammar,
+                               parse_batch, parse_keywords)
 from localpager.eval.synthetic import generate_conversation
 from localpager.eviction import Cooperative, EvictionContext
 from localpager.keywords import MODEL_STRATEGIES, candidate_terms, keyword_information, term_key, tokenize_words
@@ -28,13 +28,18 @@ CHINESE = [
 def test_grammars_quote_terms_as_json_strings():
     grammar = keywords_grammar(['say "hi"', "café", "back\\slash"], 2)
     assert r'"\"say \\\"hi\\\"\""' in grammar and '"\\"café\\""' in grammar
-    assert grammar.count('(", " kw)?') == 1
+    assert 'root ::= "[" kw ", " kw "]"' in grammar  # exactly k (here 2): left to choose, it stops at one
     batch = batch_grammar([(3, ["a"]), (7, ["b", "c"])], 4)
     assert 'root ::= "{" "\\"3\\": " l3 ", " "\\"7\\": " l7 "}"' in batch
     assert 'l3 ::= "[" k3 "]"' in batch  # one candidate: at most one keyword
     assert '"[]"' in pages_grammar([2, 5])  # cooperative eviction may name no page
     with pytest.raises(ValueError):
         keywords_grammar([], 3)
+
+
+def test_repeated_choices_are_filled_from_the_candidates():
+    assert fill_keywords(["b", "b"], ["a", "b", "c"], 3) == ["b", "a", "c"]
+    assert fill_keywords([], ["a"], 2) == []
 
 
 def test_parsing_keeps_only_candidates_without_repeats():
