@@ -26,8 +26,10 @@ from .records import Page
 
 # auto: keep the heuristic keywords (plus one from the model) when they already tell pages apart this well
 # (keywords.keyword_information), else let the model choose them all. benchmarks/keyword_information.py:
-# generated conversations score 0.73-0.94, LoCoMo's 0.13-0.44 (its turns share everyday words).
-AUTO_THRESHOLD = 0.55
+# generated conversations score 0.73-0.94, LoCoMo's 0.13-0.44 (its turns share everyday words). With
+# SmolLM2-135M llm-batch bookmarks found the evidence more often than hybrid on both sets (README,
+# "Keywords"), so the threshold sits above every conversation measured: hybrid only for near-unique keywords.
+AUTO_THRESHOLD = 0.95
 
 CONTEXTUAL_PROMPT = (
     "You index a long conversation. Each page of it gets a few keywords, so that it can be found later. "
