@@ -15,13 +15,14 @@ import json
 import re
 import time
 from collections import defaultdict
+from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Callable, Sequence
+from typing import Callable, Iterator, Sequence
 
 from .backends.base import ChatBackend, Message
 from .keywords import (DEFAULT_K, MODEL_STRATEGIES, candidate_terms, extract_keywords, is_small_talk,
                        keyword_information, term_key)
-from .pager import KEYWORD_WINDOW, Pager
+from .pager import Pager
 from .records import Page
 
 # auto: keep the heuristic keywords (plus one from the model) when they already tell pages apart this well
@@ -171,9 +172,16 @@ class Assistant:
         self.auto_threshold = auto_threshold
         self.stats: dict[str, AssistStats] = defaultdict(AssistStats)
         self.auto_choices: list[tuple[float, str]] = []
-        self._kind = "keywords"
 
     # -- plumbing ---------------------------------------------------------------------------------
+    @contextmanager
+    def _measure(self, kind: str, pages: int) -> Iterator[None]:
+        """Count ``pages`` and the time of the block under ``kind``."""
+        start = time.perf_counter()
+        yield
+        self.stats[kind].pages += pages
+        self.stats[kind].ms += (time.perf_counter() - start) * 1000
+
     def _generate(self, kind: str, system: str, user: str, grammar: str, max_tokens: int) -> str:
         prompt = self.backend.render([Message("system", system), Message("user", user)])
         gen = self.backend.generate(prompt, max_tokens=max_tokens, grammar=grammar)
@@ -205,18 +213,16 @@ class Assistant:
         ids = list(ids) if ids is not None else list(range(1, len(page_texts) + 1))
         if not targets:
             return {}
-        start = time.perf_counter()
-        self._kind = f"keywords:{strategy}"
-        if strategy == "auto":
-            strategy = self.choose(page_texts, k)
-        run: Callable = {"llm-contextual": self._contextual, "llm-batch": self._batch, "hybrid": self._hybrid}[strategy]
-        out = run(page_texts, targets, k, ids)
-        heuristic = extract_keywords(page_texts, "heuristic", k)
-        for t in targets:  # a page with no candidate terms at all keeps what the heuristic found
-            out[t] = out.get(t) or heuristic[t] or ["…"]
-        stats = self.stats[self._kind]
-        stats.pages += len(targets)
-        stats.ms += (time.perf_counter() - start) * 1000
+        kind = f"keywords:{strategy}"
+        with self._measure(kind, len(targets)):
+            if strategy == "auto":
+                strategy = self.choose(page_texts, k)
+            run: Callable = {"llm-contextual": self._contextual, "llm-batch": self._batch,
+                             "hybrid": self._hybrid}[strategy]
+            out = run(kind, page_texts, targets, k, ids)
+            heuristic = extract_keywords(page_texts, "heuristic", k)
+            for t in targets:  # a page with no candidate terms at all keeps what the heuristic found
+                out[t] = out.get(t) or heuristic[t] or ["…"]
         return out
 
     def choose(self, page_texts: Sequence[str], k: int) -> str:
@@ -226,7 +232,7 @@ class Assistant:
         self.auto_choices.append((round(info, 3), choice))
         return choice
 
-    def _contextual(self, page_texts, targets, k, ids) -> dict[int, list[str]]:
+    def _contextual(self, kind, page_texts, targets, k, ids) -> dict[int, list[str]]:
         """One call per page: its text, a line per neighbouring page, and its candidate terms."""
         cands = candidate_terms(page_texts, self.candidates)
         lines = extract_keywords(page_texts, "heuristic", k)
@@ -239,10 +245,10 @@ class Assistant:
             user = (f"Other pages:\n{others}\n\nThis page (p{ids[t]}):\n{self._clip(page_texts[t], self.page_tokens)}"
                     f"\n\nCandidate keywords: {', '.join(cands[t])}\n\nReply with a JSON list of 1 to {k} of the "
                     f"candidate keywords that best tell p{ids[t]} apart from the other pages.")
-            text = self._generate(self._kind, CONTEXTUAL_PROMPT, user, keywords_grammar(cands[t], k),
+            text = self._generate(kind, CONTEXTUAL_PROMPT, user, keywords_grammar(cands[t], k),
                                   self._max_tokens(cands[t], k))
             out[t] = fill_keywords(parse_keywords(text, cands[t], k), cands[t], k)
-            self.stats[self._kind].unparsed += not out[t]
+            self.stats[kind].unparsed += not out[t]
         return out
 
     def _distinct_candidates(self, page_texts: Sequence[str], limit: int) -> list[list[str]]:
@@ -260,7 +266,7 @@ class Assistant:
             out.append((own if len(own) >= 2 else page)[:limit])
         return out
 
-    def _batched(self, page_texts, targets, ids, cands, k: int, instruction: str) -> dict[int, list[str]]:
+    def _batched(self, kind, targets, ids, cands, k: int, instruction: str) -> dict[int, list[str]]:
         """One call per chunk of target pages (as many as fit the context), output as a JSON object."""
         out: dict[int, list[str]] = {}
         todo = [t for t in targets if cands[t]]
@@ -280,21 +286,21 @@ class Assistant:
             pages = [(ids[t], cands[t]) for t in chunk]
             user = f"Pages and their words:\n{listing}\n\n{instruction}"
             budget = sum(self._max_tokens(cands[t], k) + 6 for t in chunk) + 4
-            text = self._generate(self._kind, BATCH_PROMPT, user, batch_grammar(pages, k), budget)
+            text = self._generate(kind, BATCH_PROMPT, user, batch_grammar(pages, k), budget)
             by_id = parse_batch(text, pages, k)
             for t in chunk:
                 out[t] = fill_keywords(by_id.get(ids[t], []), cands[t], k)
-                self.stats[self._kind].unparsed += not out[t]
+                self.stats[kind].unparsed += not out[t]
         return out
 
-    def _batch(self, page_texts, targets, k, ids) -> dict[int, list[str]]:
+    def _batch(self, kind, page_texts, targets, k, ids) -> dict[int, list[str]]:
         """One call for all target pages; each chooses from the terms no other page has."""
         cands = self._distinct_candidates(page_texts, 12)
-        return self._batched(page_texts, targets, ids, cands, k,
+        return self._batched(kind, targets, ids, cands, k,
                              f"Reply with a JSON object giving every page 1 to {k} of its own words, the ones "
                              "that best tell it apart from the other pages.")
 
-    def _hybrid(self, page_texts, targets, k, ids) -> dict[int, list[str]]:
+    def _hybrid(self, kind, page_texts, targets, k, ids) -> dict[int, list[str]]:
         """Heuristic keywords plus one distinguishing keyword per page, from one batched call."""
         base = extract_keywords(page_texts, "heuristic", max(1, k - 1)) if k > 1 else [[] for _ in page_texts]
         distinct = self._distinct_candidates(page_texts, 12)
@@ -302,7 +308,7 @@ class Assistant:
         for i, page in enumerate(distinct):
             taken = {term_key(b) for b in base[i]}
             cands.append([c for c in page if term_key(c) not in taken][:12])
-        extra = self._batched(page_texts, targets, ids, cands, 1,
+        extra = self._batched(kind, targets, ids, cands, 1,
                               "Reply with a JSON object giving every page the one word of its own that best "
                               "tells it apart from the other pages.")
         return {t: (base[t] + extra.get(t, []))[:k] for t in targets}
@@ -312,31 +318,24 @@ class Assistant:
         """The ids of candidate pages the model says are not needed to reply to ``new_message``."""
         if not candidates:
             return []
-        start = time.perf_counter()
-        listing = "\n".join(f"p{p.page_id}: {desc}" for p, desc in candidates)
-        user = (f"Pages in the prompt:\n{listing}\n\nNew message: {self._clip(new_message, 200)}\n\n"
-                "Which pages are not needed to reply to the new message? Reply with a JSON list of their numbers.")
-        ids = [p.page_id for p, _ in candidates]
-        text = self._generate("evict", EVICT_PROMPT, user, pages_grammar(ids), 4 * len(ids) + 4)
+        with self._measure("evict", len(candidates)):
+            listing = "\n".join(f"p{p.page_id}: {desc}" for p, desc in candidates)
+            user = (f"Pages in the prompt:\n{listing}\n\nNew message: {self._clip(new_message, 200)}\n\n"
+                    "Which pages are not needed to reply to the new message? Reply with a JSON list of their numbers.")
+            ids = [p.page_id for p, _ in candidates]
+            text = self._generate("evict", EVICT_PROMPT, user, pages_grammar(ids), 4 * len(ids) + 4)
         named = [int(i) for i in re.findall(r"\d+", text) if int(i) in ids]
-        stats = self.stats["evict"]
-        stats.pages += len(candidates)
-        stats.ms += (time.perf_counter() - start) * 1000
         return list(dict.fromkeys(named))
 
     def worth(self, page_text: str) -> bool:
         """Whether a page holds something to remember long-term; small talk is judged without the model."""
-        start = time.perf_counter()
         lines = [line.partition(": ")[2] or line for line in page_text.splitlines() if line.strip()]
         if all(is_small_talk(line) for line in lines):
             return False
-        user = (f"{self._clip(page_text, self.page_tokens)}\n\nDoes this part of the conversation hold something "
-                "worth remembering later? Answer yes or no.")
-        verdict = self._generate("worth", WORTH_PROMPT, user, WORTH_GRAMMAR, 2).strip() == "yes"
-        stats = self.stats["worth"]
-        stats.pages += 1
-        stats.ms += (time.perf_counter() - start) * 1000
-        return verdict
+        with self._measure("worth", 1):
+            user = (f"{self._clip(page_text, self.page_tokens)}\n\nDoes this part of the conversation hold "
+                    "something worth remembering later? Answer yes or no.")
+            return self._generate("worth", WORTH_PROMPT, user, WORTH_GRAMMAR, 2).strip() == "yes"
 
     def stats_dict(self) -> dict[str, dict[str, float | int | None]]:
         return {kind: {"calls": s.calls, "pages": s.pages, "ms": round(s.ms, 1), "ms_per_page": s.ms_per_page,
@@ -351,9 +350,7 @@ def maintain(pager: Pager, assistant: Assistant) -> list[Page]:
     changed: dict[int, Page] = {}
     pending = pager.pending_keywords()
     if pending:
-        first = pager.pages.index(pending[0])
-        last = pager.pages.index(pending[-1])
-        window = pager.pages[max(0, first - KEYWORD_WINDOW) : last + 1]
+        window = pager.keyword_window(pending[0], pending[-1])
         positions = {p.page_id: i for i, p in enumerate(window)}
         chosen = assistant.keywords([p.text for p in window], [positions[p.page_id] for p in pending],
                                     pager.config.keywords, pager.config.k, ids=[p.page_id for p in window])

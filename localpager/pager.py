@@ -195,11 +195,13 @@ class Pager:
         page.keywords_by = by
         self._bookmark_tokens.pop(page.page_id, None)
 
-    def keyword_window(self, page: Page) -> list[Page]:
-        """The pages a page's keywords are chosen against: it and at most ``KEYWORD_WINDOW`` before it, so
-        a long conversation does not re-read all its pages every time one closes."""
-        i = self.pages.index(page)
-        return self.pages[max(0, i - KEYWORD_WINDOW) : i + 1]
+    def keyword_window(self, first: Page, last: Page | None = None) -> list[Page]:
+        """The pages keywords are chosen against: ``first`` to ``last`` (default: ``first`` alone) and at most
+        ``KEYWORD_WINDOW`` before them, so a long conversation does not re-read all its pages every time
+        one closes."""
+        i = self.pages.index(first)
+        j = self.pages.index(last) if last is not None else i
+        return self.pages[max(0, i - KEYWORD_WINDOW) : j + 1]
 
     def set_keywords_recent(self, page: Page) -> None:
         """Keywords for one page as it closes, against its keyword window."""
