@@ -29,6 +29,7 @@ def test_help_is_fast_and_imports_nothing_heavy():
     assert "ingest" in run("--help").stdout
 
 
+@pytest.mark.model  # ingest counts tokens with the GGUF tokenizer
 def test_generated_conversations_ingest_and_bookmark(tmp_path):
     data, store = tmp_path / "gen.jsonl", tmp_path / "s.db"
     run("generate", data, "--n", 2, "--seed", 1)
@@ -44,6 +45,7 @@ def test_generated_conversations_ingest_and_bookmark(tmp_path):
     assert pages[0]["first_turn"] == 0 and pages[-1]["evicted"] is False
 
 
+@pytest.mark.model  # ingest counts tokens with the GGUF tokenizer
 def test_locomo_ingest_and_bookmarks(tmp_path):
     store = tmp_path / "s.db"
     proc = run("ingest", LOCOMO, store=store)

@@ -377,10 +377,9 @@ def test_error_message_format(tmp_path: Path) -> None:
 
 def test_bad_last_line_returns_nothing(tmp_path: Path) -> None:
     path = _write(tmp_path, _conversation("c1"), _conversation("c2"), '{"id": "c3", "turns": [}')
-    result = None
-    with pytest.raises(ConversationFileError, match="line 3: invalid JSON"):
-        result = load_conversations(path)
-    assert result is None
+    with pytest.raises(ConversationFileError, match="line 3: invalid JSON") as caught:
+        load_conversations(path)  # raises: the two good conversations before it are not returned
+    assert caught.value.line == 3
 
 
 def test_duplicate_conversation_id(tmp_path: Path) -> None:

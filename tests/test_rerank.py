@@ -12,7 +12,8 @@ from localpager.pager import PagingConfig, page_conversation
 from localpager.records import Turn
 from localpager.rerank import RerankSelector, RerankSettings
 
-pytestmark = pytest.mark.embedder
+# the real embedder, and the GGUF model: `paged` counts tokens with its tokenizer, two tests answer with it
+pytestmark = [pytest.mark.embedder, pytest.mark.model]
 
 FILLER = [
     "The train to the coast leaves every hour and the schedule changes on Sundays.",
@@ -56,7 +57,9 @@ def test_consequence_questions_find_the_right_page(paged, question, page):
     injections, candidates = selector.select(question, [], pager, room=500)
     assert injections[0].page.page_id == page
     assert candidates[0].page_id == page and candidates[0].injected
-    assert all(c.similarity is not None for c in candidates)
+    ranked = {h.page_id: round(h.score, 4) for h in index.rank("c", question, [p.page_id for p in pager.evicted])}
+    assert [c.similarity for c in candidates] == [ranked[c.page_id] for c in candidates]  # each its own score
+    assert [c.page_id for c in candidates] == list(ranked)[:3]  # the top 3 by similarity, best first
     best_turn = injections[0].turns  # excerpt 0: only the best-matching turn
     assert pager.turns[best_turn[0]].text in (ALLERGY, BUDGET)
 

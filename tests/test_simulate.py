@@ -145,6 +145,7 @@ def test_belady_violations_are_reported_with_a_reason():
 
 
 @pytest.mark.slow
+@pytest.mark.model
 def test_belady_beats_or_ties_online_policies_unless_reported(counter):
     convs = generate_dataset(6, seed=1, revisiting=True)
     boundaries = ["fixed_10", "topic_shift"]
@@ -156,6 +157,7 @@ def test_belady_beats_or_ties_online_policies_unless_reported(counter):
 
 
 @pytest.mark.slow
+@pytest.mark.model
 def test_simulate_runs_on_locomo(counter):
     from localpager.loaders import load_conversations
 

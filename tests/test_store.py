@@ -97,6 +97,7 @@ LocalPager(sys.argv[1]).ingest(sys.argv[2])
 """
 
 
+@pytest.mark.model  # LocalPager without a backend counts tokens with the GGUF tokenizer
 def test_killed_ingest_leaves_no_partial_conversation(tmp_path):
     """SIGKILL while LoCoMo is being ingested: every stored conversation is whole."""
     path = tmp_path / "s.db"
@@ -127,6 +128,7 @@ def test_killed_ingest_leaves_no_partial_conversation(tmp_path):
             assert pages[0].first_turn == 0 and pages[-1].last_turn == info.turns - 1
 
 
+@pytest.mark.model  # LocalPager without a backend counts tokens with the GGUF tokenizer
 def test_a_pinned_page_stays_resident_across_reopen(tmp_path):
     from localpager.api import LocalPager
     from localpager.pager import PagingConfig
