@@ -1,0 +1,245 @@
+"""Turn-level hybrid ranking (dense + BM25), shared by the reranker and the paging simulator."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from localpager.ranking import (
+    HybridSettings,
+    LexicalIndex,
+    TurnHit,
+    embedding_scorer,
+    fused_scores,
+    is_question,
+    rank_pages,
+    rank_turns,
+    should_recall,
+    terms,
+    trigger_features,
+)
+from localpager.records import Page, Turn
+
+
+def conversation(lines: list[tuple[str, str]]) -> list[Turn]:
+    """(speaker, text) pairs as LoCoMo-style turns: two named speakers taking turns."""
+    speakers = list(dict.fromkeys(s for s, _ in lines))
+    return [Turn("user" if s == speakers[0] else "assistant", text, i, speaker=s)
+            for i, (s, text) in enumerate(lines)]
+
+
+def pages_of(turns: list[Turn], size: int) -> list[Page]:
+    return [Page(i // size + 1, i, min(i + size, len(turns)) - 1) for i in range(0, len(turns), size)]
+
+
+def fixed_dense(scores: dict[int, float]):
+    """A DenseScorer that knows its answers: lets the fusion be tested without the embedder."""
+    return lambda question, turn_indices: {i: scores.get(i, 0.0) for i in turn_indices}
+
+
+# -- words and BM25 ---------------------------------------------------------------------------------
+def test_terms_drop_stopwords_and_fold_endings():
+    assert terms("Melanie painted the sunsets while running") == ("melani", "paint", "sunset", "run")
+    assert terms("She paints; painting calms her") == ("paint", "paint", "calm")
+    assert terms("I carried the studied speed", "light") == ("carry", "study", "speed")
+    assert terms("Peanuts and parties", "plural") == ("peanut", "party")
+    assert terms("Peanuts", "none") == ("peanuts",)
+
+
+def test_lexical_scores_are_a_share_of_what_the_question_could_score():
+    turns = conversation([("Caroline", "I went to an LGBTQ support group yesterday"),
+                          ("Melanie", "I painted a lake sunset with the kids"),
+                          ("Caroline", "That sounds lovely")])
+    index = LexicalIndex("c")
+    scores = index.scores("What did Melanie paint?", [0, 1, 2], turns)
+    assert max(scores, key=scores.get) == 1 and 0 < scores[1] < 1
+    assert scores[0] == 0.0  # shares no word, not even the speaker
+    assert index.scores("quantum chromodynamics", [0, 1, 2]) == {0: 0.0, 1: 0.0, 2: 0.0}
+    # a question word the conversation never used lowers the share: the question is about something new
+    assert index.scores("What did Melanie paint in Lisbon?", [1])[1] < scores[1]
+
+
+def test_speaker_names_are_part_of_the_lexical_document_only_when_asked_for():
+    turns = conversation([("Caroline", "I adopted a dog"), ("Melanie", "We adopted a dog")])
+    with_names = LexicalIndex("c").scores("Which dog did Caroline adopt?", [0, 1], turns)
+    without = LexicalIndex("c", speakers=False).scores("Which dog did Caroline adopt?", [0, 1], turns)
+    assert with_names[0] > with_names[1]
+    assert without[0] == pytest.approx(without[1])
+
+
+def test_the_index_is_rebuilt_only_when_the_conversation_grew():
+    turns = conversation([("A", "the garden fence needs paint"), ("B", "blue would suit it")])
+    index = LexicalIndex("c")
+    index.scores("fence paint", [0, 1], turns)
+    built = dict(index._built)
+    index.scores("blue fence", [0, 1], turns)
+    assert index._built == built  # same conversation, same length: nothing rebuilt
+    turns.append(Turn("user", "the fence is finished", 2, speaker="A"))
+    scores = index.scores("finished fence", [0, 1, 2], turns)
+    assert len(index._built) == 2 and max(scores, key=scores.get) == 2
+
+
+def test_idf_from_the_candidates_only():
+    turns = conversation([("A", "apples and pears"), ("B", "apples again"), ("A", "pears at last")])
+    whole = LexicalIndex("c").scores("apples", [0, 1], turns)
+    local = LexicalIndex("c", idf="candidates").scores("apples", [0, 1], turns)
+    assert whole[1] > 0 and local[1] > 0 and whole != local  # 'apples' is in every candidate: lower idf
+    with pytest.raises(ValueError, match="idf scope"):
+        LexicalIndex(idf="pages")
+
+
+def test_an_empty_conversation_or_a_stopword_only_one_scores_zero():
+    turns = conversation([("A", "ok thanks"), ("B", "yes sure")])
+    assert LexicalIndex().scores("what did I say", [0, 1], turns) == {0: 0.0, 1: 0.0}
+    assert LexicalIndex().scores("anything", [], turns) == {}
+
+
+# -- fusion ----------------------------------------------------------------------------------------
+def test_weighted_fusion_of_raw_cosine_and_the_question_normalised_bm25():
+    dense, lexical = np.array([0.6, 0.2, 0.4]), np.array([0.0, 0.8, 0.1])
+    fused = fused_scores(dense, lexical, HybridSettings("weighted", 0.5, "raw", "query", lexical_power=1.0))
+    assert fused == pytest.approx([0.3, 0.5, 0.25])
+    assert fused_scores(dense, lexical, HybridSettings("dense")) == pytest.approx(dense)
+    assert fused_scores(dense, lexical, HybridSettings("lexical")) == pytest.approx(lexical)
+    minmax = fused_scores(dense, lexical, HybridSettings("weighted", 0.5, "minmax", "minmax", lexical_power=1.0))
+    assert minmax == pytest.approx([0.5, 0.5, 0.5 * 0.5 + 0.5 * 0.125])
+    damped = fused_scores(dense, lexical, HybridSettings("weighted", 0.5, "raw", "query", lexical_power=2))
+    assert damped == pytest.approx([0.3, 0.1 + 0.32, 0.2 + 0.005])
+
+
+def test_rrf_gives_no_lexical_vote_to_turns_sharing_no_word():
+    fused = fused_scores(np.array([0.9, 0.1]), np.array([0.0, 0.5]), HybridSettings("rrf", 0.5, rrf_k=1))
+    assert fused == pytest.approx([0.5 / 2, 0.5 / 3 + 0.5 / 2])
+
+
+def test_settings_are_checked():
+    for bad in (dict(fusion="max"), dict(dense_norm="query"), dict(lexical_norm="raw"), dict(dense_weight=1.5),
+                dict(lexical_norm="z", lexical_power=2.0)):
+        with pytest.raises(ValueError):
+            HybridSettings(**bad)
+
+
+def test_a_page_scores_as_its_best_fused_turn_and_only_given_pages_are_ranked():
+    turns = conversation([("A", f"filler line {i}") for i in range(8)])
+    turns[5].text = "my locker code is 4471"
+    pages = pages_of(turns, 2)  # p1: 0-1, p2: 2-3, p3: 4-5, p4: 6-7
+    dense = fixed_dense({0: 0.5, 1: 0.1, 2: 0.45, 4: 0.2, 5: 0.3})
+    even = HybridSettings("weighted", 0.5, "raw", "query", lexical_power=1.0)
+    hits = rank_turns("what is my locker code", turns, pages[:3], dense, LexicalIndex("c"), even)
+    assert {h.turn for h in hits} == set(range(6))  # page 4 was not asked about
+    assert hits[0] == TurnHit(5, 3, pytest.approx(hits[0].score), 0.3, pytest.approx(hits[0].lexical))
+    ranked = rank_pages("what is my locker code", turns, pages[:3], dense, LexicalIndex("c"), even)
+    assert [(h.page_id, h.turn) for h in ranked] == [(3, 5), (1, 0), (2, 2)]
+    dense_only = rank_pages("what is my locker code", turns, pages[:3], dense, LexicalIndex("c"), HybridSettings("dense"))
+    assert [h.page_id for h in dense_only] == [1, 2, 3]
+    assert rank_pages("anything", turns, [], dense, LexicalIndex("c")) == []
+
+
+# -- trigger ---------------------------------------------------------------------------------------
+@pytest.mark.parametrize("text, expected", [
+    ("Which snack should I avoid?", True),
+    ("what was the name of that cafe", True),
+    ("Remind me of the gate code.", True),
+    ("Do you remember my sister's birthday", True),
+    ("Didn't I say I was vegan", True),
+    ("Is it raining", True),
+    ("I painted the fence today.", False),
+    ("Thanks, that helps!", False),
+    ("Whatever works for you.", False),  # "whatever" is no wh-word
+])
+def test_question_form(text, expected):
+    assert is_question(text) is expected
+
+
+def test_trigger_features_and_the_rule():
+    hits = [TurnHit(5, 3, 0.6, 0.5, 0.7), TurnHit(4, 3, 0.4, 0.6, 0.1), TurnHit(0, 1, 0.35, 0.2, 0.3)]
+    f = trigger_features("Where did I park?", hits)
+    assert (f.score, f.margin, f.dense, f.lexical, f.question, f.pages) == (0.6, pytest.approx(0.25), 0.6, 0.7, True, 2)
+    rule = HybridSettings(question_threshold=0.5, statement_threshold=None)
+    assert should_recall(f, rule)
+    assert not should_recall(trigger_features("I parked downstairs.", hits), rule)  # not a question
+    assert should_recall(trigger_features("I parked downstairs.", hits), HybridSettings(statement_threshold=0.6))
+    assert not should_recall(f, HybridSettings(question_threshold=0.7))
+    assert not should_recall(f, HybridSettings(question_threshold=0.5, min_margin=0.3))
+    none = trigger_features("Where did I park?", [])
+    assert none.pages == 0 and not should_recall(none, HybridSettings(question_threshold=0.0))
+
+
+# -- with the real embedder -------------------------------------------------------------------------
+# LoCoMo-style: the question reuses the evidence's words and names a speaker, while short exclamations
+# ("Wow, Caroline, that looks amazing!") embed close to any question about Caroline.
+LOCOMO_STYLE = [
+    ("Caroline", "Hey Mel! Long week, but a good one."),
+    ("Melanie", "Wow, Caroline, that looks amazing! What inspired it?"),
+    ("Caroline", "Thanks! I painted it after the support group meeting."),
+    ("Melanie", "That's awesome, Caroline! How did it feel to share it?"),
+    ("Caroline", "Yeah, I'm lucky to have my friends. They've been there through everything; I've known them "
+                 "for 4 years, since I moved from Sweden. I'm super thankful. Who supports you, Mel?"),
+    ("Melanie", "My husband and the kids, always."),
+    ("Caroline", "Wow, Melanie, that's so sweet! What happened that made you realize it?"),
+    ("Melanie", "We went camping and roasted marshmallows by the fire."),
+    ("Caroline", "That sounds so fun! Where did you go?"),
+    ("Melanie", "A lake up north, the kids loved it."),
+]
+
+# Generated-style: the question paraphrases the fact, and small talk shares its generic words.
+PARAPHRASE = [
+    ("user", "How do I find more time to read?"),
+    ("assistant", "Swap ten minutes of scrolling for a book before bed."),
+    ("user", "I left the car in bay C41, level two."),
+    ("assistant", "Noted."),
+    ("user", "I can never find my reading glasses."),
+    ("assistant", "A hook by the door helps."),
+    ("user", "Is it worth paying for a password manager?"),
+    ("assistant", "Yes, it saves you from reusing passwords."),
+]
+
+
+@pytest.fixture(scope="module")
+def embedder():
+    from localpager.embedder import default_embedder
+
+    return default_embedder()
+
+
+def ranks(question, turns, pages, embedder, settings):
+    hits = rank_pages(question, turns, pages, embedding_scorer(embedder, turns), LexicalIndex("t"), settings)
+    return [h.page_id for h in hits]
+
+
+@pytest.mark.embedder
+def test_hybrid_finds_a_turn_that_reuses_the_question_words_when_dense_ranks_it_low(embedder):
+    turns = conversation(LOCOMO_STYLE)
+    pages = pages_of(turns, 2)
+    question = "Where did Caroline move from 4 years ago?"
+    evidence = 3  # turn 4's page
+    assert ranks(question, turns, pages, embedder, HybridSettings("dense")).index(evidence) >= 2
+    assert ranks(question, turns, pages, embedder, HybridSettings())[0] == evidence
+
+
+@pytest.mark.embedder
+def test_hybrid_still_finds_a_paraphrase_only_dense_matches(embedder):
+    turns = [Turn(role, text, i) for i, (role, text) in enumerate(PARAPHRASE)]
+    pages = pages_of(turns, 2)
+    question = "Where will I find my vehicle when I come back from the mall?"
+    evidence = 2  # turn 2's page
+    assert ranks(question, turns, pages, embedder, HybridSettings("lexical"))[0] != evidence
+    assert ranks(question, turns, pages, embedder, HybridSettings("dense"))[0] == evidence
+    assert ranks(question, turns, pages, embedder, HybridSettings())[0] == evidence
+
+
+@pytest.mark.embedder
+def test_the_simulators_rerank_column_is_this_ranking(embedder):
+    from localpager.eval.selectors import get_selector
+
+    turns = conversation(LOCOMO_STYLE)
+    pages = pages_of(turns, 2)
+    for p in pages:
+        p.text = "\n".join(turns[i].render() for i in p.turn_range)
+    question = "Where did Caroline move from 4 years ago?"
+    expected = ranks(question, turns, pages, embedder, HybridSettings())[:3]
+    rerank = get_selector("rerank")
+    assert rerank.select(question, pages, 3, turns=turns, key="conv") == expected
+    assert rerank.select(question, pages, 3) == expected  # turns read back from the pages' "who: text" lines
+    assert get_selector("dense").select(question, pages, 3, turns=turns, key="conv") == \
+        ranks(question, turns, pages, embedder, HybridSettings("dense"))[:3]
