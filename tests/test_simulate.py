@@ -169,7 +169,7 @@ def test_simulate_runs_on_locomo(counter):
 
 # -- selectors ---------------------------------------------------------------------------------
 def test_get_selector_knows_every_selector_and_rejects_others():
-    assert {get_selector(name).name for name in SELECTORS} == {"overlap", "bm25", "rerank", "oracle"}
+    assert {get_selector(name).name for name in SELECTORS} == {"overlap", "bm25", "rerank", "dense", "oracle"}
     with pytest.raises(ValueError, match="unknown page selector 'psychic'.*overlap"):
         get_selector("psychic")
 

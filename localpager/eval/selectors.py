@@ -11,11 +11,10 @@ from collections.abc import Callable, Sequence
 from functools import lru_cache
 from typing import Protocol
 
-import numpy as np
-
 from ..embedder import Embedder, default_embedder
 from ..keywords import STOPWORDS, tokenize_words
-from ..records import Page
+from ..ranking import HybridSettings, LexicalIndex, embedding_scorer, rank_pages
+from ..records import ROLES, Page, Turn
 
 
 class Selector(Protocol):
@@ -72,19 +71,39 @@ class BM25:
         return _top(pages, index.get_scores(query).tolist(), k)
 
 
-class Rerank:
-    """Embedding similarity of the question to a page's best-matching single turn.
+def _turns_of(pages: Sequence[Page]) -> list[Turn]:
+    """Turn records rebuilt from pages' text (one ``who: text`` line per turn), for callers that
+    have no turns at hand; turns outside ``pages`` are left empty."""
+    found: dict[int, Turn] = {}
+    for p in pages:
+        for j, line in enumerate(p.text.splitlines()):
+            who, sep, text = line.partition(": ")
+            if not sep:
+                who, text = "user", line
+            index = p.first_turn + j
+            role = who if who in ROLES else "user"
+            found[index] = Turn(role, text, index, speaker=None if who in ROLES else who)
+    last = max(found, default=-1)
+    return [found.get(i) or Turn("user", "", i) for i in range(last + 1)]
 
-    A whole-page embedding blurs one fact among twenty turns of small talk; the maximum cosine over
-    the page's turns found the evidence page first 78% of the time against 46% for whole pages.
-    A page's text is its turns rendered one per line, so its lines are its turns. The embedder caches
-    vectors by text, so each turn is embedded once however many probes and grid cells see it.
+
+class Rerank:
+    """The product's ranking (``localpager.ranking``): a page scores as its best turn, each turn by its
+    embedding similarity to the question fused with its BM25 score.
+
+    A whole-page embedding blurs one fact among twenty turns of small talk (the best single turn found
+    the evidence page first 78% of the time against 46% for whole pages); the lexical half finds the
+    questions that reuse the conversation's own words and names. The embedder caches vectors by text,
+    so each turn is embedded once however many probes and grid cells see it.
     """
 
     name = "rerank"
+    uses_turns = True  # select_pages passes the conversation's turns
 
-    def __init__(self, embedder: Embedder | None = None):
+    def __init__(self, embedder: Embedder | None = None, settings: HybridSettings | None = None):
         self._embedder = embedder
+        self.settings = settings or HybridSettings()
+        self._lexical: dict[str, LexicalIndex] = {}
 
     @property
     def embedder(self) -> Embedder:
@@ -93,17 +112,30 @@ class Rerank:
             self._embedder = default_embedder()
         return self._embedder
 
-    def select(self, question: str, pages: Sequence[Page], k: int) -> list[int]:
-        turns = [[line for line in p.text.splitlines() if line.strip()] for p in pages]
-        flat = [line for lines in turns for line in lines]
-        if not flat:
-            return []
-        vectors = self.embedder.encode([question, *flat])
-        similarity = vectors[1:] @ vectors[0]
-        owner = np.repeat(np.arange(len(pages)), [len(lines) for lines in turns])
-        best = np.full(len(pages), -np.inf)
-        np.maximum.at(best, owner, similarity)
-        return _top(pages, best.tolist(), k, floor=-np.inf)  # a page without turns is never picked
+    def select(self, question: str, pages: Sequence[Page], k: int, *,
+               turns: Sequence[Turn] | None = None, key: str | None = None) -> list[int]:
+        """``turns``: the conversation so far (indexed by turn number) and ``key`` its identity, for
+        the BM25 cache; without them the turns are read back from the pages' text."""
+        if turns is None:
+            turns = _turns_of(pages)
+            key = f"pages-{hash(tuple(p.text for p in pages))}"
+        key = key or ""
+        if key not in self._lexical:
+            if len(self._lexical) >= 16:
+                self._lexical.clear()
+            self._lexical[key] = LexicalIndex(key)
+        hits = rank_pages(question, turns, pages, embedding_scorer(self.embedder, turns),
+                          self._lexical[key], self.settings)
+        return [h.page_id for h in hits[:k]]
+
+
+class Dense(Rerank):
+    """The embedding half of ``rerank`` alone (the reranker before BM25 was fused in), for comparison."""
+
+    name = "dense"
+
+    def __init__(self, embedder: Embedder | None = None):
+        super().__init__(embedder, HybridSettings(fusion="dense"))
 
 
 class Oracle:
@@ -126,11 +158,15 @@ class Oracle:
 
 
 def select_pages(
-    selector: Selector, question: str, pages: Sequence[Page], k: int, evidence: Sequence[int]
+    selector: Selector, question: str, pages: Sequence[Page], k: int, evidence: Sequence[int],
+    turns: Sequence[Turn] | None = None, key: str | None = None,
 ) -> list[int]:
-    """Run ``selector`` for a probe whose evidence is known, giving the oracle what it needs."""
+    """Run ``selector`` for a probe whose evidence is known, giving the oracle what it needs and the
+    turn-level rankers the conversation's turns (``key``: the conversation's id)."""
     if isinstance(selector, Oracle):
         return selector.select(question, pages, k, evidence=evidence)
+    if getattr(selector, "uses_turns", False) and turns is not None:
+        return selector.select(question, pages, k, turns=turns, key=key)
     return selector.select(question, pages, k)
 
 
@@ -138,6 +174,7 @@ SELECTORS: dict[str, Callable[[], Selector]] = {
     "overlap": Overlap,
     "bm25": BM25,
     "rerank": Rerank,
+    "dense": Dense,
     "oracle": Oracle,
 }
 

@@ -165,7 +165,7 @@ def simulate_conversation(
             )
             if outcome.needs_recall:
                 outcome.selections = {
-                    s: select_pages(sel, probe.question, evicted, k, probe.evidence)
+                    s: select_pages(sel, probe.question, evicted, k, probe.evidence, pager.turns, conv.id)
                     for s, sel in chosen.items()
                 }
             outcomes.append(outcome)
