@@ -130,7 +130,8 @@ class Rerank:
 
 
 class Dense(Rerank):
-    """The embedding half of ``rerank`` alone (the reranker before BM25 was fused in), for comparison."""
+    """The embedding half of ``rerank`` alone, for comparison: cosine to ``turn.text`` as the product's
+    index embeds it (this simulator's rerank used to embed the rendered ``who: text`` lines)."""
 
     name = "dense"
 
