@@ -35,6 +35,7 @@ log = logging.getLogger("localpager")
 if TYPE_CHECKING:
     from .assist import Assistant
     from .index import PageIndex
+    from .ranking import LexicalIndex
 
 
 @dataclass
@@ -73,6 +74,8 @@ class LocalPager:
         self._index: PageIndex | None = None
         self._runtime: Runtime | None = None
         self._assistant: Assistant | None = None
+        self._side: ChatBackend | None = None
+        self._lexical: dict[str, LexicalIndex] = {}  # BM25 over each conversation's turns, rebuilt as it grows
         self.lock = threading.RLock()
 
     # -- models, loaded on first use --------------------------------------------------------------
@@ -87,18 +90,28 @@ class LocalPager:
     def runtime(self) -> Runtime:
         with self.lock:
             if self._runtime is None:
-                self._runtime = Runtime(self.backend, self.recall)
+                self._runtime = Runtime(self.backend, self.recall, side=lambda: self.side_backend)
             return self._runtime
 
     @property
+    def side_backend(self) -> ChatBackend:
+        """A second context on the same model (the weights are shared): focused recall answers and the
+        model's side work run there, so the chat's KV cache survives them. The chat's own context when the
+        backend cannot fork."""
+        with self.lock:
+            if self._side is None:
+                fork = getattr(self.backend, "fork", None)
+                self._side = fork() if fork is not None else self.backend
+            return self._side
+
+    @property
     def assistant(self) -> Assistant:
-        """The model's side work (keywords, eviction advice, worth) on a context of its own, loaded on first use."""
+        """The model's side work (keywords, eviction advice, worth) on the side context, loaded on first use."""
         with self.lock:
             if self._assistant is None:
                 from .assist import Assistant
 
-                fork = getattr(self.backend, "fork", None)
-                self._assistant = Assistant(fork() if fork is not None else self.backend)
+                self._assistant = Assistant(self.side_backend)
             return self._assistant
 
     @property
@@ -114,9 +127,12 @@ class LocalPager:
             return self._index
 
     def selector(self, conv_id: str) -> PageSelector:
+        from .ranking import LexicalIndex
         from .rerank import RerankSelector
 
-        return RerankSelector(self.index, conv_id, self.rerank)
+        with self.lock:
+            lexical = self._lexical.setdefault(conv_id, LexicalIndex(conv_id))
+        return RerankSelector(self.index, conv_id, self.rerank, lexical)
 
     def counter(self) -> TokenCounter:
         """The loaded model's tokenizer, or a vocabulary-only load of the same model file."""
@@ -193,6 +209,11 @@ class Answer:
     @property
     def injected_page_ids(self) -> list[int]:
         return self.trace.injected_page_ids
+
+    @property
+    def citations(self) -> list:
+        """The recalled turns shown to the model (page, turn, time, text), for "from memory: …" in an app."""
+        return self.trace.citations
 
     def to_dict(self) -> dict:
         return self.trace.to_dict()
@@ -293,13 +314,13 @@ class Conversation:
             return turn
 
     def ask(self, question: str, *, remember: bool = True, on_text: TextCallback | None = None,
-            selector: PageSelector | None = None, mode: str | None = None) -> Answer:
+            selector: PageSelector | None = None, mode: str | None = None, layout: str | None = None) -> Answer:
         """Answer ``question`` with the local model, recalling evicted pages as needed.
 
         With ``remember`` the question and the answer become turns of the conversation (the question
         is durable before the model runs); without it nothing is stored (evaluation probes).
         ``selector`` overrides what a recall injects (default: reranking by embedding similarity) and
-        ``mode`` the recall mode (see ``RecallSettings``) for this question only."""
+        ``mode`` the recall mode and ``layout`` the answer layout (see ``RecallSettings``) for this question only."""
         with self.lp.lock:
             runtime = self.lp.runtime
             counter = self.lp.counter()  # the loaded model's own tokenizer from here on
@@ -322,7 +343,7 @@ class Conversation:
             if remember:
                 self.add_turn("user", question)
             trace = runtime.answer(self.pager, question, pending=not remember, on_text=on_text,
-                                   selector=selector or self.lp.selector(self.id), mode=mode)
+                                   selector=selector or self.lp.selector(self.id), mode=mode, layout=layout)
             if remember:
                 answer_turn = self.add_turn("assistant", trace.answer or "…")
                 touched = self.pager.touch(trace.injected_page_ids, answer_turn.index)

@@ -14,9 +14,13 @@ from pathlib import Path
 
 import click
 
+from .layouts import LAYOUTS  # stdlib only: --help stays light
+
 BOUNDARY_HELP = "page boundary policy: fixed_5, fixed_10, fixed_20, exchange_5, topic_shift"
 KEYWORDS_HELP = "random, heuristic, tfidf, or with the model llm-contextual, llm-batch, hybrid, auto"
 FORMATS = ("minimal", "id", "medium", "structured")
+LAYOUT_HELP = ("how a recall is answered: focused (the recalled turns and the question in a prompt of their own), "
+               "focused+recent (plus the last exchange), notes-system, inline (after the question in the chat's prompt)")
 DEFAULT_BUDGET = 512  # keep in step with localpager.pager.DEFAULT_BUDGET (not imported: --help stays light)
 
 
@@ -38,6 +42,12 @@ def open_pager(ctx: click.Context, model: str | None = None, **options):
     from .api import LocalPager
 
     return LocalPager(ctx.obj["store"], model=model, **options)
+
+
+def citation_lines(citations):
+    from .trace import citation_lines as lines
+
+    return lines(citations)
 
 
 def echo_json(data) -> None:
@@ -190,13 +200,14 @@ def model_options(f):
     f = click.option("--recall", "recall_mode", type=click.Choice(["auto", "always", "never"]), default="auto",
                      show_default=True, help="auto: the model decides; always: it must recall")(f)
     f = click.option("--n-ctx", type=int, default=2048, show_default=True, help="model context size")(f)
+    f = click.option("--layout", type=click.Choice(LAYOUTS), default="focused", show_default=True, help=LAYOUT_HELP)(f)
     return f
 
 
-def _chat_conversation(ctx, conv_id, model, budget, recall_mode, n_ctx, create=False):
+def _chat_conversation(ctx, conv_id, model, budget, recall_mode, n_ctx, layout, create=False):
     from .runtime import RecallSettings
 
-    lp = open_pager(ctx, model, n_ctx=n_ctx, recall=RecallSettings(mode=recall_mode))
+    lp = open_pager(ctx, model, n_ctx=n_ctx, recall=RecallSettings(mode=recall_mode, layout=layout))
     conv = lp.conversation(conv_id, create=create)
     if budget is not None and budget != conv.config.budget:
         conv.set_budget(budget)
@@ -210,12 +221,12 @@ def _chat_conversation(ctx, conv_id, model, budget, recall_mode, n_ctx, create=F
 @model_options
 @click.option("--json", "as_json", is_flag=True, help="print the answer with its trace as JSON")
 @click.pass_context
-def ask(ctx, conv_id, question, probe, model, budget, recall_mode, n_ctx, as_json):
+def ask(ctx, conv_id, question, probe, model, budget, recall_mode, n_ctx, layout, as_json):
     """Ask QUESTION in conversation CONV_ID; the question and answer are stored as turns."""
     if (question is None) == (probe is None):
         raise click.UsageError("give a QUESTION or --probe N")
     with friendly_errors():
-        conv = _chat_conversation(ctx, conv_id, model, budget, recall_mode, n_ctx)
+        conv = _chat_conversation(ctx, conv_id, model, budget, recall_mode, n_ctx, layout)
         if probe is not None:
             probes = conv.store.probes(conv_id)
             if not 0 <= probe < len(probes):
@@ -226,18 +237,20 @@ def ask(ctx, conv_id, question, probe, model, budget, recall_mode, n_ctx, as_jso
         echo_json(result.to_dict())
     else:
         click.echo(result.answer)
+        for line in citation_lines(result.to_dict()["citations"]):
+            click.echo(f"  {line}", err=True)
 
 
 @cli.command()
 @click.argument("conv_id", required=False, default="chat")
 @model_options
 @click.pass_context
-def chat(ctx, conv_id, model, budget, recall_mode, n_ctx):
+def chat(ctx, conv_id, model, budget, recall_mode, n_ctx, layout):
     """Chat in conversation CONV_ID (created if new); /bookmarks, /pages, /trace, /quit."""
     from .trace import format_trace
 
     with friendly_errors():
-        conv = _chat_conversation(ctx, conv_id, model, budget, recall_mode, n_ctx, create=True)
+        conv = _chat_conversation(ctx, conv_id, model, budget, recall_mode, n_ctx, layout, create=True)
     click.echo(f"conversation {conv_id}: {len(conv.turns)} turns, {len(conv.pages)} pages. /help for commands.")
     last = None
     while True:
@@ -273,8 +286,8 @@ def chat(ctx, conv_id, model, budget, recall_mode, n_ctx):
                 click.echo(f"\nerror: {exc.message}", err=True)
                 continue
             click.echo()
-            if last.trace.injected_page_ids:
-                click.echo(f"  (recalled {', '.join(f'p{i}' for i in last.trace.injected_page_ids)})")
+            for cited in citation_lines(last.to_dict()["citations"]):
+                click.echo(f"  ({cited})")
 
 
 @cli.command()
@@ -360,20 +373,27 @@ def simulate(dataset, fmt, boundaries, evictions, selectors, budget, k, limit, m
 @click.option("--budget", type=int, default=DEFAULT_BUDGET, show_default=True)
 @click.option("--limit", type=int, default=None, help="at most N probes per conversation")
 @click.option("--conversations", "max_conversations", type=int, default=None, help="only the first N conversations")
-@click.option("--threshold", type=float, default=None, help="similarity-triggered recall threshold (default: the setting's)")
+@click.option("--trigger", type=click.Choice(["question", "off"]), default="question", show_default=True,
+              help="question: page in every question while pages are evicted; off: only when the model asks")
 @click.option("--recall", "recall_mode", type=click.Choice(["auto", "always"]), default="auto", show_default=True,
               help="always: the model must name pages on every probe (compares selectors on the same recalls)")
 @click.option("--excerpt", default="0", show_default=True,
               help="turns each side of a recalled page's best turn to inject, or 'page' for the whole page")
 @click.option("--no-oracle", is_flag=True, help="skip the evidence-injected ceiling run")
 @click.option("--hide-bookmarks", is_flag=True,
-              help="no bookmark list in the prompt: pages come back by the similarity trigger alone")
+              help="no bookmark list in the prompt: pages come back by the retrieval trigger alone")
+@click.option("--layout", "layouts", default="focused", show_default=True,
+              help="comma-separated answer layouts (one run each): " + ", ".join(LAYOUTS))
+@click.option("--pages", "max_pages", type=click.IntRange(1, 8), default=None,
+              help="pages one recall injects at most (default: the reranker's)")
+@click.option("--repeat-penalty", type=float, default=1.0, show_default=True,
+              help="llama.cpp repeat penalty for answers (the repetition guard runs regardless)")
 @click.option("--model", type=click.Path(), envvar="LOCALPAGER_MODEL")
 @click.option("--json", "json_out", type=click.Path(dir_okay=False),
               help="write JSON here, with a Markdown table and a PNG beside it")
 def evaluate_cmd(dataset, fmt, strategies, selector, boundary, evictions, keyword_strategies, worth, signal,
-                 bookmark_format, budget, limit, max_conversations, threshold, recall_mode, excerpt, no_oracle,
-                 hide_bookmarks, model, json_out):
+                 bookmark_format, budget, limit, max_conversations, trigger, recall_mode, excerpt, no_oracle,
+                 hide_bookmarks, layouts, max_pages, repeat_penalty, model, json_out):
     """Answer DATASET's probes with the local model and score them, for each strategy."""
     from tqdm import tqdm
 
@@ -386,16 +406,19 @@ def evaluate_cmd(dataset, fmt, strategies, selector, boundary, evictions, keywor
     with friendly_errors():
         conversations = _dataset(dataset, fmt)[:max_conversations]
         split = lambda text: [s.strip() for s in text.split(",") if s.strip()]
-        for strategy, eviction, keywords in itertools.product(split(strategies), split(evictions),
-                                                              split(keyword_strategies)):
+        for strategy, eviction, keywords, layout in itertools.product(
+                split(strategies), split(evictions), split(keyword_strategies), split(layouts)):
             paging = PagingConfig(boundary=boundary, eviction=eviction, keywords=keywords,
                                   bookmark_format=bookmark_format, budget=budget, worth=worth)
             config = EvalConfig(strategy=strategy, selector=selector, paging=paging, limit=limit, recall_mode=recall_mode,
                                 oracle=not no_oracle, model=model, excerpt=None if excerpt == "page" else int(excerpt),
-                                trigger_threshold=RerankSettings.trigger_threshold if threshold is None else threshold,
-                                signal=signal, show_bookmarks=not hide_bookmarks)
+                                trigger=trigger,
+                                signal=signal, show_bookmarks=not hide_bookmarks, layout=layout,
+                                repeat_penalty=repeat_penalty,
+                                max_pages=max_pages or RerankSettings.max_pages)
             name = " ".join([strategy] + ([f"eviction={eviction}"] if "," in evictions else [])
-                            + ([f"keywords={keywords}"] if "," in keyword_strategies else []))
+                            + ([f"keywords={keywords}"] if "," in keyword_strategies else [])
+                            + ([f"layout={layout}"] if "," in layouts else []))
             bar = lambda items: tqdm(items, desc=name, unit="probe", file=sys.stderr)
             report = evaluate(conversations, config, progress=bar)
             runs[name] = report.to_dict()

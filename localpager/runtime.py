@@ -3,23 +3,28 @@
 Prompt layout, chosen so that llama.cpp re-evaluates as little as possible:
 
     system instructions | bookmarks of evicted pages | resident turns | the new user turn
-    [ recall(page_ids=[..]) | recalled pages + the question again ]  <- only for this answer
 
-Between evictions the prompt only grows at its end. Recalled pages go after the user turn, as the
-result of the recall call, and are not kept: the next turn's prompt does not contain them.
+Between evictions the prompt only grows at its end. A question is first ranked against the evicted
+pages (cheap: embeddings and BM25); when the retrieval trigger fires, or the model itself answers
+``recall(page_ids=[..])``, the selected turns are answered from in a focused prompt of their own
+(``layouts.py``) on a second llama.cpp context, so the chat's prompt and KV cache stay as they were.
+With the ``inline`` layout the recalled turns go after the user turn instead, for that answer only.
+Every answer runs under a repetition guard (``guard.py``).
 """
 
 from __future__ import annotations
 
 import time
 from dataclasses import dataclass, replace
-from typing import Protocol, Sequence
+from typing import Callable, Protocol, Sequence
 
 from .backends.base import BackendError, ChatBackend, Message, TextCallback
 from .grammar import Decision, is_recall_prefix, parse_decision, recall_grammar
+from .guard import RepetitionGuard
+from .layouts import DEFAULT_LAYOUT, INLINE_PROMPT, Injection, answer_messages, check_layout, recalled_notes
 from .pager import Pager
-from .records import Page, Turn
-from .trace import Candidate, Trace
+from .records import Turn
+from .trace import Candidate, Citation, Trace
 
 SYSTEM_PROMPT = "You are a helpful assistant. Answer briefly and only from what was said in this conversation."
 MEMORY_PROMPT = (
@@ -27,10 +32,6 @@ MEMORY_PROMPT = (
     "{bookmarks}\n"
     "To read pages before answering, reply only with recall(page_ids=[N])."
 )
-# Measured with SmolLM2-135M on generated probes, evidence turn injected: this wording, as a user message
-# without the recall call echoed before it, answered 18/28; two others with the call echoed, 15-16/28
-# (the model then tends to copy the call instead of answering).
-RECALLED_PROMPT = "Earlier in this conversation:\n{pages}\n\n{question}"
 # auto: the model decides (grammar-constrained); always: the model must name pages; selector: the page
 # selector decides without asking the model; never: no recall, no bookmarks in the prompt.
 RECALL_MODES = ("auto", "always", "selector", "never")
@@ -51,20 +52,15 @@ class RecallSettings:
     max_answer_tokens: int = 96
     decision_tokens: int = 24  # enough for a recall call naming max_pages ids
     show_bookmarks: bool | None = None  # bookmarks in the system message; None: unless mode is never
+    layout: str = DEFAULT_LAYOUT  # how a recall is answered (see localpager.layouts)
+    repeat_penalty: float = 1.0  # llama.cpp's penalty on recent tokens; the repetition guard runs regardless
 
     def __post_init__(self) -> None:
         if self.mode not in RECALL_MODES:
             raise ValueError(f"unknown recall mode {self.mode!r}; use one of {', '.join(RECALL_MODES)}")
+        check_layout(self.layout)
         if self.max_pages < 1 or self.max_rounds < 1 or self.max_answer_tokens < 1:
             raise ValueError("max_pages, max_rounds and max_answer_tokens must be at least 1")
-
-
-@dataclass
-class Injection:
-    """What of a recalled page goes into the prompt: the page and the turns shown of it."""
-
-    page: Page
-    turns: list[int]
 
 
 class PageSelector(Protocol):
@@ -129,26 +125,26 @@ def system_message(pager: Pager, show_bookmarks: bool = True) -> Message:
     return Message("system", SYSTEM_PROMPT + "\n" + MEMORY_PROMPT.format(bookmarks=bookmarks))
 
 
-def recalled_text(pager: Pager, injections: Sequence[Injection]) -> str:
-    blocks = []
-    for inj in injections:
-        lines = "\n".join(pager.turns[i].render() for i in inj.turns)
-        blocks.append(f"[p{inj.page.page_id}]\n{lines}")
-    return "\n\n".join(blocks)
-
-
 def _ms(start: float) -> float:
     return (time.perf_counter() - start) * 1000
 
 
 class Runtime:
-    """Answers over a pager with a chat backend; the recall loop and nothing else."""
+    """Answers over a pager with a chat backend; the recall loop and nothing else.
+
+    ``side`` returns a second context on the same model (``ChatBackend.fork``), where focused recall
+    answers run; without it they run on ``backend`` and the chat's KV cache is rebuilt on the next turn."""
 
     def __init__(self, backend: ChatBackend, settings: RecallSettings | None = None,
-                 selector: PageSelector | None = None):
+                 selector: PageSelector | None = None, side: Callable[[], ChatBackend] | None = None):
         self.backend = backend
         self.settings = settings or RecallSettings()
         self.selector = selector or ModelChoiceSelector()
+        self._side = side
+
+    @property
+    def answer_backend(self) -> ChatBackend:
+        return self._side() if self._side is not None else self.backend
 
     def system_tokens(self) -> int:
         """Tokens of the system message without bookmarks: the pager's fixed overhead."""
@@ -183,15 +179,18 @@ class Runtime:
         return messages, tokens
 
     def answer(self, pager: Pager, question: str, *, pending: bool = False, on_text: TextCallback | None = None,
-               turn: int | None = None, selector: PageSelector | None = None, mode: str | None = None) -> Trace:
+               turn: int | None = None, selector: PageSelector | None = None, mode: str | None = None,
+               layout: str | None = None) -> Trace:
         """Answer ``question``. With ``pending`` it is not a turn of ``pager`` (the last turn otherwise);
-        ``selector`` decides what a recall injects (default: the runtime's); ``mode`` overrides the
-        recall mode for this answer."""
-        s = self.settings if mode is None else replace(self.settings, mode=mode)
+        ``selector`` decides what a recall injects (default: the runtime's); ``mode`` and ``layout``
+        override the recall mode and the answer layout for this answer."""
+        s = self.settings
+        if mode is not None or layout is not None:
+            s = replace(s, mode=mode or s.mode, layout=layout or s.layout)
         selector = selector or self.selector
         trace = Trace(turn=len(pager.turns) - 1 if turn is None else turn, question=question)
         show = s.show_bookmarks if s.show_bookmarks is not None else s.mode != "never"
-        # the model can name only the pages whose bookmarks it sees; similarity searches all evicted pages
+        # the model can name only the pages whose bookmarks it sees; retrieval searches all evicted pages
         shown = pager.listed if show else []
         trace.bookmarks = [pager.bookmark(p) for p in shown]
 
@@ -199,22 +198,21 @@ class Runtime:
         messages, prompt = self.fit(self.messages(pager, question if pending else None, show))
         trace.timings_ms["tokenize"] = _ms(start)
 
+        # Retrieval first: it costs milliseconds, and when it fires the chat prompt need not be read now.
+        if s.mode in ("auto", "selector") and self._retrieval_trigger(question, pager, selector, trace):
+            trace.trigger = "retrieval" if s.mode == "auto" else "selector"
         decision, decision_tokens = Decision(), []
         shown_ids = [p.page_id for p in shown]
-        if shown_ids and s.mode in ("auto", "always"):
+        if trace.trigger == "none" and shown_ids and s.mode in ("auto", "always"):
             decision, decision_tokens = self._decide(prompt, shown_ids, trace, s)
             if decision.is_recall:
                 trace.trigger = "forced" if s.mode == "always" else "model"
                 trace.model_page_ids = list(decision.page_ids)
-        if trace.trigger == "none" and s.mode in ("auto", "selector"):
-            if self._similarity_trigger(question, pager, selector, trace):
-                trace.trigger = "similarity" if s.mode == "auto" else "selector"
         if trace.trigger != "none":
-            injected = self._recall(pager, question, list(decision.page_ids), messages, prompt, trace, on_text,
-                                    selector, s, shown_ids)
-            if injected:
+            if self._recall(pager, question, list(decision.page_ids), messages, prompt, trace, on_text,
+                            selector, s, shown_ids):
                 return trace
-        self._continue(prompt, decision_tokens, decision.answer_start, trace, on_text,
+        self._continue(prompt, decision_tokens, decision.answer_start, trace, on_text, s,
                        prefill_stage="prefill" if not decision_tokens else "answer_decode")
         return trace
 
@@ -238,14 +236,51 @@ class Runtime:
         decision = parse_decision(gen.text)
         return decision, ([] if decision.is_recall else gen.tokens)
 
-    def _similarity_trigger(self, question: str, pager: Pager, selector: PageSelector, trace: Trace) -> bool:
+    def _retrieval_trigger(self, question: str, pager: Pager, selector: PageSelector, trace: Trace) -> bool:
         start = time.perf_counter()
         triggered = selector.should_recall(question, pager)
         trace.timings_ms["rerank"] += _ms(start)
         return triggered
 
     def _recall(self, pager, question, named, messages, prompt, trace, on_text, selector, s, shown_ids) -> bool:
-        """Inject the selected pages after the user turn and answer from them; False if none fit.
+        """Answer from the selected turns under the settings' layout; False if nothing was selected or fits."""
+        if s.layout == "inline":
+            return self._recall_inline(pager, question, named, messages, prompt, trace, on_text, selector, s,
+                                       shown_ids)
+        start = time.perf_counter()
+        backend = self.answer_backend
+        recent = self._recent(messages, s.layout)
+        frame = answer_messages(s.layout, "", question, recent)
+        room = backend.n_ctx - len(backend.render(frame)) - s.max_answer_tokens - 16
+        injections, candidates = selector.select(question, named, pager, room)
+        trace.timings_ms["rerank"] += _ms(start)
+        trace.candidates += candidates
+        if not injections:
+            return False
+        start = time.perf_counter()
+        notes = recalled_notes(pager.turns, injections)
+        answer_prompt = backend.render(answer_messages(s.layout, notes, question, recent))
+        trace.timings_ms["recall_fetch"] += _ms(start)
+        self._record_injections(pager, injections, trace)
+        gen, text = self._generate_answer(backend, answer_prompt, s.max_answer_tokens, on_text, s)
+        trace.timings_ms["injection_prefill"] += gen.prefill_ms
+        trace.timings_ms["answer_decode"] += gen.decode_ms
+        trace.add_tokens(gen.evaluated, gen.reused, len(gen.tokens), 0)
+        trace.tokens["answer_prompt"] = gen.prompt_tokens
+        trace.answer = text
+        trace.cite(trace.answer)
+        return True
+
+    @staticmethod
+    def _recent(messages: list[Message], layout: str) -> list[Message]:
+        """The chat's last exchange before the question, for the ``focused+recent`` layout."""
+        if layout != "focused+recent":
+            return []
+        return [m for m in messages[1:-1] if m.role in ("user", "assistant")][-2:]
+
+    def _recall_inline(self, pager, question, named, messages, prompt, trace, on_text, selector, s,
+                       shown_ids) -> bool:
+        """Inject the selected turns after the user turn, in the chat's own prompt.
 
         While rounds remain (``max_rounds``) and pages are still evicted, the model may recall again
         after reading what was injected, under a grammar naming only the pages not yet injected."""
@@ -262,7 +297,7 @@ class Runtime:
             if not injections:
                 break
             start = time.perf_counter()
-            recalled = RECALLED_PROMPT.format(pages=recalled_text(pager, injections), question=question)
+            recalled = INLINE_PROMPT.format(notes=recalled_notes(pager.turns, injections), question=question)
             messages = messages + [Message("user", recalled)]
             prompt = self.backend.render(messages)
             trace.timings_ms["recall_fetch"] += _ms(start)
@@ -280,24 +315,43 @@ class Runtime:
             trace.model_page_ids += named
         if not injected:
             return False
-        trace.decision = "recall"
-        trace.injected_page_ids = [i.page.page_id for i in injected]
-        trace.injected_turns = [t for i in injected for t in i.turns]
-        self._continue(prompt, decided, answer_start, trace, on_text,
+        self._record_injections(pager, injected, trace, rounds=trace.rounds)
+        self._continue(prompt, decided, answer_start, trace, on_text, s,
                        prefill_stage="answer_decode" if decided else "injection_prefill")
+        trace.cite(trace.answer)
         return True
 
-    def _continue(self, prompt, decided_tokens, answer_start, trace, on_text, prefill_stage) -> None:
-        """Generate the answer, continuing after what the decision step already produced."""
-        if answer_start and on_text is not None:
-            on_text(answer_start)
-        budget = self.settings.max_answer_tokens - len(decided_tokens)
-        gen = self.backend.generate(list(prompt) + list(decided_tokens), max_tokens=max(1, budget),
-                                    on_text=on_text)
+    @staticmethod
+    def _record_injections(pager: Pager, injections: Sequence[Injection], trace: Trace, rounds: int = 1) -> None:
+        trace.decision = "recall"
+        trace.rounds = rounds
+        trace.injected_page_ids = list(dict.fromkeys(i.page.page_id for i in injections))
+        trace.injected_turns = [t for i in injections for t in i.turns]
+        trace.citations = [
+            Citation(page_id=i.page.page_id, turn=t, time=pager.turns[t].time, speaker=pager.turns[t].speaker
+                     or pager.turns[t].role, text=pager.turns[t].text, label=i.labels.get(t, ""))
+            for i in injections for t in i.turns
+        ]
+
+    def _generate_answer(self, backend: ChatBackend, prompt: Sequence[int], max_tokens: int,
+                         on_text: TextCallback | None, s: RecallSettings, lead: str = ""):
+        """Generate under the repetition guard; the answer text is what the guard keeps."""
+        guard = RepetitionGuard(on_text)
+        if lead:
+            guard(lead)
+        options = {"repeat_penalty": s.repeat_penalty} if s.repeat_penalty != 1.0 else {}
+        gen = backend.generate(prompt, max_tokens=max(1, max_tokens), on_text=guard, **options)
+        guard.flush()
+        return gen, guard.text.strip()
+
+    def _continue(self, prompt, decided_tokens, answer_start, trace, on_text, s, prefill_stage) -> None:
+        """Generate the answer on the chat context, continuing after what the decision step already produced."""
+        gen, text = self._generate_answer(self.backend, list(prompt) + list(decided_tokens),
+                                          s.max_answer_tokens - len(decided_tokens), on_text, s, lead=answer_start)
         trace.timings_ms[prefill_stage] += gen.prefill_ms
         trace.timings_ms["answer_decode"] += gen.decode_ms
         trace.add_tokens(gen.evaluated, gen.reused, len(gen.tokens), gen.prompt_tokens)
-        trace.answer = (answer_start + gen.text).strip()
+        trace.answer = text
 
 
 __all__ = ["BackendError", "ContextOverflowError", "Injection", "ModelChoiceSelector", "PageSelector",

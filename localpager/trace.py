@@ -29,18 +29,36 @@ class Candidate:
 
 
 @dataclass
+class Citation:
+    """A recalled turn shown to the model for this answer, so an app can show "from memory: …" beside it.
+
+    ``used``: the answer shares a content word with the turn (what the answer most likely drew on)."""
+
+    page_id: int
+    turn: int
+    text: str
+    speaker: str
+    time: str | None = None
+    label: str = ""  # "latest" or "changed later" when the turn states something that changed
+    used: bool = False
+
+
+@dataclass
 class Trace:
     turn: int
     question: str
     bookmarks: list[str] = field(default_factory=list)
     decision: str = "answer"  # "recall" or "answer"
-    trigger: str = "none"  # what started the recall: "model", "forced", "similarity" or "none"
+    # what started the recall: "retrieval" (the ranking of evicted turns), "model" (it asked), "forced"
+    # (recall mode always), "selector" (recall mode selector) or "none"
+    trigger: str = "none"
     model_page_ids: list[int] = field(default_factory=list)
     injected_page_ids: list[int] = field(default_factory=list)
     injected_turns: list[int] = field(default_factory=list)
     candidates: list[Candidate] = field(default_factory=list)
     rounds: int = 0
     answer: str = ""
+    citations: list[Citation] = field(default_factory=list)
     tokens: dict[str, int] = field(default_factory=lambda: {"prompt": 0, "evaluated": 0, "reused": 0, "generated": 0})
     timings_ms: dict[str, float] = field(default_factory=lambda: {s: 0.0 for s in STAGES})
 
@@ -49,6 +67,14 @@ class Trace:
         self.tokens["reused"] += reused
         self.tokens["generated"] += generated
         self.tokens["prompt"] = max(self.tokens["prompt"], prompt)
+
+    def cite(self, answer: str) -> None:
+        """Mark the citations whose content words the answer repeats."""
+        from .keywords import STOPWORDS, tokenize_words
+
+        said = {w for w in tokenize_words(answer) if w not in STOPWORDS}
+        for c in self.citations:
+            c.used = bool(said & {w for w in tokenize_words(c.text) if w not in STOPWORDS})
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
@@ -76,4 +102,17 @@ def format_trace(data: dict[str, Any]) -> str:
             f"{': ' + c['reason'] if c['reason'] else ''}"
         )
     lines.append(f"  answer: {data['answer'][:200]!r}")
+    lines += [f"  {line}" for line in citation_lines(data.get("citations", []))]
     return "\n".join(lines)
+
+
+def citation_lines(citations: list[dict[str, Any]]) -> list[str]:
+    """``from memory: p3 turn 54 [8 May, 2023] Caroline: …`` for each cited turn the answer used (or all,
+    if it used none visibly)."""
+    shown = [c for c in citations if c.get("used")] or citations
+    lines = []
+    for c in shown:
+        when = f" [{c['time']}]" if c.get("time") else ""
+        label = f" ({c['label']})" if c.get("label") else ""
+        lines.append(f"from memory: p{c['page_id']} turn {c['turn']}{when} {c['speaker']}: {c['text'][:160]}{label}")
+    return lines

@@ -15,16 +15,17 @@ from localpager.grammar import parse_decision, recall_grammar
 from localpager.pager import PagingConfig
 from localpager.runtime import ContextOverflowError, RecallSettings
 
-pytestmark = pytest.mark.model
+pytestmark = [pytest.mark.model, pytest.mark.embedder]
 
 
 class Recording:
-    """The real backend, recording every prompt it is asked to continue."""
+    """The real backend, recording every prompt it is asked to continue (its fork records into ``side``)."""
 
     def __init__(self, backend):
         self.inner = backend
         self.prompts: list[list[int]] = []
         self.grammars: list[str | None] = []
+        self.side: Recording | None = None
 
     def __getattr__(self, name):
         return getattr(self.inner, name)
@@ -33,6 +34,10 @@ class Recording:
         self.prompts.append(list(prompt))
         self.grammars.append(kwargs.get("grammar"))
         return self.inner.generate(prompt, **kwargs)
+
+    def fork(self):
+        self.side = Recording(self.inner.fork())
+        return self.side
 
 
 def open_chat(tmp_path, backend, mode="auto", budget=256, turns=60, **rerank):
@@ -55,7 +60,9 @@ def test_forced_recall_parses_and_names_only_evicted_pages(tmp_path, backend):
         assert evicted, "the conversation must be paged for this test"
         assert trace.trigger == "forced" and trace.model_page_ids
         assert set(trace.model_page_ids) <= evicted
-        assert set(trace.injected_page_ids) <= {p.page_id for p in chat.pager.evicted}  # rerank sees them all
+        # the ranking searches every page (a focused answer sees nothing else), never the question itself
+        assert set(trace.injected_page_ids) <= {p.page_id for p in chat.pager.pages}
+        assert trace.turn not in trace.injected_turns
         assert result.answer
 
 
@@ -71,13 +78,32 @@ def test_decision_output_always_parses(backend):
         assert not gen.text.startswith("recall(")
 
 
-def test_recalled_text_is_in_the_prompt_that_answers(tmp_path, backend):
+def test_recalled_text_is_in_the_focused_prompt_and_the_chat_cache_survives(tmp_path, backend):
     lp, chat = open_chat(tmp_path, backend, mode="always")
     result = chat.ask("Which snack should I avoid?")
+    assert result.trace.injected_turns and result.trace.citations
+    side = lp.backend.side
+    answering_prompt = side.inner.detokenize(side.prompts[-1])
+    for i in result.trace.injected_turns:
+        assert chat.turns[i].text in answering_prompt
+    assert answering_prompt.count("Question: Which snack should I avoid?") == 1
+    assert "Bookmarks" not in answering_prompt  # focused: no bookmark list, no resident turns
+    chat_prompts = [lp.backend.inner.detokenize(p) for p in lp.backend.prompts]
+    assert not any(chat.turns[i].text in p for p in chat_prompts for i in result.trace.injected_turns)
+    # the focused answer ran on the side context: the chat's KV cache still holds the chat's prompt
+    last = lp.backend.prompts[-1]
+    assert lp.backend.inner.cached_prefix(last) == len(last) - 1
+    assert side.inner.cached_prefix(last) < 16  # the side context shares no more than the system header
+
+
+def test_inline_layout_injects_after_the_question_in_the_chats_prompt(tmp_path, backend):
+    lp, chat = open_chat(tmp_path, backend, mode="always")
+    result = chat.ask("Which snack should I avoid?", layout="inline")
     assert result.trace.injected_turns
     answering_prompt = lp.backend.inner.detokenize(lp.backend.prompts[-1])
     for i in result.trace.injected_turns:
         assert chat.turns[i].text in answering_prompt
+    assert answering_prompt.index("Which snack should I avoid?") < answering_prompt.index("Earlier in this conversation")
     # ...and it is gone again from the next turn's prompt
     chat.ask("Thanks!")
     assert chat.turns[result.trace.injected_turns[0]].text not in lp.backend.inner.detokenize(lp.backend.prompts[-1])

@@ -60,8 +60,10 @@ class ChatBackend(Protocol):
         max_tokens: int,
         grammar: str | None = None,
         on_text: TextCallback | None = None,
+        repeat_penalty: float = 1.0,
     ) -> Generation:
-        """Greedy generation from ``prompt`` tokens, reusing the KV cache for the common prefix."""
+        """Greedy generation from ``prompt`` tokens, reusing the KV cache for the common prefix;
+        ``repeat_penalty`` > 1 discourages recently generated tokens."""
 
     # Optional: ``fork() -> ChatBackend``, a second context on the same model for side work (keywords,
     # eviction advice). A backend without it shares its one context, and side work costs the chat its cache.

@@ -140,6 +140,7 @@ class LlamaCppBackend:
         max_tokens: int,
         grammar: str | None = None,
         on_text: TextCallback | None = None,
+        repeat_penalty: float = 1.0,
     ) -> Generation:
         from llama_cpp import LlamaGrammar
 
@@ -156,7 +157,7 @@ class LlamaCppBackend:
             start = time.perf_counter()
             first = None
             generator = self._llm.generate(
-                list(prompt), top_k=1, top_p=1.0, min_p=0.0, temp=0.0, repeat_penalty=1.0, grammar=compiled
+                list(prompt), top_k=1, top_p=1.0, min_p=0.0, temp=0.0, repeat_penalty=repeat_penalty, grammar=compiled
             )
             for token in generator:
                 if first is None:

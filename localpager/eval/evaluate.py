@@ -18,14 +18,16 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
 from ..backends import DEFAULT_BACKEND
+from ..guard import repeated_sentence
 from ..keywords import STRATEGIES as STRATEGIES_LOCAL
 from ..keywords import extract_keywords
+from ..layouts import DEFAULT_LAYOUT, check_layout
 from ..pager import Pager, PagingConfig
 from ..records import Conversation, Probe
 from ..rerank import RerankSettings
 from ..runtime import Injection, RecallSettings, fit_turns, inject_in_order
 from ..trace import Candidate
-from .metrics import score_answer
+from .metrics import contains_answer, score_answer
 from .selectors import get_selector
 
 # bookmarks: the product (bookmarks + grammar-constrained recall + reranking);
@@ -48,14 +50,18 @@ class EvalConfig:
     oracle: bool = True
     n_ctx: int = 2048
     model: str | None = None
-    trigger_threshold: float | None = RerankSettings.trigger_threshold
+    trigger: str = RerankSettings.trigger  # "question": retrieval pages in questions; "off": the model decides
     excerpt: int | None = RerankSettings.excerpt
     signal: str = RerankSettings.signal
-    show_bookmarks: bool = True  # False: recall only by the similarity trigger, no bookmark list in the prompt
+    show_bookmarks: bool = True  # False: recall only by the retrieval trigger, no bookmark list in the prompt
+    layout: str = DEFAULT_LAYOUT  # how a recall is answered (localpager.layouts)
+    max_pages: int = RerankSettings.max_pages  # pages one recall injects at most
+    repeat_penalty: float = 1.0
 
     def __post_init__(self) -> None:
         if self.strategy not in STRATEGIES:
             raise ValueError(f"unknown strategy {self.strategy!r}; use one of {', '.join(STRATEGIES)}")
+        check_layout(self.layout)
 
 
 @dataclass
@@ -72,6 +78,10 @@ class ProbeResult:
     recalled: bool
     latency_ms: float
     named_pages: list[int] = field(default_factory=list)  # what the model itself asked for
+    answer_tokens: int = 0
+    trigger: str = "none"
+    # update probes (the fact was stated, then changed): the answer gives the newest value, not an older one
+    latest: bool | None = None
     oracle_output: str | None = None
     oracle_score: float | None = None
 
@@ -148,11 +158,13 @@ def _settings(config: EvalConfig) -> tuple[RecallSettings, RerankSettings, Pagin
         mode = "selector"
     if config.strategy == "full":
         paging.budget = config.n_ctx - RecallSettings.max_answer_tokens - 64
-    rerank = RerankSettings(selector=config.selector, trigger_threshold=config.trigger_threshold,
+    rerank = RerankSettings(selector=config.selector, trigger=config.trigger, max_pages=config.max_pages,
                             excerpt=config.excerpt, signal=config.signal)
     # the oracle run changes the mode, not the prompt: it keeps the strategy's system message, so both
     # runs share the prompt prefix (and the KV cache)
-    return RecallSettings(mode=mode, show_bookmarks=mode != "never" and config.show_bookmarks), rerank, paging
+    recall = RecallSettings(mode=mode, show_bookmarks=mode != "never" and config.show_bookmarks,
+                            layout=config.layout, repeat_penalty=config.repeat_penalty)
+    return recall, rerank, paging
 
 
 def _ask_points(conv: Conversation, limit: int | None) -> dict[int, list[Probe]]:
@@ -222,13 +234,22 @@ def _ask(lp, chat, conv_id: str, probe: Probe, config: EvalConfig) -> ProbeResul
         output=result.answer, score=score_answer(result.answer, probe.answers, probe.extra),
         needs_recall=needs_recall, evidence_pages=evidence_pages, injected_pages=trace.injected_page_ids,
         recalled=trace.decision == "recall", latency_ms=trace.to_dict()["timings_ms"]["total"],
-        named_pages=list(trace.model_page_ids),
+        named_pages=list(trace.model_page_ids), answer_tokens=trace.tokens["generated"], trigger=trace.trigger,
+        latest=_gives_latest(result.answer, probe),
     )
     if config.oracle:
         oracle = chat.ask(probe.question, remember=False, selector=EvidenceSelector(probe.evidence), mode="selector")
         out.oracle_output = oracle.answer
         out.oracle_score = score_answer(oracle.answer, probe.answers, probe.extra)
     return out
+
+
+def _gives_latest(output: str, probe: Probe) -> bool | None:
+    """For a probe whose fact was changed: the answer names the current value and no older one."""
+    old = probe.extra.get("old_answers") or []
+    if not old:
+        return None
+    return contains_answer(output, probe.answers) and not contains_answer(output, old)
 
 
 def _mean(values: Sequence[float]) -> float | None:
@@ -256,6 +277,11 @@ def summarize(results: Sequence[ProbeResult]) -> dict[str, Any]:
         "false_recall_rate": _mean([float(r.recalled) for r in not_needing]),
         "e2e_accuracy": _mean([r.score for r in results]),
         "oracle_e2e_accuracy": _mean(oracle),
+        # answers in which a sentence of more than 15 characters occurs twice (guard.repeated_sentence)
+        "repeated_answer_rate": _mean([float(repeated_sentence(r.output) is not None) for r in results]),
+        "mean_answer_chars": _mean([float(len(r.output)) for r in results]),
+        "mean_answer_tokens": _mean([float(r.answer_tokens) for r in results]),
+        "latest_value_rate": _mean([float(r.latest) for r in results if r.latest is not None]),
         "latency_ms": {
             "p50": round(statistics.median(latencies), 1) if latencies else None,
             "p95": round(latencies[min(len(latencies) - 1, int(0.95 * len(latencies)))], 1) if latencies else None,
