@@ -176,6 +176,16 @@ class PageIndex:
                                                    [r for r in new_rows if r[0] not in known])
             return len(todo)
 
+    def turn_scores(self, conv_id: str, query: str | np.ndarray, page_ids: Sequence[int]) -> dict[int, float]:
+        """Cosine similarity of ``query`` to every embedded turn of ``page_ids``, by turn index."""
+        if not page_ids:
+            return {}
+        family = self.family("turn")
+        vector = self.embedder.encode_one(query) if isinstance(query, str) else query
+        with self._lock:
+            rowids = [r[0] for r in self.store.embedding_rows("turn", conv_id, page_ids, vectors=False)]
+            return {int(family.rows[rowid][2].split(":")[1]): score for rowid, score in family.search(vector, rowids)}
+
     def rank(self, conv_id: str, query: str | np.ndarray, page_ids: Sequence[int], signal: str = "turn") -> list[Hit]:
         """``page_ids`` ranked by similarity to ``query`` under one signal; a page scores as its best row."""
         if not page_ids:

@@ -1,81 +1,139 @@
-"""Reranking recalled pages by embedding similarity before they are injected.
+"""Choosing what a recall injects: the conversation's turns ranked by the hybrid ranking (``ranking.py``).
 
 Small models recall too rarely and name the wrong page. The candidates are the pages the model named
-plus the evicted pages most similar to the question; each scores its similarity, plus a bonus when
+plus the best-ranked pages; each scores its best turn's fused (dense + BM25) score, plus a bonus when
 the model named it. The best page is injected, a second one only when it scores close to the first,
-and of each page only the best-matching turns with their neighbours (an excerpt), since a tiny model
-answers better, and faster, from less text.
+and of each page only the best-matching turn (an excerpt), since a tiny model answers better, and
+faster, from less text.
+
+Recall searches every page but the question itself, resident ones included: a recall is answered in a
+focused prompt that holds only what was injected, so a fact stated two turns ago must be findable too.
+When an older turn states the same thing as a newer one (a budget or a deadline that changed), the
+newest is shown first and marked ``latest``, the older one ``changed later``.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Sequence
 
 from .index import Hit, PageIndex
+from .layouts import CHANGED, LATEST
 from .pager import Pager
+from .ranking import (HybridSettings, LexicalIndex, TurnHit, best_per_page, embedding_scorer, rank_turns,
+                      should_recall, trigger_features)
 from .records import Page
 from .runtime import Injection, fit_turns
 from .trace import Candidate
 
 SELECTORS = ("model", "rerank", "model+rerank")
+TRIGGERS = ("question", "off")
 
 
 @dataclass
 class RerankSettings:
-    selector: str = "model+rerank"  # model: the model's choice only; rerank: similarity only; or both
-    signal: str = "turn"  # turn, bookmark or text: what of a page is compared with the question
-    top_k: int = 3  # evicted pages added as candidates by similarity
+    selector: str = "model+rerank"  # model: the model's choice only; rerank: the ranking only; or both
+    # turn: the hybrid ranking of turns (the product); bookmark or text: the question's cosine with each
+    # evicted page's bookmark or whole text, to measure keyword strategies (README, "Keywords").
+    signal: str = "turn"
+    top_k: int = 3  # pages added as candidates by the ranking
     model_weight: float = 0.05  # bonus for a page the model named
-    second_page_margin: float = 0.05  # a second page only if it scores within this of the first
-    max_pages: int = 2
-    # Page in although the model answered, when the best evicted turn is at least this similar; None:
-    # never. SmolLM2-135M almost never asks for a recall itself: on 3 generated conversations (19 probes,
-    # all needing a recall) it recalled 0 times without this trigger (e2e 0.05) and 18 with it at 0.25
-    # (e2e 0.37). benchmarks/trigger_threshold.py: 0.25 fires for 94% of probes but also for 95% of
-    # small-talk turns, which only costs one injected turn.
-    trigger_threshold: float | None = 0.25
+    second_page_margin: float = 0.05  # a second page only if its fused score is within this of the first
+    # One page: on 36 generated probes, a second close page was injected for 32 of them and e2e fell from
+    # 0.36 to 0.28 (the 135M model answers from the wrong turn); eval --pages 2 measures it.
+    max_pages: int = 1
+    # Page in although the model did not ask: "question" pages in a message with a question's form when
+    # pages are evicted (ranking.should_recall; benchmarks/retrieval_fusion.py: every probe, 27% of
+    # LoCoMo's small talk); "off": only when the model asks.
+    trigger: str = "question"
     # turns on each side of the best-matching turn; None: the whole page. Measured (3 generated
     # conversations, SmolLM2-135M): the best turn alone answered 0.26 of probes, with one neighbour
     # each side 0.16, in less time.
     excerpt: int | None = 0
+    # Another turn states the same thing as the chosen one when their cosine is at least this and it
+    # ranks within ``same_slot_margin`` of it: the newest of them is shown first, marked latest.
+    same_slot_similarity: float = 0.6
+    same_slot_margin: float = 0.15
+    hybrid: HybridSettings = field(default_factory=HybridSettings)
 
     def __post_init__(self) -> None:
         if self.selector not in SELECTORS:
             raise ValueError(f"unknown selector {self.selector!r}; use one of {', '.join(SELECTORS)}")
+        if self.trigger not in TRIGGERS:
+            raise ValueError(f"unknown trigger {self.trigger!r}; use one of {', '.join(TRIGGERS)}")
 
 
 class RerankSelector:
-    """A PageSelector for one conversation, backed by the shared page index."""
+    """A PageSelector for one conversation, backed by the shared page index and its lexical index."""
 
-    def __init__(self, index: PageIndex, conv_id: str, settings: RerankSettings | None = None):
+    def __init__(self, index: PageIndex, conv_id: str, settings: RerankSettings | None = None,
+                 lexical: LexicalIndex | None = None):
         self.index = index
         self.conv_id = conv_id
         self.settings = settings or RerankSettings()
-        self._rankings: dict[tuple, list[Hit]] = {}
+        self.lexical = lexical or LexicalIndex(conv_id)
+        self._rankings: dict[tuple, list[TurnHit]] = {}
 
-    def _ranked(self, question: str, pager: Pager, pages: Sequence[Page], signal: str | None = None) -> list[Hit]:
-        """Ranked once per question and page set: the trigger and the selection of one answer share it."""
-        signal = signal or self.settings.signal
-        key = (question, tuple(p.page_id for p in pages), tuple(tuple(p.keywords) for p in pages), signal)
+    # -- ranking -------------------------------------------------------------------------------
+    def _dense(self, pager: Pager):
+        """Cosine of the question with turns: evicted turns from the FAISS index, the others embedded
+        directly (the embedder caches by text, so each resident turn is embedded once)."""
+        direct = embedding_scorer(self.index.embedder, pager.turns)
+
+        def score(question: str, turn_indices: list[int]) -> dict[int, float]:
+            evicted = {p.page_id for p in pager.evicted}
+            stored_pages = sorted({pager.page_of_turn(i).page_id for i in turn_indices} & evicted)
+            scores = self.index.turn_scores(self.conv_id, question, stored_pages) if stored_pages else {}
+            wanted = set(turn_indices)
+            scores = {i: s for i, s in scores.items() if i in wanted}
+            scores.update(direct(question, [i for i in turn_indices if i not in scores]))
+            return scores
+
+        return score
+
+    def _ranked(self, question: str, pager: Pager, pages: Sequence[Page]) -> list[TurnHit]:
+        """Turns of ``pages`` best first; ranked once per question and page set, so the trigger and the
+        selection of one answer share the work."""
+        key = (question, len(pager.turns), tuple((p.page_id, p.last_turn, tuple(p.keywords)) for p in pages))
         if key not in self._rankings:
             if len(self._rankings) >= 32:  # a selector kept across many questions stays small
                 self._rankings.clear()
-            self.index.update(self.conv_id, pages, pager.turns, pager.bookmark)
-            self._rankings[key] = self.index.rank(self.conv_id, question, list(key[1]), signal)
+            self.index.update(self.conv_id, [p for p in pages if p.evicted], pager.turns, pager.bookmark)
+            self._rankings[key] = rank_turns(question, pager.turns, pages, self._dense(pager), self.lexical,
+                                             self.settings.hybrid)
         return self._rankings[key]
 
+    @staticmethod
+    def _searchable(pager: Pager, question: str) -> list[Page]:
+        """Every page, without the question itself when it is the conversation's last turn."""
+        pages = list(pager.pages)
+        if pages and pager.turns and pager.turns[-1].text == question and pager.turns[-1].role == "user":
+            last = pages[-1]
+            if last.first_turn == last.last_turn:
+                pages = pages[:-1]
+            else:
+                pages[-1] = Page(last.page_id, last.first_turn, last.last_turn - 1, evicted=last.evicted)
+        return pages
+
     def should_recall(self, question: str, pager: Pager) -> bool:
-        threshold = self.settings.trigger_threshold
-        if threshold is None or self.settings.selector == "model" or not pager.evicted:
+        if self.settings.trigger == "off" or self.settings.selector == "model" or not pager.evicted:
             return False
         hits = self._ranked(question, pager, pager.evicted)
-        return bool(hits) and hits[0].score >= threshold
+        return should_recall(trigger_features(question, hits), self.settings.hybrid)
+
+    # -- selection -----------------------------------------------------------------------------
+    def _page_hits(self, question: str, pager: Pager) -> dict[int, TurnHit | Hit]:
+        """Each candidate page's best hit, best page first."""
+        if self.settings.signal == "turn":
+            ranked = self._ranked(question, pager, self._searchable(pager, question))
+            return {h.page_id: h for h in best_per_page(ranked)}
+        evicted = [p.page_id for p in pager.evicted]
+        self.index.update(self.conv_id, pager.evicted, pager.turns, pager.bookmark)
+        return {h.page_id: h for h in self.index.rank(self.conv_id, question, evicted, self.settings.signal)}
 
     def select(self, question: str, named: Sequence[int], pager: Pager, room: int):
         s = self.settings
-        evicted = pager.evicted
-        hits = {h.page_id: h for h in self._ranked(question, pager, evicted)} if s.selector != "model" or named else {}
+        hits = self._page_hits(question, pager) if s.selector != "model" or named else {}
         pool: list[int] = list(named) if s.selector != "rerank" else []
         if s.selector != "model":
             pool += [pid for pid in list(hits)[: s.top_k] if pid not in pool]
@@ -85,7 +143,8 @@ class RerankSelector:
             is_named = pid in named
             bonus = s.model_weight if is_named and s.selector == "model+rerank" else 0.0
             score = sim + bonus if s.selector != "model" else 1.0 / (1 + list(named).index(pid))
-            candidates.append(Candidate(page_id=pid, score=round(score, 4), similarity=round(sim, 4),
+            candidates.append(Candidate(page_id=pid, score=round(score, 4),
+                                        similarity=round(getattr(hits.get(pid), "dense", sim), 4),
                                         named_by_model=is_named))
         candidates.sort(key=lambda c: -c.score)
         injections: list[Injection] = []
@@ -103,15 +162,43 @@ class RerankSelector:
                 injections.append(Injection(pager.page(c.page_id), turns))
                 c.injected = True
                 c.reason = "best match" if len(injections) == 1 else "close to the best"
+        if injections and s.signal == "turn" and s.excerpt == 0:
+            injections = self._newest_first(question, pager, injections, room)
         return injections, candidates
 
-    def _excerpt(self, page: Page, hit: Hit | None, question: str, pager: Pager, room: int) -> list[int]:
+    def _excerpt(self, page: Page, hit, question: str, pager: Pager, room: int) -> list[int]:
         """The best-matching turn and ``excerpt`` neighbours each side (or the whole page), nearest to the
         best turn first as far as ``room`` allows, returned in conversation order."""
         n = self.settings.excerpt
         best = hit.turn if hit is not None else None
         if best is None:
-            turn_hits = self.index.rank(self.conv_id, question, [page.page_id], "turn")
-            best = turn_hits[0].turn if turn_hits else page.first_turn
+            in_page = [h for h in self._ranked(question, pager, [page])]
+            best = in_page[0].turn if in_page else page.first_turn
         span = page.turn_range if n is None else range(max(page.first_turn, best - n), min(page.last_turn, best + n) + 1)
         return sorted(fit_turns(pager, sorted(span, key=lambda i: (abs(i - best), i)), room))
+
+    def _newest_first(self, question: str, pager: Pager, injections: list[Injection], room: int) -> list[Injection]:
+        """Newest wins: if a later turn states the same thing as the best injected turn, show it first
+        (``latest``) and the injected one after it (``changed later``)."""
+        s = self.settings
+        best = injections[0].turns[0]
+        ranked = self._ranked(question, pager, self._searchable(pager, question))
+        score = next((h.score for h in ranked if h.turn == best), None)
+        if score is None:
+            return injections
+        role = pager.turns[best].role
+        later = [h.turn for h in ranked if h.turn > best and h.score >= score - s.same_slot_margin
+                 and pager.turns[h.turn].role == role]
+        if not later:
+            return injections
+        vectors = self.index.embedder.encode([pager.turns[best].text] + [pager.turns[i].text for i in later])
+        same = [i for i, sim in zip(later, (vectors[1:] @ vectors[0]).tolist()) if sim >= s.same_slot_similarity]
+        if not same:
+            return injections
+        newest = max(same)
+        if not fit_turns(pager, [newest], room):
+            return injections
+        first = Injection(pager.page_of_turn(newest), [newest], {newest: LATEST})
+        rest = [Injection(i.page, i.turns, {**i.labels, best: CHANGED} if best in i.turns else dict(i.labels))
+                for i in injections]
+        return [first, *rest]

@@ -9,6 +9,7 @@ import pytest
 from localpager.api import LocalPager
 from localpager.index import PageIndex
 from localpager.pager import PagingConfig, page_conversation
+from localpager.ranking import best_per_page, rank_turns
 from localpager.records import Turn
 from localpager.rerank import RerankSelector, RerankSettings
 
@@ -57,9 +58,13 @@ def test_consequence_questions_find_the_right_page(paged, question, page):
     injections, candidates = selector.select(question, [], pager, room=500)
     assert injections[0].page.page_id == page
     assert candidates[0].page_id == page and candidates[0].injected
-    ranked = {h.page_id: round(h.score, 4) for h in index.rank("c", question, [p.page_id for p in pager.evicted])}
-    assert [c.similarity for c in candidates] == [ranked[c.page_id] for c in candidates]  # each its own score
-    assert [c.page_id for c in candidates] == list(ranked)[:3]  # the top 3 by similarity, best first
+    # the candidates are the top 3 pages of the hybrid ranking (every page but the question), best first,
+    # each scored by its best turn; ``similarity`` is that turn's cosine with the question
+    ranked = best_per_page(rank_turns(question, pager.turns, pager.pages, selector._dense(pager), selector.lexical))
+    assert [(c.page_id, c.score) for c in candidates] == [(h.page_id, round(h.score, 4)) for h in ranked[:3]]
+    assert [c.similarity for c in candidates] == [round(h.dense, 4) for h in ranked[:3]]
+    cosines = index.turn_scores("c", question, [page])
+    assert candidates[0].similarity == round(cosines[injections[0].turns[0]], 4)
     best_turn = injections[0].turns  # excerpt 0: only the best-matching turn
     assert pager.turns[best_turn[0]].text in (ALLERGY, BUDGET)
 
@@ -69,7 +74,10 @@ def test_model_named_pages_get_the_bonus_but_similarity_can_overrule(paged):
     selector = RerankSelector(index, "c", RerankSettings(selector="model+rerank"))
     injections, candidates = selector.select("Which snack should I avoid bringing?", [1], pager, room=500)
     named = next(c for c in candidates if c.page_id == 1)
-    assert named.named_by_model and named.score == pytest.approx(named.similarity + 0.05, abs=1e-3)
+    unnamed = RerankSelector(index, "c", RerankSettings(selector="rerank"))
+    fused = {h.page_id: h.score for h in best_per_page(unnamed._ranked(
+        "Which snack should I avoid bringing?", pager, pager.pages))}
+    assert named.named_by_model and named.score == pytest.approx(fused[1] + 0.05, abs=1e-3)
     assert injections[0].page.page_id == 3
 
 
