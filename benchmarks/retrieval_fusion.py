@@ -44,12 +44,13 @@ from localpager.ranking import (
     embedding_scorer,
     fused_scores,
     is_question,
+    question_turn_weights,
     rank_pages,
     should_recall,
 )
 from localpager.records import Conversation, Page
 
-LOCOMO = Path("/work/shared/data/locomo/locomo10.json")
+LOCOMO = Path(__file__).resolve().parents[2] / "shared" / "data" / "locomo" / "locomo10.json"
 BOUNDARY = "fixed_20"
 DATASETS = ("generated", "locomo")
 SPLITS = ("tuning", "held-out")
@@ -157,6 +158,12 @@ def add_lexical(cases: list[Case], variant: tuple) -> None:
         case.lexical[variant] = np.array([scores[i] for i in case.candidates.tolist()])
 
 
+def fused(case: Case, settings: HybridSettings, variant: tuple) -> np.ndarray:
+    """The product's turn scores: fused, question turns scaled (``ranking.question_turn_weights``)."""
+    weights = question_turn_weights(case.conv.turns, case.candidates.tolist(), settings)
+    return fused_scores(case.dense, case.lexical[variant], settings) * weights
+
+
 # -- evaluation ----------------------------------------------------------------------------------
 def page_order(case: Case, fused: np.ndarray) -> np.ndarray:
     """Page ids best first, as ``rank_pages`` orders them (best fused turn; ties: earlier turn)."""
@@ -169,7 +176,7 @@ def retrieval(cases: list[Case], settings: HybridSettings, variant: tuple) -> tu
     """Share of probes whose evidence page is first, and among the first three."""
     top1 = top3 = 0
     for case in cases:
-        pages = page_order(case, fused_scores(case.dense, case.lexical[variant], settings))
+        pages = page_order(case, fused(case, settings, variant))
         top1 += pages[0] in case.evidence_pages
         top3 += any(p in case.evidence_pages for p in pages[:3])
     return top1 / len(cases), top3 / len(cases)
@@ -206,10 +213,10 @@ def vlabel(v: tuple) -> str:
 
 # -- trigger -------------------------------------------------------------------------------------
 def features(case: Case, settings: HybridSettings, variant: tuple) -> TriggerFeatures:
-    fused = fused_scores(case.dense, case.lexical[variant], settings)
-    order = np.lexsort((case.candidates, -fused))
+    scores = fused(case, settings, variant)
+    order = np.lexsort((case.candidates, -scores))
     pages, first = np.unique(case.owner[order], return_index=True)
-    best = np.sort(fused[order][first])[::-1]
+    best = np.sort(scores[order][first])[::-1]
     margin = best[0] - best[1] if len(best) > 1 else best[0]
     return TriggerFeatures(float(best[0]), float(margin), float(case.dense.max()),
                            float(case.lexical[variant].max()), is_question(case.message), len(pages))
@@ -466,7 +473,7 @@ def main() -> None:
         stemmer, speakers, idf = best_variant
         hits = rank_pages(case.message, turns, pages, embedding_scorer(embedder, turns),
                           LexicalIndex(case.conv.id, stemmer=stemmer, speakers=speakers, idf=idf), best_settings)
-        expected = page_order(case, fused_scores(case.dense, case.lexical[best_variant], best_settings))
+        expected = page_order(case, fused(case, best_settings, best_variant))
         assert [h.page_id for h in hits[:3]] == expected[:3].tolist(), (case.message, hits[:3], expected[:3])
 
     speaker_dense = None

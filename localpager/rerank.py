@@ -51,9 +51,14 @@ class RerankSettings:
     # each side 0.16, in less time.
     excerpt: int | None = 0
     # Another turn states the same thing as the chosen one when their cosine is at least this and it
-    # ranks within ``same_slot_margin`` of it: the newest of them is shown first, marked latest.
-    same_slot_similarity: float = 0.6
+    # ranks within ``same_slot_margin`` of it: the newest of them is shown first, marked latest. On the
+    # generated set (10 conversations), 13 of 16 fact/update pairs have a cosine >= 0.45 and no fact
+    # turn is that close to any other user turn (at most 0.41).
+    same_slot_similarity: float = 0.45
     same_slot_margin: float = 0.15
+    # Also show the older statement, marked "changed later". Measured on the 72 generated probes: showing
+    # only the newest answered 0.40 (16 update probes: latest value 0.44), both 0.36 (0.25).
+    show_changed: bool = False
     hybrid: HybridSettings = field(default_factory=HybridSettings)
 
     def __post_init__(self) -> None:
@@ -199,6 +204,9 @@ class RerankSelector:
         if not fit_turns(pager, [newest], room):
             return injections
         first = Injection(pager.page_of_turn(newest), [newest], {newest: LATEST})
+        if not s.show_changed:
+            rest = [Injection(i.page, [t for t in i.turns if t != best], dict(i.labels)) for i in injections]
+            return [first, *(i for i in rest if i.turns)]
         rest = [Injection(i.page, i.turns, {**i.labels, best: CHANGED} if best in i.turns else dict(i.labels))
                 for i in injections]
         return [first, *rest]

@@ -19,7 +19,7 @@ from localpager.loaders import (
 )
 from localpager.records import Conversation, Probe, Turn
 
-LOCOMO = Path("/work/shared/data/locomo/locomo10.json")
+LOCOMO = Path(__file__).resolve().parents[2] / "shared" / "data" / "locomo" / "locomo10.json"
 
 needs_locomo = pytest.mark.skipif(not LOCOMO.exists(), reason="LoCoMo data not present")
 

@@ -21,7 +21,7 @@ from localpager.pager import PagingConfig
 from localpager.records import Conversation, Page, Probe, Turn
 from localpager.tokens import ApproxTokenCounter
 
-LOCOMO = Path("/work/shared/data/locomo/locomo10.json")
+LOCOMO = Path(__file__).resolve().parents[2] / "shared" / "data" / "locomo" / "locomo10.json"
 ONLINE = ("fifo", "lru", "lfu", "hybrid")
 
 
