@@ -23,7 +23,7 @@ _BREAK = re.compile(r"[.!?\n]")
 _WORD = re.compile(r"\w+")
 
 
-def _loop_start(text: str) -> int | None:
+def loop_start(text: str) -> int | None:
     """Where the second copy of a run of words repeated ``LOOP_REPEATS`` times at the end of ``text``
     begins (what to cut), or None."""
     words = list(_WORD.finditer(text.lower()))
@@ -83,7 +83,7 @@ class RepetitionGuard:
                     return True
                 self._seen.add(sentence)
             self._done = match.end()
-        cut = _loop_start(self.raw)
+        cut = loop_start(self.raw)
         if cut is not None:
             self.tripped = True
             self.text = self.raw[:cut].rstrip(" ,;:-")
