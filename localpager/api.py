@@ -7,14 +7,17 @@
     print(result.answer, result.injected_page_ids)
 
 Models load once, lazily, on first use; one lock serialises the model, so a ``LocalPager`` can be
-shared between threads.
+shared between threads. Opening and reading a conversation loads no model at all (not even the
+tokenizer) and writes nothing.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import threading
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -175,7 +178,10 @@ class LocalPager:
         return report
 
     def conversation(self, conv_id: str, create: bool = False, config: PagingConfig | None = None) -> "Conversation":
-        """An open conversation; ``create`` makes an empty one (with ``config``) if it does not exist."""
+        """An open conversation; ``create`` makes an empty one (with ``config``) if it does not exist.
+
+        Opening reads the conversation's settings only (an unknown id is a ``StoreError``); see
+        ``Conversation`` for what loads when."""
         with self.lock:
             if create and not self.store.has_conversation(conv_id):
                 config = config or PagingConfig()
@@ -220,29 +226,79 @@ class Answer:
 
 
 class Conversation:
-    """One stored conversation, paged. Every change is written to the store as it happens."""
+    """One stored conversation, paged. Every change is written to the store as it happens.
+
+    Opening one reads its settings only. Its turns and pages load on first use, and the token counter
+    (the model's tokenizer) only when something needs token counts: ``add_turn``, ``ask`` and
+    ``set_budget``. So reading (``pages``, ``turns``, ``bookmarks``, ``traces``) and ``pin`` load no
+    model and write nothing but what they are asked to change. Pages counted by another model's
+    tokenizer are recounted under this one, and the recount stored, the first time counts are needed.
+
+    Budgets: ``set_budget(n)`` stores a new memory budget; ``set_budget(n, save=False)`` applies it to
+    this open conversation only (a chat session), and ``ask(..., budget=n)`` to that one question only.
+    Either way pages evicted under it stay evicted, as any evicted page does, and the stored budget is
+    unchanged.
+    """
 
     def __init__(self, lp: LocalPager, conv_id: str):
         self.lp = lp
         self.id = conv_id
         self.store = lp.store
-        settings = self.store.settings(conv_id)
-        self.config = PagingConfig.from_dict(settings)
-        self._tokenizer = settings.get("tokenizer")
-        self.pager = self._load_pager(lp.counter())
+        settings = self.store.settings(conv_id)  # an unknown id fails here
+        self.config = PagingConfig.from_dict(settings)  # as stored
+        self._tokenizer = settings.get("tokenizer")  # whose tokens the stored counts are
+        self._session_budget: int | None = None  # set_budget(..., save=False)
+        self._pager: Pager | None = None
+        self._counting = False  # the pager counts with a loaded tokenizer
 
-    def _load_pager(self, counter: TokenCounter) -> Pager:
+    @property
+    def budget(self) -> int:
+        """The memory budget in force: a per-call or session budget if one is set, else the stored one."""
+        if self._pager is not None:
+            return self._pager.config.budget
+        return self._session_budget or self.config.budget
+
+    @property
+    def pager(self) -> Pager:
+        """The conversation's pages and turns, read from the store on first use. Until something needs
+        token counts it counts with a stand-in that loads the tokenizer on its first count."""
+        with self.lp.lock:
+            if self._pager is None:
+                self._pager = self._new_pager(_DeferredCounter(self))
+            return self._pager
+
+    def _new_pager(self, counter: TokenCounter) -> Pager:
         turns = self.store.turns(self.id)
-        pager = Pager(counter, self.config, turns, self.store.pages(self.id, turns))
+        config = dataclasses.replace(self.config, budget=self._session_budget or self.config.budget)
+        pager = Pager(counter, config, turns, self.store.pages(self.id, turns))
         if isinstance(pager.eviction, Cooperative):  # the model advises, on first need
             pager.eviction.advisor = self._advise_eviction
-        if self._tokenizer != counter.name:  # another model's tokens: recount under this one
-            for page in pager.pages:
-                page.token_count = sum(pager.turn_tokens(turns[i]) for i in page.turn_range)
-            self._tokenizer = counter.name
-            self.store.update_settings(self.id, {**self.config.to_dict(), "tokenizer": counter.name})
-            self.store.update_pages(self.id, pager.pages)
         return pager
+
+    def _count_with(self, counter: TokenCounter | None = None) -> Pager:
+        """The pager, counting with ``counter`` (default: the model's tokenizer, loaded now if it is not
+        yet). Pages counted by another model's tokenizer are recounted under this one, and the counts and
+        the tokenizer's name stored."""
+        with self.lp.lock:
+            if counter is None:
+                if self._counting:
+                    return self.pager
+                counter = self.lp.counter()
+            pager = self.pager
+            if counter.name != self._tokenizer:  # another model's tokens: recount under this one
+                pager = self._pager = self._new_pager(counter)
+                turns = pager.turns
+                for page in pager.pages:
+                    page.token_count = sum(pager.turn_tokens(turns[i]) for i in page.turn_range)
+                self._tokenizer = counter.name
+                self.store.update_settings(self.id, self._stored_settings())
+                self.store.update_pages(self.id, pager.pages)
+            pager.counter = counter
+            self._counting = True
+            return pager
+
+    def _stored_settings(self) -> dict:
+        return {**self.config.to_dict(), "tokenizer": self._tokenizer}
 
     def _advise_eviction(self, candidates, message: str) -> list[int]:
         """The model's eviction advice; if the model fails, none (the rule and FIFO decide), so that adding
@@ -284,14 +340,45 @@ class Conversation:
             self.store.update_pages(self.id, changed)
             return changed
 
-    def set_budget(self, budget: int) -> None:
-        """A new memory budget; evicts at once if the memory is now over it."""
+    def set_budget(self, budget: int, *, save: bool = True) -> None:
+        """A new memory budget in tokens; evicts at once if the memory is now over it (the evicted pages
+        are stored, as every eviction is).
+
+        ``save`` stores the budget with the conversation; ``save=False`` applies it to this open
+        ``Conversation`` only (a chat session): the stored budget stays as it was, and the conversation
+        opened again pages under the stored one."""
+        _check_budget(budget)
         with self.lp.lock:
-            self.config.budget = budget
-            self.pager.config.budget = budget
-            evicted = self.pager.enforce_budget()
-            self.store.update_settings(self.id, {**self.config.to_dict(), "tokenizer": self._tokenizer})
+            self._count_with()
+            if save:
+                self.config.budget = budget
+                self._session_budget = None
+                self.store.update_settings(self.id, self._stored_settings())
+            else:
+                self._session_budget = budget
+            self._apply_budget(budget)
+
+    def _apply_budget(self, budget: int) -> list[Page]:
+        """Page under ``budget`` from now on, evicting at once (and storing it) if the memory is over it."""
+        pager = self._count_with()
+        pager.config.budget = budget
+        evicted = pager.enforce_budget()
+        if evicted:
             self.store.update_pages(self.id, evicted)
+        return evicted
+
+    @contextmanager
+    def _budget_for_call(self, budget: int | None):
+        """``budget`` in force inside the block (none: the budget in force stays), then the one before."""
+        if budget is None:
+            yield
+            return
+        before = self._count_with().config.budget
+        self._apply_budget(budget)
+        try:
+            yield
+        finally:
+            self._apply_budget(before)
 
     def pin(self, page_id: int, pinned: bool = True) -> Page:
         """Keep a page in the prompt (a pinned page is never evicted); an evicted page stays evicted."""
@@ -308,49 +395,77 @@ class Conversation:
         if not text.strip():
             raise ValueError("a turn needs some text")
         with self.lp.lock:
-            turn = Turn(role=role, text=text, index=len(self.pager.turns), time=time, speaker=speaker)
-            change = self.pager.add_turn(turn)
+            pager = self._count_with()
+            turn = Turn(role=role, text=text, index=len(pager.turns), time=time, speaker=speaker)
+            change = pager.add_turn(turn)
             self.store.append_turn(self.id, turn, change.changed)
             return turn
 
     def ask(self, question: str, *, remember: bool = True, on_text: TextCallback | None = None,
-            selector: PageSelector | None = None, mode: str | None = None, layout: str | None = None) -> Answer:
+            selector: PageSelector | None = None, mode: str | None = None, layout: str | None = None,
+            budget: int | None = None) -> Answer:
         """Answer ``question`` with the local model, recalling evicted pages as needed.
 
         With ``remember`` the question and the answer become turns of the conversation (the question
         is durable before the model runs); without it nothing is stored (evaluation probes).
         ``selector`` overrides what a recall injects (default: reranking by embedding similarity) and
-        ``mode`` the recall mode and ``layout`` the answer layout (see ``RecallSettings``) for this question only."""
+        ``mode`` the recall mode and ``layout`` the answer layout (see ``RecallSettings``) for this question only.
+        ``budget`` is a memory budget for this question only: the conversation is paged under it while
+        the question is answered (pages it evicts stay evicted) and the budget in force before comes back
+        after; the stored budget is unchanged (``set_budget`` changes it)."""
+        if budget is not None:
+            _check_budget(budget)
         with self.lp.lock:
             runtime = self.lp.runtime
-            counter = self.lp.counter()  # the loaded model's own tokenizer from here on
-            if counter.name != self._tokenizer:
-                self.pager = self._load_pager(counter)
-            self.pager.counter = counter
-            self.pager.fixed_overhead = runtime.system_tokens()
-            limit = runtime.max_turn_tokens(self.config.budget)
+            pager = self._count_with(self.lp.counter())  # the loaded model's own tokenizer from here on
+            pager.fixed_overhead = runtime.system_tokens()
+            in_force = budget or pager.config.budget
+            limit = runtime.max_turn_tokens(in_force)
             if limit < 16:
                 raise ValueError(
-                    f"a memory budget of {self.config.budget} tokens leaves no room for a question and an answer "
+                    f"a memory budget of {in_force} tokens leaves no room for a question and an answer "
                     f"in the model's context of {runtime.backend.n_ctx}; lower --budget or raise --n-ctx"
                 )
-            size = self.pager.counter.count(question)
+            size = pager.counter.count(question)
             if size > limit:
                 raise ContextOverflowError(
-                    f"the question is {size} tokens; with a memory budget of {self.config.budget} the "
+                    f"the question is {size} tokens; with a memory budget of {in_force} the "
                     f"context of {runtime.backend.n_ctx} leaves room for {limit}"
                 )
+            with self._budget_for_call(budget):
+                if remember:
+                    self.add_turn("user", question)
+                trace = runtime.answer(self.pager, question, pending=not remember, on_text=on_text,
+                                       selector=selector or self.lp.selector(self.id), mode=mode, layout=layout)
+                if remember:
+                    answer_turn = self.add_turn("assistant", trace.answer or "…")
+                    touched = self.pager.touch(trace.injected_page_ids, answer_turn.index)
+                    self.store.update_pages(self.id, touched)
+                    self.store.add_trace(self.id, trace.turn, trace.to_dict())
             if remember:
-                self.add_turn("user", question)
-            trace = runtime.answer(self.pager, question, pending=not remember, on_text=on_text,
-                                   selector=selector or self.lp.selector(self.id), mode=mode, layout=layout)
-            if remember:
-                answer_turn = self.add_turn("assistant", trace.answer or "…")
-                touched = self.pager.touch(trace.injected_page_ids, answer_turn.index)
-                self.store.update_pages(self.id, touched)
-                self.store.add_trace(self.id, trace.turn, trace.to_dict())
                 try:
                     self.maintain()
                 except BackendError as exc:  # the answer is stored; the pages stay pending for the next try
                     log.warning("model side work failed, will retry after the next answer: %s", exc)
             return Answer(trace.answer, trace)
+
+
+def _check_budget(budget: int) -> None:
+    if isinstance(budget, bool) or not isinstance(budget, int) or budget < 1:
+        raise ValueError(f"budget must be a positive number of tokens, got {budget!r}")
+
+
+class _DeferredCounter:
+    """The pager's counter until something needs a count: the first count loads the model's tokenizer
+    (through the conversation, which recounts pages counted by another model's tokenizer) and the
+    pager counts with that from then on."""
+
+    def __init__(self, conversation: Conversation):
+        self.conversation = conversation
+
+    @property
+    def name(self) -> str | None:
+        return self.conversation._tokenizer
+
+    def count(self, text: str) -> int:
+        return self.conversation._count_with().counter.count(text)

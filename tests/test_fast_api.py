@@ -81,6 +81,9 @@ def test_reopening_with_another_model_recounts_the_pages(fake_pager):
             return 2 * super().count_tokens(text)
 
     reopened = fake_pager(backend=Doubled(model_name="b.gguf")).conversation("c")
+    assert [p.token_count for p in reopened.pages] == [n for n, _ in before]  # reading recounts nothing...
+    assert lp.store.settings("c")["tokenizer"] == "a.gguf"
+    reopened.set_budget(10_000)  # ...the first change that needs token counts does
     overhead = reopened.config.turn_overhead
     assert [p.token_count for p in reopened.pages] == [2 * (n - k * overhead) + k * overhead for n, k in before]
     assert lp.store.settings("c")["tokenizer"] == "b.gguf"
