@@ -47,6 +47,7 @@ class EvalConfig:
     paging: PagingConfig = field(default_factory=PagingConfig)
     recall_mode: str = "auto"
     limit: int | None = None  # at most this many probes per conversation
+    categories: list[int] | None = None  # LoCoMo question categories to ask (None: every probe with evidence)
     oracle: bool = True
     n_ctx: int = 2048
     model: str | None = None
@@ -167,8 +168,9 @@ def _settings(config: EvalConfig) -> tuple[RecallSettings, RerankSettings, Pagin
     return recall, rerank, paging
 
 
-def _ask_points(conv: Conversation, limit: int | None) -> dict[int, list[Probe]]:
-    probes = [p for p in conv.probes if p.evidence][:limit] if limit else [p for p in conv.probes if p.evidence]
+def _ask_points(conv: Conversation, limit: int | None, categories: Sequence[int] | None = None) -> dict[int, list[Probe]]:
+    probes = [p for p in conv.probes if p.evidence
+              and (categories is None or p.extra.get("category") in categories)][:limit]
     points: dict[int, list[Probe]] = defaultdict(list)
     for p in probes:
         points[len(conv.turns) - 1 if p.at is None else p.at].append(p)
@@ -187,12 +189,12 @@ def evaluate(conversations: Sequence[Conversation], config: EvalConfig, workdir:
                              rerank=rerank, backend=backend)
         results: list[ProbeResult] = []
         keyword_ms, keyword_pages = 0.0, 0
-        total = sum(len(ps) for c in conversations for ps in _ask_points(c, config.limit).values())
+        total = sum(len(ps) for c in conversations for ps in _ask_points(c, config.limit, config.categories).values())
         bar = progress(range(total)) if progress else None
         ticks = iter(bar) if bar is not None else None
         started = time.perf_counter()
         for conv in conversations:
-            points = _ask_points(conv, config.limit)
+            points = _ask_points(conv, config.limit, config.categories)
             chat = scratch.conversation(conv.id, create=True, config=paging)
             for turn in conv.turns:
                 chat.add_turn(turn.role, turn.text, turn.time, turn.speaker)
