@@ -38,10 +38,16 @@ def friendly_errors():
         raise click.ClickException(str(exc).splitlines()[0] if str(exc) else type(exc).__name__) from None
 
 
-def open_pager(ctx: click.Context, model: str | None = None, **options):
+def open_pager(ctx: click.Context, model: str | None = None, *, create: bool = True, **options):
+    """The LocalPager of ``--store``. Without ``create`` the store must exist: commands that only read it,
+    or need a conversation already in it, never leave an empty store behind."""
     from .api import LocalPager
+    from .store import default_store_path
 
-    return LocalPager(ctx.obj["store"], model=model, **options)
+    path = Path(ctx.obj["store"]) if ctx.obj["store"] else default_store_path()
+    if not create and not path.exists():
+        raise click.ClickException(f"no store at {path} (ingest a file or start a chat to create one)")
+    return LocalPager(path, model=model, **options)
 
 
 def citation_lines(citations):
@@ -72,7 +78,8 @@ def cli(ctx: click.Context, store: str | None) -> None:
 @click.option("--keywords", default="heuristic", show_default=True, help=KEYWORDS_HELP)
 @click.option("--worth", is_flag=True, help="the model judges each closed page; pages not worth keeping leave first")
 @click.option("--bookmark-format", type=click.Choice(FORMATS), default="minimal", show_default=True)
-@click.option("--budget", type=int, default=DEFAULT_BUDGET, show_default=True, help="memory budget in model tokens")
+@click.option("--budget", type=click.IntRange(min=1), default=DEFAULT_BUDGET, show_default=True,
+              help="memory budget in model tokens")
 @click.option("--model", type=click.Path(), envvar="LOCALPAGER_MODEL", help="GGUF file: its tokenizer counts tokens "
               "(and, for model keyword strategies, it chooses keywords)")
 @click.option("--replace", is_flag=True, help="overwrite conversations already in the store")
@@ -125,7 +132,7 @@ def generate(out, count, seed, turns, revisiting):
 def conversations(ctx, as_json):
     """List the stored conversations."""
     with friendly_errors():
-        infos = open_pager(ctx).conversations()
+        infos = open_pager(ctx, create=False).conversations()
     if as_json:
         echo_json([i.__dict__ for i in infos])
         return
@@ -139,9 +146,9 @@ def page_line(p) -> str:
             f"{' pinned' if p.pinned else ''}\tused {p.access_count}x\t{','.join(p.keywords)}")
 
 
-def _conversation(ctx, conv_id: str, model: str | None = None, **options):
-    lp = open_pager(ctx, model, **options)
-    return lp.conversation(conv_id)
+def _conversation(ctx, conv_id: str):
+    """An existing conversation of an existing store; no model loads until a command needs one."""
+    return open_pager(ctx, create=False).conversation(conv_id)
 
 
 @cli.command()
@@ -196,7 +203,9 @@ def bookmarks(ctx, conv_id, fmt, as_json):
 def model_options(f):
     f = click.option("--model", type=click.Path(), envvar="LOCALPAGER_MODEL",
                      help="GGUF chat model (default: SmolLM2-135M-Instruct; env LOCALPAGER_MODEL)")(f)
-    f = click.option("--budget", type=int, default=None, help="memory budget in model tokens")(f)
+    f = click.option("--budget", type=click.IntRange(min=1), default=None,
+                     help="memory budget in model tokens, for this command only unless --save")(f)
+    f = click.option("--save", is_flag=True, help="store --budget with the conversation")(f)
     f = click.option("--recall", "recall_mode", type=click.Choice(["auto", "always", "never"]), default="auto",
                      show_default=True, help="auto: the model decides; always: it must recall")(f)
     f = click.option("--n-ctx", type=int, default=2048, show_default=True, help="model context size")(f)
@@ -204,14 +213,13 @@ def model_options(f):
     return f
 
 
-def _chat_conversation(ctx, conv_id, model, budget, recall_mode, n_ctx, layout, create=False):
+def _chat_conversation(ctx, conv_id, model, budget, save, recall_mode, n_ctx, layout, create=False):
     from .runtime import RecallSettings
 
-    lp = open_pager(ctx, model, n_ctx=n_ctx, recall=RecallSettings(mode=recall_mode, layout=layout))
-    conv = lp.conversation(conv_id, create=create)
-    if budget is not None and budget != conv.config.budget:
-        conv.set_budget(budget)
-    return conv
+    if save and budget is None:
+        raise click.UsageError("--save stores --budget: give --budget N")
+    lp = open_pager(ctx, model, create=create, n_ctx=n_ctx, recall=RecallSettings(mode=recall_mode, layout=layout))
+    return lp.conversation(conv_id, create=create)
 
 
 @cli.command()
@@ -221,18 +229,23 @@ def _chat_conversation(ctx, conv_id, model, budget, recall_mode, n_ctx, layout, 
 @model_options
 @click.option("--json", "as_json", is_flag=True, help="print the answer with its trace as JSON")
 @click.pass_context
-def ask(ctx, conv_id, question, probe, model, budget, recall_mode, n_ctx, layout, as_json):
-    """Ask QUESTION in conversation CONV_ID; the question and answer are stored as turns."""
+def ask(ctx, conv_id, question, probe, model, budget, save, recall_mode, n_ctx, layout, as_json):
+    """Ask QUESTION in conversation CONV_ID; the question and answer are stored as turns.
+
+    --budget N pages the conversation under N tokens for this question only; with --save it becomes the
+    conversation's budget (stored once the answer is)."""
     if (question is None) == (probe is None):
         raise click.UsageError("give a QUESTION or --probe N")
     with friendly_errors():
-        conv = _chat_conversation(ctx, conv_id, model, budget, recall_mode, n_ctx, layout)
+        conv = _chat_conversation(ctx, conv_id, model, budget, save, recall_mode, n_ctx, layout)
         if probe is not None:
             probes = conv.store.probes(conv_id)
             if not 0 <= probe < len(probes):
                 raise click.ClickException(f"conversation {conv_id!r} has {len(probes)} probes; no probe {probe}")
             question = probes[probe].question
-        result = conv.ask(question)
+        result = conv.ask(question, budget=budget)
+        if save:
+            conv.set_budget(budget)
     if as_json:
         echo_json(result.to_dict())
     else:
@@ -245,12 +258,17 @@ def ask(ctx, conv_id, question, probe, model, budget, recall_mode, n_ctx, layout
 @click.argument("conv_id", required=False, default="chat")
 @model_options
 @click.pass_context
-def chat(ctx, conv_id, model, budget, recall_mode, n_ctx, layout):
-    """Chat in conversation CONV_ID (created if new); /bookmarks, /pages, /trace, /quit."""
+def chat(ctx, conv_id, model, budget, save, recall_mode, n_ctx, layout):
+    """Chat in conversation CONV_ID (created if new); /bookmarks, /pages, /trace, /quit.
+
+    --budget N pages the conversation under N tokens for this session only; with --save it becomes the
+    conversation's budget."""
     from .trace import format_trace
 
     with friendly_errors():
-        conv = _chat_conversation(ctx, conv_id, model, budget, recall_mode, n_ctx, layout, create=True)
+        conv = _chat_conversation(ctx, conv_id, model, budget, save, recall_mode, n_ctx, layout, create=True)
+        if budget is not None and (save or budget != conv.budget):
+            conv.set_budget(budget, save=save)
     click.echo(f"conversation {conv_id}: {len(conv.turns)} turns, {len(conv.pages)} pages. /help for commands.")
     last = None
     while True:
