@@ -1,8 +1,9 @@
 """Sentence embeddings on the CPU, from a local sentence-transformers directory only.
 
 ``sentence_transformers`` costs seconds to import (torch), so it is imported on first use, never at
-start-up. The hub is switched off before the import: a path that is not a model directory fails
-instead of reaching for the network.
+start-up. Offline without touching the process's environment: the path must be a model directory
+(``modelpaths.embedder_path`` checks it before anything loads) and the model loads with
+``local_files_only=True``, so a wrong path fails instead of reaching for the network.
 """
 
 from __future__ import annotations
@@ -20,6 +21,8 @@ class Embedder:
     """Normalised float32 embeddings; cosine similarity is a dot product."""
 
     def __init__(self, path: str | os.PathLike | None = None, threads: int | None = None):
+        """``threads``: torch's CPU threads, set (for the whole process: torch has one setting) when the
+        model loads; by default torch's own choice is left alone."""
         self.path = embedder_path(path)
         self.name = self.path.parent.name if self.path.name == "model" else self.path.name
         self.threads = threads
@@ -29,16 +32,20 @@ class Embedder:
 
     def _load(self):
         if self._model is None:
-            os.environ.setdefault("HF_HUB_OFFLINE", "1")
-            os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-            import torch
             from sentence_transformers import SentenceTransformer
             from transformers.utils import logging as hf_logging
 
-            hf_logging.disable_progress_bar()
-            if self.threads:
+            if self.threads:  # asked for explicitly
+                import torch
+
                 torch.set_num_threads(self.threads)
-            self._model = SentenceTransformer(str(self.path), device="cpu", local_files_only=True)
+            bars = hf_logging.is_progress_bar_enabled()
+            hf_logging.disable_progress_bar()  # no loading bar on stderr, and the caller's setting back after
+            try:
+                self._model = SentenceTransformer(str(self.path), device="cpu", local_files_only=True)
+            finally:
+                if bars:
+                    hf_logging.enable_progress_bar()
         return self._model
 
     @property

@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import logging
 import threading
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Sequence
@@ -24,7 +25,24 @@ from .records import Page, Turn
 from .store import Store
 
 FAMILIES = ("bookmark", "text", "turn")
+SEARCH_THREADS = 1  # measured: one thread is faster for flat search at this size
 log = logging.getLogger(__name__)
+
+
+@contextmanager
+def faiss_threads(n: int):
+    """FAISS searches with ``n`` OpenMP threads inside the block; the thread count before comes back after.
+
+    OpenMP keeps the setting per calling thread, so the rest of the process (and its other threads) never
+    sees it: importing localpager or building an index leaves the process's thread settings alone."""
+    import faiss
+
+    before = faiss.omp_get_max_threads()
+    faiss.omp_set_num_threads(n)
+    try:
+        yield
+    finally:
+        faiss.omp_set_num_threads(before)
 
 
 @dataclass
@@ -42,9 +60,6 @@ class FamilyIndex:
     """One FAISS inner-product index over one family's rows, keyed by the rows' SQLite rowids."""
 
     def __init__(self, store: Store, family: str, dim: int):
-        import faiss
-
-        faiss.omp_set_num_threads(1)  # measured: one thread is faster for flat search at this size
         self.store, self.family, self.dim = store, family, dim
         self.path = Path(f"{store.path}.{family}.faiss")
         self.meta_path = self.path.with_suffix(".json")
@@ -117,7 +132,8 @@ class FamilyIndex:
         if not rowids:
             return []
         params = faiss.SearchParameters(sel=faiss.IDSelectorBatch(np.array(rowids, dtype=np.int64)))
-        scores, ids = self.index.search(query.reshape(1, -1), len(rowids), params=params)
+        with faiss_threads(SEARCH_THREADS):
+            scores, ids = self.index.search(query.reshape(1, -1), len(rowids), params=params)
         return [(int(i), float(s)) for i, s in zip(ids[0], scores[0]) if i >= 0]
 
 

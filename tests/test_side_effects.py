@@ -1,0 +1,154 @@
+"""Importing localpager and building its objects leave the process alone: no environment variables set,
+no thread counts changed. FAISS searches with one thread (measured faster at this size) only while it
+searches; the embedder loads offline from its directory without switching the hub off for the process."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+
+import numpy as np
+import pytest
+from fakes import HashEmbedder
+
+from localpager.index import SEARCH_THREADS, FamilyIndex, PageIndex
+from localpager.pager import PagingConfig, page_conversation
+from localpager.records import Turn
+from localpager.tokens import ApproxTokenCounter
+
+ENV_KEYS = ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "OMP_NUM_THREADS", "TOKENIZERS_PARALLELISM")
+
+
+def clean_env() -> dict[str, str]:
+    """This environment without the offline switches the test session sets for itself (conftest)."""
+    return {k: v for k, v in os.environ.items() if k not in ENV_KEYS}
+
+
+def test_importing_localpager_sets_nothing_and_loads_nothing_heavy():
+    code = (
+        "import json, os, sys\n"
+        "before = dict(os.environ)\n"
+        "import localpager, localpager.api, localpager.cli, localpager.index, localpager.embedder\n"
+        "from localpager import LocalPager, PagingConfig, RecallSettings\n"
+        "heavy = [m for m in ('torch', 'faiss', 'llama_cpp', 'sentence_transformers') if m in sys.modules]\n"
+        "print(json.dumps({'env': dict(os.environ) == before, 'heavy': heavy}))\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=clean_env(), timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout) == {"env": True, "heavy": []}
+
+
+def test_constructing_an_embedder_touches_no_environment(tmp_path, monkeypatch):
+    from localpager.embedder import Embedder
+
+    for key in ENV_KEYS:
+        monkeypatch.delenv(key, raising=False)
+    (tmp_path / "config.json").write_text("{}")
+    before = dict(os.environ)
+    embedder = Embedder(tmp_path)
+    assert embedder.path == tmp_path and embedder._model is None
+    assert dict(os.environ) == before
+
+
+def paged(store, n: int = 30):
+    """Conversation 'c' of ``n`` turns, five a page, stored."""
+    turns = [Turn(role="user" if i % 2 == 0 else "assistant", text=f"turn {i} about topic {i // 5}", index=i)
+             for i in range(n)]
+    pager = page_conversation(turns, ApproxTokenCounter(), PagingConfig(boundary="fixed_5", budget=60))
+    store.save_conversation("c", turns, pager.pages)
+    return turns, pager
+
+
+class ThreadSpy:
+    """Wraps a FAISS index and records the OpenMP thread count each search runs with."""
+
+    def __init__(self, index):
+        self.inner, self.seen = index, []
+
+    def search(self, *args, **kwargs):
+        import faiss
+
+        self.seen.append(faiss.omp_get_max_threads())
+        return self.inner.search(*args, **kwargs)
+
+    def __getattr__(self, name):
+        return getattr(self.inner, name)
+
+
+def test_faiss_searches_with_one_thread_and_leaves_the_count_as_it_was(store):
+    import faiss
+
+    before = faiss.omp_get_max_threads()
+    faiss.omp_set_num_threads(2)
+    try:
+        turns, pager = paged(store)
+        index = PageIndex(store, HashEmbedder())
+        index.update("c", pager.pages, turns, pager.bookmark)
+        family = index.family("turn")
+        assert isinstance(family, FamilyIndex) and faiss.omp_get_max_threads() == 2  # building: untouched
+        spy = family.index = ThreadSpy(family.index)
+        hits = index.rank("c", "topic 3", [p.page_id for p in pager.pages])
+        assert hits and hits[0].page_id == 4
+        assert spy.seen == [SEARCH_THREADS] and faiss.omp_get_max_threads() == 2  # searching: one, then back
+
+        def broken(*args, **kwargs):
+            raise RuntimeError("search failed")
+
+        spy.inner = type("Broken", (), {"search": staticmethod(broken)})()
+        with pytest.raises(RuntimeError):
+            family.search(np.zeros(HashEmbedder().dim, dtype=np.float32), list(family.rows)[:3])
+        assert faiss.omp_get_max_threads() == 2  # restored after a failure too
+    finally:
+        faiss.omp_set_num_threads(before)
+
+
+def test_another_threads_faiss_setting_is_not_touched(store):
+    import faiss
+
+    turns, pager = paged(store)
+    index = PageIndex(store, HashEmbedder())
+    index.update("c", pager.pages, turns, pager.bookmark)
+    seen = []
+
+    def other():
+        faiss.omp_set_num_threads(2)
+        index.rank("c", "topic 2", [p.page_id for p in pager.pages])
+        seen.append(faiss.omp_get_max_threads())
+
+    worker = threading.Thread(target=other)
+    worker.start()
+    worker.join()
+    assert seen == [2]
+
+
+@pytest.mark.embedder
+def test_the_embedder_loads_offline_without_changing_the_process():
+    """The real embedder, in a clean process with no offline switch: it loads and embeds, opens no
+    socket, and leaves the environment, torch's threads and the hub's progress bars as they were."""
+    code = (
+        "import json, os, sys\n"
+        "sockets = []\n"
+        "def hook(event, args):\n"
+        "    if event in ('socket.connect', 'socket.getaddrinfo'):\n"
+        "        sockets.append(event)\n"
+        "        raise OSError('no network in this test')\n"
+        "sys.addaudithook(hook)\n"
+        "import torch\n"
+        "import sentence_transformers  # importing it sets torch's KMP_* variables: not localpager's doing\n"
+        "from transformers.utils import logging as hf_logging\n"
+        "threads, bars = torch.get_num_threads(), hf_logging.is_progress_bar_enabled()\n"
+        "before = dict(os.environ)\n"
+        "from localpager.embedder import Embedder\n"
+        "vectors = Embedder().encode(['peanut allergy', 'EpiPen'])\n"
+        "print(json.dumps({'shape': list(vectors.shape), 'sockets': sockets, 'env': dict(os.environ) == before,\n"
+        "                  'threads': torch.get_num_threads() == threads,\n"
+        "                  'bars': hf_logging.is_progress_bar_enabled() == bars}))\n"
+    )
+    env = {k: v for k, v in clean_env().items() if k != "LOCALPAGER_EMBEDDER"}
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    result = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert result == {"shape": [2, 384], "sockets": [], "env": True, "threads": True, "bars": True}
