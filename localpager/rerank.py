@@ -168,7 +168,7 @@ class RerankSelector:
                 c.injected = True
                 c.reason = "best match" if len(injections) == 1 else "close to the best"
         if injections and s.signal == "turn" and s.excerpt == 0:
-            injections = self._newest_first(question, pager, injections, room)
+            injections = self._newest_first(question, pager, injections, candidates, room)
         return injections, candidates
 
     def _excerpt(self, page: Page, hit, question: str, pager: Pager, room: int) -> list[int]:
@@ -182,9 +182,11 @@ class RerankSelector:
         span = page.turn_range if n is None else range(max(page.first_turn, best - n), min(page.last_turn, best + n) + 1)
         return sorted(fit_turns(pager, sorted(span, key=lambda i: (abs(i - best), i)), room))
 
-    def _newest_first(self, question: str, pager: Pager, injections: list[Injection], room: int) -> list[Injection]:
+    def _newest_first(self, question: str, pager: Pager, injections: list[Injection], candidates: list[Candidate],
+                      room: int) -> list[Injection]:
         """Newest wins: if a later turn states the same thing as the best injected turn, show it first
-        (``latest``) and the injected one after it (``changed later``)."""
+        (``latest``) and the injected one after it (``changed later``), or instead of it (``show_changed``
+        off); ``candidates`` are updated to say so."""
         s = self.settings
         best = injections[0].turns[0]
         ranked = self._ranked(question, pager, self._searchable(pager, question))
@@ -204,9 +206,21 @@ class RerankSelector:
         if not fit_turns(pager, [newest], room):
             return injections
         first = Injection(pager.page_of_turn(newest), [newest], {newest: LATEST})
-        if not s.show_changed:
-            rest = [Injection(i.page, [t for t in i.turns if t != best], dict(i.labels)) for i in injections]
-            return [first, *(i for i in rest if i.turns)]
-        rest = [Injection(i.page, i.turns, {**i.labels, best: CHANGED} if best in i.turns else dict(i.labels))
-                for i in injections]
-        return [first, *rest]
+        if s.show_changed:
+            rest = [Injection(i.page, i.turns, {**i.labels, best: CHANGED} if best in i.turns else dict(i.labels))
+                    for i in injections]
+        else:
+            rest = [i for i in (Injection(i.page, [t for t in i.turns if t != best], dict(i.labels))
+                                for i in injections) if i.turns]
+        result = [first, *rest]
+        shown = {i.page.page_id for i in result}
+        newest_page = first.page.page_id
+        for c in candidates:
+            if c.page_id == newest_page:
+                c.injected, c.reason = True, f"states it newest (turn {newest}, after turn {best})"
+            elif c.injected and c.page_id not in shown:
+                c.injected, c.reason = False, f"changed later (turn {best}, restated in turn {newest})"
+        if not any(c.page_id == newest_page for c in candidates):
+            candidates.insert(0, Candidate(page_id=newest_page, score=round(score, 4), injected=True,
+                                           reason=f"states it newest (turn {newest}, after turn {best})"))
+        return result

@@ -313,6 +313,9 @@ class Runtime:
                 break
             named = list(decision.page_ids)
             trace.model_page_ids += named
+            # after reading, the model asked for more: it gets the pages it named (a selector would rank the
+            # page it has already read first again)
+            selector = ModelChoiceSelector()
         if not injected:
             return False
         self._record_injections(pager, injected, trace, rounds=trace.rounds)

@@ -236,9 +236,6 @@ def test_inline_a_second_round_may_answer_and_the_answer_continues_after_it(fake
     assert (t.rounds, t.injected_page_ids, t.answer) == (1, [1], "Biscuit is the dog.")
 
 
-@pytest.mark.xfail(strict=True, reason="inline round two under the default model+rerank selector: the selector "
-                   "again picks the page injected in round one (max_pages=1), the runtime drops it as done, and "
-                   "the page the model named is never injected")
 def test_inline_a_second_round_with_the_default_selector_injects_the_named_page(fake_pager):
     lp, chat = open_chat(fake_pager, ["recall(page_ids=[1])", "recall(page_ids=[3])", "Biscuit, at seven."],
                          recall=RecallSettings(layout="inline", max_rounds=2))
@@ -403,8 +400,6 @@ def test_newest_wins_only_the_latest_statement_is_injected_and_labelled(fake_pag
     assert t.injected_page_ids == [3] and t.injected_turns == [4]
 
 
-@pytest.mark.xfail(strict=True, reason="newest wins replaces the injection after the candidates are marked: the "
-                   "trace says the older page was injected and the page actually injected was skipped")
 def test_newest_wins_the_candidates_agree_with_what_was_injected(fake_pager):
     lp, chat = open_chat(fake_pager, ["45 dollars."], talk=GYM, budget=170)
     t = chat.ask("How much does my gym membership cost?").trace
