@@ -325,6 +325,25 @@ def log(ctx, conv_id, as_json):
         click.echo(format_trace(t))
 
 
+def conversation_slice(spec: str | None) -> slice:
+    """``N`` (the first N) or ``A-B`` (A to B, 1-based, inclusive) as a slice of the conversation list."""
+    if not spec:
+        return slice(None)
+    first, dash, last = spec.partition("-")
+    try:
+        if dash:
+            a, b = int(first), int(last)
+            if not 1 <= a <= b:
+                raise ValueError
+            return slice(a - 1, b)
+        n = int(spec)
+        if n < 1:
+            raise ValueError
+        return slice(n)
+    except ValueError:
+        raise click.BadParameter(f"expected N or A-B with 1 <= A <= B, got {spec!r}", param_hint="--conversations")
+
+
 def _dataset(path: str, fmt: str):
     from .loaders import load_conversations
 
@@ -390,7 +409,10 @@ def simulate(dataset, fmt, boundaries, evictions, selectors, budget, k, limit, m
 @click.option("--bookmark-format", type=click.Choice(FORMATS), default="minimal", show_default=True)
 @click.option("--budget", type=int, default=DEFAULT_BUDGET, show_default=True)
 @click.option("--limit", type=int, default=None, help="at most N probes per conversation")
-@click.option("--conversations", "max_conversations", type=int, default=None, help="only the first N conversations")
+@click.option("--conversations", "which_conversations", default=None,
+              help="N: the first N conversations; A-B: conversations A to B (1-based, inclusive)")
+@click.option("--categories", default=None,
+              help="LoCoMo question categories to ask, comma-separated (e.g. 1,2,3,4); default: all with evidence")
 @click.option("--trigger", type=click.Choice(["question", "off"]), default="question", show_default=True,
               help="question: page in every question while pages are evicted; off: only when the model asks")
 @click.option("--recall", "recall_mode", type=click.Choice(["auto", "always"]), default="auto", show_default=True,
@@ -410,7 +432,7 @@ def simulate(dataset, fmt, boundaries, evictions, selectors, budget, k, limit, m
 @click.option("--json", "json_out", type=click.Path(dir_okay=False),
               help="write JSON here, with a Markdown table and a PNG beside it")
 def evaluate_cmd(dataset, fmt, strategies, selector, boundary, evictions, keyword_strategies, worth, signal,
-                 bookmark_format, budget, limit, max_conversations, trigger, recall_mode, excerpt, no_oracle,
+                 bookmark_format, budget, limit, which_conversations, categories, trigger, recall_mode, excerpt, no_oracle,
                  hide_bookmarks, layouts, max_pages, repeat_penalty, model, json_out):
     """Answer DATASET's probes with the local model and score them, for each strategy."""
     from tqdm import tqdm
@@ -422,7 +444,7 @@ def evaluate_cmd(dataset, fmt, strategies, selector, boundary, evictions, keywor
 
     runs, written = {}, []
     with friendly_errors():
-        conversations = _dataset(dataset, fmt)[:max_conversations]
+        conversations = _dataset(dataset, fmt)[conversation_slice(which_conversations)]
         split = lambda text: [s.strip() for s in text.split(",") if s.strip()]
         for strategy, eviction, keywords, layout in itertools.product(
                 split(strategies), split(evictions), split(keyword_strategies), split(layouts)):
@@ -433,7 +455,8 @@ def evaluate_cmd(dataset, fmt, strategies, selector, boundary, evictions, keywor
                                 trigger=trigger,
                                 signal=signal, show_bookmarks=not hide_bookmarks, layout=layout,
                                 repeat_penalty=repeat_penalty,
-                                max_pages=max_pages or RerankSettings.max_pages)
+                                max_pages=max_pages or RerankSettings.max_pages,
+                                categories=[int(c) for c in split(categories)] if categories else None)
             name = " ".join([strategy] + ([f"eviction={eviction}"] if "," in evictions else [])
                             + ([f"keywords={keywords}"] if "," in keyword_strategies else [])
                             + ([f"layout={layout}"] if "," in layouts else []))
