@@ -380,7 +380,7 @@ def test_a_budget_that_leaves_no_room_names_the_budget_option(fake_pager):
 
 # -- newest wins ----------------------------------------------------------------------------------------------
 GYM_OLD = "My gym membership costs 30 dollars a month."
-GYM_NEW = "My gym membership costs 45 dollars a month now."
+GYM_NEW = "Actually my gym membership costs 45 dollars a month now."
 GYM = [("user", GYM_OLD), ("assistant", "That is a fair price."), *TALK[2:4],
        ("user", GYM_NEW), ("assistant", "Prices keep going up."), *TALK[6:]]
 
@@ -405,6 +405,17 @@ def test_newest_wins_the_candidates_agree_with_what_was_injected(fake_pager):
     t = chat.ask("How much does my gym membership cost?").trace
     assert t.injected_page_ids == [3]
     assert sorted(c.page_id for c in t.candidates if c.injected) == t.injected_page_ids
+
+
+def test_a_later_mention_that_changes_nothing_does_not_win(fake_pager):
+    """The same topic later without a change cue (a new event, not a correction) leaves the best turn alone."""
+    later = "My gym membership costs 45 dollars a month, the sauna is included."
+    talk = [GYM[0], GYM[1], *TALK[2:4], ("user", later), GYM[5], *TALK[6:]]
+    lp, chat = open_chat(fake_pager, ["30 dollars."], talk=talk, budget=170)
+    old, new = HashEmbedder().encode([GYM_OLD, later])
+    assert float(old @ new) >= lp.rerank.same_slot_similarity  # similar enough, but no "actually", "changed", ...
+    t = chat.ask("How much does my gym membership cost per month, 30?").trace
+    assert t.injected_turns == [0] and not any(c.label for c in t.citations)
 
 
 # -- dated turns ----------------------------------------------------------------------------------------------
