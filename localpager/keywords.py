@@ -150,7 +150,7 @@ def _bigrams(run: str) -> list[str]:
     return [run] if len(run) <= 2 else [run[i : i + 2] for i in range(len(run) - 1)]
 
 
-def _stem(word: str) -> str:
+def fold_plural(word: str) -> str:
     """Fold plain English plurals so "peanut" and "peanuts" count as one term."""
     if len(word) > 4 and word.endswith("ies"):
         return word[:-3] + "y"
@@ -161,7 +161,7 @@ def _stem(word: str) -> str:
 
 def _key(surface: str) -> str:
     """The identity of a term: case, plural and punctuation differences do not make a new one."""
-    return " ".join(_stem(word) for word in tokenize_words(surface))
+    return " ".join(fold_plural(word) for word in tokenize_words(surface))
 
 
 def _clean(surface: str) -> str:

@@ -21,7 +21,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from .keywords import STOPWORDS, tokenize_words
+from .keywords import STOPWORDS, fold_plural, tokenize_words
 from .records import Page, Turn
 
 # dense(question, turn_indices) -> {turn index: cosine similarity of the question to that turn's text}
@@ -97,14 +97,6 @@ class HybridSettings:
 
 
 # -- words ------------------------------------------------------------------------------------------
-def _plural(word: str) -> str:
-    if len(word) > 4 and word.endswith("ies"):
-        return word[:-3] + "y"
-    if len(word) > 3 and word.endswith("s") and not word.endswith(("ss", "us", "is")):
-        return word[:-1]
-    return word
-
-
 def _light(word: str) -> str:
     """Plurals, -ed and -ing, and a final e folded: "painted", "painting", "paints" -> "paint";
     "hike", "hiking" -> "hik". Crude, but only ever compared with itself."""
@@ -112,7 +104,7 @@ def _light(word: str) -> str:
         return word
     if len(word) > 4 and word.endswith("ied"):
         return word[:-3] + "y"
-    word = _plural(word)
+    word = fold_plural(word)
     for suffix in ("ing", "ed"):
         if word.endswith(suffix) and len(word) - len(suffix) >= 3 and not word.endswith("eed"):
             word = word[: -len(suffix)]
@@ -124,7 +116,7 @@ def _light(word: str) -> str:
     return word
 
 
-_STEM: dict[str, Callable[[str], str]] = {"none": lambda w: w, "plural": _plural, "light": _light}
+_STEM: dict[str, Callable[[str], str]] = {"none": lambda w: w, "plural": fold_plural, "light": _light}
 
 
 @lru_cache(maxsize=1 << 16)
