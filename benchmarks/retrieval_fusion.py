@@ -73,6 +73,7 @@ class Case:
     evidence_pages: frozenset[int]  # evicted pages holding evidence; empty for small talk
     dense: np.ndarray | None = None
     lexical: dict[tuple, np.ndarray] = field(default_factory=dict)
+    weights: dict[float, np.ndarray] = field(default_factory=dict)  # question-turn weights, by weight
 
     @property
     def probe(self) -> bool:
@@ -160,8 +161,10 @@ def add_lexical(cases: list[Case], variant: tuple) -> None:
 
 def fused(case: Case, settings: HybridSettings, variant: tuple) -> np.ndarray:
     """The product's turn scores: fused, question turns scaled (``ranking.question_turn_weights``)."""
-    weights = question_turn_weights(case.conv.turns, case.candidates.tolist(), settings)
-    return fused_scores(case.dense, case.lexical[variant], settings) * weights
+    key = settings.question_turn_weight
+    if key not in case.weights:  # the grid asks for the same weights hundreds of times
+        case.weights[key] = question_turn_weights(case.conv.turns, case.candidates.tolist(), settings)
+    return fused_scores(case.dense, case.lexical[variant], settings) * case.weights[key]
 
 
 # -- evaluation ----------------------------------------------------------------------------------
