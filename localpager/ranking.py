@@ -57,8 +57,9 @@ class HybridSettings:
 
     Defaults: the best of 12 lexical variants x 147 fusions (and 198 with a power) on the tuning sets of
     ``benchmarks/retrieval_fusion.py`` (page top-1/top-3, fixed_20, all but the newest page evicted).
-    Held out, against dense alone and BM25 alone: LoCoMo conversations 6-10, 0.59/0.80 (dense 0.31/0.53,
-    BM25 0.60/0.80); generated seeds 100 and 200, 0.55/0.87 (dense 0.58/0.87, BM25 0.16/0.39). The
+    Held out, against dense alone and BM25 alone (question turns scaled in all three): LoCoMo conversations
+    6-10, 0.60/0.79 (dense 0.29/0.52, BM25 0.60/0.80); generated seeds 100 and 200, 0.58/0.91 (dense
+    0.60/0.90, BM25 0.16/0.40). The
     lexical share is strong (0.2-0.5) when a question reuses the conversation's words and near 0.1 when
     it paraphrases; the power damps those weak matches so that the dense tenth decides between them.
     Plain RRF (k=60, equal weights) lost on both: 0.42/0.65 and 0.41/0.78. Fused scores are relative to
