@@ -197,6 +197,7 @@ class Runtime:
         start = time.perf_counter()
         messages, prompt = self.fit(self.messages(pager, question if pending else None, show))
         trace.timings_ms["tokenize"] = _ms(start)
+        trace.tokens["prompt"] = len(prompt)  # the chat's prompt, whether or not this answer reads it
 
         # Retrieval first: it costs milliseconds, and when it fires the chat prompt need not be read now.
         if s.mode in ("auto", "selector") and self._retrieval_trigger(question, pager, selector, trace):
