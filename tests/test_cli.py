@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 LOCOMO = Path(__file__).resolve().parents[2] / "shared" / "data" / "locomo" / "locomo10.json"
+needs_locomo = pytest.mark.skipif(not LOCOMO.exists(), reason="LoCoMo data not beside the repository")
 BOOKMARK = re.compile(r"^\[p\d+(:[^\[\]\n]+)?\]$")
 
 
@@ -132,6 +133,7 @@ def test_generated_conversations_ingest_and_bookmark(tmp_path):
 
 
 @pytest.mark.model  # ingest counts tokens with the GGUF tokenizer
+@needs_locomo
 def test_locomo_ingest_and_bookmarks(tmp_path):
     store = tmp_path / "s.db"
     proc = run("ingest", LOCOMO, store=store)

@@ -22,6 +22,7 @@ from localpager.records import Conversation, Page, Probe, Turn
 from localpager.tokens import ApproxTokenCounter
 
 LOCOMO = Path(__file__).resolve().parents[2] / "shared" / "data" / "locomo" / "locomo10.json"
+needs_locomo = pytest.mark.skipif(not LOCOMO.exists(), reason="LoCoMo data not beside the repository")
 ONLINE = ("fifo", "lru", "lfu", "hybrid")
 
 
@@ -158,6 +159,7 @@ def test_belady_beats_or_ties_online_policies_unless_reported(counter):
 
 @pytest.mark.slow
 @pytest.mark.model
+@needs_locomo
 def test_simulate_runs_on_locomo(counter):
     from localpager.loaders import load_conversations
 

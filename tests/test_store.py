@@ -16,6 +16,7 @@ from localpager.records import Page, Probe, Turn
 from localpager.store import MIGRATIONS, SCHEMA_VERSION, Store, StoreError
 
 LOCOMO = Path(__file__).resolve().parents[2] / "shared" / "data" / "locomo" / "locomo10.json"
+needs_locomo = pytest.mark.skipif(not LOCOMO.exists(), reason="LoCoMo data not beside the repository")
 
 
 def sample(conv_id="c1"):
@@ -98,6 +99,7 @@ LocalPager(sys.argv[1]).ingest(sys.argv[2])
 
 
 @pytest.mark.model  # LocalPager without a backend counts tokens with the GGUF tokenizer
+@needs_locomo
 def test_killed_ingest_leaves_no_partial_conversation(tmp_path):
     """SIGKILL while LoCoMo is being ingested: every stored conversation is whole."""
     path = tmp_path / "s.db"
