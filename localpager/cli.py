@@ -15,6 +15,7 @@ from pathlib import Path
 import click
 
 from .layouts import LAYOUTS  # stdlib only: --help stays light
+from .trace import citation_lines
 
 BOUNDARY_HELP = "page boundary policy: fixed_5, fixed_10, fixed_20, exchange_5, topic_shift"
 KEYWORDS_HELP = "random, heuristic, tfidf, or with the model llm-contextual, llm-batch, hybrid, auto"
@@ -48,12 +49,6 @@ def open_pager(ctx: click.Context, model: str | None = None, *, create: bool = T
     if not create and not path.exists():
         raise click.ClickException(f"no store at {path} (ingest a file or start a chat to create one)")
     return LocalPager(path, model=model, **options)
-
-
-def citation_lines(citations):
-    from .trace import citation_lines as lines
-
-    return lines(citations)
 
 
 def echo_json(data) -> None:

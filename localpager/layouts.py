@@ -66,7 +66,8 @@ def answer_messages(layout: str, notes: str, question: str, recent: Sequence[Mes
                 Message("user", FOCUSED_PROMPT.format(notes=notes, question=question))]
     if layout == "notes-system":
         return [Message("system", NOTES_SYSTEM.format(notes=notes)), Message("user", question)]
-    raise ValueError(f"unknown answer layout {layout!r}; use one of {', '.join(LAYOUTS)}")
+    check_layout(layout)
+    raise ValueError(f"the {layout} layout extends the chat's own prompt; it has no answer prompt of its own")
 
 
 def check_layout(layout: str) -> None:

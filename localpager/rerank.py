@@ -8,8 +8,9 @@ faster, from less text.
 
 Recall searches every page but the question itself, resident ones included: a recall is answered in a
 focused prompt that holds only what was injected, so a fact stated two turns ago must be findable too.
-When an older turn states the same thing as a newer one (a budget or a deadline that changed), the
-newest is shown first and marked ``latest``, the older one ``changed later``.
+When a later turn says that what the best turn states has changed (a budget or a deadline), the
+newest is injected instead, marked ``latest`` (with ``show_changed``, the older one follows it, marked
+``changed later``).
 """
 
 from __future__ import annotations
@@ -95,8 +96,8 @@ class RerankSelector:
         direct = embedding_scorer(self.index.embedder, pager.turns)
 
         def score(question: str, turn_indices: list[int]) -> dict[int, float]:
-            evicted = {p.page_id for p in pager.evicted}
-            stored_pages = sorted({pager.page_of_turn(i).page_id for i in turn_indices} & evicted)
+            stored = {i: p.page_id for p in pager.evicted for i in p.turn_range}
+            stored_pages = sorted({stored[i] for i in turn_indices if i in stored})
             scores = self.index.turn_scores(self.conv_id, question, stored_pages) if stored_pages else {}
             wanted = set(turn_indices)
             scores = {i: s for i, s in scores.items() if i in wanted}
@@ -186,7 +187,7 @@ class RerankSelector:
         n = self.settings.excerpt
         best = hit.turn if hit is not None else None
         if best is None:
-            in_page = [h for h in self._ranked(question, pager, [page])]
+            in_page = self._ranked(question, pager, [page])
             best = in_page[0].turn if in_page else page.first_turn
         span = page.turn_range if n is None else range(max(page.first_turn, best - n), min(page.last_turn, best + n) + 1)
         return sorted(fit_turns(pager, sorted(span, key=lambda i: (abs(i - best), i)), room))

@@ -70,11 +70,11 @@ class Trace:
 
     def cite(self, answer: str) -> None:
         """Mark the citations whose content words the answer repeats."""
-        from .keywords import STOPWORDS, tokenize_words
+        from .ranking import terms
 
-        said = {w for w in tokenize_words(answer) if w not in STOPWORDS}
+        said = set(terms(answer, "none"))
         for c in self.citations:
-            c.used = bool(said & {w for w in tokenize_words(c.text) if w not in STOPWORDS})
+            c.used = bool(said.intersection(terms(c.text, "none")))
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
