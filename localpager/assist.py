@@ -20,10 +20,10 @@ from dataclasses import dataclass
 from typing import Callable, Iterator, Sequence
 
 from .backends.base import ChatBackend, Message
-from .keywords import (DEFAULT_K, MODEL_STRATEGIES, candidate_terms, extract_keywords, is_small_talk,
-                       keyword_information, term_key)
+from .keywords import DEFAULT_K, MODEL_STRATEGIES, candidate_terms, extract_keywords, keyword_information
 from .pager import Pager
 from .records import Page
+from .text import is_small_talk, term_key
 
 # auto: keep the heuristic keywords (plus one from the model) when they already tell pages apart this well
 # (keywords.keyword_information), else let the model choose them all. benchmarks/keyword_information.py:

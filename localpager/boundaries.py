@@ -10,8 +10,8 @@ import re
 from dataclasses import dataclass
 from typing import Protocol, Sequence
 
-from .keywords import STOPWORDS, tokenize_words
 from .records import Turn
+from .text import content_words
 
 DEFAULT_BOUNDARY = "fixed_20"
 NAMED_BOUNDARIES = ("fixed_5", "fixed_10", "fixed_20", "exchange_5", "topic_shift")
@@ -79,18 +79,14 @@ class TopicShift:
             return True
         if size < self.min_turns:
             return False
-        current = _content_words(turns[i].text)
+        current = set(content_words(turns[i].text))
         if not current:
             return False
         previous: set[str] = set()
         for turn in turns[max(page_start, i - self.window) : i]:
-            previous |= _content_words(turn.text)
+            previous.update(content_words(turn.text))
         union = current | previous
         return len(current & previous) / len(union) < self.threshold
-
-
-def _content_words(text: str) -> set[str]:
-    return {w for w in tokenize_words(text) if w not in STOPWORDS}
 
 
 _NAME = re.compile(r"^(fixed|exchange)_(\d+)$")

@@ -9,8 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable, Protocol, Sequence
 
-from .keywords import is_small_talk
 from .records import Page, Turn
+from .text import is_small_talk
 
 DEFAULT_EVICTION = "fifo"
 

@@ -7,61 +7,21 @@ stdlib-only and deterministic: no model, no network.
 
 from __future__ import annotations
 
-from functools import lru_cache
-
 import math
 import random
 import re
-import unicodedata
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 from .records import ROLES
+from .text import HAN, LATIN, STOPWORDS, cjk_bigrams, content_words, is_stopword, term_key, tokenize_words
 
 KeywordStrategy = Callable[[Sequence[str], int, int], list[list[str]]]
 
 DEFAULT_KEYWORDS = "heuristic"
 DEFAULT_K = 4
-
-STOPWORDS: frozenset[str] = frozenset(
-    """
-    a about above after again against ago all almost along already also although always am an
-    and another any anybody anyone anything anyway anyways are aren't around as at away back be
-    because been before being below between both but by can can't cannot could couldn't did
-    didn't do does doesn't doing don't done down during each either else enough etc even ever
-    every everybody everyone everything few for from further get gets getting go goes going gone
-    got gotten had hadn't has hasn't have haven't having he he'd he'll he's her here here's hers
-    herself him himself his how how's however i i'd i'll i'm i've if in into is isn't it it'd
-    it'll it's its itself just least less let let's like likely lot lots made make makes making
-    many may maybe me might mine more most much must mustn't my myself near need needs neither
-    never no nobody none nor not nothing now of off often oh ok okay on once one only onto or
-    other others otherwise our ours ourselves out over own perhaps please quite rather really
-    same say says said see seem seems shall shan't she she'd she'll she's should shouldn't since
-    so some somebody someone something sometimes somewhat soon still such sure take takes than
-    that that's the their theirs them themselves then there there's these they they'd they'll
-    they're they've thing things this those though through thus to too toward towards under
-    until up upon us use used very via was wasn't we we'd we'll we're we've well were weren't
-    what what's whatever when when's where where's whether which while who who's whom whose why
-    why's will with within without won't would wouldn't yes yet you you'd you'll you're you've
-    your yours yourself yourselves
-    im ive id ill youre youve youll theyre dont doesnt didnt cant wont isnt wasnt arent thats
-    whats theres lets gonna wanna gotta kinda sorta
-    yeah yep yup yea nope nah hi hello hey hiya bye goodbye thanks thank thx ty welcome sorry
-    lol lmao haha hahaha hehe omg wow um umm uh hmm huh ah ahh aw aww ooh oops ugh yay
-    great good nice cool awesome amazing wonderful fantastic perfect fine alright right wrong
-    glad happy excited exactly absolutely definitely totally honestly actually basically
-    literally seriously probably certainly course indeed true kind sort stuff bit pretty
-    noted got it understood remember know knew think thought want wanted feel felt look looks
-    looking sounds sound tell told ask asked come came went keep help let's try tried guess
-    mean means talk talking today tomorrow yesterday tonight day days time times
-    我们 你们 他们 她们 它们 什么 怎么 怎么样 这个 那个 这些 那些 这样 那样 这里 那里 因为 所以
-    但是 可是 而且 然后 如果 虽然 还是 或者 就是 不是 没有 可以 应该 知道 觉得 现在 时候 已经
-    一下 一些 一起 一定 一个 真的 好的 谢谢 没事 当然 其实 非常 比较 可能 需要 还有 自己 大家
-    东西 事情 记住 记得 明白 了解 收到 好吧 注意 今天 明天 昨天 今晚
-    今日 明日 昨日 本当 大丈夫 私達 承知
-    """.split()
-)
 
 # Weight of one occurrence by the form of the term: the more specific the form, the heavier.
 _NAME = _CONTACT = _MONEY_W = 3.0
@@ -72,15 +32,7 @@ _SPEAKER_DAMPING = 0.25  # a speaker's own name shows up on every page: weak evi
 _FALLBACK = 0.1
 _MAX_CHARS = 40
 
-_HAN = "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\u3005\U00020000-\U0002ebef"
-_KANA = "\u3040-\u309f\u30a1-\u30fa\u30fc-\u30ff\u31f0-\u31ff\uff66-\uff9f"
-_CJK = _HAN + _KANA + "\u1100-\u11ff\u3130-\u318f\uac00-\ud7af"  # Lucene's CJK bigram scripts
-_LATIN = rf"[^\W_{_CJK}]+"
-_JOINED_LATIN = rf"{_LATIN}(?:(?:['’]|(?<=\d)[.,](?=\d)){_LATIN})*"
-_TOKEN = re.compile(rf"{_JOINED_LATIN}|[{_CJK}]+")
-_CJK_RUN = re.compile(rf"[{_CJK}]+")
-_WORD = re.compile(rf"{_LATIN}(?:(?:[-'’]|(?<=\d)[.,](?=\d)){_LATIN})*")
-_POSSESSIVE = re.compile(r"'s$")
+_WORD = re.compile(rf"{LATIN}(?:(?:[-'’]|(?<=\d)[.,](?=\d)){LATIN})*")  # hyphenated words stay one
 
 _NUM = r"\d+(?:,\d{3})*(?:\.\d+)?"
 _MONTH = (
@@ -121,47 +73,12 @@ _PATTERNS = (  # most specific first: each masks its matches from the ones after
 _MASK = "\x00"  # stands in for a matched span: neither a word, a space nor a sentence end
 
 _KATAKANA_WORD = re.compile(r"[ァ-ヺ][ァ-ヺー]+(?:・[ァ-ヺー]+)*")
-_HAN_RUN = re.compile(rf"[{_HAN}]+")
+_HAN_RUN = re.compile(rf"[{HAN}]+")
 _HAN_FUNCTION_CHARS = re.compile("[的了着吗呢吧啊呀哦嗯么我你他她它们是在和与就也都这那把被给让很还又再才不没有一个对得私]")
 _SPEAKER_PREFIX = re.compile(r"^\s*([^\W\d_][\w.'’-]*(?:[ \t][\w.'’-]+){0,2})\s*[:：]")
 _SENTENCE_BREAK = re.compile(r"[.!?…:;\"“]")
 _TITLES = frozenset({"dr", "mr", "mrs", "ms", "prof", "st", "mt"})
 _FORBIDDEN = re.compile(r"[,\[\]:;(){}<>\n\r\t，：；、【】「」『』（）《》]+")
-
-
-def tokenize_words(text: str) -> list[str]:
-    """Split text into comparable words; the one tokenizer BM25, overlap and Jaccard share.
-
-    Latin words are lower-cased (possessive 's and thousands commas dropped, so "Caroline's"
-    matches "Caroline" and "$1,200" matches "1200"). CJK has no spaces, so each run becomes
-    overlapping character bigrams; a run of one or two characters is kept whole.
-    """
-    words: list[str] = []
-    for token in _TOKEN.findall(unicodedata.normalize("NFKC", text)):
-        if _CJK_RUN.fullmatch(token):
-            words.extend(_bigrams(token))
-        else:
-            words.append(_POSSESSIVE.sub("", token.lower().replace("’", "'")).replace(",", ""))
-    return words
-
-
-def _bigrams(run: str) -> list[str]:
-    """Overlapping character pairs: a dictionary-free stand-in for CJK word segmentation."""
-    return [run] if len(run) <= 2 else [run[i : i + 2] for i in range(len(run) - 1)]
-
-
-def fold_plural(word: str) -> str:
-    """Fold plain English plurals so "peanut" and "peanuts" count as one term."""
-    if len(word) > 4 and word.endswith("ies"):
-        return word[:-3] + "y"
-    if len(word) > 3 and word.endswith("s") and not word.endswith(("ss", "us", "is")):
-        return word[:-1]
-    return word
-
-
-def _key(surface: str) -> str:
-    """The identity of a term: case, plural and punctuation differences do not make a new one."""
-    return " ".join(fold_plural(word) for word in tokenize_words(surface))
 
 
 def _clean(surface: str) -> str:
@@ -174,8 +91,7 @@ def _clean(surface: str) -> str:
 
 def _is_stop(word: str) -> bool:
     """Too common or too short to tell pages apart."""
-    lowered = word.lower().replace("’", "'")
-    return len(lowered) < 2 or lowered in STOPWORDS or _POSSESSIVE.sub("", lowered) in STOPWORDS
+    return len(word.lower()) < 2 or is_stopword(word)
 
 
 @dataclass
@@ -194,7 +110,7 @@ class _Term:
 
 @dataclass
 class _Bag:
-    """The candidate terms of one page, keyed by ``_key``."""
+    """The candidate terms of one page, keyed by ``term_key``."""
 
     noise: frozenset[str]
     terms: dict[str, _Term] = field(default_factory=dict)
@@ -202,7 +118,7 @@ class _Bag:
     def add(self, surface: str, weight: float) -> None:
         """Count one occurrence; speaker names are damped because every page has them."""
         surface = _clean(surface)
-        key = _key(surface)
+        key = term_key(surface)
         if not key:
             return
         term = self.terms.setdefault(key, _Term())
@@ -232,7 +148,7 @@ def _speaker_names(page_texts: Sequence[str]) -> frozenset[str]:
 
 def _noise_keys(speakers: frozenset[str]) -> frozenset[str]:
     """Term keys of the speakers' names, whole and word by word."""
-    keys = {_key(name) for name in speakers}
+    keys = {term_key(name) for name in speakers}
     return frozenset(keys | {word for key in keys for word in key.split()})
 
 
@@ -268,7 +184,7 @@ def _han_segment(segment: str, bag: _Bag) -> None:
     if 2 <= len(segment) <= 4 and segment not in STOPWORDS:
         bag.add(segment, _HAN_WHOLE)
     if len(segment) > 2:
-        for bigram in _bigrams(segment):
+        for bigram in cjk_bigrams(segment):
             if bigram not in STOPWORDS:
                 bag.add(bigram, _HAN_BIGRAM)
 
@@ -359,15 +275,14 @@ def _extract_terms(text: str, speakers: frozenset[str], noise: frozenset[str]) -
     for source in ("\n".join(bodies), text):
         if bag.terms:
             break
-        for word in _content_words(source):
+        for word in _fallback_words(source):
             bag.add(word, _FALLBACK)
     return bag.terms
 
 
-def _content_words(text: str) -> list[str]:
-    """Non-stopword tokens, or all tokens when there are none, so filler pages still get one."""
-    tokens = tokenize_words(text)
-    return [t for t in tokens if t not in STOPWORDS] or tokens
+def _fallback_words(text: str) -> list[str]:
+    """Content words, or all words when there are none, so filler pages still get a keyword."""
+    return list(content_words(text)) or tokenize_words(text)
 
 
 def _select(
@@ -393,7 +308,7 @@ def _random(page_texts: Sequence[str], k: int, seed: int) -> list[list[str]]:
     keywords = []
     for text in page_texts:
         body = "\n".join(_body(line, speakers) for line in text.splitlines())
-        words = list(dict.fromkeys(_content_words(body) or _content_words(text)))
+        words = list(dict.fromkeys(_fallback_words(body) or _fallback_words(text)))
         rng = random.Random(f"{seed}\x00{text}")  # str seeds hash with sha512: stable across runs
         keywords.append([_clean(w) for w in rng.sample(words, min(k, len(words)))])
     return keywords
@@ -459,16 +374,6 @@ def candidate_terms(page_texts: Sequence[str], limit: int = 24) -> list[list[str
     return out
 
 
-def term_key(term: str) -> str:
-    """Two surface forms with the same key are the same keyword ("Peanuts" and "peanut")."""
-    return _key(term)
-
-
-def is_small_talk(text: str) -> bool:
-    """A greeting or an acknowledgement: at most one content word ("thanks!", "ok, sounds good")."""
-    return len([w for w in tokenize_words(text) if w not in STOPWORDS]) <= 1
-
-
 def keyword_information(page_texts: Sequence[str], keywords: Sequence[Sequence[str]]) -> float:
     """How much the keywords tell their pages apart: mean normalised idf of each page's keywords.
 
@@ -482,7 +387,7 @@ def keyword_information(page_texts: Sequence[str], keywords: Sequence[Sequence[s
     scores = []
     for kws in keywords:
         for kw in kws:
-            df = max(1, sum(_key(kw) in bag for bag in bags))
+            df = max(1, sum(term_key(kw) in bag for bag in bags))
             scores.append(math.log(n / df) / math.log(n))
     return sum(scores) / len(scores) if scores else 0.0
 

@@ -17,12 +17,11 @@ import threading
 from collections import Counter, OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from functools import lru_cache
 
 import numpy as np
 
-from .keywords import STOPWORDS, fold_plural, tokenize_words
 from .records import Page, Turn
+from .text import STEMMERS, content_words
 
 # dense(question, turn_indices) -> {turn index: cosine similarity of the question to that turn's text}
 DenseScorer = Callable[[str, list[int]], dict[int, float]]
@@ -30,7 +29,6 @@ DenseScorer = Callable[[str, list[int]], dict[int, float]]
 FUSIONS = ("weighted", "rrf", "dense", "lexical")
 DENSE_NORMS = ("raw", "minmax", "z")
 LEXICAL_NORMS = ("query", "max", "minmax", "z")
-STEMMERS = ("none", "plural", "light")
 IDF_SCOPES = ("conversation", "candidates")
 
 
@@ -97,36 +95,6 @@ class HybridSettings:
             raise ValueError("lexical_power must be positive and needs a 0..1 lexical_norm (not z)")
 
 
-# -- words ------------------------------------------------------------------------------------------
-def _light(word: str) -> str:
-    """Plurals, -ed and -ing, and a final e folded: "painted", "painting", "paints" -> "paint";
-    "hike", "hiking" -> "hik". Crude, but only ever compared with itself."""
-    if not (word.isascii() and word.isalpha()) or len(word) <= 3:
-        return word
-    if len(word) > 4 and word.endswith("ied"):
-        return word[:-3] + "y"
-    word = fold_plural(word)
-    for suffix in ("ing", "ed"):
-        if word.endswith(suffix) and len(word) - len(suffix) >= 3 and not word.endswith("eed"):
-            word = word[: -len(suffix)]
-            if word[-1] == word[-2] and word[-1] not in "lsz":
-                word = word[:-1]  # running -> run
-            break
-    if len(word) >= 4 and word.endswith("e"):
-        word = word[:-1]
-    return word
-
-
-_STEM: dict[str, Callable[[str], str]] = {"none": lambda w: w, "plural": fold_plural, "light": _light}
-
-
-@lru_cache(maxsize=1 << 16)
-def terms(text: str, stemmer: str = "light") -> tuple[str, ...]:
-    """BM25 terms of ``text``: the project's word tokenizer, minus stopwords, stemmed."""
-    stem = _STEM[stemmer]
-    return tuple(stem(w) for w in tokenize_words(text) if w not in STOPWORDS)
-
-
 # -- lexical ----------------------------------------------------------------------------------------
 class _Bm25:
     """A bm25s index over some documents, with the document frequencies its idf comes from."""
@@ -184,7 +152,7 @@ class LexicalIndex:
     def document(self, turn: Turn) -> tuple[str, ...]:
         """The terms a turn is indexed under."""
         text = f"{turn.speaker} {turn.text}" if self.speakers and turn.speaker else turn.text
-        return terms(text, self.stemmer)
+        return content_words(text, self.stemmer)
 
     def update(self, turns: Sequence[Turn]) -> None:
         """The conversation's turns so far; nothing is rebuilt until a question needs it."""
@@ -218,7 +186,7 @@ class LexicalIndex:
             if not candidates:
                 return {}
             index, row = self._index(candidates)
-            query = list(dict.fromkeys(terms(question, self.stemmer)))
+            query = list(dict.fromkeys(content_words(question, self.stemmer)))
             weight = sum(index.idf(t) for t in query)
             if weight <= 0:
                 return dict.fromkeys(candidates, 0.0)
@@ -270,7 +238,7 @@ def rank_turns(question: str, turns: Sequence[Turn], pages: Sequence[Page], dens
                lexical: LexicalIndex, settings: HybridSettings | None = None) -> list[TurnHit]:
     """Every turn of ``pages``, best fused score first (ties: earlier turn first)."""
     settings = settings or HybridSettings()
-    owner = {i: p.page_id for p in pages for i in p.turn_range if i < len(turns)}
+    owner = {i: p.page_id for p in pages for i in p.turn_range if i < len(turns) and turns[i].text}  # not forgotten
     candidates = sorted(owner)
     if not candidates:
         return []

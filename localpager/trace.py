@@ -70,11 +70,11 @@ class Trace:
 
     def cite(self, answer: str) -> None:
         """Mark the citations whose content words the answer repeats."""
-        from .ranking import terms
+        from .text import content_words
 
-        said = set(terms(answer, "none"))
+        said = set(content_words(answer))
         for c in self.citations:
-            c.used = bool(said.intersection(terms(c.text, "none")))
+            c.used = bool(said.intersection(content_words(c.text)))
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)

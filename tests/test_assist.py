@@ -14,9 +14,10 @@ from localpager.assist import (BATCH_PROMPT, WORTH_PROMPT, Assistant, batch_gram
                                maintain, pages_grammar, parse_batch, parse_keywords)
 from localpager.eval.synthetic import generate_conversation
 from localpager.eviction import Cooperative, EvictionContext
-from localpager.keywords import MODEL_STRATEGIES, candidate_terms, keyword_information, term_key, tokenize_words
+from localpager.keywords import MODEL_STRATEGIES, candidate_terms, keyword_information
 from localpager.pager import Pager, PagingConfig, page_conversation
 from localpager.records import Page, Turn
+from localpager.text import term_key, tokenize_words
 from localpager.tokens import ApproxTokenCounter
 
 CHINESE = [

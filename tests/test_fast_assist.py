@@ -12,9 +12,10 @@ from fakes import ScriptedBackend, shortest_sentence
 from localpager.assist import WORTH_GRAMMAR, Assistant, batch_grammar, keywords_grammar, maintain, pages_grammar
 from localpager.eval.synthetic import generate_conversation
 from localpager.eviction import Cooperative, EvictionContext
-from localpager.keywords import MODEL_STRATEGIES, candidate_terms, extract_keywords, term_key
+from localpager.keywords import MODEL_STRATEGIES, candidate_terms, extract_keywords
 from localpager.pager import Pager, PagingConfig, page_conversation
 from localpager.records import Page, Turn
+from localpager.text import term_key
 from localpager.tokens import ApproxTokenCounter
 
 CHINESE = [

@@ -4,14 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from localpager.keywords import (
-    DEFAULT_K,
-    DEFAULT_KEYWORDS,
-    STOPWORDS,
-    STRATEGIES,
-    extract_keywords,
-    tokenize_words,
-)
+from localpager.keywords import DEFAULT_K, DEFAULT_KEYWORDS, STRATEGIES, extract_keywords
+from localpager.text import STOPWORDS, tokenize_words
 
 ALLERGY = (
     "user: I'm allergic to peanuts, carry an EpiPen.\n"

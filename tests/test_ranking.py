@@ -15,10 +15,10 @@ from localpager.ranking import (
     rank_pages,
     rank_turns,
     should_recall,
-    terms,
     trigger_features,
 )
 from localpager.records import Page, Turn
+from localpager.text import content_words
 
 
 def conversation(lines: list[tuple[str, str]]) -> list[Turn]:
@@ -39,11 +39,11 @@ def fixed_dense(scores: dict[int, float]):
 
 # -- words and BM25 ---------------------------------------------------------------------------------
 def test_terms_drop_stopwords_and_fold_endings():
-    assert terms("Melanie painted the sunsets while running") == ("melani", "paint", "sunset", "run")
-    assert terms("She paints; painting calms her") == ("paint", "paint", "calm")
-    assert terms("I carried the studied speed", "light") == ("carry", "study", "speed")
-    assert terms("Peanuts and parties", "plural") == ("peanut", "party")
-    assert terms("Peanuts", "none") == ("peanuts",)
+    assert content_words("Melanie painted the sunsets while running", "light") == ("melani", "paint", "sunset", "run")
+    assert content_words("She paints; painting calms her", "light") == ("paint", "paint", "calm")
+    assert content_words("I carried the studied speed", "light") == ("carry", "study", "speed")
+    assert content_words("Peanuts and parties", "plural") == ("peanut", "party")
+    assert content_words("Peanuts", "none") == ("peanuts",)
 
 
 def test_lexical_scores_are_a_share_of_what_the_question_could_score():

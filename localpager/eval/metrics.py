@@ -4,7 +4,8 @@ LoCoMo's scorer (task_eval/evaluation.py) normalises (lower case, no punctuation
 Porter-stems tokens, and scores by category: multi-hop (1) by partial F1 over comma-separated
 sub-answers, open-domain (3) against the part of the answer before ';', adversarial (5) as right
 when the reply says the thing was not mentioned. Here tokens are stemmed with a small suffix
-stripper instead of NLTK's Porter stemmer, so scores can differ slightly from the paper's.
+stripper (``text.f1_stem``) instead of NLTK's Porter stemmer, so scores can differ slightly from the
+paper's.
 """
 
 from __future__ import annotations
@@ -13,6 +14,8 @@ import re
 import string
 from collections import Counter
 from typing import Sequence
+
+from ..text import f1_stem
 
 _ARTICLES = re.compile(r"\b(a|an|the|and)\b")
 _PUNCT = str.maketrans("", "", string.punctuation)
@@ -32,16 +35,9 @@ def contains_answer(output: str, answers: Sequence[str]) -> bool:
     return any(f" {normalize(a)} " in haystack for a in answers if normalize(a))
 
 
-def _stem(word: str) -> str:
-    for suffix in ("ing", "edly", "ed", "ly", "es", "s"):
-        if word.endswith(suffix) and len(word) - len(suffix) >= 3:
-            return word[: -len(suffix)]
-    return word
-
-
 def token_f1(prediction: str, answer: str) -> float:
-    pred = [_stem(w) for w in normalize(prediction).split()]
-    gold = [_stem(w) for w in normalize(answer).split()]
+    pred = [f1_stem(w) for w in normalize(prediction).split()]
+    gold = [f1_stem(w) for w in normalize(answer).split()]
     common = sum((Counter(pred) & Counter(gold)).values())
     if not pred or not gold or common == 0:
         return 0.0

@@ -8,13 +8,12 @@ that the same selectors rank pages in the paging simulator and in the end-to-end
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from functools import lru_cache
 from typing import Protocol
 
 from ..embedder import Embedder, default_embedder
-from ..keywords import STOPWORDS, tokenize_words
 from ..ranking import HybridSettings, LexicalIndex, embedding_scorer, rank_pages
 from ..records import ROLES, Page, Turn
+from ..text import content_words
 
 
 class Selector(Protocol):
@@ -22,15 +21,6 @@ class Selector(Protocol):
 
     def select(self, question: str, pages: Sequence[Page], k: int) -> list[int]:
         """Ids of the pages most likely to answer ``question``, best first, at most ``k``."""
-
-
-@lru_cache(maxsize=65536)
-def content_words(text: str) -> tuple[str, ...]:
-    """The words that can tell pages apart: ``tokenize_words`` without stopwords (CJK as bigrams).
-
-    Cached: a simulation grid scores the same page texts under every eviction policy.
-    """
-    return tuple(w for w in tokenize_words(text) if w not in STOPWORDS)
 
 
 def _top(pages: Sequence[Page], scores: Sequence[float], k: int, floor: float = 0.0) -> list[int]:
