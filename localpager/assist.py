@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Callable, Iterator, Sequence
 
 from .backends.base import ChatBackend, Message
+from .grammar import WORTH_GRAMMAR, batch_grammar, keywords_grammar, pages_grammar
 from .keywords import DEFAULT_K, MODEL_STRATEGIES, candidate_terms, extract_keywords, keyword_information
 from .pager import Pager
 from .records import Page
@@ -64,58 +65,6 @@ class AssistStats:
         return round(self.ms / self.pages, 1) if self.pages else None
 
 
-def _literal(text: str) -> str:
-    """A GBNF string literal matching ``text`` written as a JSON string."""
-    as_json = json.dumps(text, ensure_ascii=False)
-    return '"' + as_json.replace("\\", "\\\\").replace('"', '\\"') + '"'
-
-
-def _alternatives(options: Sequence[str]) -> str:
-    return " | ".join(_literal(o) for o in options)
-
-
-def _list_rule(name: str, item: str, most: int, least: int = 1) -> str:
-    """``name ::= "[" item (", " item)... "]"`` with ``least``..``most`` items (written out, no ``{m,n}``)."""
-    if most < 1:
-        return f'{name} ::= "[]"'
-    required = min(max(least, 1), most)
-    optional = most - required
-    body = '"[" ' + item + "".join(' ", " ' + item for _ in range(required - 1))
-    body += "".join(' (", " ' + item for _ in range(optional)) + ")?" * optional + ' "]"'
-    return f"{name} ::= {body}" + (' | "[]"' if least == 0 else "")
-
-
-def keywords_grammar(candidates: Sequence[str], k: int) -> str:
-    """A JSON list of k of ``candidates`` (all of them if fewer): left a choice of length, SmolLM2-135M
-    stopped after one keyword."""
-    if not candidates:
-        raise ValueError("a keyword grammar needs at least one candidate")
-    n = min(k, len(candidates))
-    return "\n".join([_list_rule("root", "kw", n, least=n), f"kw ::= {_alternatives(candidates)}"]) + "\n"
-
-
-def batch_grammar(pages: Sequence[tuple[int, Sequence[str]]], k: int) -> str:
-    """A JSON object naming every page id, in order, each with a list of k of its own candidates."""
-    if not pages or any(not c for _, c in pages):
-        raise ValueError("a batch grammar needs pages, each with at least one candidate")
-    members = ' ", " '.join(f'"\\"{pid}\\": " l{pid}' for pid, _ in pages)
-    rules = [f'root ::= "{{" {members} "}}"']
-    for pid, cands in pages:
-        n = min(k, len(cands))
-        rules.append(_list_rule(f"l{pid}", f"k{pid}", n, least=n))
-        rules.append(f"k{pid} ::= {_alternatives(cands)}")
-    return "\n".join(rules) + "\n"
-
-
-def pages_grammar(page_ids: Sequence[int]) -> str:
-    """A JSON list of distinct-or-not page ids drawn from ``page_ids``, possibly empty."""
-    if not page_ids:
-        raise ValueError("a page grammar needs at least one page")
-    ids = " | ".join(f'"{i}"' for i in sorted(set(page_ids)))
-    return "\n".join([_list_rule("root", "id", len(set(page_ids)), least=0), f"id ::= {ids}"]) + "\n"
-
-
-WORTH_GRAMMAR = 'root ::= "yes" | "no"\n'
 _STRING = re.compile(r'"((?:[^"\\]|\\.)*)"')
 
 

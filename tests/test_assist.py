@@ -10,8 +10,7 @@ import time
 import pytest
 
 from localpager.api import LocalPager
-from localpager.assist import (BATCH_PROMPT, WORTH_PROMPT, Assistant, batch_grammar, fill_keywords, keywords_grammar,
-                               maintain, pages_grammar, parse_batch, parse_keywords)
+from localpager.assist import BATCH_PROMPT, WORTH_PROMPT, Assistant, fill_keywords, maintain, parse_batch, parse_keywords
 from localpager.eval.synthetic import generate_conversation
 from localpager.eviction import Cooperative, EvictionContext
 from localpager.keywords import MODEL_STRATEGIES, candidate_terms, keyword_information
@@ -27,19 +26,7 @@ CHINESE = [
 ]
 
 
-# -- grammars and parsing (no model) ------------------------------------------------------------------
-def test_grammars_quote_terms_as_json_strings():
-    grammar = keywords_grammar(['say "hi"', "café", "back\\slash"], 2)
-    assert r'"\"say \\\"hi\\\"\""' in grammar and '"\\"café\\""' in grammar
-    assert 'root ::= "[" kw ", " kw "]"' in grammar  # exactly k (here 2): left to choose, it stops at one
-    batch = batch_grammar([(3, ["a"]), (7, ["b", "c"])], 4)
-    assert 'root ::= "{" "\\"3\\": " l3 ", " "\\"7\\": " l7 "}"' in batch
-    assert 'l3 ::= "[" k3 "]"' in batch  # one candidate: at most one keyword
-    assert '"[]"' in pages_grammar([2, 5])  # cooperative eviction may name no page
-    with pytest.raises(ValueError):
-        keywords_grammar([], 3)
-
-
+# -- parsing (no model; the grammars: test_fast_grammar.py) ----------------------------------------
 def test_repeated_choices_are_filled_from_the_candidates():
     assert fill_keywords(["b", "b"], ["a", "b", "c"], 3) == ["b", "a", "c"]
     assert fill_keywords([], ["a"], 2) == []

@@ -9,9 +9,10 @@ import re
 import pytest
 from fakes import ScriptedBackend, shortest_sentence
 
-from localpager.assist import WORTH_GRAMMAR, Assistant, batch_grammar, keywords_grammar, maintain, pages_grammar
+from localpager.assist import Assistant, maintain
 from localpager.eval.synthetic import generate_conversation
 from localpager.eviction import Cooperative, EvictionContext
+from localpager.grammar import WORTH_GRAMMAR, batch_grammar, keywords_grammar, pages_grammar
 from localpager.keywords import MODEL_STRATEGIES, candidate_terms, extract_keywords
 from localpager.pager import Pager, PagingConfig, page_conversation
 from localpager.records import Page, Turn

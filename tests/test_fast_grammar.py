@@ -6,9 +6,8 @@ from __future__ import annotations
 import pytest
 from fakes import Grammar, GrammarError, allows, shortest_sentence
 
-from localpager.assist import WORTH_GRAMMAR, batch_grammar, keywords_grammar, pages_grammar
-from localpager.eval.evaluate import SEARCH_GRAMMAR
-from localpager.grammar import RECALL_PREFIX, Decision, is_recall_prefix, parse_decision, recall_grammar
+from localpager.grammar import (RECALL_PREFIX, SEARCH_GRAMMAR, WORTH_GRAMMAR, Decision, batch_grammar, is_recall_prefix,
+                                keywords_grammar, pages_grammar, parse_decision, recall_grammar)
 
 
 # -- the recall grammar --------------------------------------------------------------------------------
@@ -104,6 +103,18 @@ def test_keyword_grammar_takes_exactly_k_of_the_candidates_as_json_strings():
     assert not allows(grammar, '["café"]')  # exactly k
     assert not allows(grammar, '["café", "tea"]')  # not a candidate
     assert allows(keywords_grammar(["only"], 4), '["only"]')  # fewer candidates than k: all of them
+
+
+def test_grammars_quote_terms_as_json_strings():
+    grammar = keywords_grammar(['say "hi"', "café", "back\\slash"], 2)
+    assert r'"\"say \\\"hi\\\"\""' in grammar and '"\\"café\\""' in grammar
+    assert 'root ::= "[" kw ", " kw "]"' in grammar  # exactly k (here 2): left to choose, it stops at one
+    batch = batch_grammar([(3, ["a"]), (7, ["b", "c"])], 4)
+    assert 'root ::= "{" "\\"3\\": " l3 ", " "\\"7\\": " l7 "}"' in batch
+    assert 'l3 ::= "[" k3 "]"' in batch  # one candidate: at most one keyword
+    assert '"[]"' in pages_grammar([2, 5])  # cooperative eviction may name no page
+    with pytest.raises(ValueError):
+        keywords_grammar([], 3)
 
 
 def test_batch_grammar_names_every_page_in_order():

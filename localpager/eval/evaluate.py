@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
 from ..backends import DEFAULT_BACKEND
+from ..grammar import SEARCH_GRAMMAR
 from ..guard import repeated_sentence
 from ..keywords import STRATEGIES as STRATEGIES_LOCAL
 from ..keywords import extract_keywords
@@ -35,7 +36,6 @@ from .selectors import get_selector
 # holds; bm25 / overlap: the top-3 evicted pages by that retriever injected on every probe;
 # search: the model writes a search query (grammar-constrained), whose best-matching evicted turn is injected.
 STRATEGIES = ("bookmarks", "truncation", "full", "bm25", "overlap", "search")
-SEARCH_GRAMMAR = 'root ::= "search(\\"" [a-zA-Z0-9 ,\x27-]{2,60} "\\")"\n'  # words only: the model cannot copy "..."
 SEARCH_PROMPT = ("Write a short search query to find, in the earlier conversation, what is needed to answer the "
                  "user's message. Reply only with search(\"...\").")
 
