@@ -6,7 +6,6 @@ inside the command that needs it.
 
 from __future__ import annotations
 
-import itertools
 import json
 import sys
 from contextlib import contextmanager
@@ -320,6 +319,11 @@ def log(ctx, conv_id, as_json):
         click.echo(format_trace(t))
 
 
+def split_list(text: str) -> list[str]:
+    """A comma-separated option as its non-empty items."""
+    return [s.strip() for s in text.split(",") if s.strip()]
+
+
 def conversation_slice(spec: str | None) -> slice:
     """``N`` (the first N) or ``A-B`` (A to B, 1-based, inclusive) as a slice of the conversation list."""
     if not spec:
@@ -366,24 +370,17 @@ def simulate(dataset, fmt, boundaries, evictions, selectors, budget, k, limit, m
     """Replay DATASET through boundary x eviction policies and report hit rates (no chat model)."""
     from tqdm import tqdm
 
-    from .eval.simulate import belady_violations, simulate as run
+    from .eval.simulate import simulate as run
+    from .eval.sweep import simulation_report, write_simulation
     from .tokens import counter_for
 
-    split = lambda s: [x.strip() for x in s.split(",") if x.strip()]
     with friendly_errors():
         conversations = _dataset(dataset, fmt)[:limit]
-        result = run(conversations, split(boundaries), split(evictions), budget, split(selectors), k,
+        result = run(conversations, split_list(boundaries), split_list(evictions), budget, split_list(selectors), k,
                      counter_for(model), progress=lambda runs: tqdm(runs, desc="simulate", file=sys.stderr))
-    click.echo(result.to_markdown())
-    if "belady" in split(evictions):
-        violations = belady_violations(result)
-        click.echo(f"\nBelady bound: {'holds in every cell' if not violations else 'exceeded in:'}")
-        for v in violations:
-            click.echo(f"  {v.boundary} {v.eviction}: {v.hit_rate:.3f} > {v.belady_hit_rate:.3f} ({v.explanation})")
+    click.echo(simulation_report(result))
     if json_out:
-        Path(json_out).parent.mkdir(parents=True, exist_ok=True)
-        Path(json_out).write_text(json.dumps(result.to_dict(), indent=2))
-        click.echo(f"wrote {json_out}")
+        click.echo(f"wrote {write_simulation(json_out, result)}")
 
 
 @cli.command(name="eval")
@@ -432,34 +429,24 @@ def evaluate_cmd(dataset, fmt, strategies, selector, boundary, evictions, keywor
     """Answer DATASET's probes with the local model and score them, for each strategy."""
     from tqdm import tqdm
 
-    from .eval.evaluate import EvalConfig, evaluate
-    from .eval.report import eval_markdown, write_eval
+    from .eval.evaluate import EvalConfig
+    from .eval.report import eval_markdown
+    from .eval.sweep import EvalSweep, run_eval_sweep
     from .pager import PagingConfig
     from .rerank import RerankSettings
 
-    runs, written = {}, []
     with friendly_errors():
         conversations = _dataset(dataset, fmt)[conversation_slice(which_conversations)]
-        split = lambda text: [s.strip() for s in text.split(",") if s.strip()]
-        for strategy, eviction, keywords, layout in itertools.product(
-                split(strategies), split(evictions), split(keyword_strategies), split(layouts)):
-            paging = PagingConfig(boundary=boundary, eviction=eviction, keywords=keywords,
-                                  bookmark_format=bookmark_format, budget=budget, worth=worth)
-            config = EvalConfig(strategy=strategy, selector=selector, paging=paging, limit=limit, recall_mode=recall_mode,
-                                oracle=not no_oracle, model=model, excerpt=None if excerpt == "page" else int(excerpt),
-                                trigger=trigger,
-                                signal=signal, show_bookmarks=not hide_bookmarks, layout=layout,
-                                repeat_penalty=repeat_penalty,
-                                max_pages=max_pages or RerankSettings.max_pages,
-                                categories=[int(c) for c in split(categories)] if categories else None)
-            name = " ".join([strategy] + ([f"eviction={eviction}"] if "," in evictions else [])
-                            + ([f"keywords={keywords}"] if "," in keyword_strategies else [])
-                            + ([f"layout={layout}"] if "," in layouts else []))
-            bar = lambda items: tqdm(items, desc=name, unit="probe", file=sys.stderr)
-            report = evaluate(conversations, config, progress=bar)
-            runs[name] = report.to_dict()
-            if json_out:  # after every strategy, so a long run keeps what it has measured
-                written = write_eval(json_out, runs)
+        paging = PagingConfig(boundary=boundary, bookmark_format=bookmark_format, budget=budget, worth=worth)
+        config = EvalConfig(selector=selector, limit=limit, recall_mode=recall_mode, oracle=not no_oracle, model=model,
+                            excerpt=None if excerpt == "page" else int(excerpt), trigger=trigger, signal=signal,
+                            show_bookmarks=not hide_bookmarks, repeat_penalty=repeat_penalty,
+                            max_pages=max_pages or RerankSettings.max_pages,
+                            categories=[int(c) for c in split_list(categories)] if categories else None)
+        sweep = EvalSweep(split_list(strategies), split_list(evictions), split_list(keyword_strategies),
+                          split_list(layouts), paging, config)
+        bar = lambda name: lambda items: tqdm(items, desc=name, unit="probe", file=sys.stderr)
+        runs, written = run_eval_sweep(conversations, sweep, progress=bar, json_out=json_out)
     click.echo(eval_markdown(runs))
     if json_out:
         for path in written:
