@@ -479,6 +479,50 @@ def bench(quick, probe_turns, model, json_out):
         click.echo(f"wrote {json_out} and {plot(result, Path(json_out).with_suffix('.png'))}")
 
 
+@cli.command()
+@click.option("--host", default="127.0.0.1", show_default=True, help="address to listen on (loopback only "
+              "unless --allow-remote)")
+@click.option("--port", type=click.IntRange(0, 65535), default=8765, show_default=True)
+@click.option("--api-key", envvar="LOCALPAGER_API_KEY", default=None,
+              help="require Authorization: Bearer KEY on /v1 (env LOCALPAGER_API_KEY)")
+@click.option("--cors-origin", "cors_origins", multiple=True, help="allow this browser origin (repeatable; default none)")
+@click.option("--allow-remote", is_flag=True, help="allow a --host reachable from other machines")
+@click.option("--max-tokens", type=click.IntRange(min=1), default=512, show_default=True,
+              help="cap on a request's max_tokens")
+@click.option("--max-body", type=click.IntRange(min=1024), default=1_000_000, show_default=True,
+              help="largest request body in bytes")
+@click.option("--default-conversation", default=None,
+              help="conversation for requests that name none (default: such a request is a 400)")
+@click.option("--model", type=click.Path(), envvar="LOCALPAGER_MODEL",
+              help="GGUF chat model (default: SmolLM2-135M-Instruct; env LOCALPAGER_MODEL)")
+@click.option("--n-ctx", type=int, default=2048, show_default=True, help="model context size")
+@click.option("--no-preload", is_flag=True, help="load the models on the first request, not at start-up")
+@click.pass_context
+def serve(ctx, host, port, api_key, cors_origins, allow_remote, max_tokens, max_body, default_conversation, model,
+          n_ctx, no_preload):
+    """Serve an OpenAI-compatible chat API with memory (/v1/chat/completions) and a memory inspector (/).
+
+    Name the conversation with the header X-Conversation-Id (or X-OpenWebUI-Chat-Id)."""
+    try:
+        from .server import ServerOptions, check_bind, check_conversation_id, serve as run_server
+    except ImportError as exc:
+        if (exc.name or "").split(".")[0] in ("fastapi", "uvicorn", "sse_starlette", "starlette", "pydantic", "anyio"):
+            click.echo("localpager serve needs the server extra: pip install 'localpager[server]'", err=True)
+            ctx.exit(1)
+        raise
+    with friendly_errors():
+        warning = check_bind(host, allow_remote)
+        if default_conversation:
+            check_conversation_id(default_conversation, "--default-conversation")
+        lp = open_pager(ctx, model, n_ctx=n_ctx)
+    if warning:
+        click.echo(warning, err=True)
+    options = ServerOptions(api_key=api_key or None, cors_origins=cors_origins, max_tokens_cap=max_tokens,
+                            max_body_bytes=max_body, default_conversation=default_conversation, preload=not no_preload)
+    with friendly_errors():
+        run_server(lp, host, port, options)
+
+
 def main() -> None:
     cli()
 if __name__ == "__main__":

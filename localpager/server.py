@@ -1,0 +1,776 @@
+"""`localpager serve`: an OpenAI-compatible chat server whose answers come from localpager's memory.
+
+Any app that speaks the OpenAI chat API (Open WebUI, LibreChat, Jan, Continue, the ``openai`` client)
+points its base URL at ``http://127.0.0.1:8765/v1`` and names the conversation in a header
+(``X-Conversation-Id``). Clients resend the whole history on every request; the store is the truth, so
+the server appends only the turns it has not stored yet (``reconcile``) and answers with
+``Conversation.ask`` (paged prompt, recall, rerank, injection). Memory endpoints and an inspector page
+(``/``) show what is in and out of the prompt and why a page was recalled.
+
+Safety by default: loopback only (a remote bind needs ``allow_remote``), an optional bearer key compared in
+constant time, a Host check against DNS rebinding, no CORS unless asked, a body size limit and a
+``max_tokens`` cap. Concurrency: one model, many clients. Requests on one conversation run in arrival
+order (a ticket turnstile per conversation); the model work runs in a worker thread under the
+``LocalPager``'s own lock, so llama.cpp is never re-entered, and it runs to completion even when the
+client goes away, so no stored turn is lost.
+
+This module imports fastapi: import it only when serving (the CLI does so inside ``serve``).
+"""
+
+import asyncio
+import dataclasses
+import hmac
+import importlib.resources
+import ipaddress
+import json
+import sys
+import threading
+import time
+import traceback
+import uuid
+from contextlib import asynccontextmanager, contextmanager
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping, Sequence
+
+import anyio
+import anyio.to_thread
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import HTMLResponse, JSONResponse, Response
+from pydantic import BaseModel, ConfigDict, Field
+from sse_starlette.sse import EventSourceResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from .api import Answer, Conversation, LocalPager
+from .backends.base import BackendError
+from .modelpaths import ModelNotFoundError
+from .runtime import ContextOverflowError
+from .store import StoreError
+
+DEFAULT_HOST = "127.0.0.1"
+DEFAULT_PORT = 8765
+MAX_BODY_BYTES = 1_000_000
+MAX_TOKENS_CAP = 512
+MODEL_ID = "localpager"
+CONVERSATION_HEADERS = ("x-conversation-id", "x-openwebui-chat-id")
+LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1", "[::1]")
+STATIC_FILES = {"inspector.js": "text/javascript", "inspector.css": "text/css"}
+MISSING_EXTRA = "localpager serve needs the server extra: pip install 'localpager[server]'"
+
+
+# =====================================================================================================
+# Pure logic: errors, conversation ids, history reconciliation, binding
+# =====================================================================================================
+class ApiError(ValueError):
+    """An error answered in OpenAI's shape: ``{"error": {"message", "type", "param", "code"}}``."""
+
+    def __init__(self, status: int, message: str, *, type: str = "invalid_request_error",
+                 code: str | None = None, param: str | None = None):
+        super().__init__(message)
+        self.status, self.message, self.type, self.code, self.param = status, message, type, code, param
+
+    def body(self) -> dict:
+        return error_body(self.message, self.type, self.code, self.param)
+
+
+def error_body(message: str, type: str = "invalid_request_error", code: str | None = None,
+               param: str | None = None) -> dict:
+    return {"error": {"message": " ".join(message.split()), "type": type, "param": param, "code": code}}
+
+
+def check_conversation_id(value: str, source: str) -> str:
+    """A conversation id from a client: 1-200 visible characters, no slash (it goes into URLs)."""
+    value = value.strip()
+    if not value or len(value) > 200 or any(c.isspace() or c in "/\\" or not c.isprintable() for c in value):
+        raise ApiError(400, f"{source} must be 1-200 visible characters without spaces or slashes",
+                       code="invalid_conversation_id", param=source)
+    return value
+
+
+def resolve_conversation_id(headers: Mapping[str, str], body: dict[str, Any],
+                            default: str | None = None) -> str:
+    """Which conversation a request belongs to: the ``X-Conversation-Id`` header, else
+    ``X-OpenWebUI-Chat-Id``, else the body's ``metadata.conversation_id``, else its ``user``, else the
+    server's default; none of these is a 400 that says what to send."""
+    for name in CONVERSATION_HEADERS:
+        if value := headers.get(name):
+            return check_conversation_id(value, name)
+    metadata = body.get("metadata")
+    if isinstance(metadata, dict) and isinstance(metadata.get("conversation_id"), str) and metadata["conversation_id"]:
+        return check_conversation_id(metadata["conversation_id"], "metadata.conversation_id")
+    if isinstance(body.get("user"), str) and body["user"]:
+        return check_conversation_id(body["user"], "user")
+    if default:
+        return default
+    raise ApiError(400, "no conversation named: send the header X-Conversation-Id (or X-OpenWebUI-Chat-Id), "
+                        "or metadata.conversation_id or user in the body", code="missing_conversation_id",
+                   param="X-Conversation-Id")
+
+
+@dataclass(frozen=True)
+class Msg:
+    """One user or assistant message, compared by role and whitespace-normalised text."""
+
+    role: str
+    text: str
+
+    @property
+    def key(self) -> tuple[str, str]:
+        return self.role, " ".join(self.text.split())
+
+
+@dataclass
+class Reconciliation:
+    """What to do with a client's history: ``status`` is ``in-sync`` (the store has all of it),
+    ``appended`` (the store lacked its last ``len(new)`` turns) or ``diverged`` (it disagrees with the
+    store, which wins: nothing of it is stored); ``matched`` is how many client turns matched."""
+
+    status: str
+    new: list[Msg] = field(default_factory=list)
+    matched: int = 0
+
+
+def reconcile(stored: Sequence[Msg], client: Sequence[Msg]) -> Reconciliation:
+    """Match the client's history (before its question) against the stored conversation's tail.
+
+    The client's turns, from their start, must be the store's last turns (a client may send a trailing
+    window); whatever follows them is new and is appended. Anything else has diverged (an edited or
+    foreign history): the store is the truth and no turn of it is stored, so no turn is ever duplicated.
+    """
+    if not client:
+        return Reconciliation("in-sync")
+    if not stored:
+        return Reconciliation("appended", list(client))
+    stored_keys = [m.key for m in stored]
+    client_keys = [m.key for m in client]
+    for j in range(min(len(client), len(stored)), 0, -1):  # the longest overlap first
+        if client_keys[:j] == stored_keys[-j:]:
+            new = list(client[j:])
+            return Reconciliation("appended" if new else "in-sync", new, j)
+    return Reconciliation("diverged")
+
+
+def message_text(content: Any) -> str:
+    """The text of an OpenAI message ``content``: a string, or the text parts of a list of parts."""
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    return "\n".join(p.get("text", "") for p in content if isinstance(p, dict) and p.get("type") == "text")
+
+
+def is_loopback(host: str) -> bool:
+    if host.strip("[]").lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False  # a name other than localhost: it may resolve anywhere
+
+
+def check_bind(host: str, allow_remote: bool) -> str | None:
+    """Refuse a non-loopback address unless ``allow_remote``; the warning to print when it is allowed."""
+    if is_loopback(host):
+        return None
+    if not allow_remote:
+        raise ValueError(f"refusing to serve on {host}: it is reachable from other machines and your "
+                         "conversations are private; use --allow-remote (with --api-key) if you mean it")
+    return (f"warning: serving on {host}, reachable from other machines; anyone who can reach it can use the "
+            "model and read your conversations unless --api-key is set")
+
+
+# =====================================================================================================
+# Requests
+# =====================================================================================================
+class ChatMessage(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    role: str
+    content: str | list[dict[str, Any]] | None = None
+
+
+class ChatRequest(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    model: str | None = None
+    messages: list[ChatMessage] = Field(min_length=1, max_length=100_000)
+    stream: bool = False
+    max_tokens: int | None = Field(default=None, ge=1)
+    max_completion_tokens: int | None = Field(default=None, ge=1)
+    n: int | None = None
+    user: str | None = None
+    metadata: dict[str, Any] | None = None
+    stream_options: dict[str, Any] | None = None
+
+
+class PinRequest(BaseModel):
+    pinned: bool = True
+
+
+@dataclass
+class ServerOptions:
+    """How the app behaves; the CLI fills it from its flags."""
+
+    api_key: str | None = None
+    cors_origins: Sequence[str] = ()
+    allowed_hosts: Sequence[str] | None = None  # Host header check (DNS rebinding); None: any host
+    max_body_bytes: int = MAX_BODY_BYTES
+    max_tokens_cap: int = MAX_TOKENS_CAP
+    default_conversation: str | None = None
+    model_id: str = MODEL_ID
+    preload: bool = False  # load the chat model and the embedder at start-up, not on the first request
+    log: Callable[[str], None] | None = None  # one line per request; default: stderr
+
+
+# =====================================================================================================
+# The model work: ordered per conversation, one model lock, run in a worker thread
+# =====================================================================================================
+class Turnstile:
+    """First come, first served: tickets are taken in arrival order and served in that order (a plain
+    lock would let a later request on the same conversation overtake an earlier one)."""
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._next = 0
+        self._serving = 0
+
+    def ticket(self) -> int:
+        with self._cond:
+            self._next += 1
+            return self._next - 1
+
+    def wait(self, ticket: int) -> None:
+        with self._cond:
+            self._cond.wait_for(lambda: self._serving == ticket)
+
+    def done(self, ticket: int) -> None:
+        with self._cond:
+            self._serving = ticket + 1
+            self._cond.notify_all()
+
+
+_END = object()
+
+
+@dataclass
+class Job:
+    """One chat completion: reconcile the history, then ask, in a worker thread. Text pieces and the
+    moment the history is reconciled reach the event loop through ``pieces`` and ``ready``."""
+
+    conv_id: str
+    history: list[Msg]
+    question: str
+    max_tokens: int | None
+    loop: asyncio.AbstractEventLoop
+    ready: asyncio.Future
+    pieces: asyncio.Queue | None = None  # streaming only
+    rec: Reconciliation | None = None
+    question_turn: int = -1
+    started: float = field(default_factory=time.perf_counter)
+    client_gone: bool = False
+
+    def _to_loop(self, fn, *args) -> None:
+        try:
+            self.loop.call_soon_threadsafe(fn, *args)
+        except RuntimeError:  # the loop is closed (server shutting down): nobody is listening
+            pass
+
+    def _resolve(self, value: Any = None, error: BaseException | None = None) -> None:
+        def settle() -> None:
+            if not self.ready.done():
+                self.ready.set_exception(error) if error else self.ready.set_result(value)
+        self._to_loop(settle)
+
+    def on_text(self, piece: str) -> None:
+        if self.pieces is not None:
+            self._to_loop(self.pieces.put_nowait, piece)
+
+
+class ModelRunner:
+    """Runs jobs against one ``LocalPager``: one ``Conversation`` object per id (its pager is the live
+    state, so there must be one), a turnstile per conversation, and the pager's model lock around the
+    whole of each job."""
+
+    def __init__(self, lp: LocalPager):
+        self.lp = lp
+        self._conversations: dict[str, Conversation] = {}
+        self._turnstiles: dict[str, Turnstile] = {}
+        self._lock = threading.Lock()
+
+    def conversation(self, conv_id: str, create: bool = False) -> Conversation:
+        with self._lock:
+            conv = self._conversations.get(conv_id)
+            if conv is None:
+                conv = self._conversations[conv_id] = self.lp.conversation(conv_id, create=create)
+            return conv
+
+    def ticket(self, conv_id: str) -> tuple[Turnstile, int]:
+        """Taken on the event loop when the request arrives, so the order is the arrival order."""
+        with self._lock:
+            turnstile = self._turnstiles.setdefault(conv_id, Turnstile())
+        return turnstile, turnstile.ticket()
+
+    def run(self, job: Job, turnstile: Turnstile, ticket: int) -> Answer:
+        turnstile.wait(ticket)
+        try:
+            with self.lp.lock:  # the model lock: llama.cpp is not re-entrant
+                try:
+                    conv = self.conversation(job.conv_id, create=True)
+                    stored = [Msg(t.role, t.text) for t in conv.turns]
+                    job.rec = reconcile(stored, job.history)
+                    for m in job.rec.new:
+                        conv.add_turn(m.role, m.text)
+                    job.question_turn = len(conv.turns)
+                except BaseException as exc:
+                    job._resolve(error=exc)
+                    raise
+                job._resolve(job.rec)
+                with self._answer_tokens(job.max_tokens):
+                    return conv.ask(job.question, on_text=job.on_text)
+        finally:
+            turnstile.done(ticket)
+            if job.pieces is not None:
+                job._to_loop(job.pieces.put_nowait, _END)
+
+    @contextmanager
+    def _answer_tokens(self, max_tokens: int | None):
+        """``max_tokens`` for this answer only (under the model lock, which the caller holds)."""
+        runtime = self.lp.runtime
+        before = runtime.settings
+        if max_tokens is None or max_tokens == before.max_answer_tokens:
+            yield
+            return
+        runtime.settings = dataclasses.replace(before, max_answer_tokens=max_tokens)
+        try:
+            yield
+        finally:
+            runtime.settings = before
+
+    def preload(self) -> None:
+        """Load the chat model, its side context and the embedder now, so the first request does not."""
+        with self.lp.lock:
+            self.lp.runtime  # noqa: B018 - loads the backend
+            self.lp.side_backend  # noqa: B018
+            self.lp.index.embedder.encode(["warm up"])
+
+
+# =====================================================================================================
+# Responses
+# =====================================================================================================
+def memory_info(job: Job, answer: Answer | None) -> dict[str, Any]:
+    """The ``localpager`` field of a completion: where the trace is and what memory did."""
+    info: dict[str, Any] = {
+        "conversation_id": job.conv_id,
+        "history": job.rec.status if job.rec else None,
+        "appended_turns": len(job.rec.new) if job.rec else 0,
+        "trace_id": f"{job.conv_id}:{job.question_turn}",
+        "turn": job.question_turn,
+        "log": f"/v1/conversations/{job.conv_id}/log?turn={job.question_turn}",
+    }
+    if answer is not None:
+        t = answer.trace
+        info.update(decision=t.decision, trigger=t.trigger, injected_page_ids=t.injected_page_ids,
+                    injected_turns=t.injected_turns, citations=[dataclasses.asdict(c) for c in t.citations],
+                    tokens=t.tokens, timings_ms=answer.to_dict()["timings_ms"])
+    return info
+
+
+def memory_headers(job: Job, answer: Answer | None = None) -> dict[str, str]:
+    headers = {"X-Conversation-Id": job.conv_id, "X-Localpager-Trace-Id": f"{job.conv_id}:{job.question_turn}"}
+    if job.rec is not None:
+        headers["X-Localpager-History"] = job.rec.status
+        headers["X-Localpager-Appended"] = str(len(job.rec.new))
+    if answer is not None:
+        headers["X-Localpager-Injected"] = ",".join(map(str, answer.injected_page_ids))
+    return headers
+
+
+def usage(answer: Answer) -> dict[str, int]:
+    tokens = answer.trace.tokens
+    prompt = int(tokens.get("answer_prompt") or tokens.get("prompt", 0))
+    completion = int(tokens.get("generated", 0))
+    return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
+
+
+def failure(exc: BaseException) -> ApiError:
+    """A failed model job as an API error (one line; a bug also leaves its traceback on stderr)."""
+    if isinstance(exc, ApiError):
+        return exc
+    if isinstance(exc, ContextOverflowError):
+        return ApiError(400, str(exc), code="context_length_exceeded", param="messages")
+    if isinstance(exc, (BackendError, ModelNotFoundError)):
+        return ApiError(503, f"the model is unavailable: {exc}", type="server_error", code="model_unavailable")
+    if isinstance(exc, ValueError):
+        return ApiError(400, str(exc))
+    if isinstance(exc, StoreError):
+        return ApiError(500, str(exc), type="server_error", code="store_error")
+    traceback.print_exception(exc, file=sys.stderr)
+    return ApiError(500, f"internal error: {type(exc).__name__}", type="server_error")
+
+
+def error_response(exc: ApiError, headers: Mapping[str, str] | None = None) -> JSONResponse:
+    return JSONResponse(exc.body(), status_code=exc.status, headers=dict(headers or {}))
+
+
+def first_validation_error(exc: RequestValidationError) -> ApiError:
+    errors = exc.errors()
+    if not errors:
+        return ApiError(400, "invalid request body")
+    e = errors[0]
+    where = ".".join(str(p) for p in e.get("loc", ()) if p != "body")
+    if e.get("type") == "json_invalid":
+        return ApiError(400, "the request body is not valid JSON", code="invalid_json")
+    message = f"{where}: {e.get('msg', 'invalid')}" if where else str(e.get("msg", "invalid request body"))
+    return ApiError(400, message, param=where or None)
+
+
+# =====================================================================================================
+# Middleware (pure ASGI: it must not buffer streamed responses)
+# =====================================================================================================
+async def _send_json(send, status: int, body: dict, headers: Sequence[tuple[bytes, bytes]] = ()) -> None:
+    data = json.dumps(body).encode()
+    await send({"type": "http.response.start", "status": status,
+                "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(data)).encode()),
+                            *headers]})
+    await send({"type": "http.response.body", "body": data})
+
+
+class GuardMiddleware:
+    """Host check (DNS rebinding), body size limit, bearer key, and one log line per request."""
+
+    def __init__(self, app, options: ServerOptions, log: Callable[[str], None]):
+        self.app = app
+        self.options = options
+        self.log = log
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        start = time.perf_counter()
+        status = {"code": 0}
+        scope.setdefault("state", {})
+
+        async def send_logged(message):
+            if message["type"] == "http.response.start":
+                status["code"] = message["status"]
+            await send(message)
+
+        try:
+            await self._guarded(scope, receive, send_logged)
+        finally:
+            if not scope["state"].get("logged_by_job"):
+                ms = (time.perf_counter() - start) * 1000
+                self.log(f"{scope['method']} {scope['path']} {status['code']} {ms:.0f} ms")
+
+    async def _guarded(self, scope, receive, send):
+        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
+        if self.options.allowed_hosts is not None:
+            host = headers.get("host", "")
+            name = host.rsplit(":", 1)[0] if not host.endswith("]") else host
+            if name not in self.options.allowed_hosts:
+                return await _send_json(send, 400, error_body(f"unexpected Host header {host!r}", code="invalid_host"))
+        path = scope["path"]
+        if self.options.api_key and path.startswith("/v1/") and scope["method"] != "OPTIONS":
+            given = headers.get("authorization", "")
+            token = given[7:].strip() if given[:7].lower() == "bearer " else ""
+            if not hmac.compare_digest(token.encode(), self.options.api_key.encode()):
+                return await _send_json(send, 401, error_body(
+                    "invalid or missing API key: send Authorization: Bearer <key>", code="invalid_api_key"),
+                    [(b"www-authenticate", b"Bearer")])
+        if scope["method"] not in ("POST", "PUT", "PATCH"):
+            return await self.app(scope, receive, send)
+        limit = self.options.max_body_bytes
+        declared = headers.get("content-length")
+        if declared and declared.isdigit() and int(declared) > limit:
+            return await _send_json(send, 413, error_body(f"the request body is over {limit} bytes",
+                                                          code="request_too_large"))
+        body, more = b"", True
+        while more:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                return
+            body += message.get("body", b"")
+            more = message.get("more_body", False)
+            if len(body) > limit:
+                return await _send_json(send, 413, error_body(f"the request body is over {limit} bytes",
+                                                              code="request_too_large"))
+        replayed = False
+
+        async def replay():
+            nonlocal replayed
+            if not replayed:
+                replayed = True
+                return {"type": "http.request", "body": body, "more_body": False}
+            return await receive()  # then the real channel: disconnects still arrive
+
+        await self.app(scope, replay, send)
+
+
+def stderr_log(line: str) -> None:
+    print(f"localpager serve: {line}", file=sys.stderr, flush=True)
+
+
+# =====================================================================================================
+# The app
+# =====================================================================================================
+def _static(name: str) -> str:
+    return importlib.resources.files("localpager").joinpath("static", name).read_text(encoding="utf-8")
+
+
+def create_app(lp: LocalPager, options: ServerOptions | None = None, **overrides: Any) -> FastAPI:
+    """The FastAPI app serving ``lp``: ``create_app(lp, api_key="k")`` or with a ``ServerOptions``."""
+    options = dataclasses.replace(options or ServerOptions(), **overrides)
+    log = options.log or stderr_log
+    runner = ModelRunner(lp)
+    pending: set[asyncio.Task] = set()
+    # Jobs wait for their turn in worker threads; their own pool keeps the reads (memory endpoints) answering.
+    # FIFO, and tickets are taken in the same order, so a queued job never holds a thread its predecessor needs.
+    job_threads = anyio.CapacityLimiter(64)
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI):
+        if options.preload:
+            app.state.preloading = asyncio.ensure_future(anyio.to_thread.run_sync(runner.preload))
+        yield
+        if pending:  # answers being generated are stored before the process exits
+            await asyncio.wait(list(pending), timeout=120)
+
+    app = FastAPI(title="localpager", docs_url=None, redoc_url=None, openapi_url=None, lifespan=lifespan)
+    app.state.runner = runner
+    app.state.pending = pending
+    app.add_middleware(GuardMiddleware, options=options, log=log)  # logs and guards every request
+    if options.cors_origins:  # outermost, so that even a 401 carries the CORS headers
+        from starlette.middleware.cors import CORSMiddleware
+
+        app.add_middleware(CORSMiddleware, allow_origins=list(options.cors_origins), allow_methods=["GET", "POST"],
+                           allow_headers=["authorization", "content-type", *CONVERSATION_HEADERS],
+                           expose_headers=["x-conversation-id", "x-localpager-history", "x-localpager-appended",
+                                           "x-localpager-trace-id", "x-localpager-injected"])
+
+    @app.exception_handler(ApiError)
+    async def api_error(request: Request, exc: ApiError):
+        return error_response(exc)
+
+    @app.exception_handler(RequestValidationError)
+    async def invalid(request: Request, exc: RequestValidationError):
+        return error_response(first_validation_error(exc))
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(request: Request, exc: StarletteHTTPException):
+        code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code)
+        return error_response(ApiError(exc.status_code, str(exc.detail), code=code))
+
+    # -- the OpenAI API ---------------------------------------------------------------------------
+    @app.get("/v1/models")
+    async def models():
+        model = str(lp.model) if lp.model else "default (SmolLM2-135M-Instruct)"
+        return {"object": "list", "data": [{"id": options.model_id, "object": "model", "created": 0,
+                                            "owned_by": "localpager", "localpager": {"model": model}}]}
+
+    @app.post("/v1/chat/completions")
+    async def chat_completions(body: ChatRequest, request: Request):
+        conv_id = resolve_conversation_id(request.headers, body.model_dump(), options.default_conversation)
+        if body.n not in (None, 1):
+            raise ApiError(400, "n must be 1: one answer per request", param="n")
+        messages = [Msg(m.role, message_text(m.content)) for m in body.messages]
+        if messages[-1].role != "user" or not messages[-1].text.strip():
+            raise ApiError(400, "the last message must be the user's, with some text", param="messages")
+        history = [m for m in messages[:-1] if m.role in ("user", "assistant") and m.text.strip()]
+        requested = body.max_completion_tokens or body.max_tokens
+        max_tokens = min(requested, options.max_tokens_cap) if requested else None
+
+        loop = asyncio.get_running_loop()
+        job = Job(conv_id, history, messages[-1].text, max_tokens, loop, loop.create_future(),
+                  asyncio.Queue() if body.stream else None)
+        turnstile, ticket = runner.ticket(conv_id)
+        task = asyncio.ensure_future(anyio.to_thread.run_sync(runner.run, job, turnstile, ticket,
+                                                             limiter=job_threads))
+        pending.add(task)
+        task.add_done_callback(pending.discard)
+        task.add_done_callback(lambda t: log_job(job, t))
+        request.scope["state"]["logged_by_job"] = True
+        try:
+            await asyncio.shield(job.ready)  # the history is reconciled and the question is about to be asked
+        except BaseException as exc:
+            if isinstance(exc, asyncio.CancelledError):
+                raise
+            return error_response(failure(exc))
+        if body.stream:
+            include_usage = bool((body.stream_options or {}).get("include_usage"))
+            return EventSourceResponse(stream(job, task, include_usage), headers=memory_headers(job),
+                                       ping=10, sep="\n")
+        try:
+            answer = await asyncio.shield(task)
+        except asyncio.CancelledError:
+            raise
+        except BaseException as exc:
+            return error_response(failure(exc), memory_headers(job))
+        return JSONResponse(completion(job, answer), headers=memory_headers(job, answer))
+
+    def completion(job: Job, answer: Answer) -> dict:
+        return {"id": f"chatcmpl-{uuid.uuid4().hex[:24]}", "object": "chat.completion", "created": int(time.time()),
+                "model": options.model_id,
+                "choices": [{"index": 0, "message": {"role": "assistant", "content": answer.answer or "…"},
+                             "finish_reason": "stop"}],
+                "usage": usage(answer), "localpager": memory_info(job, answer)}
+
+    async def stream(job: Job, task: asyncio.Future, include_usage: bool):
+        """SSE chunks as the model writes; the last carries the ``localpager`` field; then ``[DONE]``.
+        A client that leaves cancels only this generator: the job runs on and stores the answer."""
+        cid, created = f"chatcmpl-{uuid.uuid4().hex[:24]}", int(time.time())
+
+        def chunk(delta: dict, finish: str | None = None, **extra) -> dict:
+            data = {"id": cid, "object": "chat.completion.chunk", "created": created, "model": options.model_id,
+                    "choices": [{"index": 0, "delta": delta, "finish_reason": finish}], **extra}
+            return {"data": json.dumps(data, ensure_ascii=False)}
+
+        try:
+            yield chunk({"role": "assistant", "content": ""})
+            sent = ""
+            while (piece := await job.pieces.get()) is not _END:
+                sent += piece
+                yield chunk({"content": piece})
+            try:
+                answer = await asyncio.shield(task)
+            except asyncio.CancelledError:
+                raise
+            except BaseException as exc:
+                yield {"data": json.dumps(failure(exc).body())}
+                yield {"data": "[DONE]"}
+                return
+            final = answer.answer or "…"  # what the store holds: the client's copy should match it
+            if " ".join(sent.split()) != " ".join(final.split()) and final.startswith(sent.strip()):
+                yield chunk({"content": final[len(sent.strip()):] if sent.strip() else final})
+            yield chunk({}, "stop", localpager=memory_info(job, answer))
+            if include_usage:
+                yield {"data": json.dumps({"id": cid, "object": "chat.completion.chunk", "created": created,
+                                           "model": options.model_id, "choices": [], "usage": usage(answer)})}
+            yield {"data": "[DONE]"}
+        except asyncio.CancelledError:
+            job.client_gone = True
+            raise
+
+    def log_job(job: Job, task: asyncio.Future) -> None:
+        ms = (time.perf_counter() - job.started) * 1000
+        exc = task.exception() if not task.cancelled() else None
+        if exc is not None or task.cancelled():
+            log(f"chat conv={job.conv_id} error={failure(exc).message if exc else 'cancelled'} {ms:.0f} ms")
+            return
+        answer: Answer = task.result()
+        t = answer.trace
+        recall = f"recall p{','.join(map(str, t.injected_page_ids))} ({t.trigger})" if t.injected_page_ids else "no recall"
+        log(f"chat conv={job.conv_id} turn={job.question_turn} history={job.rec.status if job.rec else '-'}"
+            f"+{len(job.rec.new) if job.rec else 0} tokens prompt={t.tokens.get('prompt', 0)} "
+            f"generated={t.tokens.get('generated', 0)} {ms:.0f} ms {recall}"
+            f"{' (client left; answer stored)' if job.client_gone else ''}")
+
+    # -- memory: read straight from the store (no model lock, so they answer while the model works) --
+    def require(conv_id: str) -> None:
+        if not lp.store.has_conversation(conv_id):
+            raise ApiError(404, f"no conversation {conv_id!r}", code="conversation_not_found")
+
+    @app.get("/v1/conversations")
+    async def conversations():
+        infos = await anyio.to_thread.run_sync(lp.store.list_conversations)
+        return {"object": "list", "data": [{"id": i.id, "turns": i.turns, "pages": i.pages, "evicted": i.evicted,
+                                            "source": i.source} for i in infos]}
+
+    def page_rows(conv_id: str) -> list[dict]:
+        from .bookmarks import render_bookmark
+
+        require(conv_id)
+        fmt = lp.store.settings(conv_id).get("bookmark_format") or "minimal"
+        turns = lp.store.turns(conv_id)
+        rows = []
+        for p in lp.store.pages(conv_id, turns):
+            rows.append({"page_id": p.page_id, "first_turn": p.first_turn, "last_turn": p.last_turn,
+                         "token_count": p.token_count, "keywords": p.keywords, "evicted": p.evicted,
+                         "in_prompt": not p.evicted, "pinned": p.pinned, "access_count": p.access_count,
+                         "last_access": p.last_access, "worth": p.worth, "bookmark": render_bookmark(p, fmt),
+                         "preview": " / ".join(turns[i].text[:80] for i in p.turn_range if i < len(turns))[:240]})
+        return rows
+
+    @app.get("/v1/conversations/{conv_id}/pages")
+    async def pages(conv_id: str):
+        return {"object": "list", "data": await anyio.to_thread.run_sync(page_rows, conv_id)}
+
+    @app.get("/v1/conversations/{conv_id}/bookmarks")
+    async def bookmarks(conv_id: str):
+        rows = await anyio.to_thread.run_sync(page_rows, conv_id)
+        return {"object": "list", "data": [{"page_id": r["page_id"], "evicted": r["evicted"],
+                                            "bookmark": r["bookmark"]} for r in rows]}
+
+    @app.get("/v1/conversations/{conv_id}/turns")
+    async def turns(conv_id: str, offset: int = 0, limit: int = 200):
+        def read():
+            require(conv_id)
+            return lp.store.turns(conv_id)
+
+        rows = await anyio.to_thread.run_sync(read)
+        total = len(rows)
+        start = max(0, offset if offset >= 0 else total + offset)
+        return {"object": "list", "total": total, "data": [
+            {"index": t.index, "role": t.role, "text": t.text, "time": t.time, "speaker": t.speaker}
+            for t in rows[start:start + max(0, min(limit, 1000))]]}
+
+    @app.get("/v1/conversations/{conv_id}/log")
+    async def trace_log(conv_id: str, turn: int | None = None, last: int | None = None):
+        def read():
+            require(conv_id)
+            return lp.store.traces(conv_id)
+
+        traces = await anyio.to_thread.run_sync(read)
+        if turn is not None:
+            traces = [t for t in traces if t.get("turn") == turn]
+        if last is not None:
+            traces = traces[-last:] if last > 0 else []
+        for t in traces:
+            t["trace_id"] = f"{conv_id}:{t.get('turn')}"
+        return {"object": "list", "data": traces}
+
+    @app.post("/v1/conversations/{conv_id}/pages/{page_id}/pin")
+    async def pin(conv_id: str, page_id: int, body: PinRequest):
+        def change():
+            require(conv_id)
+            try:
+                page = runner.conversation(conv_id).pin(page_id, body.pinned)
+            except KeyError:
+                raise ApiError(404, f"conversation {conv_id!r} has no page {page_id}", code="page_not_found") from None
+            return {"page_id": page.page_id, "pinned": page.pinned, "evicted": page.evicted}
+
+        return await anyio.to_thread.run_sync(change)
+
+    features = ["pin"]
+
+    # -- the inspector ----------------------------------------------------------------------------
+    @app.get("/", response_class=HTMLResponse)
+    async def inspector():
+        return HTMLResponse(_static("inspector.html"))
+
+    @app.get("/static/{name}")
+    async def static(name: str):
+        if name not in STATIC_FILES:
+            raise ApiError(404, f"no file {name!r}", code="not_found")
+        return Response(_static(name), media_type=STATIC_FILES[name])
+
+    @app.get("/health")
+    async def health():
+        preloading = getattr(app.state, "preloading", None)
+        return {"status": "ok", "preloaded": bool(preloading and preloading.done()), "features": features}
+
+    return app
+
+
+def serve(lp: LocalPager, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT,
+          options: ServerOptions | None = None) -> None:
+    """Run the app on uvicorn until interrupted (one line to stderr when listening)."""
+    import uvicorn
+
+    options = options or ServerOptions()
+    if options.allowed_hosts is None and is_loopback(host):
+        options = dataclasses.replace(options, allowed_hosts=LOOPBACK_HOSTS)
+    app = create_app(lp, options)
+    config = uvicorn.Config(app, host=host, port=port, log_level="warning", access_log=False, lifespan="on",
+                            timeout_graceful_shutdown=120)
+    server = uvicorn.Server(config)
+    shown = f"[{host}]" if ":" in host else host
+    stderr_log(f"http://{shown}:{port}/v1 (store {lp.store.path}); memory inspector at http://{shown}:{port}/")
+    server.run()

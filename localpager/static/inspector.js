@@ -1,0 +1,214 @@
+// localpager's memory inspector: plain DOM, no libraries, no network beyond this server.
+// Every text from a conversation goes in through textContent, never as HTML.
+"use strict";
+
+const $ = (id) => document.getElementById(id);
+const state = { conv: null, key: sessionStorage.getItem("localpager-key") || "", features: [], timer: null };
+
+function el(tag, attrs = {}, ...children) {
+  const node = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs)) {
+    if (k === "class") node.className = v;
+    else if (k.startsWith("data-")) node.setAttribute(k, v);
+    else node[k] = v;
+  }
+  for (const c of children) node.append(c instanceof Node ? c : document.createTextNode(String(c ?? "")));
+  return node;
+}
+
+function status(text, error = false) {
+  $("status").textContent = text;
+  $("status").className = error ? "error" : "";
+}
+
+async function api(path, options = {}) {
+  const headers = Object.assign({ "Content-Type": "application/json" }, options.headers || {});
+  if (state.key) headers.Authorization = "Bearer " + state.key;
+  const response = await fetch(path, Object.assign({}, options, { headers }));
+  if (response.status === 401) {
+    $("key-box").hidden = false;
+    throw new Error("this server needs its API key");
+  }
+  const body = await response.json();
+  if (!response.ok) throw new Error(body.error ? body.error.message : response.statusText);
+  return body;
+}
+
+async function loadConversations() {
+  const { data } = await api("/v1/conversations");
+  const select = $("conversation");
+  const wanted = state.conv || new URLSearchParams(location.search).get("conversation");
+  select.replaceChildren(...data.map((c) => el("option", { value: c.id }, `${c.id} (${c.turns} turns)`)));
+  if (!data.length) { $("summary").textContent = "The store holds no conversation yet."; return; }
+  state.conv = data.some((c) => c.id === wanted) ? wanted : data[data.length - 1].id;
+  select.value = state.conv;
+}
+
+async function loadConversation() {
+  if (!state.conv) return;
+  const id = encodeURIComponent(state.conv);
+  const [pages, log] = await Promise.all([api(`/v1/conversations/${id}/pages`), api(`/v1/conversations/${id}/log`)]);
+  const traces = log.data;
+  const last = traces[traces.length - 1];
+  const recalled = new Set(last ? last.injected_page_ids : []);
+  renderSummary(pages.data, traces);
+  renderPages(pages.data, recalled);
+  renderChart(traces);
+  renderTraces(traces.slice(-5).reverse());
+  status(`updated ${new Date().toLocaleTimeString()}`);
+}
+
+function renderSummary(pages, traces) {
+  const evicted = pages.filter((p) => p.evicted).length;
+  const recalls = traces.filter((t) => t.decision === "recall").length;
+  $("summary").textContent = `${state.conv}: ${pages.length} pages, ${pages.length - evicted} in the prompt, ` +
+    `${evicted} evicted; ${traces.length} answers, ${recalls} with a recall.`;
+}
+
+function renderPages(pages, recalled) {
+  const rows = pages.map((p) => {
+    const stateCell = el("td", {}, p.evicted ? "evicted" : "in prompt");
+    if (p.pinned) stateCell.append(el("span", { class: "badge" }, "pinned"));
+    if (recalled.has(p.page_id)) stateCell.append(el("span", { class: "badge recalled-badge" }, "recalled"));
+    const pin = el("button", { type: "button", title: p.pinned ? "let it be evicted again" : "never evict it" },
+      p.pinned ? "unpin" : "pin");
+    pin.addEventListener("click", () => setPin(p.page_id, !p.pinned));
+    const actions = el("td", {}, pin);
+    if (state.features.includes("forget")) {
+      const forget = el("button", { type: "button", title: "forget this page's turns" }, "forget");
+      forget.addEventListener("click", () => forgetPage(p.page_id));
+      actions.append(" ", forget);
+    }
+    const bookmark = el("td", {}, el("code", {}, p.bookmark), el("div", { class: "muted" }, p.preview));
+    const row = el("tr", { class: (p.evicted ? "evicted" : "resident") + (recalled.has(p.page_id) ? " recalled" : ""),
+      "data-page": p.page_id }, el("td", {}, `p${p.page_id}`), el("td", {}, `${p.first_turn}–${p.last_turn}`),
+      el("td", {}, p.token_count), stateCell, bookmark, el("td", {}, `${p.access_count}×`), actions);
+    return row;
+  });
+  $("pages").tBodies[0].replaceChildren(...rows);
+}
+
+function renderTraces(traces) {
+  if (!traces.length) { $("traces").replaceChildren(el("p", { class: "muted" }, "No answer yet.")); return; }
+  $("traces").replaceChildren(...traces.map((t) => {
+    const box = el("div", { class: "trace", "data-turn": t.turn });
+    const head = t.injected_page_ids.length
+      ? `recalled ${t.injected_page_ids.map((p) => "p" + p).join(", ")} (trigger: ${t.trigger})`
+      : `no recall (${t.decision}, trigger: ${t.trigger})`;
+    box.append(el("h3", {}, `turn ${t.turn}: ${head}`), el("p", {}, el("b", {}, "Q "), t.question),
+      el("p", {}, el("b", {}, "A "), t.answer || "…"));
+    if (t.candidates.length) {
+      const rows = t.candidates.map((c) => el("tr", { class: c.injected ? "injected" : "" },
+        el("td", {}, `p${c.page_id}`), el("td", {}, c.score.toFixed(3)),
+        el("td", {}, c.similarity == null ? "–" : c.similarity.toFixed(3)),
+        el("td", {}, c.injected ? "injected" : "skipped"), el("td", {}, c.reason || "")));
+      box.append(el("table", {}, el("thead", {}, el("tr", {}, ...["candidate", "score", "similarity", "", "why"]
+        .map((h) => el("th", {}, h)))), el("tbody", {}, ...rows)));
+    }
+    for (const c of t.citations || []) {
+      box.append(el("p", { class: "muted" }, `from memory: p${c.page_id} turn ${c.turn} ${c.speaker}: ${c.text}`));
+    }
+    const ms = t.timings_ms || {};
+    box.append(el("p", { class: "muted" }, `tokens: prompt ${t.tokens.prompt}, evaluated ${t.tokens.evaluated}, ` +
+      `reused ${t.tokens.reused}, generated ${t.tokens.generated}; ${Math.round(ms.total || 0)} ms`));
+    return box;
+  }));
+}
+
+const SVG = "http://www.w3.org/2000/svg";
+function svg(tag, attrs, text) {
+  const node = document.createElementNS(SVG, tag);
+  for (const [k, v] of Object.entries(attrs)) node.setAttribute(k, v);
+  if (text !== undefined) node.textContent = text;
+  return node;
+}
+
+function renderChart(traces) {
+  const data = traces.slice(-40);
+  const W = 800, H = 180, pad = 34;
+  const root = svg("svg", { viewBox: `0 0 ${W} ${H}`, role: "img", "aria-label": "tokens and latency per turn" });
+  if (!data.length) { $("chart").replaceChildren(root); return; }
+  const maxTok = Math.max(1, ...data.map((t) => t.tokens.prompt + t.tokens.generated));
+  const maxMs = Math.max(1, ...data.map((t) => (t.timings_ms || {}).total || 0));
+  const step = (W - 2 * pad) / data.length;
+  const y = (v, max) => H - pad - (v / max) * (H - 2 * pad);
+  const points = [];
+  data.forEach((t, i) => {
+    const x = pad + i * step;
+    const bar = Math.max(2, step * 0.6);
+    root.append(svg("rect", { x, y: y(t.tokens.prompt, maxTok), width: bar, height: H - pad - y(t.tokens.prompt, maxTok),
+      fill: t.injected_page_ids.length ? "#9cc3ff" : "#c9d1d9" }, undefined));
+    root.lastChild.append(svg("title", {}, `turn ${t.turn}: prompt ${t.tokens.prompt} tokens`));
+    const top = y(t.tokens.prompt + t.tokens.generated, maxTok);
+    root.append(svg("rect", { x, y: top, width: bar, height: y(t.tokens.prompt, maxTok) - top, fill: "#57606a" }));
+    points.push(`${x + bar / 2},${y((t.timings_ms || {}).total || 0, maxMs)}`);
+    if (data.length <= 20 || i % 5 === 0) root.append(svg("text", { x, y: H - pad + 14, "font-size": 10 }, t.turn));
+  });
+  root.append(svg("polyline", { points: points.join(" "), fill: "none", stroke: "#d1242f", "stroke-width": 2 }));
+  root.append(svg("text", { x: 2, y: pad - 8, "font-size": 10 }, `${maxTok} tokens`));
+  root.append(svg("text", { x: W - pad - 60, y: pad - 8, "font-size": 10, fill: "#d1242f" }, `${Math.round(maxMs)} ms`));
+  $("chart").replaceChildren(root);
+}
+
+async function setPin(pageId, pinned) {
+  try {
+    await api(`/v1/conversations/${encodeURIComponent(state.conv)}/pages/${pageId}/pin`,
+      { method: "POST", body: JSON.stringify({ pinned }) });
+    await loadConversation();
+  } catch (e) { status(e.message, true); }
+}
+
+async function forgetPage(pageId) {
+  if (!confirm(`Forget page p${pageId} of ${state.conv}? Its turns are erased from the store.`)) return;
+  try {
+    await api(`/v1/conversations/${encodeURIComponent(state.conv)}/forget`,
+      { method: "POST", body: JSON.stringify({ page: pageId }) });
+    await loadConversation();
+  } catch (e) { status(e.message, true); }
+}
+
+async function search() {
+  const query = $("search-query").value.trim();
+  if (!query) return;
+  try {
+    const { data } = await api(`/v1/conversations/${encodeURIComponent(state.conv)}/search?` +
+      new URLSearchParams({ q: query }));
+    $("search-results").replaceChildren(...data.map((h) => el("li", {},
+      `p${h.page_id ?? "?"} turn ${h.turn ?? "?"}: ${h.text ?? ""}`)));
+  } catch (e) { status(e.message, true); }
+}
+
+async function refresh() {
+  try {
+    await loadConversations();
+    await loadConversation();
+  } catch (e) { status(e.message, true); }
+}
+
+function schedule() {
+  clearInterval(state.timer);
+  if ($("auto").checked) state.timer = setInterval(refresh, 5000);
+}
+
+async function start() {
+  try {
+    const health = await (await fetch("/health")).json();
+    state.features = health.features || [];
+  } catch (e) { state.features = []; }
+  $("search-box").hidden = !state.features.includes("search");
+  $("conversation").addEventListener("change", (e) => { state.conv = e.target.value; loadConversation().catch((x) => status(x.message, true)); });
+  $("refresh").addEventListener("click", refresh);
+  $("auto").addEventListener("change", schedule);
+  $("search").addEventListener("click", search);
+  $("key").value = state.key;
+  $("key-save").addEventListener("click", () => {
+    state.key = $("key").value.trim();
+    sessionStorage.setItem("localpager-key", state.key);
+    $("key-box").hidden = true;
+    refresh();
+  });
+  await refresh();
+  schedule();
+}
+
+start();
