@@ -39,7 +39,7 @@ from localpager.backends.llama import LlamaCppBackend, load_llama
 from localpager.bookmarks import render_minimal
 from localpager.eval.synthetic import generate_dataset, mentions
 from localpager.keywords import extract_keywords
-from localpager.records import Conversation, Page, Probe
+from localpager.records import Page, Probe, Transcript
 from localpager.runtime import SYSTEM_PROMPT
 
 CONDITIONS = ("present", "gist", "absent")
@@ -99,14 +99,14 @@ def best_threshold_accuracy(positive: Sequence[float], negative: Sequence[float]
     return float(max(((p >= t).mean() + (n < t).mean()) / 2 for t in thresholds))
 
 
-def bookmark(conv: Conversation, turn: int) -> str:
+def bookmark(conv: Transcript, turn: int) -> str:
     """The bookmark the pager would write for the exchange starting at ``turn``: its heuristic keywords."""
     text = "\n".join(conv.turns[i].render() for i in (turn, turn + 1))
     keywords = extract_keywords([text], "heuristic")[0]
     return render_minimal(Page(page_id=turn // 2, first_turn=turn, last_turn=turn + 1, keywords=keywords))
 
 
-def contexts(conv: Conversation, probe: Probe) -> tuple[dict[str, list[Message]], str]:
+def contexts(conv: Transcript, probe: Probe) -> tuple[dict[str, list[Message]], str]:
     """The three conditions' messages for ``probe``, and the gist used.
 
     The filler is the nearest exchanges that state no fact at all, so an older value of a corrected
@@ -129,7 +129,7 @@ def contexts(conv: Conversation, probe: Probe) -> tuple[dict[str, list[Message]]
     return built, gist
 
 
-def measure_probe(backend: LlamaCppBackend, conv: Conversation, probe: Probe) -> dict:
+def measure_probe(backend: LlamaCppBackend, conv: Transcript, probe: Probe) -> dict:
     """NLLs of the correct and of the model's own answer in each condition, for one probe."""
     built, gist = contexts(conv, probe)
     correct = f"It's {probe.answers[0]}."

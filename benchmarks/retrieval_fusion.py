@@ -48,7 +48,7 @@ from localpager.ranking import (
     rank_pages,
     should_recall,
 )
-from localpager.records import Conversation, Page
+from localpager.records import Page, Transcript
 
 LOCOMO = Path(__file__).resolve().parents[2] / "shared" / "data" / "locomo" / "locomo10.json"
 BOUNDARY = "fixed_20"
@@ -65,7 +65,7 @@ class Case:
 
     dataset: str
     split: str
-    conv: Conversation
+    conv: Transcript
     message: str
     n: int
     candidates: np.ndarray  # turn indices of the evicted pages
@@ -80,12 +80,12 @@ class Case:
         return bool(self.evidence_pages)
 
 
-def evicted_pages(conv: Conversation, n: int) -> list[Page]:
+def evicted_pages(conv: Transcript, n: int) -> list[Page]:
     ranges = split_pages(conv.turns[:n], get_boundary(BOUNDARY))
     return [Page(i + 1, r.start, r.stop - 1) for i, r in enumerate(ranges)][:-1]
 
 
-def make_case(dataset: str, split: str, conv: Conversation, message: str, n: int,
+def make_case(dataset: str, split: str, conv: Transcript, message: str, n: int,
               evidence: list[int]) -> Case | None:
     pages = evicted_pages(conv, n)
     if not pages:
@@ -96,7 +96,7 @@ def make_case(dataset: str, split: str, conv: Conversation, message: str, n: int
     return Case(dataset, split, conv, message, n, candidates, owner, found)
 
 
-def probe_cases(dataset: str, split: str, convs: list[Conversation]) -> list[Case]:
+def probe_cases(dataset: str, split: str, convs: list[Transcript]) -> list[Case]:
     cases = []
     for conv in convs:
         for probe in conv.probes:
@@ -109,7 +109,7 @@ def probe_cases(dataset: str, split: str, convs: list[Conversation]) -> list[Cas
     return cases
 
 
-def small_talk_cases(dataset: str, split: str, convs: list[Conversation], per_conv: int = 40) -> list[Case]:
+def small_talk_cases(dataset: str, split: str, convs: list[Transcript], per_conv: int = 40) -> list[Case]:
     cases = []
     for conv in convs:
         evidence = {i for p in conv.probes for i in p.evidence}
@@ -346,7 +346,7 @@ def operating_points(rows: list[dict], targets=(0.80, 0.90, 0.95, 0.98, 1.0)) ->
 
 
 # -- main ----------------------------------------------------------------------------------------
-def load_sets(quick: bool) -> dict[tuple[str, str], list[Conversation]]:
+def load_sets(quick: bool) -> dict[tuple[str, str], list[Transcript]]:
     n = 4 if quick else 10
     locomo = load_conversations(LOCOMO).conversations
     return {

@@ -1,4 +1,4 @@
-"""Read conversation files into :class:`~localpager.records.Conversation` records.
+"""Read conversation files into :class:`~localpager.records.Transcript` records.
 
 Two formats are read: the interchange format (JSONL, one conversation per line, written by
 :func:`dump_jsonl`) and the LoCoMo benchmark file (``locomo10.json``). A whole file is checked
@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
 
-from localpager.records import ROLES, Conversation, Probe, Turn
+from localpager.records import ROLES, Probe, Transcript, Turn
 
 FORMATS = ("auto", "jsonl", "locomo")
 
@@ -68,7 +68,7 @@ class ConversationFileError(ValueError):
 class LoadResult:
     """The conversations of a file and the repairs made on the way (for the caller to show)."""
 
-    conversations: list[Conversation]
+    conversations: list[Transcript]
     warnings: list[str] = field(default_factory=list)
 
 
@@ -109,7 +109,7 @@ def detect_format(path: str | Path) -> str:
     return _detect(_read_text(path), str(path))
 
 
-def dump_jsonl(conversations: Iterable[Conversation], path: str | Path) -> None:
+def dump_jsonl(conversations: Iterable[Transcript], path: str | Path) -> None:
     """Write conversations in the interchange format; :func:`load_conversations` reads them back."""
     lines = [json.dumps(_conversation_to_json(c), ensure_ascii=False) for c in conversations]
     Path(path).write_text("".join(line + "\n" for line in lines), encoding="utf-8")
@@ -157,9 +157,9 @@ def _detect(text: str, path: str) -> str:
 # --- interchange format (JSONL) -------------------------------------------------------------
 
 
-def _parse_jsonl(text: str, path: str) -> list[Conversation]:
+def _parse_jsonl(text: str, path: str) -> list[Transcript]:
     """Every line is parsed and checked before the list is returned."""
-    conversations: list[Conversation] = []
+    conversations: list[Transcript] = []
     first_line: dict[str, int] = {}
     # split on "\n" only: JSON strings may hold raw U+2028, which str.splitlines would cut.
     for number, raw in enumerate(text.split("\n"), start=1):
@@ -185,7 +185,7 @@ def _json_line(raw: str, where: _Where) -> Any:
         raise where.error(None, f"invalid JSON: {e.msg} (column {e.colno})") from e
 
 
-def _conversation_from_json(obj: Any, where: _Where, path: str) -> Conversation:
+def _conversation_from_json(obj: Any, where: _Where, path: str) -> Transcript:
     _object(obj, where, None, "a conversation")
     _no_unknown_keys(obj, _TOP_KEYS, where, "", hint="put extra data under 'meta'")
     conversation_id = _required_string(obj, "id", where)
@@ -200,7 +200,7 @@ def _conversation_from_json(obj: Any, where: _Where, path: str) -> Conversation:
         for i, p in enumerate(_list(obj.get("probes", []), where, "probes"))
     ]
     meta = _object(obj.get("meta", {}), where, "meta", "an object")
-    return Conversation(conversation_id, turns, probes, source=path, meta=dict(meta))
+    return Transcript(conversation_id, turns, probes, source=path, meta=dict(meta))
 
 
 def _turn_from_json(obj: Any, index: int, where: _Where) -> Turn:
@@ -251,7 +251,7 @@ def _answer_text(value: Any, where: _Where, name: str) -> str:
     return _string(value, where, name, expected="a non-empty string or a number")
 
 
-def _conversation_to_json(conversation: Conversation) -> dict[str, Any]:
+def _conversation_to_json(conversation: Transcript) -> dict[str, Any]:
     obj: dict[str, Any] = {
         "id": conversation.id,
         "turns": [_turn_to_json(t) for t in conversation.turns],
@@ -308,7 +308,7 @@ def _parse_locomo(text: str, path: str) -> LoadResult:
     return result
 
 
-def _locomo_sample(sample: Any, position: int, path: str, warnings: list[str]) -> Conversation:
+def _locomo_sample(sample: Any, position: int, path: str, warnings: list[str]) -> Transcript:
     where = _Where(path, conversation=f"#{position}")
     _object(sample, where, None, "a LoCoMo sample object")
     sample_id = _required_string(sample, "sample_id", where)
@@ -323,7 +323,7 @@ def _locomo_sample(sample: Any, position: int, path: str, warnings: list[str]) -
     qa = _list(_required(sample, "qa", where, "qa"), where, "qa")
     probes = [_locomo_probe(q, i, dia_index, where, warnings) for i, q in enumerate(qa)]
     meta = {"speaker_a": body["speaker_a"], "speaker_b": body["speaker_b"]}
-    return Conversation(sample_id, turns, probes, source=path, meta=meta)
+    return Transcript(sample_id, turns, probes, source=path, meta=meta)
 
 
 def _locomo_sessions(body: dict[str, Any]) -> list[tuple[int, list[Any]]]:

@@ -73,11 +73,17 @@ class Probe:
 
 
 @dataclass
-class Conversation:
-    """A conversation as read from a file, before it is paged."""
+class Transcript:
+    """A conversation as read from a file (its turns and probes), before it is paged or stored.
+
+    Not ``api.Conversation``, the live conversation of a store that answers questions."""
 
     id: str
     turns: list[Turn]
     probes: list[Probe] = field(default_factory=list)
     source: str | None = None
     meta: dict[str, Any] = field(default_factory=dict)
+
+
+# The old name of Transcript, kept only until in-flight work (interchange.py) imports Transcript.
+Conversation = Transcript

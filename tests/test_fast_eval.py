@@ -7,7 +7,7 @@ import pytest
 from localpager.eval.evaluate import EvalConfig, EvalReport, ProbeResult, _ask_points, summarize
 from localpager.eval.metrics import (contains_answer, locomo_score, normalize, partial_f1, says_not_mentioned,
                                      score_answer, token_f1)
-from localpager.records import Conversation, Probe, Turn
+from localpager.records import Probe, Transcript, Turn
 
 
 # -- metrics -----------------------------------------------------------------------------------------------
@@ -133,7 +133,7 @@ def test_probes_are_asked_at_their_turn_and_only_with_evidence():
     turns = [Turn("user" if i % 2 == 0 else "assistant", f"t{i}", i) for i in range(10)]
     probes = [Probe("a", ["x"], [1], at=3), Probe("b", ["x"], [], at=3), Probe("c", ["x"], [2]),
               Probe("d", ["x"], [4], at=5), Probe("e", ["x"], [0], at=3)]
-    conv = Conversation("c", turns, probes)
+    conv = Transcript("c", turns, probes)
     points = _ask_points(conv, None)
     assert {at: [p.question for p in ps] for at, ps in points.items()} == {3: ["a", "e"], 9: ["c"], 5: ["d"]}
     limited = _ask_points(conv, 2)  # the first two probes that have evidence

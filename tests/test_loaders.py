@@ -17,7 +17,7 @@ from localpager.loaders import (
     dump_jsonl,
     load_conversations,
 )
-from localpager.records import Conversation, Probe, Turn
+from localpager.records import Probe, Transcript, Turn
 
 LOCOMO = Path(__file__).resolve().parents[2] / "shared" / "data" / "locomo" / "locomo10.json"
 
@@ -37,7 +37,7 @@ def locomo_raw() -> dict[str, dict[str, Any]]:
     return {s["sample_id"]: s for s in json.loads(LOCOMO.read_text(encoding="utf-8"))}
 
 
-def _conv(result: LoadResult, conversation_id: str) -> Conversation:
+def _conv(result: LoadResult, conversation_id: str) -> Transcript:
     return next(c for c in result.conversations if c.id == conversation_id)
 
 
@@ -46,7 +46,7 @@ def _raw_turn(raw: dict[str, Any], dia_id: str) -> dict[str, Any]:
     return next(t for t in raw["conversation"][f"session_{session}"] if t["dia_id"] == dia_id)
 
 
-def _probe(conversation: Conversation, question: str) -> Probe:
+def _probe(conversation: Transcript, question: str) -> Probe:
     return next(p for p in conversation.probes if p.question == question)
 
 
@@ -239,7 +239,7 @@ def test_jsonl_answers_extras_and_optional_fields(tmp_path: Path) -> None:
 
 def test_jsonl_round_trip(tmp_path: Path) -> None:
     conversations = [
-        Conversation(
+        Transcript(
             "a",
             [Turn("user", "Ünïcode\u2028line", 0, time="t0", speaker="Ann"),
              Turn("assistant", "ok", 1)],
@@ -247,7 +247,7 @@ def test_jsonl_round_trip(tmp_path: Path) -> None:
              Probe("q2?", ["z"])],
             meta={"speaker_a": "Ann"},
         ),
-        Conversation("b", [Turn("user", "only", 0)]),
+        Transcript("b", [Turn("user", "only", 0)]),
     ]
     path = tmp_path / "out.jsonl"
     dump_jsonl(conversations, path)
@@ -259,7 +259,7 @@ def test_jsonl_round_trip(tmp_path: Path) -> None:
 
 
 def test_dump_refuses_extras_that_clash_with_fields(tmp_path: Path) -> None:
-    conv = Conversation("a", [Turn("user", "x", 0)], [Probe("q", ["a"], extra={"answer": "b"})])
+    conv = Transcript("a", [Turn("user", "x", 0)], [Probe("q", ["a"], extra={"answer": "b"})])
     with pytest.raises(ValueError, match="clash"):
         dump_jsonl([conv], tmp_path / "out.jsonl")
 

@@ -18,7 +18,7 @@ from localpager.eval.simulate import (
 )
 from localpager.eval.synthetic import generate_dataset
 from localpager.pager import PagingConfig
-from localpager.records import Conversation, Page, Probe, Turn
+from localpager.records import Page, Probe, Transcript, Turn
 from localpager.tokens import ApproxTokenCounter
 
 LOCOMO = Path(__file__).resolve().parents[2] / "shared" / "data" / "locomo" / "locomo10.json"
@@ -30,7 +30,7 @@ def make_turns(texts: list[str]) -> list[Turn]:
     return [Turn("user" if i % 2 == 0 else "assistant", t, i) for i, t in enumerate(texts)]
 
 
-def allergy_conversation() -> Conversation:
+def allergy_conversation() -> Transcript:
     """20 turns of about 18 approximate tokens: fixed_5 makes 4 pages of about 90 tokens.
 
     Turn 0 (page 1) holds the fact; a budget of 200 tokens cannot keep all four pages.
@@ -41,7 +41,7 @@ def allergy_conversation() -> Conversation:
         Probe("Which snack should I avoid?", ["peanuts"], evidence=[0]),
         Probe("What was message 18 about?", ["weather"], evidence=[18]),
     ]
-    return Conversation("hand", make_turns(texts), probes)
+    return Transcript("hand", make_turns(texts), probes)
 
 
 def page(page_id: int, lines: list[str], first: int = 0) -> Page:

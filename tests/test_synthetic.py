@@ -15,7 +15,7 @@ from localpager.eval.synthetic import (
     generate_dataset,
     mentions,
 )
-from localpager.records import Conversation, Probe
+from localpager.records import Probe, Transcript
 
 # Words a question may share with the turn it is about: function words and a few everyday ones.
 GENERIC = {
@@ -33,16 +33,16 @@ def _content_words(text: str) -> set[str]:
     return {w for w in re.findall(r"[a-z][a-z']+", text.lower()) if len(w) >= 3} - GENERIC
 
 
-def _conversations() -> list[Conversation]:
+def _conversations() -> list[Transcript]:
     return [generate_conversation(seed, revisiting=seed % 2 == 1) for seed in SEEDS]
 
 
 @pytest.fixture(scope="module")
-def conversations() -> list[Conversation]:
+def conversations() -> list[Transcript]:
     return _conversations()
 
 
-def _probes(conversations: list[Conversation]) -> list[tuple[Conversation, Probe]]:
+def _probes(conversations: list[Transcript]) -> list[tuple[Transcript, Probe]]:
     return [(conv, probe) for conv in conversations for probe in conv.probes]
 
 
@@ -84,7 +84,7 @@ def test_too_short_is_refused() -> None:
         generate_conversation(0, n_turns=20)
 
 
-def test_six_to_eight_facts_one_probe_each(conversations: list[Conversation]) -> None:
+def test_six_to_eight_facts_one_probe_each(conversations: list[Transcript]) -> None:
     for conv in conversations:
         assert 6 <= len(conv.probes) <= 8
         types = [p.type for p in conv.probes]
@@ -105,14 +105,14 @@ def test_dataset_alternates_forward_and_revisiting() -> None:
     assert all(c.meta["revisiting"] for c in generate_dataset(3, seed=1, revisiting=True))
 
 
-def test_facts_are_spread_and_the_tail_is_filler(conversations: list[Conversation]) -> None:
+def test_facts_are_spread_and_the_tail_is_filler(conversations: list[Transcript]) -> None:
     for conv in conversations:
         stated = sorted(t for p in conv.probes for t in p.extra["stated"])
         assert stated[-1] < len(conv.turns) - TAIL_TURNS
         assert stated[-1] - stated[0] > len(conv.turns) // 2
 
 
-def test_filler_is_varied_and_shares_generic_words(conversations: list[Conversation]) -> None:
+def test_filler_is_varied_and_shares_generic_words(conversations: list[Transcript]) -> None:
     for conv in conversations:
         user_texts = [t.text for t in conv.turns if t.role == "user"]
         assert len(set(user_texts)) > 0.6 * len(user_texts)
@@ -127,7 +127,7 @@ def test_filler_is_varied_and_shares_generic_words(conversations: list[Conversat
 # --- evidence -------------------------------------------------------------------------------------
 
 
-def test_evidence_is_a_user_turn_stating_the_answer(conversations: list[Conversation]) -> None:
+def test_evidence_is_a_user_turn_stating_the_answer(conversations: list[Transcript]) -> None:
     for conv, probe in _probes(conversations):
         assert len(probe.evidence) == 1
         turn = conv.turns[probe.evidence[0]]
@@ -136,14 +136,14 @@ def test_evidence_is_a_user_turn_stating_the_answer(conversations: list[Conversa
         assert probe.evidence[0] == probe.extra["stated"][-1]
 
 
-def test_answers_appear_only_in_their_own_statements(conversations: list[Conversation]) -> None:
+def test_answers_appear_only_in_their_own_statements(conversations: list[Transcript]) -> None:
     """The evidence is the last (and only) turn with the current value: filler never states it."""
     for conv, probe in _probes(conversations):
         holding = [t.index for t in conv.turns if mentions(t.text, probe.answers)]
         assert holding == probe.evidence, (probe, [conv.turns[i].text for i in holding])
 
 
-def test_updated_facts_answer_with_the_newest_value(conversations: list[Conversation]) -> None:
+def test_updated_facts_answer_with_the_newest_value(conversations: list[Transcript]) -> None:
     updated = [(c, p) for c, p in _probes(conversations) if len(p.extra["stated"]) > 1]
     assert updated
     for conv, probe in updated:
@@ -160,7 +160,7 @@ def test_updated_facts_answer_with_the_newest_value(conversations: list[Conversa
 # --- questions ------------------------------------------------------------------------------------
 
 
-def test_questions_do_not_leak_the_answer(conversations: list[Conversation]) -> None:
+def test_questions_do_not_leak_the_answer(conversations: list[Transcript]) -> None:
     for conv, probe in _probes(conversations):
         assert not mentions(probe.question, probe.answers + probe.extra["old_answers"]), probe
         answer_words = set().union(*(_content_words(a) for a in probe.answers))
@@ -168,7 +168,7 @@ def test_questions_do_not_leak_the_answer(conversations: list[Conversation]) -> 
 
 
 def test_questions_share_only_generic_words_with_the_evidence(
-    conversations: list[Conversation],
+    conversations: list[Transcript],
 ) -> None:
     for conv, probe in _probes(conversations):
         shared = _content_words(probe.question) & _content_words(conv.turns[probe.evidence[0]].text)
@@ -184,7 +184,7 @@ def test_no_template_pairing_shares_content_words() -> None:
                 assert not shared, (kind.name, ask, said, shared)
 
 
-def test_answers_are_short(conversations: list[Conversation]) -> None:
+def test_answers_are_short(conversations: list[Transcript]) -> None:
     for _, probe in _probes(conversations):
         assert probe.answers and all(0 < len(a.split()) <= 3 for a in probe.answers)
 
@@ -199,7 +199,7 @@ def test_forward_probes_are_asked_at_the_end() -> None:
 
 
 def test_revisiting_probes_come_after_their_fact_and_are_sorted(
-    conversations: list[Conversation],
+    conversations: list[Transcript],
 ) -> None:
     for conv in conversations:
         if not conv.meta["revisiting"]:

@@ -24,7 +24,7 @@ from ..keywords import STRATEGIES as STRATEGIES_LOCAL
 from ..keywords import extract_keywords
 from ..layouts import DEFAULT_LAYOUT, check_layout
 from ..pager import Pager, PagingConfig
-from ..records import Conversation, Probe
+from ..records import Probe, Transcript
 from ..rerank import RerankSettings
 from ..runtime import Injection, RecallSettings, fit_turns, inject_in_order
 from ..trace import Candidate
@@ -168,7 +168,7 @@ def _settings(config: EvalConfig) -> tuple[RecallSettings, RerankSettings, Pagin
     return recall, rerank, paging
 
 
-def _ask_points(conv: Conversation, limit: int | None, categories: Sequence[int] | None = None) -> dict[int, list[Probe]]:
+def _ask_points(conv: Transcript, limit: int | None, categories: Sequence[int] | None = None) -> dict[int, list[Probe]]:
     probes = [p for p in conv.probes if p.evidence
               and (categories is None or p.extra.get("category") in categories)][:limit]
     points: dict[int, list[Probe]] = defaultdict(list)
@@ -177,7 +177,7 @@ def _ask_points(conv: Conversation, limit: int | None, categories: Sequence[int]
     return points
 
 
-def evaluate(conversations: Sequence[Conversation], config: EvalConfig, workdir: str | Path | None = None,
+def evaluate(conversations: Sequence[Transcript], config: EvalConfig, workdir: str | Path | None = None,
              progress: Callable[[Iterable], Iterable] | None = None, lp=None) -> "EvalReport":
     """Run every probe of ``conversations`` under ``config``; ``lp`` reuses an open LocalPager's model."""
     from ..api import LocalPager

@@ -24,7 +24,7 @@ from ..boundaries import get_boundary, split_pages
 from ..eviction import get_eviction
 from ..keywords import extract_keywords, local_strategy
 from ..pager import Pager, PagingConfig
-from ..records import Conversation, Page
+from ..records import Page, Transcript
 from ..tokens import TokenCounter
 from .selectors import get_selector, select_pages
 
@@ -50,7 +50,7 @@ class Belady:
         self._times = [at for at, _ in self._uses]
 
     @classmethod
-    def for_conversation(cls, conv: Conversation) -> "Belady":
+    def for_conversation(cls, conv: Transcript) -> "Belady":
         return cls((_asked_at(probe.at, conv), probe.evidence) for probe in conv.probes)
 
     def next_use(self, page: Page, now: int) -> float:
@@ -95,7 +95,7 @@ class _MemoCounter:
         self.count = lru_cache(maxsize=1 << 16)(counter.count)
 
 
-def _asked_at(at: int | None, conv: Conversation) -> int:
+def _asked_at(at: int | None, conv: Transcript) -> int:
     """The turn after which a probe is asked: its ``at``, or the last turn."""
     return len(conv.turns) - 1 if at is None else at
 
@@ -123,7 +123,7 @@ class ProbeOutcome:
 
 
 def simulate_conversation(
-    conv: Conversation,
+    conv: Transcript,
     config: PagingConfig,
     counter: TokenCounter,
     selectors: Sequence[str] = (),
@@ -245,7 +245,7 @@ def _share(part: int, whole: int) -> float | None:
 
 
 def simulate(
-    conversations: Sequence[Conversation],
+    conversations: Sequence[Transcript],
     boundaries: Sequence[str],
     evictions: Sequence[str],
     budget: int,

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from ..pager import PagingConfig
-from ..records import Conversation as Transcript  # renamed in the next step
+from ..records import Transcript
 from .evaluate import EvalConfig, evaluate
 from .report import write_eval
 from .simulate import BELADY, SimulationResult, belady_violations

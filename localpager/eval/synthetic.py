@@ -14,7 +14,7 @@ import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
-from localpager.records import Conversation, Probe, Turn
+from localpager.records import Probe, Transcript, Turn
 
 FACT_TYPES = (
     "allergy", "budget", "deadline", "contact", "medical", "preference", "schedule", "number",
@@ -770,7 +770,7 @@ FILLER_TOPICS: dict[str, FillerTopic] = {
 
 def generate_conversation(
     seed: int, n_turns: int = 160, revisiting: bool = False, conv_id: str | None = None
-) -> Conversation:
+) -> Transcript:
     """A conversation of ``n_turns`` (rounded up to even) with planted facts and one probe each.
 
     Forward conversations ask every probe at the end; revisiting ones ask most probes mid-way,
@@ -782,7 +782,7 @@ def generate_conversation(
     rng = random.Random(seed)
     facts = _draw_facts(rng)
     _place(rng, facts, n_turns)
-    return Conversation(
+    return Transcript(
         id=conv_id or f"synthetic-{seed}{'-revisiting' if revisiting else ''}",
         turns=_turns(rng, facts, n_turns),
         probes=_probes(rng, facts, n_turns, revisiting),
@@ -793,7 +793,7 @@ def generate_conversation(
 
 def generate_dataset(
     n: int = 10, seed: int = 0, n_turns: int = 160, revisiting: bool | None = None
-) -> list[Conversation]:
+) -> list[Transcript]:
     """``n`` conversations from one seed; ``revisiting=None`` alternates forward and revisiting."""
     rng = random.Random(seed)
     return [
