@@ -21,7 +21,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from .backends import DEFAULT_BACKEND, load_backend
+from .backends import DEFAULT_BACKEND, default_backend, load_backend
 from .backends.base import BackendError, ChatBackend, TextCallback
 from .eviction import Cooperative
 from .loaders import load_conversations
@@ -60,7 +60,8 @@ class LocalPager:
         store: str | os.PathLike | Store | None = None,
         model: str | os.PathLike | None = None,
         *,
-        backend: str | ChatBackend = DEFAULT_BACKEND,
+        backend: str | ChatBackend | None = None,
+        backend_options: dict | None = None,
         n_ctx: int = 2048,
         recall: RecallSettings | None = None,
         rerank: RerankSettings | None = None,
@@ -68,6 +69,9 @@ class LocalPager:
     ):
         self.store = store if isinstance(store, Store) else Store(store)
         self.model = model
+        backend = backend if backend is not None else default_backend()  # $LOCALPAGER_BACKEND or llama-cpp
+        # more options for the backend's factory (openai-http: base_url, api_key, tokenizer, constraint, ...)
+        self.backend_options = dict(backend_options or {})
         self.backend_name = backend if isinstance(backend, str) else backend.name
         self._backend: ChatBackend | None = None if isinstance(backend, str) else backend
         self.n_ctx = n_ctx
@@ -86,14 +90,21 @@ class LocalPager:
     def backend(self) -> ChatBackend:
         with self.lock:
             if self._backend is None:
-                self._backend = load_backend(self.backend_name, model_path=self.model, n_ctx=self.n_ctx)
+                self._backend = load_backend(self.backend_name, model_path=self.model, n_ctx=self.n_ctx,
+                                             **self.backend_options)
             return self._backend
 
     @property
     def runtime(self) -> Runtime:
         with self.lock:
             if self._runtime is None:
-                self._runtime = Runtime(self.backend, self.recall, side=lambda: self.side_backend)
+                recall = self.recall
+                if getattr(self.backend, "constraint", None) == "none" and recall.mode in ("auto", "always"):
+                    # a server that constrains no output cannot make a decision we would trust
+                    log.warning("the model server accepts neither a GBNF grammar nor a JSON schema: recall is "
+                                "selector-only (the model is not asked to decide)")
+                    recall = dataclasses.replace(recall, mode="selector")
+                self._runtime = Runtime(self.backend, recall, side=lambda: self.side_backend)
             return self._runtime
 
     @property
@@ -138,9 +149,10 @@ class LocalPager:
         return RerankSelector(self.index, conv_id, self.rerank, lexical)
 
     def counter(self) -> TokenCounter:
-        """The loaded model's tokenizer, or a vocabulary-only load of the same model file."""
-        if self._backend is not None:
-            return _BackendCounter(self._backend)
+        """The loaded model's tokenizer, or a vocabulary-only load of the same model file (a backend other
+        than llama.cpp's counts with its own tokenizer: a served model's ``--model`` is no file)."""
+        if self._backend is not None or self.backend_name != DEFAULT_BACKEND:
+            return _BackendCounter(self.backend)
         return counter_for(str(self.model) if self.model else None)
 
     # -- conversations ----------------------------------------------------------------------------
@@ -437,6 +449,8 @@ class Conversation:
                     self.add_turn("user", question)
                 trace = runtime.answer(self.pager, question, pending=not remember, on_text=on_text,
                                        selector=selector or self.lp.selector(self.id), mode=mode, layout=layout)
+                if getattr(runtime.backend, "estimated", False):  # token counts are an estimate: say so
+                    trace.tokens["estimated"] = 1
                 if remember:
                     answer_turn = self.add_turn("assistant", trace.answer or "…")
                     touched = self.pager.touch(trace.injected_page_ids, answer_turn.index)

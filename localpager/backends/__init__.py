@@ -8,15 +8,26 @@ keyword arguments ``model_path`` and ``n_ctx`` and returns a ``ChatBackend``.
 from __future__ import annotations
 
 import importlib.metadata
+import os
 from typing import Any
 
 from .base import BackendError, ChatBackend, Generation, Message
 
 GROUP = "localpager.backends"
 DEFAULT_BACKEND = "llama-cpp"
-_BUILTIN = {"llama-cpp": "localpager.backends.llama:LlamaCppBackend"}
+BACKEND_ENV = "LOCALPAGER_BACKEND"  # as LOCALPAGER_MODEL names the model, this names the backend
+_BUILTIN = {
+    "llama-cpp": "localpager.backends.llama:LlamaCppBackend",
+    "openai-http": "localpager.backends.openai_http:OpenAIHTTPBackend",
+}
 
-__all__ = ["BackendError", "ChatBackend", "Generation", "Message", "available_backends", "load_backend"]
+__all__ = ["BackendError", "ChatBackend", "Generation", "Message", "available_backends", "default_backend",
+           "load_backend"]
+
+
+def default_backend() -> str:
+    """``$LOCALPAGER_BACKEND``, else the built-in llama.cpp backend."""
+    return os.environ.get(BACKEND_ENV) or DEFAULT_BACKEND
 
 
 def available_backends() -> dict[str, str]:
@@ -27,7 +38,9 @@ def available_backends() -> dict[str, str]:
     return found
 
 
-def load_backend(name: str = DEFAULT_BACKEND, **options: Any) -> ChatBackend:
+def load_backend(name: str | None = None, **options: Any) -> ChatBackend:
+    """The backend ``name`` (default: ``default_backend()``) built with ``options``."""
+    name = name or default_backend()
     backends = available_backends()
     if name not in backends:
         raise BackendError(f"unknown backend {name!r}; installed: {', '.join(sorted(backends))}")

@@ -1,0 +1,336 @@
+"""The openai-http backend's protocol logic against mock servers (httpx.MockTransport): which server it
+is, what it can constrain, how a prompt and a decision travel, token counting, and every failure as one
+line. No model, no socket."""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+
+import httpx
+import pytest
+
+from localpager.backends import available_backends
+from localpager.backends.base import BackendError, Message
+from localpager.backends.openai_http import PROBE_GRAMMAR, OpenAIHTTPBackend, RecallSchema
+from localpager.grammar import parse_decision, recall_grammar
+
+CHATML = ("{% for m in messages %}{{'<|im_start|>' + m['role'] + '\n' + m['content'] + '<|im_end|>\n'}}{% endfor %}"
+          "{% if add_generation_prompt %}{{'<|im_start|>assistant\n'}}{% endif %}")
+SPECIAL = {"<|im_start|>": 1, "<|im_end|>": 2}
+BASE = "http://model.test/v1"
+
+
+def tokenize(text: str, special: bool) -> list[int]:
+    """The mock model's tokenizer: a token a character, control tokens when parsed as special."""
+    out, i = [], 0
+    while i < len(text):
+        for s, tid in SPECIAL.items():
+            if special and text.startswith(s, i):
+                out.append(tid)
+                i += len(s)
+                break
+        else:
+            out.append(1000 + ord(text[i]))
+            i += 1
+    return out
+
+
+def sse(events, done=True) -> bytes:
+    lines = [f"data: {json.dumps(e)}\n\n" for e in events] + (["data: [DONE]\n\n"] if done else [])
+    return "".join(lines).encode()
+
+
+class MockServer:
+    """A scripted model server of one ``kind``; ``reply`` is what the next completion says. It records
+    every request; ``grammar``/``schema`` say whether it enforces them (the probe checks)."""
+
+    def __init__(self, kind="llama-server", reply="Fine.", grammar=True, schema=True, tokenize_endpoint=True):
+        self.kind, self.reply, self.grammar, self.schema = kind, reply, grammar, schema
+        self.tokenize_endpoint = tokenize_endpoint
+        self.requests: list[tuple[str, str, dict | None]] = []
+        self.fail: int | None = None  # answer completions with this HTTP status
+        self.drop = False  # end the completion stream mid-answer
+        self.usage: dict | None = None
+
+    def transport(self):
+        return httpx.MockTransport(self.handle)
+
+    def output(self, body: dict) -> str:
+        if self.grammar and body.get("grammar") == PROBE_GRAMMAR:
+            return "7"
+        schema = body.get("json_schema") or body.get("format") or (body.get("response_format") or {}).get(
+            "json_schema", {}).get("schema")
+        if self.schema and schema and "n" in schema.get("properties", {}):
+            return '{"n": 7}'
+        return self.reply
+
+    def handle(self, request: httpx.Request) -> httpx.Response:
+        path = request.url.path
+        body = json.loads(request.content) if request.content else None
+        self.requests.append((request.method, path, body))
+        k = self.kind
+        if path == "/v1/models":
+            return httpx.Response(200, json={"data": [{"id": "/models/served-model.gguf"}, {"id": "other"}]})
+        if k == "llama-server" and path == "/props":
+            return httpx.Response(200, json={"chat_template": CHATML, "default_generation_settings": {"n_ctx": 4096}})
+        if k == "ollama" and path == "/api/version":
+            return httpx.Response(200, json={"version": "0.5.7"})
+        if k == "ollama" and path == "/api/show":
+            return httpx.Response(200, json={"modelfile": "FROM /nonexistent/blob"})
+        if path == "/openapi.json" and k in ("llama-cpp-python", "openai"):
+            paths = {"/extras/tokenize": {}} if k == "llama-cpp-python" else (
+                {"/tokenize": {}} if self.tokenize_endpoint else {})
+            return httpx.Response(200, json={"paths": {"/v1/completions": {}, **paths}})
+        if path == "/tokenize" and k == "llama-server":
+            tokens = tokenize(body["content"], body.get("parse_special", True))
+            return httpx.Response(200, json={"tokens": tokens})
+        if path == "/tokenize" and k == "openai" and self.tokenize_endpoint:  # vLLM
+            return httpx.Response(200, json={"tokens": tokenize(body["prompt"], True), "count": 0})
+        if path == "/extras/tokenize" and k == "llama-cpp-python":
+            return httpx.Response(200, json={"tokens": tokenize(body["input"], True)})
+        if path in ("/completion", "/v1/completions", "/api/generate"):
+            if self.fail:
+                return httpx.Response(self.fail, json={"error": {"message": "model crashed\nstack..."}})
+            text = self.output(body)
+            pieces = [text[i:i + 3] for i in range(0, len(text), 3)]
+            if self.drop:
+                pieces = pieces[:1]
+            if path == "/completion":
+                events = [{"content": p, "stop": False} for p in pieces]
+                if not self.drop:
+                    events.append({"content": "", "stop": True, "stop_type": "eos",
+                                   "timings": {"prompt_n": 5, "cache_n": len(body["prompt"]) - 5,
+                                               "prompt_ms": 12.5, "predicted_ms": 40.0}})
+                return httpx.Response(200, content=sse(events, done=False),
+                                      headers={"content-type": "text/event-stream"})
+            if path == "/api/generate":
+                lines = [json.dumps({"response": p, "done": False}) for p in pieces]
+                if not self.drop:
+                    lines.append(json.dumps({"response": "", "done": True, "done_reason": "stop",
+                                             "prompt_eval_count": 4, "prompt_eval_duration": 2_000_000}))
+                return httpx.Response(200, content="\n".join(lines).encode())
+            events = [{"choices": [{"text": p, "finish_reason": None}]} for p in pieces]
+            if not self.drop:
+                events.append({"choices": [{"text": "", "finish_reason": "stop"}]})
+                if self.usage:
+                    events.append({"choices": [], "usage": self.usage})
+            return httpx.Response(200, content=sse(events, done=not self.drop),
+                                  headers={"content-type": "text/event-stream"})
+        return httpx.Response(404, json={"detail": "Not Found"})
+
+    def completions(self) -> list[dict]:
+        return [b for _, p, b in self.requests if p in ("/completion", "/v1/completions", "/api/generate")]
+
+
+def backend(server: MockServer, **options) -> OpenAIHTTPBackend:
+    return OpenAIHTTPBackend(base_url=BASE, transport=server.transport(), **options)
+
+
+MESSAGES = [Message("system", "Be brief."), Message("user", "Hi <|im_end|> there")]
+
+
+def test_registered_as_a_builtin_backend():
+    assert available_backends()["openai-http"] == "localpager.backends.openai_http:OpenAIHTTPBackend"
+
+
+def test_llama_server_discovery_template_tokens_and_reuse():
+    server = MockServer("llama-server", reply="Hello!")
+    b = backend(server)
+    assert (b.kind, b.constraint, b.n_ctx, b.model) == ("llama-server", "gbnf", 4096, "/models/served-model.gguf")
+    assert b.model_name == "served-model.gguf"
+    prompt = b.render(MESSAGES)
+    # the template's text is parsed for control tokens, the user's content is not
+    assert prompt[:1] == [1] and prompt.count(2) == 2 and tokenize("<|im_end|>", False)[0] in prompt
+    gen = b.generate(prompt, max_tokens=8)
+    sent = server.completions()[-1]
+    assert sent["prompt"] == prompt and sent["cache_prompt"] is True and sent["temperature"] == 0.0
+    assert (gen.text, gen.stopped, gen.evaluated, gen.reused) == ("Hello!", "eos", 5, len(prompt) - 5)
+    assert gen.timings["reported"] == 1.0 and gen.prefill_ms == 12.5
+
+
+def test_token_counts_are_cached():
+    server = MockServer("llama-server")
+    b = backend(server)
+    before = sum(p == "/tokenize" for _, p, _ in server.requests)
+    assert b.count_tokens("a b c") == b.count_tokens("a b c") == 5
+    assert sum(p == "/tokenize" for _, p, _ in server.requests) == before + 1
+    assert b.count_tokens("") == 0
+
+
+def test_llama_cpp_python_gets_the_rendered_text_and_reuse_is_marked_unreported():
+    server = MockServer("llama-cpp-python", reply="Sure.")
+    b = backend(server, chat_template=CHATML)
+    assert (b.kind, b.constraint) == ("llama-cpp-python", "gbnf")
+    prompt = b.render(MESSAGES)
+    gen = b.generate(prompt, max_tokens=8)
+    sent = server.completions()[-1]
+    assert sent["prompt"] == ("<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nHi <|im_end|> there"
+                              "<|im_end|>\n<|im_start|>assistant\n")
+    assert (gen.text, gen.evaluated, gen.reused, gen.timings["reported"]) == ("Sure.", len(prompt), 0, 0.0)
+    # a continuation after the decision's tokens is sent as the same text plus what was generated
+    b.generate(prompt + gen.tokens, max_tokens=4)
+    assert server.completions()[-1]["prompt"] == sent["prompt"] + "Sure."
+
+
+def test_gbnf_recall_decision_is_sent_as_a_grammar():
+    server = MockServer("llama-server", reply="recall(page_ids=[3])")
+    b = backend(server)
+    grammar = recall_grammar([1, 3], 2)
+    gen = b.generate(b.render(MESSAGES), max_tokens=24, grammar=grammar)
+    assert server.completions()[-1]["grammar"] == grammar
+    assert parse_decision(gen.text).page_ids == (3,)
+
+
+def test_json_schema_server_decides_through_a_schema():
+    server = MockServer("ollama", reply='{"recall": [3]}', grammar=False)
+    b = backend(server, chat_template=CHATML, allow_estimate=True)
+    assert (b.kind, b.constraint) == ("ollama", "json-schema")
+    seen = []
+    gen = b.generate(b.render(MESSAGES), max_tokens=24, grammar=recall_grammar([1, 3], 2),
+                     on_text=lambda piece: seen.append(piece))
+    sent = server.completions()[-1]
+    assert sent["raw"] is True and sent["format"]["properties"]["recall"]["items"]["enum"] == [1, 3]
+    assert gen.text == "recall(page_ids=[3])" and seen == [gen.text]
+    assert parse_decision(gen.text).page_ids == (3,)
+    server.reply = '{"recall": []}'  # answer directly: no decision text, the answer starts fresh
+    assert b.generate(b.render(MESSAGES), max_tokens=24, grammar=recall_grammar([1, 3], 2)).text == ""
+    server.reply = '{"recall": [9]}'  # a page not offered: never taken as a decision
+    with pytest.raises(BackendError, match="JSON schema"):
+        b.generate(b.render(MESSAGES), max_tokens=24, grammar=recall_grammar([1, 3], 2))
+    with pytest.raises(BackendError, match="not GBNF"):  # side-work grammars need a GBNF server
+        b.generate(b.render(MESSAGES), max_tokens=24, grammar='root ::= "x"\n')
+
+
+def test_openai_server_schema_goes_in_response_format():
+    server = MockServer("openai", reply='{"recall": [1]}', grammar=False)
+    b = backend(server, chat_template=CHATML)  # /tokenize in its API: vLLM, token ids
+    assert (b.kind, b.constraint) == ("openai", "json-schema")
+    b.generate(b.render(MESSAGES), max_tokens=24, grammar=recall_grammar([1], 1, allow_answer=False))
+    fmt = server.completions()[-1]["response_format"]
+    assert fmt["type"] == "json_schema" and fmt["json_schema"]["schema"]["properties"]["recall"]["minItems"] == 1
+
+
+def test_recall_schema_reads_every_recall_grammar():
+    for ids, k, answer in (([4], 1, True), ([1, 2, 10], 2, False), ([7, 8], 3, True)):
+        schema = RecallSchema.from_grammar(recall_grammar(ids, k, allow_answer=answer))
+        assert schema == RecallSchema(tuple(ids), k, answer)
+    assert RecallSchema.from_grammar('root ::= "[" item "]"\nitem ::= "a"\n') is None
+
+
+def test_no_constraint_means_no_decision_and_selector_only_recall(fake_pager, caplog):
+    server = MockServer("llama-cpp-python", grammar=False, schema=False)
+    b = backend(server, chat_template=CHATML)
+    assert b.constraint == "none"
+    with pytest.raises(BackendError, match="cannot constrain"):
+        b.generate(b.render(MESSAGES), max_tokens=8, grammar=recall_grammar([1], 1))
+    lp = fake_pager(backend=b)
+    with caplog.at_level(logging.WARNING, logger="localpager"):
+        assert lp.runtime.settings.mode == "selector"
+    assert len([r for r in caplog.records if "selector" in r.getMessage()]) == 1
+    forced = backend(MockServer("llama-server", grammar=False), constraint="none")
+    assert forced.constraint == "none"
+
+
+def test_estimate_only_when_allowed_and_flagged():
+    server = MockServer("openai", tokenize_endpoint=False)
+    with pytest.raises(BackendError, match="--allow-estimate") as info:
+        backend(server, chat_template=CHATML)
+    assert "\n" not in str(info.value)
+    b = backend(server, chat_template=CHATML, allow_estimate=True)
+    assert b.estimated and b.model_name.startswith("estimate:")
+    prompt = b.render(MESSAGES)
+    gen = b.generate(prompt, max_tokens=8)
+    assert gen.timings["estimated"] == 1.0
+    assert server.completions()[-1]["prompt"].startswith("<|im_start|>system\nBe brief.")
+
+
+def test_estimate_flag_reaches_the_trace(fake_pager):
+    server = MockServer("openai", tokenize_endpoint=False, reply="Hello.")
+    lp = fake_pager(backend=backend(server, chat_template=CHATML, allow_estimate=True))
+    chat = lp.conversation("c", create=True)
+    answer = chat.ask("Good morning")
+    assert answer.answer == "Hello." and answer.trace.tokens.get("estimated") == 1
+
+
+def test_usage_with_cached_tokens_is_reported():
+    server = MockServer("openai", reply="Ok.")
+    server.usage = {"prompt_tokens": 30, "completion_tokens": 2, "prompt_tokens_details": {"cached_tokens": 24}}
+    gen = backend(server, chat_template=CHATML).generate(list(range(1100, 1130)), max_tokens=4)
+    assert (gen.evaluated, gen.reused, gen.timings["reported"]) == (6, 24, 1.0)
+
+
+def test_caller_stops_the_stream():
+    server = MockServer("llama-server", reply="one two three four five")
+    b = backend(server)
+    gen = b.generate(b.render(MESSAGES), max_tokens=20, on_text=lambda piece: True)
+    assert gen.stopped == "caller" and gen.text == "one"
+
+
+def test_choose_the_served_model():
+    server = MockServer("llama-server")
+    assert backend(server, model_path="other").model == "other"
+    assert backend(server, model_path="served-model").model == "/models/served-model.gguf"
+    with pytest.raises(BackendError, match="does not serve 'nope'; it serves"):
+        backend(server, model_path="nope")
+
+
+def test_api_key_is_sent_as_a_bearer_token():
+    server = MockServer("llama-server")
+    seen = []
+    transport = httpx.MockTransport(lambda r: seen.append(r.headers.get("authorization")) or server.handle(r))
+    OpenAIHTTPBackend(base_url=BASE, transport=transport, api_key="s3cret")
+    assert seen and set(seen) == {"Bearer s3cret"}
+
+
+@pytest.mark.parametrize("failure, message", [
+    (httpx.ConnectError("[Errno 111] Connection refused"), "cannot reach the model server at .*: connection refused"),
+    (httpx.ReadTimeout("timed out"), "did not answer within 120 s"),
+])
+def test_unreachable_server_is_one_line(failure, message):
+    def refuse(request):
+        raise failure
+
+    with pytest.raises(BackendError, match=message) as info:
+        OpenAIHTTPBackend(base_url=BASE, transport=httpx.MockTransport(refuse))
+    assert "\n" not in str(info.value)
+
+
+@pytest.mark.parametrize("status, message", [(500, "HTTP 500 /completion: model crashed"),
+                                             (503, "HTTP 503"), (401, "rejected the API key")])
+def test_http_errors_are_one_line(status, message):
+    server = MockServer("llama-server")
+    b = backend(server)
+    server.fail = status
+    with pytest.raises(BackendError, match=message) as info:
+        b.generate(b.render(MESSAGES), max_tokens=8)
+    assert "\n" not in str(info.value)
+
+
+@pytest.mark.parametrize("kind", ["llama-server", "llama-cpp-python", "ollama"])
+def test_a_dropped_stream_is_an_error_not_half_an_answer(kind):
+    server = MockServer(kind, reply="a long answer that is cut")
+    b = backend(server, chat_template=CHATML, allow_estimate=True)
+    server.drop = True
+    with pytest.raises(BackendError, match="closed the stream mid-answer"):
+        b.generate(b.render(MESSAGES), max_tokens=20)
+
+
+def test_failed_answer_keeps_the_question_and_stores_no_answer(fake_pager):
+    server = MockServer("llama-server", reply="Hello.")
+    lp = fake_pager(backend=backend(server))
+    chat = lp.conversation("c", create=True)
+    chat.ask("First question?")
+    server.reply, server.drop = "zebra crossing", True
+    with pytest.raises(BackendError, match="mid-answer"):
+        chat.ask("Second question?")
+    stored = [t.text for t in lp.store.turns("c")]
+    assert stored[:3] == ["First question?", "Hello.", "Second question?"]
+    assert not any("zeb" in text for text in stored)  # no half answer
+
+
+def test_missing_httpx_names_the_extra(monkeypatch):
+    monkeypatch.setitem(sys.modules, "httpx", None)
+    with pytest.raises(BackendError, match=r"pip install 'localpager\[http\]'"):
+        OpenAIHTTPBackend(base_url=BASE)
