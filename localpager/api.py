@@ -37,6 +37,8 @@ log = logging.getLogger("localpager")
 
 if TYPE_CHECKING:
     from .assist import Assistant
+    from .interchange import ImportReport
+    from .memory import ForgetReport, SearchHit
     from .index import PageIndex
     from .ranking import LexicalIndex
 
@@ -66,8 +68,11 @@ class LocalPager:
         recall: RecallSettings | None = None,
         rerank: RerankSettings | None = None,
         embedder: str | os.PathLike | None = None,
+        key: str | None = None,
     ):
-        self.store = store if isinstance(store, Store) else Store(store)
+        """``key``: the store is encrypted with SQLCipher under this passphrase (extra ``encrypt``); its
+        FAISS indexes then live in memory only, rebuilt from the store when first searched."""
+        self.store = store if isinstance(store, Store) else Store(store, key=key)
         self.model = model
         backend = backend if backend is not None else default_backend()  # $LOCALPAGER_BACKEND or llama-cpp
         # more options for the backend's factory (openai-http: base_url, api_key, tokenizer, constraint, ...)
@@ -199,6 +204,26 @@ class LocalPager:
                 config = config or PagingConfig()
                 self.store.create_conversation(conv_id, settings=config.to_dict())
             return Conversation(self, conv_id)
+
+    def forget_conversation(self, conv_id: str, dry_run: bool = False) -> "ForgetReport":
+        """Delete a conversation and erase it from the store's files (``dry_run``: only say what would go)."""
+        from .memory import forget_conversation
+
+        return forget_conversation(self, conv_id, dry_run)
+
+    def export(self, path: str | os.PathLike, conv_ids: list[str] | None = None, vectors: bool = False) -> int:
+        """Write conversations (default: all) to a JSONL file, readable by ``import_file`` and ``ingest``;
+        returns how many were written."""
+        from .interchange import export_conversations
+
+        return export_conversations(self.store, path, conv_ids, vectors=vectors)
+
+    def import_file(self, path: str | os.PathLike, mode: str = "error") -> "ImportReport":
+        """Read an export back. A conversation already in the store is an error (``mode="error"``),
+        replaced (``"replace"``) or extended with the turns it lacks (``"merge"``)."""
+        from .interchange import import_conversations
+
+        return import_conversations(self, path, mode)
 
     def close(self) -> None:
         self.store.close()
@@ -337,6 +362,42 @@ class Conversation:
 
     def traces(self) -> list[dict]:
         return self.store.traces(self.id)
+
+    def search(self, query: str, limit: int = 10) -> list["SearchHit"]:
+        """What is remembered about ``query``: turns ranked as a recall ranks them, with page, time, score;
+        a turn corrected later is labelled ``changed``. Loads the embedder, not the chat model."""
+        from .memory import search
+
+        return search(self, query, limit)
+
+    # -- what the user controls -------------------------------------------------------------------
+    def forget(self, turn: int | None = None, page: int | None = None, match: str | None = None,
+               dry_run: bool = False) -> "ForgetReport":
+        """Forget one turn, one page's turns, or every turn containing ``match`` (case-insensitive): text,
+        vectors, bookmark words, and traces and probes that repeat them, erased from the store's files.
+        Turn indices stay as they were. ``dry_run`` lists what would go and changes nothing."""
+        from .memory import forget
+
+        return forget(self, turn, page, match, dry_run)
+
+    def correct(self, turn: int, text: str) -> Turn:
+        """Record ``text`` as the corrected statement of turn ``turn`` (appended as a new turn, same speaker);
+        the old turn is marked superseded: recall shows the new one, search labels the old one ``changed``."""
+        from .memory import correct
+
+        return correct(self, turn, text)
+
+    def supersede(self, turn: int, by: int) -> None:
+        """Mark turn ``turn`` as corrected by the later turn ``by`` (already in the conversation)."""
+        from .memory import supersede
+
+        supersede(self, turn, by)
+
+    def reload(self) -> None:
+        """Read the turns and pages from the store again on next use (after a change made beside the pager)."""
+        with self.lp.lock:
+            self._pager = None
+            self._counting = False
 
     # -- changing ---------------------------------------------------------------------------------
     def maintain(self) -> list[Page]:

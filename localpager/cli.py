@@ -21,6 +21,9 @@ KEYWORDS_HELP = "random, heuristic, tfidf, or with the model llm-contextual, llm
 FORMATS = ("minimal", "id", "medium", "structured")
 LAYOUT_HELP = ("how a recall is answered: focused (the recalled turns and the question in a prompt of their own), "
                "focused+recent (plus the last exchange), notes-system, inline (after the question in the chat's prompt)")
+# optional dependencies by top-level module, and the extra (pyproject.toml) that installs each
+OPTIONAL_MODULES = {"matplotlib": "eval", "fastapi": "server", "uvicorn": "server", "sse_starlette": "server",
+                    "starlette": "server", "httpx": "http", "sqlcipher3": "encrypt"}
 DEFAULT_BUDGET = 512  # keep in step with localpager.pager.DEFAULT_BUDGET (not imported: --help stays light)
 
 
@@ -34,6 +37,12 @@ def friendly_errors():
 
     try:
         yield
+    except ModuleNotFoundError as exc:  # an optional dependency: say which extra brings it
+        extra = OPTIONAL_MODULES.get((exc.name or "").split(".")[0])
+        if extra is None:
+            raise
+        raise click.ClickException(f"this needs {exc.name}, which is not installed: "
+                                   f"pip install 'localpager[{extra}]'") from None
     except (BackendError, ConversationFileError, ModelNotFoundError, StoreError, ValueError, OSError) as exc:
         raise click.ClickException(str(exc).splitlines()[0] if str(exc) else type(exc).__name__) from None
 
@@ -47,7 +56,44 @@ def open_pager(ctx: click.Context, model: str | None = None, *, create: bool = T
     path = Path(ctx.obj["store"]) if ctx.obj["store"] else default_store_path()
     if not create and not path.exists():
         raise click.ClickException(f"no store at {path} (ingest a file or start a chat to create one)")
-    return LocalPager(path, model=model, **options)
+    return LocalPager(path, model=model, key=store_key(ctx), **{**backend_options(ctx), **options})
+
+
+BACKEND_ENV = {"backend": "LOCALPAGER_BACKEND", "base_url": "LOCALPAGER_BASE_URL", "api_key": "LOCALPAGER_API_KEY",
+               "tokenizer": "LOCALPAGER_TOKENIZER", "constraint": "LOCALPAGER_CONSTRAINT",
+               "allow_estimate": "LOCALPAGER_ALLOW_ESTIMATE"}
+
+
+def backend_options(ctx: click.Context) -> dict:
+    """LocalPager's ``backend`` and ``backend_options`` from the global options (none: the default backend)."""
+    chosen = ctx.obj.get("backend") or {}
+    if not chosen.get("backend"):
+        return {}
+    options = {k: v for k, v in chosen.items() if k != "backend" and v not in (None, False)}
+    return {"backend": chosen["backend"], "backend_options": options if chosen["backend"] == "openai-http" else {}}
+
+
+def export_backend(ctx: click.Context) -> None:
+    """Put the global backend options in this process's environment, where the commands that build their
+    own backends (eval, bench and the processes bench starts) find them."""
+    import os
+
+    for key, value in (ctx.obj.get("backend") or {}).items():
+        if value not in (None, False):
+            os.environ[BACKEND_ENV[key]] = "1" if value is True else str(value)
+
+
+def store_key(ctx: click.Context) -> str | None:
+    """The encryption key named by ``--key-env`` (read from that environment variable), or None."""
+    name = ctx.obj.get("key_env")
+    if not name:
+        return None
+    import os
+
+    key = os.environ.get(name)
+    if not key:
+        raise click.ClickException(f"--key-env {name}: the environment variable {name} is not set or empty")
+    return key
 
 
 def echo_json(data) -> None:
@@ -58,10 +104,30 @@ def echo_json(data) -> None:
 @click.version_option(package_name="localpager")
 @click.option("--store", envvar="LOCALPAGER_STORE", type=click.Path(dir_okay=False),
               help="SQLite store (default: localpager.db in your data directory; env LOCALPAGER_STORE)")
+@click.option("--key-env", metavar="NAME", default=None,
+              help="the store is encrypted (SQLCipher) with the key in environment variable NAME; "
+                   "needs pip install 'localpager[encrypt]'")
+@click.option("--backend", envvar="LOCALPAGER_BACKEND", default=None,
+              help="llama-cpp (default: the GGUF file in this process) or openai-http (a model you serve); "
+                   "env LOCALPAGER_BACKEND")
+@click.option("--base-url", envvar="LOCALPAGER_BASE_URL", default=None,
+              help="openai-http: the server's OpenAI-compatible URL (default http://127.0.0.1:8080/v1); "
+                   "--model then names the served model (default: its first)")
+@click.option("--api-key", envvar="LOCALPAGER_API_KEY", default=None, help="openai-http: bearer token, if the server wants one")
+@click.option("--tokenizer", envvar="LOCALPAGER_TOKENIZER", type=click.Path(dir_okay=False), default=None,
+              help="openai-http: the served model's GGUF file, for its tokenizer and chat template "
+                   "(needed for Ollama and LM Studio)")
+@click.option("--constraint", envvar="LOCALPAGER_CONSTRAINT", type=click.Choice(["auto", "gbnf", "json-schema", "none"]),
+              default=None, help="openai-http: how recall decisions are constrained (default auto: probe the server)")
+@click.option("--allow-estimate", envvar="LOCALPAGER_ALLOW_ESTIMATE", is_flag=True, default=False,
+              help="openai-http: estimate token counts when the server has no tokenizer (flagged in the trace)")
 @click.pass_context
-def cli(ctx: click.Context, store: str | None) -> None:
+def cli(ctx: click.Context, store: str | None, key_env: str | None, backend: str | None, base_url: str | None,
+        api_key: str | None, tokenizer: str | None, constraint: str | None, allow_estimate: bool) -> None:
     """Long-conversation memory for local LLMs: pages old turns out, recalls them by bookmark."""
-    ctx.obj = {"store": store}
+    ctx.obj = {"store": store, "key_env": key_env,
+               "backend": {"backend": backend, "base_url": base_url, "api_key": api_key, "tokenizer": tokenizer,
+                           "constraint": constraint, "allow_estimate": allow_estimate}}
 
 
 @cli.command()
@@ -102,7 +168,7 @@ def ingest(ctx, file, fmt, boundary, eviction, keywords, worth, bookmark_format,
 
 @cli.command()
 @click.argument("out", type=click.Path(dir_okay=False, writable=True))
-@click.option("--n", "count", type=int, default=10, show_default=True, help="conversations to generate")
+@click.option("--n", "count", type=click.IntRange(min=1), default=10, show_default=True, help="conversations to generate")
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--turns", type=int, default=160, show_default=True, help="turns per conversation")
 @click.option("--revisiting/--forward", default=None,
@@ -202,7 +268,7 @@ def model_options(f):
     f = click.option("--save", is_flag=True, help="store --budget with the conversation")(f)
     f = click.option("--recall", "recall_mode", type=click.Choice(["auto", "always", "never"]), default="auto",
                      show_default=True, help="auto: the model decides; always: it must recall")(f)
-    f = click.option("--n-ctx", type=int, default=2048, show_default=True, help="model context size")(f)
+    f = click.option("--n-ctx", type=click.IntRange(min=128), default=2048, show_default=True, help="model context size")(f)
     f = click.option("--layout", type=click.Choice(LAYOUTS), default="focused", show_default=True, help=LAYOUT_HELP)(f)
     return f
 
@@ -253,7 +319,7 @@ def ask(ctx, conv_id, question, probe, model, budget, save, recall_mode, n_ctx, 
 @model_options
 @click.pass_context
 def chat(ctx, conv_id, model, budget, save, recall_mode, n_ctx, layout):
-    """Chat in conversation CONV_ID (created if new); /bookmarks, /pages, /trace, /quit.
+    """Chat in conversation CONV_ID (created if new); /help lists /search, /forget, /pin, /export and more.
 
     --budget N pages the conversation under N tokens for this session only; with --save it becomes the
     conversation's budget."""
@@ -277,8 +343,15 @@ def chat(ctx, conv_id, model, budget, save, recall_mode, n_ctx, layout):
         if line in ("/quit", "/exit"):
             return
         if line == "/help":
-            click.echo("/bookmarks  evicted pages as the model sees them\n/pages      every page\n"
-                       "/trace      what the pager did on the last turn\n/quit")
+            click.echo(CHAT_HELP)
+        elif line.split()[0] in MEMORY_COMMANDS:
+            try:
+                with friendly_errors():
+                    chat_memory_command(conv, line)
+            except click.ClickException as exc:
+                click.echo(f"error: {exc.message}", err=True)
+        elif line.startswith("/") and line not in ("/bookmarks", "/pages", "/trace"):
+            click.echo(f"unknown command {line.split()[0]}; commands: {' '.join(CHAT_COMMANDS)} (/help)")
         elif line == "/bookmarks":
             for p in conv.pager.evicted:
                 click.echo(conv.pager.bookmark(p))
@@ -302,6 +375,62 @@ def chat(ctx, conv_id, model, budget, save, recall_mode, n_ctx, layout):
                 click.echo(f"  ({cited})")
 
 
+CHAT_COMMANDS = ("/bookmarks", "/pages", "/trace", "/search", "/forget", "/pin", "/unpin", "/export", "/quit")
+MEMORY_COMMANDS = ("/search", "/forget", "/pin", "/unpin", "/export")
+CHAT_HELP = """/bookmarks          evicted pages as the model sees them
+/pages              every page
+/trace              what the pager did on the last turn
+/search WORDS       what is remembered about WORDS
+/forget turn N | page N | TEXT   forget a turn, a page, or every turn containing TEXT (asks first)
+/pin N, /unpin N    keep page N in the prompt (or not)
+/export FILE        write this conversation to a JSONL file
+/quit"""
+
+
+def chat_memory_command(conv, line: str) -> None:
+    """/search, /forget, /pin, /unpin and /export in a chat: what the commands of the same name do."""
+    command, _, rest = line.partition(" ")
+    rest = rest.strip()
+    if command == "/search":
+        if not rest:
+            raise click.ClickException("/search WORDS")
+        hits = conv.search(rest, limit=5)
+        for h in hits:
+            click.echo(h.line())
+        if not hits:
+            click.echo("(nothing remembered)")
+    elif command == "/forget":
+        kind, _, value = rest.partition(" ")
+        if kind in ("turn", "page") and value.strip().isdigit():
+            selector = {kind: int(value)}
+        elif rest:
+            selector = {"match": rest}
+        else:
+            raise click.ClickException("/forget turn N | page N | TEXT")
+        preview = conv.forget(**selector, dry_run=True)
+        if not preview.turns:
+            click.echo("nothing to forget")
+            return
+        for text in preview.lines():
+            click.echo(text)
+        if click.confirm("forget these for good?", default=False):
+            for text in conv.forget(**selector).lines()[-1:]:
+                click.echo(text)
+    elif command in ("/pin", "/unpin"):
+        if not rest.lstrip("p").isdigit():
+            raise click.ClickException(f"{command} N (a page number)")
+        try:
+            page = conv.pin(int(rest.lstrip("p")), command == "/pin")
+        except KeyError as exc:
+            raise click.ClickException(exc.args[0]) from None
+        click.echo(f"p{page.page_id} {'pinned' if page.pinned else 'unpinned'}")
+    elif command == "/export":
+        if not rest:
+            raise click.ClickException("/export FILE")
+        conv.lp.export(rest, [conv.id])
+        click.echo(f"exported {conv.id} to {rest}")
+
+
 @cli.command()
 @click.argument("conv_id")
 @click.option("--json", "as_json", is_flag=True)
@@ -316,12 +445,128 @@ def log(ctx, conv_id, as_json):
         echo_json(traces)
         return
     for t in traces:
-        click.echo(format_trace(t))
+        if t.get("status") in ("unanswered", "interrupted"):  # a question whose answer never came (or not yet)
+            reason = f": {t['reason']}" if t.get("reason") else " (being answered, or its process died)"
+            click.echo(f"turn {t['turn']}: {t.get('question', '')[:70]!r}\n  no answer, {t['status']}{reason}")
+        else:
+            click.echo(format_trace(t))
+
+
+@cli.command()
+@click.argument("conv_id")
+@click.argument("tokens", type=click.IntRange(min=1), required=False)
+@click.option("--model", type=click.Path(), envvar="LOCALPAGER_MODEL", help="GGUF file whose tokenizer counts tokens")
+@click.pass_context
+def budget(ctx, conv_id, tokens, model):
+    """Show CONV_ID's stored memory budget, or store TOKENS as its budget (evicting at once if over it)."""
+    with friendly_errors():
+        lp = open_pager(ctx, model, create=False)
+        conv = lp.conversation(conv_id)
+        if tokens is None:
+            click.echo(conv.budget)
+            return
+        conv.set_budget(tokens)
+    click.echo(f"{conv_id}: budget {tokens} tokens")
 
 
 def split_list(text: str) -> list[str]:
     """A comma-separated option as its non-empty items."""
     return [s.strip() for s in text.split(",") if s.strip()]
+
+
+# -- memory the user controls: forget, search, correct, export, import ---------------------------------
+@cli.command()
+@click.argument("conv_id")
+@click.option("--turn", type=int, default=None, help="forget turn N (as `log` and citations number them)")
+@click.option("--page", type=int, default=None, help="forget every turn of page N")
+@click.option("--match", default=None, help="forget every turn containing TEXT (case-insensitive)")
+@click.option("--dry-run", is_flag=True, help="list what would be forgotten; change nothing")
+@click.option("--yes", is_flag=True, help="no confirmation when forgetting a whole conversation")
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_context
+def forget(ctx, conv_id, turn, page, match, dry_run, yes, as_json):
+    """Forget turns of CONV_ID (or, with no --turn/--page/--match, the whole conversation): their text,
+    vectors, bookmark words and the traces repeating them, erased from the store's files."""
+    if sum(x is not None for x in (turn, page, match)) > 1:
+        raise click.UsageError("give one of --turn, --page or --match")
+    with friendly_errors():
+        lp = open_pager(ctx, create=False)
+        if turn is None and page is None and match is None:
+            if not dry_run and not yes:
+                preview = lp.forget_conversation(conv_id, dry_run=True)
+                click.confirm(f"forget conversation {conv_id} ({len(preview.turns)} turns) for good?", abort=True,
+                              err=True)
+            report = lp.forget_conversation(conv_id, dry_run=dry_run)
+        else:
+            report = lp.conversation(conv_id).forget(turn=turn, page=page, match=match, dry_run=dry_run)
+    if as_json:
+        echo_json(report.to_dict())
+    else:
+        for line in report.lines():
+            click.echo(line)
+
+
+@cli.command()
+@click.argument("conv_id")
+@click.argument("query")
+@click.option("--limit", type=click.IntRange(min=1), default=10, show_default=True)
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_context
+def search(ctx, conv_id, query, limit, as_json):
+    """What CONV_ID remembers about QUERY: turns ranked as a recall ranks them (loads the embedder only)."""
+    with friendly_errors():
+        hits = _conversation(ctx, conv_id).search(query, limit)
+    if as_json:
+        echo_json([h.to_dict() for h in hits])
+        return
+    for h in hits:
+        click.echo(h.line())
+    if not hits:
+        click.echo("(nothing remembered)")
+
+
+@cli.command()
+@click.argument("conv_id")
+@click.option("--turn", type=int, required=True, help="the turn the new statement corrects")
+@click.argument("text")
+@click.option("--model", type=click.Path(), envvar="LOCALPAGER_MODEL", help="GGUF file whose tokenizer counts tokens")
+@click.pass_context
+def correct(ctx, conv_id, turn, text, model):
+    """Record TEXT as the corrected statement of --turn N: recall then shows TEXT, and the old turn is
+    labelled changed."""
+    with friendly_errors():
+        new = open_pager(ctx, model, create=False).conversation(conv_id).correct(turn, text)
+    click.echo(f"turn {turn} corrected by turn {new.index}")
+
+
+@cli.command(name="export")
+@click.argument("conv_id", required=False)
+@click.option("--output", "-o", required=True, type=click.Path(dir_okay=False), help="JSONL file to write")
+@click.option("--vectors", is_flag=True, help="include the embeddings (import then needs no embedder)")
+@click.pass_context
+def export_cmd(ctx, conv_id, output, vectors):
+    """Write CONV_ID (default: every conversation) to a JSONL file: turns, times, speakers, pages, pins,
+    corrections, settings."""
+    with friendly_errors():
+        n = open_pager(ctx, create=False).export(output, [conv_id] if conv_id else None, vectors=vectors)
+    click.echo(f"exported {n} conversations to {output}")
+
+
+@cli.command(name="import")
+@click.argument("file", type=click.Path(dir_okay=False))
+@click.option("--replace", is_flag=True, help="a conversation already in the store is replaced by the file's")
+@click.option("--merge", is_flag=True, help="a conversation already in the store gets the file's turns it lacks")
+@click.option("--model", type=click.Path(), envvar="LOCALPAGER_MODEL",
+              help="GGUF file whose tokenizer counts tokens (plain files, merges)")
+@click.pass_context
+def import_cmd(ctx, file, replace, merge, model):
+    """Read an export (or an interchange JSONL file) into the store."""
+    if replace and merge:
+        raise click.UsageError("give --replace or --merge, not both")
+    with friendly_errors():
+        report = open_pager(ctx, model).import_file(file, "replace" if replace else "merge" if merge else "error")
+    extra = "".join(f", {len(v)} {k}" for k, v in (("replaced", report.replaced), ("merged", report.merged)) if v)
+    click.echo(f"imported {report.conversations} conversations ({report.turns} turns{extra})")
 
 
 def conversation_slice(spec: str | None) -> slice:
@@ -361,9 +606,9 @@ def _dataset(path: str, fmt: str):
               help="comma-separated eviction policies (belady: the clairvoyant reference)")
 @click.option("--selector", "selectors", default="rerank,bm25,overlap,oracle", show_default=True,
               help="comma-separated page selectors scored on the probes that need a recall")
-@click.option("--budget", type=int, default=DEFAULT_BUDGET, show_default=True)
-@click.option("--k", type=int, default=3, show_default=True, help="pages a selector may pick")
-@click.option("--limit", type=int, default=None, help="only the first N conversations")
+@click.option("--budget", type=click.IntRange(min=1), default=DEFAULT_BUDGET, show_default=True)
+@click.option("--k", type=click.IntRange(min=1), default=3, show_default=True, help="pages a selector may pick")
+@click.option("--limit", type=click.IntRange(min=1), default=None, help="only the first N conversations")
 @click.option("--model", type=click.Path(), envvar="LOCALPAGER_MODEL", help="GGUF file whose tokenizer counts tokens")
 @click.option("--json", "json_out", type=click.Path(dir_okay=False), help="write the grid as JSON here")
 def simulate(dataset, fmt, boundaries, evictions, selectors, budget, k, limit, model, json_out):
@@ -399,8 +644,8 @@ def simulate(dataset, fmt, boundaries, evictions, selectors, budget, k, limit, m
 @click.option("--signal", type=click.Choice(["turn", "bookmark", "text"]), default="turn", show_default=True,
               help="what of an evicted page reranking compares with the question")
 @click.option("--bookmark-format", type=click.Choice(FORMATS), default="minimal", show_default=True)
-@click.option("--budget", type=int, default=DEFAULT_BUDGET, show_default=True)
-@click.option("--limit", type=int, default=None, help="at most N probes per conversation")
+@click.option("--budget", type=click.IntRange(min=1), default=DEFAULT_BUDGET, show_default=True)
+@click.option("--limit", type=click.IntRange(min=1), default=None, help="at most N probes per conversation")
 @click.option("--conversations", "which_conversations", default=None,
               help="N: the first N conversations; A-B: conversations A to B (1-based, inclusive)")
 @click.option("--categories", default=None,
@@ -423,12 +668,14 @@ def simulate(dataset, fmt, boundaries, evictions, selectors, budget, k, limit, m
 @click.option("--model", type=click.Path(), envvar="LOCALPAGER_MODEL")
 @click.option("--json", "json_out", type=click.Path(dir_okay=False),
               help="write JSON here, with a Markdown table and a PNG beside it")
-def evaluate_cmd(dataset, fmt, strategies, selector, boundary, evictions, keyword_strategies, worth, signal,
+@click.pass_context
+def evaluate_cmd(ctx, dataset, fmt, strategies, selector, boundary, evictions, keyword_strategies, worth, signal,
                  bookmark_format, budget, limit, which_conversations, categories, trigger, recall_mode, excerpt, no_oracle,
                  hide_bookmarks, layouts, max_pages, repeat_penalty, model, json_out):
     """Answer DATASET's probes with the local model and score them, for each strategy."""
     from tqdm import tqdm
 
+    export_backend(ctx)
     from .eval.evaluate import EvalConfig
     from .eval.report import eval_markdown
     from .eval.sweep import EvalSweep, run_eval_sweep
@@ -455,13 +702,15 @@ def evaluate_cmd(dataset, fmt, strategies, selector, boundary, evictions, keywor
 
 @cli.command()
 @click.option("--quick", is_flag=True, help="two lengths, fewer turns: a few minutes")
-@click.option("--turns", "probe_turns", type=int, default=None, help="probe turns per length (default 20, quick 6)")
+@click.option("--turns", "probe_turns", type=click.IntRange(min=1), default=None, help="probe turns per length (default 20, quick 6)")
 @click.option("--model", type=click.Path(), envvar="LOCALPAGER_MODEL")
 @click.option("--json", "json_out", type=click.Path(dir_okay=False), help="write JSON here, and a PNG plot beside it")
-def bench(quick, probe_turns, model, json_out):
+@click.pass_context
+def bench(ctx, quick, probe_turns, model, json_out):
     """Recall latency per stage and its ratio to the hardware floor, by conversation length."""
     from tqdm import tqdm
 
+    export_backend(ctx)
     from .eval.bench import BenchConfig, plot, run_bench
 
     config = BenchConfig(quick=quick, probe_turns=probe_turns or (6 if quick else 20), model=model)
@@ -476,7 +725,9 @@ def bench(quick, probe_turns, model, json_out):
     if json_out:
         Path(json_out).parent.mkdir(parents=True, exist_ok=True)
         Path(json_out).write_text(json.dumps(result, indent=2))
-        click.echo(f"wrote {json_out} and {plot(result, Path(json_out).with_suffix('.png'))}")
+        with friendly_errors():
+            png = plot(result, Path(json_out).with_suffix(".png"))
+        click.echo(f"wrote {json_out} and {png}")
 
 
 @cli.command()
@@ -495,7 +746,7 @@ def bench(quick, probe_turns, model, json_out):
               help="conversation for requests that name none (default: such a request is a 400)")
 @click.option("--model", type=click.Path(), envvar="LOCALPAGER_MODEL",
               help="GGUF chat model (default: SmolLM2-135M-Instruct; env LOCALPAGER_MODEL)")
-@click.option("--n-ctx", type=int, default=2048, show_default=True, help="model context size")
+@click.option("--n-ctx", type=click.IntRange(min=128), default=2048, show_default=True, help="model context size")
 @click.option("--no-preload", is_flag=True, help="load the models on the first request, not at start-up")
 @click.pass_context
 def serve(ctx, host, port, api_key, cors_origins, allow_remote, max_tokens, max_body, default_conversation, model,

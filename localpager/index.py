@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import threading
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -45,6 +46,16 @@ def faiss_threads(n: int):
         faiss.omp_set_num_threads(before)
 
 
+def private_file(path: Path) -> None:
+    """Create ``path`` (or take an existing one) readable and writable by its owner only, so that what is
+    then written into it never exists with wider permissions."""
+    fd = os.open(path, os.O_CREAT | os.O_WRONLY, 0o600)
+    try:
+        os.fchmod(fd, 0o600)
+    finally:
+        os.close(fd)
+
+
 @dataclass
 class Hit:
     page_id: int
@@ -59,12 +70,13 @@ class Hit:
 class FamilyIndex:
     """One FAISS inner-product index over one family's rows, keyed by the rows' SQLite rowids."""
 
-    def __init__(self, store: Store, family: str, dim: int):
+    def __init__(self, store: Store, family: str, dim: int, rebuild: bool = False):
+        """``rebuild``: from the store, never from the saved file (after a VACUUM renumbered the rows)."""
         self.store, self.family, self.dim = store, family, dim
         self.path = Path(f"{store.path}.{family}.faiss")
         self.meta_path = self.path.with_suffix(".json")
         self.rows: dict[int, tuple[str, int, str]] = {}  # rowid -> (conv_id, page_id, kind)
-        self.index = self._load() or self._rebuild()
+        self.index = (None if rebuild else self._load()) or self._rebuild()
 
     def _fresh(self):
         import faiss
@@ -75,6 +87,8 @@ class FamilyIndex:
         """The saved index, if its fingerprint matches the store's rows; None if missing, stale or corrupt."""
         import faiss
 
+        if getattr(self.store, "encrypted", False):  # never read vectors beside an encrypted store
+            return None
         try:
             meta = json.loads(self.meta_path.read_text())
             if meta["fingerprint"] != self.store.embedding_fingerprint(self.family) or meta["dim"] != self.dim:
@@ -108,11 +122,17 @@ class FamilyIndex:
         self.rows.update({r[0]: (r[1], r[2], r[3]) for r in rows})
 
     def save(self) -> None:
+        """Write the index and its fingerprint beside the store, owner-only; an encrypted store's index
+        stays in memory (rebuilt from the store on open), so no vector lands on disk in the clear."""
         import faiss
 
+        if getattr(self.store, "encrypted", False):
+            return
         tmp = self.path.with_suffix(".tmp")
+        private_file(tmp)
         faiss.write_index(self.index, str(tmp))
         tmp.replace(self.path)
+        private_file(self.meta_path)
         self.meta_path.write_text(json.dumps(
             {"fingerprint": self.store.embedding_fingerprint(self.family), "dim": self.dim}))
 
@@ -157,7 +177,7 @@ class PageIndex:
     def sources(self, page: Page, turns: Sequence[Turn], bookmark: Callable[[Page], str]) -> dict[str, str]:
         """The text each vector of ``page`` embeds, by kind."""
         out = {"bookmark": " ".join(page.keywords) or bookmark(page), "text": page.text}
-        out.update({f"turn:{i}": turns[i].text for i in page.turn_range})
+        out.update({f"turn:{i}": turns[i].text for i in page.turn_range if turns[i].text})  # not forgotten
         return out
 
     def update(self, conv_id: str, pages: Sequence[Page], turns: Sequence[Turn],
@@ -216,3 +236,32 @@ class PageIndex:
                 if page_id not in best or score > best[page_id].score:
                     best[page_id] = Hit(page_id, score, kind)
         return sorted(best.values(), key=lambda h: -h.score)
+
+
+def rewrite_indexes(store: Store, page_index: PageIndex | None = None) -> None:
+    """Rebuild every saved index from the store (after vectors were deleted and the database vacuumed,
+    which renumbers rows): each file is replaced by one without the deleted vectors, an index loaded in
+    ``page_index`` is rebuilt too, and an index file whose size cannot be read is deleted."""
+    loaded: dict[str, FamilyIndex] = {}
+    if page_index is not None:
+        with page_index._lock:
+            loaded = dict(page_index._families)
+            page_index._families.clear()
+    for family in FAMILIES:
+        path = Path(f"{store.path}.{family}.faiss")
+        dim = loaded[family].dim if family in loaded else _saved_dim(path.with_suffix(".json"))
+        if dim is None:
+            for stale in (path, path.with_suffix(".json"), path.with_suffix(".tmp")):
+                stale.unlink(missing_ok=True)
+            continue
+        index = FamilyIndex(store, family, dim, rebuild=True)
+        if page_index is not None and family in loaded:
+            with page_index._lock:
+                page_index._families[family] = index
+
+
+def _saved_dim(meta_path: Path) -> int | None:
+    try:
+        return int(json.loads(meta_path.read_text())["dim"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None

@@ -21,6 +21,13 @@ class Turn:
     index: int
     time: str | None = None
     speaker: str | None = None  # a display name (LoCoMo), when the source has one
+    # the index of the later turn that corrected this one (Conversation.correct); None: current
+    superseded_by: int | None = None
+
+    @property
+    def forgotten(self) -> bool:
+        """A forgotten turn keeps its place (indices, pages) but not its text."""
+        return not self.text
 
     def render(self) -> str:
         """The line this turn contributes to a page's text."""

@@ -21,6 +21,7 @@ from typing import Sequence
 
 from .index import Hit, PageIndex
 from .layouts import CHANGED, LATEST
+from .memory import newest
 from .pager import Pager
 from .ranking import (HybridSettings, LexicalIndex, TurnHit, best_per_page, embedding_scorer, rank_turns,
                       should_recall, trigger_features)
@@ -28,7 +29,9 @@ from .records import Page
 from .runtime import Injection, fit_turns
 from .trace import Candidate
 
-SELECTORS = ("model", "rerank", "model+rerank")
+# Who chooses the pages a recall injects: the model alone (its named pages, in its order), the ranking
+# alone, or the model's choice reranked with the ranking's best pages (a bonus for a page the model named).
+PAGE_CHOICES = ("model", "rerank", "model+rerank")
 # A later statement replaces an earlier one only when it says that something changed and ranks among the
 # best three turns. With similarity and margin alone, LoCoMo's later turns on the same topic (a new event,
 # not a correction) took over the injection: page selection on LoCoMo conversations 1-5 (categories 1-4,
@@ -41,7 +44,7 @@ TRIGGERS = ("question", "off")
 
 @dataclass
 class RerankSettings:
-    selector: str = "model+rerank"  # model: the model's choice only; rerank: the ranking only; or both
+    page_choice: str = "model+rerank"  # one of PAGE_CHOICES
     # turn: the hybrid ranking of turns (the product); bookmark or text: the question's cosine with each
     # evicted page's bookmark or whole text, to measure keyword strategies (README, "Keywords").
     signal: str = "turn"
@@ -72,8 +75,8 @@ class RerankSettings:
     hybrid: HybridSettings = field(default_factory=HybridSettings)
 
     def __post_init__(self) -> None:
-        if self.selector not in SELECTORS:
-            raise ValueError(f"unknown selector {self.selector!r}; use one of {', '.join(SELECTORS)}")
+        if self.page_choice not in PAGE_CHOICES:
+            raise ValueError(f"unknown page choice {self.page_choice!r}; use one of {', '.join(PAGE_CHOICES)}")
         if self.trigger not in TRIGGERS:
             raise ValueError(f"unknown trigger {self.trigger!r}; use one of {', '.join(TRIGGERS)}")
 
@@ -118,6 +121,10 @@ class RerankSelector:
                                              self.settings.hybrid)
         return self._rankings[key]
 
+    def rank(self, question: str, pager: Pager, pages: Sequence[Page] | None = None) -> list[TurnHit]:
+        """Turns of ``pages`` (default: every page) best first: what ``Conversation.search`` lists."""
+        return self._ranked(question, pager, list(pager.pages) if pages is None else list(pages))
+
     @staticmethod
     def _searchable(pager: Pager, question: str) -> list[Page]:
         """Every page, without the question itself when it is the conversation's last turn."""
@@ -131,7 +138,7 @@ class RerankSelector:
         return pages
 
     def should_recall(self, question: str, pager: Pager) -> bool:
-        if self.settings.trigger == "off" or self.settings.selector == "model" or not pager.evicted:
+        if self.settings.trigger == "off" or self.settings.page_choice == "model" or not pager.evicted:
             return False
         hits = self._ranked(question, pager, pager.evicted)
         return should_recall(trigger_features(question, hits), self.settings.hybrid)
@@ -148,16 +155,16 @@ class RerankSelector:
 
     def select(self, question: str, named: Sequence[int], pager: Pager, room: int):
         s = self.settings
-        hits = self._page_hits(question, pager) if s.selector != "model" or named else {}
-        pool: list[int] = list(named) if s.selector != "rerank" else []
-        if s.selector != "model":
+        hits = self._page_hits(question, pager) if s.page_choice != "model" or named else {}
+        pool: list[int] = list(named) if s.page_choice != "rerank" else []
+        if s.page_choice != "model":
             pool += [pid for pid in list(hits)[: s.top_k] if pid not in pool]
         candidates = []
         for pid in pool:
             sim = hits[pid].score if pid in hits else 0.0
             is_named = pid in named
-            bonus = s.model_weight if is_named and s.selector == "model+rerank" else 0.0
-            score = sim + bonus if s.selector != "model" else 1.0 / (1 + list(named).index(pid))
+            bonus = s.model_weight if is_named and s.page_choice == "model+rerank" else 0.0
+            score = sim + bonus if s.page_choice != "model" else 1.0 / (1 + list(named).index(pid))
             candidates.append(Candidate(page_id=pid, score=round(score, 4),
                                         similarity=round(getattr(hits.get(pid), "dense", sim), 4),
                                         named_by_model=is_named))
@@ -166,7 +173,7 @@ class RerankSelector:
         for c in candidates:
             if len(injections) >= s.max_pages:
                 c.reason = f"at most {s.max_pages} pages"
-            elif injections and s.selector != "model" and c.score < candidates[0].score - s.second_page_margin:
+            elif injections and s.page_choice != "model" and c.score < candidates[0].score - s.second_page_margin:
                 c.reason = f"scores {candidates[0].score - c.score:.3f} below the best"
             else:
                 turns = self._excerpt(pager.page(c.page_id), hits.get(c.page_id), question, pager, room)
@@ -177,9 +184,63 @@ class RerankSelector:
                 injections.append(Injection(pager.page(c.page_id), turns))
                 c.injected = True
                 c.reason = "best match" if len(injections) == 1 else "close to the best"
-        if injections and s.signal == "turn" and s.excerpt == 0:
-            injections = self._newest_first(question, pager, injections, candidates, room)
+        if injections:  # a correction the user made outranks the change-cue rule
+            injections, corrected = self._corrected(pager, injections, candidates, room)
+            if not corrected and s.signal == "turn" and s.excerpt == 0:
+                injections = self._newest_first(question, pager, injections, candidates, room)
+                injections, _ = self._corrected(pager, injections, candidates, room)
         return injections, candidates
+
+    def _corrected(self, pager: Pager, injections: list[Injection], candidates: list[Candidate],
+                   room: int) -> tuple[list[Injection], bool]:
+        """A turn the user corrected (``Conversation.correct``) is never shown alone: its newest correction
+        is shown first, marked ``latest``, and the corrected turn is dropped (with ``show_changed``, kept
+        after it, marked ``changed later``); ``candidates`` say so. True when anything was corrected."""
+        turns = pager.turns
+        old = [t for inj in injections for t in inj.turns if turns[t].superseded_by is not None]
+        if not old:
+            corrections = {t.superseded_by for t in turns if t.superseded_by is not None}
+            for inj in injections:  # a correction shown for itself still says it is the latest
+                inj.labels.update({t: LATEST for t in inj.turns if t in corrections})
+            return injections, False
+        replaced = {t: newest(turns, t) for t in old}
+        shown = {t for inj in injections for t in inj.turns}
+        firsts: list[Injection] = []
+        for t in old:
+            n = replaced[t]
+            if n in shown or any(n in f.turns for f in firsts) or not fit_turns(pager, [n], room):
+                continue
+            room -= pager.turn_tokens(turns[n])
+            firsts.append(Injection(pager.page_of_turn(n), [n], {n: LATEST}))
+        visible = shown | {f.turns[0] for f in firsts}
+        rest = []
+        for inj in injections:
+            labels, kept = dict(inj.labels), []
+            for t in inj.turns:
+                if t not in replaced:
+                    if t in replaced.values():
+                        labels[t] = LATEST
+                    kept.append(t)
+                elif self.settings.show_changed and replaced[t] in visible:
+                    labels[t] = CHANGED
+                    kept.append(t)
+            if kept:
+                rest.append(Injection(inj.page, kept, labels))
+        result = firsts + rest
+        on = {i.page.page_id for i in result}
+        for c in candidates:
+            if c.injected and c.page_id not in on:
+                c.injected = False
+                c.reason = "corrected later (" + ", ".join(f"turn {t} by turn {n}" for t, n in replaced.items()) + ")"
+        for f in firsts:
+            pid, n = f.page.page_id, f.turns[0]
+            why = f"states it newest (turn {n} corrects turn {min(t for t in old if replaced[t] == n)})"
+            known = next((c for c in candidates if c.page_id == pid), None)
+            if known is None:
+                candidates.insert(0, Candidate(page_id=pid, score=0.0, injected=True, reason=why))
+            else:
+                known.injected, known.reason = True, why
+        return result, True
 
     def _excerpt(self, page: Page, hit, question: str, pager: Pager, room: int) -> list[int]:
         """The best-matching turn and ``excerpt`` neighbours each side (or the whole page), nearest to the

@@ -158,7 +158,7 @@ class Runtime:
         """The prompt's messages; ``question`` is appended when it is not a turn of the pager."""
         messages = [system_message(pager, show_bookmarks)]
         for page in pager.resident:
-            messages += [turn_message(pager.turns[i]) for i in page.turn_range]
+            messages += [turn_message(pager.turns[i]) for i in page.turn_range if pager.turns[i].text]  # not forgotten
         if question is not None:
             messages.append(Message("user", question))
         return messages

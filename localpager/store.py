@@ -94,6 +94,10 @@ MIGRATIONS: tuple[str, ...] = (
     ALTER TABLE pages ADD COLUMN keywords_by TEXT NOT NULL DEFAULT '';
     ALTER TABLE pages ADD COLUMN worth INTEGER;
     """,
+    # 5: a corrected turn points at the turn that replaced it (Conversation.correct: newest wins)
+    """
+    ALTER TABLE turns ADD COLUMN superseded_by INTEGER;
+    """,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 
@@ -127,30 +131,61 @@ def default_store_path() -> Path:
 
 
 def _create_private(path: Path) -> None:
-    """Create the database file (and its folder) readable by the owner only."""
-    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    """Create the database file (and the folders it needs) readable by the owner only."""
+    missing = [d for d in (path.parent, *path.parent.parents) if not d.exists()]
+    for folder in reversed(missing):  # mkdir(parents=True) would give the parents default permissions
+        folder.mkdir(mode=0o700, exist_ok=True)
     fd = os.open(path, os.O_CREAT | os.O_WRONLY, 0o600)
     os.close(fd)
+
+
+def _driver(key: str | None):
+    """The DB-API module: sqlite3, or SQLCipher's (the ``encrypt`` extra) when there is a key."""
+    if key is None:
+        return sqlite3
+    if not key:
+        raise StoreError("the encryption key is empty")
+    try:
+        from sqlcipher3 import dbapi2
+    except ImportError:
+        raise StoreError("encryption needs SQLCipher: pip install 'localpager[encrypt]'") from None
+    return dbapi2
+
+
+def _unlock(conn, key: str) -> None:
+    """Give SQLCipher the key and check it on the first page: a wrong key fails here, before any write."""
+    conn.execute("PRAGMA cipher_log_level = NONE")  # a wrong key is our one-line error, not log lines on stderr
+    conn.execute("PRAGMA key = '" + key.replace("'", "''") + "'")
+    conn.execute("SELECT count(*) FROM sqlite_master").fetchall()
 
 
 class Store:
     """A SQLite page store holding many conversations. Thread-safe: one connection, one lock."""
 
-    def __init__(self, path: str | os.PathLike | None = None):
+    def __init__(self, path: str | os.PathLike | None = None, *, key: str | None = None):
         self.path = Path(path) if path is not None else default_store_path()
+        # ``key``: the whole database is encrypted with SQLCipher; derived indexes then stay in memory
+        self.encrypted = key is not None
+        driver = _driver(key)  # before anything is created: a missing extra leaves no empty file behind
         if not self.path.exists():
             _create_private(self.path)
         self._lock = threading.RLock()
-        self._conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+        self._conn = driver.connect(self.path, isolation_level=None, check_same_thread=False)
         try:
+            if key is not None:
+                _unlock(self._conn, key)
             self._conn.execute("PRAGMA journal_mode=WAL")
             self._conn.execute("PRAGMA foreign_keys=ON")
             self._conn.execute("PRAGMA synchronous=NORMAL")
             self._conn.execute("PRAGMA busy_timeout=5000")
             self._migrate()
-        except sqlite3.DatabaseError as exc:
+        except (sqlite3.DatabaseError, driver.DatabaseError) as exc:
             self._conn.close()
-            raise StoreError(f"cannot open store {self.path}: {exc}") from None
+            hint = ""
+            if "not a database" in str(exc):
+                hint = (" (wrong key, or not an encrypted store)" if key is not None
+                        else " (encrypted? give its key: --key-env NAME, or key=...)")
+            raise StoreError(f"cannot open store {self.path}: {exc}{hint}") from None
 
     # -- plumbing -----------------------------------------------------------------------------
     def close(self) -> None:
@@ -277,9 +312,10 @@ class Store:
     def turns(self, conv_id: str) -> list[Turn]:
         self._require(conv_id)
         rows = self._query(
-            "SELECT idx, role, text, time, speaker FROM turns WHERE conv_id = ? ORDER BY idx", (conv_id,)
+            "SELECT idx, role, text, time, speaker, superseded_by FROM turns WHERE conv_id = ? ORDER BY idx",
+            (conv_id,),
         )
-        return [Turn(index=r[0], role=r[1], text=r[2], time=r[3], speaker=r[4]) for r in rows]
+        return [Turn(index=r[0], role=r[1], text=r[2], time=r[3], speaker=r[4], superseded_by=r[5]) for r in rows]
 
     def pages(self, conv_id: str, turns: Sequence[Turn] | None = None) -> list[Page]:
         """The pages of a conversation, with their text rendered from ``turns`` (loaded if not given)."""
@@ -293,7 +329,7 @@ class Store:
             Page(page_id=r[0], first_turn=r[1], last_turn=r[2], token_count=r[3], keywords=json.loads(r[4]),
                  access_count=r[5], last_access=r[6], pinned=bool(r[7]), evicted=bool(r[8]),
                  keywords_by=r[9], worth=None if r[10] is None else bool(r[10]),
-                 text="\n".join(t.render() for t in turns[r[1] : r[2] + 1]))
+                 text="\n".join(t.render() for t in turns[r[1] : r[2] + 1] if t.text))  # not forgotten
             for r in rows
         ]
 
@@ -388,6 +424,102 @@ class Store:
             "SELECT COUNT(*), COALESCE(MAX(rowid), 0), COALESCE(SUM(rowid), 0) FROM embeddings WHERE "
             + _family_sql(), (family, family))[0]
         return list(row)
+
+    # -- forgetting, corrections and interchange ----------------------------------------------
+    def owned_files(self) -> list[Path]:
+        """Every file of this store on disk: the database, its journals, and what is derived beside it
+        (FAISS indexes, their metadata and temporary files). What an erase check reads."""
+        import glob
+
+        base = self.path
+        files = [base, *(Path(f"{base}{suffix}") for suffix in ("-wal", "-shm", "-journal"))]
+        files += sorted(base.parent.glob(glob.escape(base.name) + ".*"))
+        return [f for f in dict.fromkeys(files) if f.is_file()]
+
+    def conversation_record(self, conv_id: str) -> dict[str, Any]:
+        """A conversation's own row: source, settings, meta, created_at."""
+        rows = self._query("SELECT source, settings, meta, created_at FROM conversations WHERE id = ?", (conv_id,))
+        if not rows:
+            raise ConversationNotFound(f"no conversation {conv_id!r} in {self.path}")
+        r = rows[0]
+        return {"source": r[0], "settings": json.loads(r[1]), "meta": json.loads(r[2]), "created_at": r[3]}
+
+    def probe_rows(self, conv_id: str) -> list[tuple[int, Probe]]:
+        """(row index, probe) of a conversation's probes: rows forgetting may delete."""
+        rows = self._query("SELECT idx FROM probes WHERE conv_id = ? ORDER BY idx", (conv_id,))
+        return list(zip([r[0] for r in rows], self.probes(conv_id)))
+
+    def trace_rows(self, conv_id: str) -> list[tuple[int, int, dict[str, Any]]]:
+        """(row id, turn, data) of every stored trace of a conversation: what forgetting scrubs."""
+        rows = self._query("SELECT id, turn_idx, data FROM traces WHERE conv_id = ? ORDER BY id", (conv_id,))
+        return [(r[0], r[1], json.loads(r[2])) for r in rows]
+
+    def forget_turns(self, conv_id: str, turns: Sequence[int], pages: Sequence[Page], *,
+                     drop_traces: Sequence[int] = (), rewrite_traces: dict[int, dict[str, Any]] | None = None,
+                     drop_probes: Sequence[int] = ()) -> tuple[int, bool]:
+        """Blank ``turns`` (their places stay: indices and pages do not move), store ``pages`` (their
+        keywords rebuilt from what is left), delete the turns' vectors and the pages' bookmark and text
+        vectors, and drop or rewrite traces and probes, in one transaction; then ``erase``. Returns the
+        number of vectors deleted and whether the erase was complete."""
+        self._require(conv_id)
+        forgotten = sorted(set(turns))
+        with self._lock:
+            self._conn.execute("PRAGMA secure_delete=ON")  # deleted cells are zeroed, not left on free pages
+            with self.transaction() as conn:
+                conn.executemany("UPDATE turns SET text = '', superseded_by = NULL WHERE conv_id = ? AND idx = ?",
+                                 [(conv_id, i) for i in forgotten])
+                # a forgotten correction no longer replaces what it corrected
+                conn.executemany("UPDATE turns SET superseded_by = NULL WHERE conv_id = ? AND superseded_by = ?",
+                                 [(conv_id, i) for i in forgotten])
+                vectors = conn.executemany("DELETE FROM embeddings WHERE conv_id = ? AND kind = ?",
+                                           [(conv_id, f"turn:{i}") for i in forgotten]).rowcount
+                vectors += conn.executemany(
+                    "DELETE FROM embeddings WHERE conv_id = ? AND page_id = ? AND kind IN ('bookmark', 'text')",
+                    [(conv_id, p.page_id) for p in pages]).rowcount
+                self._write_pages(conn, conv_id, pages)
+                conn.executemany("DELETE FROM traces WHERE id = ?", [(i,) for i in drop_traces])
+                conn.executemany("UPDATE traces SET data = ? WHERE id = ?",
+                                 [(json.dumps(d), i) for i, d in (rewrite_traces or {}).items()])
+                conn.executemany("DELETE FROM probes WHERE conv_id = ? AND idx = ?",
+                                 [(conv_id, i) for i in drop_probes])
+        return vectors, self.erase()
+
+    def forget_conversation(self, conv_id: str) -> bool:
+        """Delete a conversation with everything of it (turns, pages, probes, traces, vectors), then erase."""
+        self._require(conv_id)
+        with self._lock:
+            self._conn.execute("PRAGMA secure_delete=ON")
+            with self.transaction() as conn:
+                conn.execute("DELETE FROM conversations WHERE id = ?", (conv_id,))
+        return self.erase()
+
+    def erase(self) -> bool:
+        """Make deleted content unrecoverable from the store's files: the WAL copied back and truncated to
+        nothing, and the database rebuilt without free pages (VACUUM, in memory, so no copy lands in a temp
+        file). False when another connection's reader kept the WAL from being truncated."""
+        with self._lock:
+            conn = self._conn
+            conn.execute("PRAGMA secure_delete=ON")
+            conn.execute("PRAGMA temp_store=MEMORY")
+            conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
+            conn.execute("VACUUM")
+            busy = conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0]
+            return not busy
+
+    def set_superseded(self, conv_id: str, marks: dict[int, int | None], pages: Sequence[Page] = ()) -> None:
+        """Mark turns as corrected by later ones (``{old: new}``; None clears a mark), with the pages whose
+        keywords changed because of it, in one transaction."""
+        self._require(conv_id)
+        with self.transaction() as conn:
+            conn.executemany("UPDATE turns SET superseded_by = ? WHERE conv_id = ? AND idx = ?",
+                             [(new, conv_id, old) for old, new in marks.items()])
+            self._write_pages(conn, conv_id, pages)
+
+    def conversation_embeddings(self, conv_id: str) -> list[tuple[int, str, str, str, bytes]]:
+        """(page_id, kind, model, source text, vector) of every vector of a conversation, for export."""
+        rows = self._query("SELECT page_id, kind, model, source, vector FROM embeddings WHERE conv_id = ?"
+                           " ORDER BY rowid", (conv_id,))
+        return [tuple(r) for r in rows]
 
 
 def _family_sql() -> str:

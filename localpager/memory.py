@@ -1,0 +1,311 @@
+"""Memory the user controls: forget, correct, search.
+
+Forgetting blanks turns in place rather than deleting rows, so turn indices, page ranges, citations and
+the FAISS rows of other turns keep meaning what they meant; the text, its vectors, the page's bookmark
+and every trace or probe that repeats it go, and the store's files are rewritten (``Store.erase``) so the
+bytes are gone from disk too. A correction appends the new statement and marks the old turn superseded:
+recall shows the replacement (``rerank.py``), search labels the old turn, the old page's bookmark is
+rebuilt without it.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING, Sequence
+
+from .bookmarks import render_bookmark
+from .records import Page, Turn
+
+if TYPE_CHECKING:
+    from .api import Conversation, LocalPager
+    from .pager import Pager
+
+PREVIEW = 80  # characters of a turn a dry run shows
+
+
+@dataclass
+class ForgetReport:
+    """What a forget removed (or, with ``dry_run``, would remove)."""
+
+    conversation: str
+    turns: list[int] = field(default_factory=list)  # turn indices forgotten
+    pages: list[int] = field(default_factory=list)  # pages whose text and bookmark changed
+    texts: list[str] = field(default_factory=list)  # the start of each forgotten turn, what a dry run lists
+    traces: int = 0  # stored traces deleted (they repeated the turns)
+    traces_scrubbed: int = 0  # traces kept with the changed bookmarks rewritten
+    probes: int = 0  # stored probes deleted (their evidence was forgotten)
+    vectors: int = 0  # embedding rows deleted
+    dry_run: bool = False
+    whole: bool = False  # the whole conversation
+    erased: bool = True  # False: another reader kept the WAL from being truncated; forget again later
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    def lines(self) -> list[str]:
+        verb = "would forget" if self.dry_run else "forgot"
+        if self.whole:
+            head = f"{verb} conversation {self.conversation}: {len(self.turns)} turns, {len(self.pages)} pages"
+        else:
+            head = (f"{verb} {len(self.turns)} turns of {self.conversation}"
+                    f" (pages {', '.join(f'p{p}' for p in self.pages) or '-'})")
+        out = [head]
+        if not self.whole:
+            out += [f"  turn {i}: {text}" for i, text in zip(self.turns, self.texts)]
+        if not self.dry_run:
+            out.append(f"  deleted {self.vectors} vectors, {self.traces} traces, {self.probes} probes; "
+                       f"{self.traces_scrubbed} traces scrubbed")
+            if not self.erased:
+                out.append("  warning: another process is reading the store; its write-ahead log still holds "
+                           "old pages until it closes (run forget again then)")
+        return out
+
+
+@dataclass
+class SearchHit:
+    """A remembered turn matching a search, scored by the ranking recall uses (fused dense + BM25)."""
+
+    turn: int
+    page_id: int
+    score: float
+    text: str
+    role: str
+    speaker: str | None = None
+    time: str | None = None
+    evicted: bool = False
+    dense: float = 0.0
+    lexical: float = 0.0
+    superseded_by: int | None = None
+    label: str = ""  # "changed": a later turn corrected it (see ``superseded_by``)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    def line(self) -> str:
+        when = f" [{self.time}]" if self.time else ""
+        label = f" (changed: see turn {self.superseded_by})" if self.superseded_by is not None else ""
+        who = self.speaker or self.role
+        return f"{self.score:.3f}  p{self.page_id} turn {self.turn}{when} {who}: {self.text[:160]}{label}"
+
+
+# -- choosing turns ---------------------------------------------------------------------------------
+def select_turns(pager: Pager, turn: int | None = None, page: int | None = None,
+                 match: str | None = None) -> list[int]:
+    """The turns one selector names (exactly one of ``turn``, ``page``, ``match``), not yet forgotten."""
+    given = [name for name, v in (("turn", turn), ("page", page), ("match", match)) if v is not None]
+    if len(given) != 1:
+        raise ValueError("give exactly one of turn, page or match (forget_conversation forgets a whole one)")
+    turns = pager.turns
+    if turn is not None:
+        if not 0 <= turn < len(turns):
+            raise ValueError(f"no turn {turn}: the conversation has turns 0-{len(turns) - 1}")
+        chosen = [turn]
+    elif page is not None:
+        try:
+            chosen = list(pager.page(page).turn_range)
+        except KeyError:
+            raise ValueError(f"no page p{page}: the conversation has {len(pager.pages)} pages") from None
+    else:
+        needle = match.strip().casefold()
+        if not needle:
+            raise ValueError("match needs some text")
+        chosen = [t.index for t in turns if needle in t.text.casefold()]
+    return [i for i in chosen if turns[i].text]
+
+
+def current_text(page: Page, turns: Sequence[Turn]) -> str:
+    """A page's text as it stands: without forgotten turns and without turns a later one corrected."""
+    return "\n".join(turns[i].render() for i in page.turn_range
+                     if i < len(turns) and turns[i].text and turns[i].superseded_by is None)
+
+
+def rebuild_bookmark(pager: Pager, page: Page) -> None:
+    """New keywords for a page whose text changed, from what is left (a page with no keywords yet, the
+    open one, keeps none); its in-memory text becomes the remaining turns."""
+    page.text = "\n".join(pager.turns[i].render() for i in page.turn_range if pager.turns[i].text)
+    if not page.keywords:
+        return
+    text = current_text(page, pager.turns)
+    if not text:
+        pager.set_page_keywords(page, [], page.keywords_by)
+        return
+    full, page.text = page.text, text  # keywords from the current statements only
+    try:
+        pager.set_keywords_recent(page)
+    finally:
+        page.text = full
+
+
+# -- forgetting -------------------------------------------------------------------------------------
+@dataclass
+class _Plan:
+    report: ForgetReport
+    pages: list[Page]
+    drop_traces: list[int]
+    rewrite_traces: dict[int, dict]
+    drop_probes: list[int]
+
+
+def _plan(conv: Conversation, turns: list[int], match: str | None) -> _Plan:
+    """What forgetting ``turns`` changes, computed on copies: nothing in memory or on disk moves yet."""
+    import copy
+
+    pager = conv.pager
+    gone = set(turns)
+    texts = [pager.turns[i].text for i in turns]
+    report = ForgetReport(conv.id, turns=list(turns), texts=[t[:PREVIEW] for t in texts])
+    touched = sorted({pager.page_of_turn(i).page_id for i in turns})
+    report.pages = touched
+    # new bookmarks on a copy of the pager's records
+    shadow = copy.copy(pager)
+    shadow.turns = [t if t.index not in gone else Turn(t.role, "", t.index, t.time, t.speaker) for t in pager.turns]
+    shadow.pages = [copy.copy(p) for p in pager.pages]
+    shadow._bookmark_tokens = {}
+    pages = [shadow.page(pid) for pid in touched]
+    old_marks = {pid: pager.bookmark(pager.page(pid)) for pid in touched}
+    for page in pages:
+        rebuild_bookmark(shadow, page)
+    new_marks = {p.page_id: shadow.bookmark(p) for p in pages}
+    # traces: gone when they repeat a forgotten turn, scrubbed when they list a changed bookmark
+    needles = [t.casefold() for t in texts if t.strip()] + ([match.strip().casefold()] if match else [])
+    drop, rewrite = [], {}
+    for row, turn_idx, data in conv.store.trace_rows(conv.id):
+        cited = {c.get("turn") for c in data.get("citations", [])} | set(data.get("injected_turns", []))
+        marks = data.get("bookmarks", [])
+        fixed = [next((new_marks[p] for p, old in old_marks.items() if old == m), m) for m in marks]
+        scrubbed = {**data, "bookmarks": fixed}
+        dump = json.dumps(scrubbed, ensure_ascii=False).casefold()
+        if {turn_idx, turn_idx + 1} & gone or cited & gone or any(n in dump for n in needles):
+            drop.append(row)
+        elif fixed != marks:
+            rewrite[row] = scrubbed
+    report.traces, report.traces_scrubbed = len(drop), len(rewrite)
+    probes = []
+    for idx, probe in conv.store.probe_rows(conv.id):
+        said = " ".join([probe.question, *probe.answers]).casefold()
+        if set(probe.evidence) & gone or any(n in said for n in needles):
+            probes.append(idx)
+    report.probes = len(probes)
+    return _Plan(report, pages, drop, rewrite, probes)
+
+
+def forget(conv: Conversation, turn: int | None = None, page: int | None = None, match: str | None = None,
+           dry_run: bool = False) -> ForgetReport:
+    """Forget turns of ``conv`` (see ``Conversation.forget``)."""
+    lp = conv.lp
+    with lp.lock:
+        turns = select_turns(conv.pager, turn, page, match)
+        plan = _plan(conv, turns, match)
+        plan.report.dry_run = dry_run
+        if dry_run or not turns:
+            return plan.report
+        plan.report.vectors, plan.report.erased = conv.store.forget_turns(
+            conv.id, turns, plan.pages, drop_traces=plan.drop_traces, rewrite_traces=plan.rewrite_traces,
+            drop_probes=plan.drop_probes)
+        _after_erase(lp, [conv.id])
+        conv.reload()
+        return plan.report
+
+
+def forget_conversation(lp: LocalPager, conv_id: str, dry_run: bool = False) -> ForgetReport:
+    """Forget a whole conversation: every row of it, then the files rewritten (see ``Store.erase``)."""
+    with lp.lock:
+        info = next((i for i in lp.store.list_conversations() if i.id == conv_id), None)
+        if info is None:
+            lp.store.settings(conv_id)  # the store's own not-found error
+        pages = [p.page_id for p in lp.store.pages(conv_id)]
+        report = ForgetReport(conv_id, turns=list(range(info.turns)), pages=pages, dry_run=dry_run, whole=True,
+                              traces=len(lp.store.trace_rows(conv_id)), probes=info.probes)
+        if dry_run:
+            return report
+        report.vectors = len(lp.store.conversation_embeddings(conv_id))
+        report.erased = lp.store.forget_conversation(conv_id)
+        _after_erase(lp, [conv_id])
+        return report
+
+
+def _after_erase(lp: LocalPager, conv_ids: Sequence[str]) -> None:
+    """What lives outside SQLite follows it: FAISS files rewritten (or, loaded, rebuilt), BM25 indexes and
+    the embedder's text cache dropped, and any cached model state beside the store deleted."""
+    from .index import rewrite_indexes
+
+    rewrite_indexes(lp.store, lp._index)
+    for conv_id in conv_ids:
+        lp._lexical.pop(conv_id, None)
+    if lp._index is not None:
+        cache = getattr(lp._index.embedder, "_cache", None)
+        if isinstance(cache, dict):
+            cache.clear()
+    for path in lp.store.owned_files():  # KV-cache snapshots, should a backend keep any beside the store
+        if ".kv" in path.name[len(lp.store.path.name):]:
+            path.unlink(missing_ok=True)
+
+
+# -- corrections ------------------------------------------------------------------------------------
+def supersede(conv: Conversation, turn: int, by: int) -> None:
+    """Mark ``turn`` as corrected by the later turn ``by``: recall shows ``by`` instead, search labels
+    ``turn`` as changed, and ``turn``'s page gets a bookmark without it."""
+    with conv.lp.lock:
+        pager = conv.pager
+        n = len(pager.turns)
+        if not (0 <= turn < by < n):
+            raise ValueError(f"a correction must come after the turn it corrects (turns 0-{n - 1}): {turn} -> {by}")
+        if not pager.turns[turn].text or not pager.turns[by].text:
+            raise ValueError("a forgotten turn cannot be corrected or correct another")
+        marks = {turn: by}
+        previous = pager.turns[turn].superseded_by
+        if previous is not None and previous != by and previous < by:
+            marks[previous] = by  # the earlier correction is outdated too
+        for old, new in marks.items():
+            pager.turns[old].superseded_by = new
+        pages = {pager.page_of_turn(old).page_id: pager.page_of_turn(old) for old in marks}
+        for page in pages.values():
+            rebuild_bookmark(pager, page)
+        conv.store.set_superseded(conv.id, marks, list(pages.values()))
+
+
+def correct(conv: Conversation, turn: int, text: str) -> Turn:
+    """Record ``text`` as the corrected statement of ``turn``: appended as a new turn of the same speaker,
+    and ``turn`` marked superseded by it."""
+    with conv.lp.lock:
+        turns = conv.pager.turns
+        if not 0 <= turn < len(turns):
+            raise ValueError(f"no turn {turn}: the conversation has turns 0-{len(turns) - 1}")
+        old = turns[turn]
+        if not old.text:
+            raise ValueError(f"turn {turn} was forgotten; nothing to correct")
+        new = conv.add_turn(old.role, text, speaker=old.speaker)
+        supersede(conv, turn, new.index)
+        return new
+
+
+def newest(turns: Sequence[Turn], index: int) -> int:
+    """The turn that currently states what turn ``index`` stated (itself when never corrected)."""
+    seen = set()
+    while turns[index].superseded_by is not None and index not in seen:
+        seen.add(index)
+        index = turns[index].superseded_by
+    return index
+
+
+# -- search -----------------------------------------------------------------------------------------
+def search(conv: Conversation, query: str, limit: int = 10) -> list[SearchHit]:
+    """The conversation's turns best matching ``query``, by the ranking a recall uses."""
+    if not query.strip():
+        raise ValueError("search needs some words")
+    if limit < 1:
+        raise ValueError(f"limit must be at least 1, got {limit}")
+    with conv.lp.lock:
+        pager = conv.pager
+        if not pager.pages:
+            return []
+        hits = conv.lp.selector(conv.id).rank(query, pager)
+        out = []
+        for h in hits[:limit]:
+            t = pager.turns[h.turn]
+            out.append(SearchHit(turn=h.turn, page_id=h.page_id, score=round(h.score, 4), text=t.text, role=t.role,
+                                 speaker=t.speaker, time=t.time, evicted=pager.page(h.page_id).evicted,
+                                 dense=round(h.dense, 4), lexical=round(h.lexical, 4),
+                                 superseded_by=t.superseded_by, label="changed" if t.superseded_by is not None else ""))
+        return out
