@@ -130,22 +130,27 @@ function renderChart(traces) {
   if (!data.length) { $("chart").replaceChildren(root); return; }
   const maxTok = Math.max(1, ...data.map((t) => t.tokens.prompt + t.tokens.generated));
   const maxMs = Math.max(1, ...data.map((t) => (t.timings_ms || {}).total || 0));
-  const step = (W - 2 * pad) / data.length;
+  const step = (W - 2 * pad) / Math.max(data.length, 12);
   const y = (v, max) => H - pad - (v / max) * (H - 2 * pad);
   const points = [];
   data.forEach((t, i) => {
     const x = pad + i * step;
-    const bar = Math.max(2, step * 0.6);
+    const bar = Math.min(40, Math.max(2, step * 0.6));
     root.append(svg("rect", { x, y: y(t.tokens.prompt, maxTok), width: bar, height: H - pad - y(t.tokens.prompt, maxTok),
       fill: t.injected_page_ids.length ? "#9cc3ff" : "#c9d1d9" }, undefined));
     root.lastChild.append(svg("title", {}, `turn ${t.turn}: prompt ${t.tokens.prompt} tokens`));
     const top = y(t.tokens.prompt + t.tokens.generated, maxTok);
     root.append(svg("rect", { x, y: top, width: bar, height: y(t.tokens.prompt, maxTok) - top, fill: "#57606a" }));
-    points.push(`${x + bar / 2},${y((t.timings_ms || {}).total || 0, maxMs)}`);
+    const ly = y((t.timings_ms || {}).total || 0, maxMs);
+    points.push(`${x + bar / 2},${ly}`);
+    root.append(svg("circle", { cx: x + bar / 2, cy: ly, r: 3, fill: "#d1242f" }));
+    root.lastChild.append(svg("title", {}, `turn ${t.turn}: ${Math.round((t.timings_ms || {}).total || 0)} ms`));
     if (data.length <= 20 || i % 5 === 0) root.append(svg("text", { x, y: H - pad + 14, "font-size": 10 }, t.turn));
   });
   root.append(svg("polyline", { points: points.join(" "), fill: "none", stroke: "#d1242f", "stroke-width": 2 }));
   root.append(svg("text", { x: 2, y: pad - 8, "font-size": 10 }, `${maxTok} tokens`));
+  root.append(svg("text", { x: pad + 80, y: pad - 8, "font-size": 10, fill: "#57606a" },
+    "grey: prompt · blue: prompt with a recall · dark: generated · red: total ms"));
   root.append(svg("text", { x: W - pad - 60, y: pad - 8, "font-size": 10, fill: "#d1242f" }, `${Math.round(maxMs)} ms`));
   $("chart").replaceChildren(root);
 }

@@ -1,0 +1,259 @@
+"""`localpager serve` for real: the command in a subprocess on a free loopback port, the default models
+(SmolLM2-135M, all-MiniLM-L6-v2), the official ``openai`` client, and the inspector in headless Chromium.
+
+One server for the module (its start-up, mostly importing torch, is most of the time); small budgets and
+``max_tokens`` keep each answer under a second.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+pytestmark = [pytest.mark.model, pytest.mark.embedder, pytest.mark.slow]
+
+openai = pytest.importorskip("openai")
+pytest.importorskip("fastapi")
+
+KEY = "test-key-5d1f"
+FACT = "I'm allergic to peanuts, so I always carry an EpiPen."
+FILLER = [
+    "My sister Hartley moved to Lisbon last spring for a new job.",
+    "The router in the hall keeps dropping the Wi-Fi on Saturdays.",
+    "We repainted the garden fence a dark green colour this weekend.",
+    "My piano lessons moved to Thursday evenings at half past six.",
+    "The car needs its yearly service before the long trip in June.",
+    "The dentist appointment is on Tuesday morning at nine.",
+    "I started reading a long novel about sailors in the Arctic.",
+    "Our neighbours adopted a grey cat called Pebble last month.",
+]
+RESULTS = Path(__file__).resolve().parent.parent / "results"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def build_store(path: Path) -> None:
+    """Conversation ``facts``: the allergy in its first page, evicted under a small budget by later talk."""
+    from localpager.api import LocalPager
+    from localpager.pager import PagingConfig
+
+    lp = LocalPager(path)
+    chat = lp.conversation("facts", create=True, config=PagingConfig(boundary="fixed_5", budget=160))
+    chat.add_turn("user", FACT)
+    chat.add_turn("assistant", "Noted, no peanuts then.")
+    for i, text in enumerate(FILLER * 2):
+        chat.add_turn("user" if i % 2 == 0 else "assistant", text)
+    assert chat.pages[0].evicted, "the fact's page should be evicted for this test to mean anything"
+    lp.close()
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    """``localpager serve`` with an API key; yields (base URL, store path, stderr lines); stopped by PID."""
+    store = tmp_path_factory.mktemp("serve") / "store.db"
+    build_store(store)
+    port = free_port()
+    env = {**os.environ, "LOCALPAGER_THREADS": "1", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+    env.pop("LOCALPAGER_API_KEY", None)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "localpager.cli", "--store", str(store), "serve", "--port", str(port),
+         "--api-key", KEY, "--max-tokens", "24"],
+        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    lines: list[str] = []
+    threading.Thread(target=lambda: lines.extend(proc.stderr), daemon=True).start()
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 180
+    try:
+        while True:
+            assert proc.poll() is None, f"the server exited: {''.join(lines)}"
+            assert time.monotonic() < deadline, f"the server did not load its models: {''.join(lines)}"
+            try:
+                if httpx.get(f"{url}/health", timeout=2).json()["preloaded"]:
+                    break
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.3)
+        yield url, store, lines
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def client(url: str, conv: str | None = None, key: str = KEY):
+    headers = {"X-Conversation-Id": conv} if conv else {}
+    return openai.OpenAI(base_url=f"{url}/v1", api_key=key, default_headers=headers, max_retries=0, timeout=60)
+
+
+def turns(url: str, conv: str) -> list[dict]:
+    r = httpx.get(f"{url}/v1/conversations/{conv}/turns", headers={"Authorization": f"Bearer {KEY}"})
+    return r.json()["data"] if r.status_code == 200 else []
+
+
+def test_non_streaming_answer_is_stored_with_its_trace(server):
+    url, _, _ = server
+    raw = client(url, "plain").chat.completions.with_raw_response.create(
+        model="localpager", messages=[{"role": "user", "content": "Hello! What is a good name for a cat?"}],
+        max_tokens=16)
+    completion = raw.parse()
+    answer = completion.choices[0].message.content
+    assert answer and raw.headers["x-localpager-trace-id"] == "plain:0"
+    assert completion.model_extra["localpager"]["turn"] == 0
+    assert [(t["role"], t["text"]) for t in turns(url, "plain")] == [
+        ("user", "Hello! What is a good name for a cat?"), ("assistant", answer)]
+
+
+def test_streaming_answer_matches_what_is_stored(server):
+    url, _, _ = server
+    stream = client(url, "streamed").chat.completions.create(
+        model="localpager", messages=[{"role": "user", "content": "Say something about the sea."}],
+        max_tokens=16, stream=True)
+    pieces, memory = [], None
+    for chunk in stream:
+        if chunk.choices:
+            pieces.append(chunk.choices[0].delta.content or "")
+            memory = (chunk.model_extra or {}).get("localpager") or memory
+    text = "".join(pieces)
+    assert text.strip() and memory and memory["trace_id"] == "streamed:0"
+    stored = turns(url, "streamed")
+    assert " ".join(stored[1]["text"].split()) == " ".join(text.split())
+
+
+@pytest.fixture(scope="module")
+def recalled(server):
+    """A question about the evicted fact, asked once for the tests that look at the recall."""
+    url, _, _ = server
+    completion = client(url, "facts").chat.completions.create(
+        model="localpager", messages=[{"role": "user", "content": "Which snack should I avoid because of my allergy?"}],
+        max_tokens=16)
+    return completion
+
+
+def test_a_recall_injects_the_evicted_fact_and_the_log_shows_it(server, recalled):
+    url, _, _ = server
+    memory = recalled.model_extra["localpager"]
+    assert memory["decision"] == "recall" and 1 in memory["injected_page_ids"]
+    assert any(c["text"] == FACT for c in memory["citations"])
+    log = httpx.get(f"{url}{memory['log']}", headers={"Authorization": f"Bearer {KEY}"}).json()["data"]
+    assert len(log) == 1 and log[0]["injected_page_ids"] == memory["injected_page_ids"]
+    assert 0 in log[0]["injected_turns"]
+    assert any(c["injected"] and c["page_id"] == 1 for c in log[0]["candidates"])
+
+
+def test_two_clients_on_two_conversations_at_once(server):
+    url, _, _ = server
+    results: dict[str, str] = {}
+
+    def talk(conv: str, question: str) -> None:
+        c = client(url, conv)
+        results[conv] = c.chat.completions.create(
+            model="localpager", messages=[{"role": "user", "content": question}], max_tokens=12).choices[0].message.content
+
+    threads = [threading.Thread(target=talk, args=(f"pair-{i}", f"Name a colour, please ({i}).")) for i in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    for i in range(2):
+        stored = turns(url, f"pair-{i}")
+        assert [(t["role"], t["text"]) for t in stored] == [
+            ("user", f"Name a colour, please ({i})."), ("assistant", results[f"pair-{i}"])]
+
+
+def test_a_client_that_drops_mid_stream_loses_no_turn(server):
+    url, _, lines = server
+    body = {"model": "localpager", "stream": True, "max_tokens": 24,
+            "messages": [{"role": "user", "content": "Tell me a short story about a fox."}]}
+    headers = {"Authorization": f"Bearer {KEY}", "X-Conversation-Id": "dropped"}
+    with httpx.stream("POST", f"{url}/v1/chat/completions", json=body, headers=headers, timeout=60) as r:
+        assert r.status_code == 200
+        for line in r.iter_lines():
+            if line.startswith("data: "):
+                break  # the first event: leave
+    deadline = time.monotonic() + 60
+    while len(turns(url, "dropped")) < 2:
+        assert time.monotonic() < deadline, "the answer was never stored"
+        time.sleep(0.2)
+    stored = turns(url, "dropped")
+    assert [t["role"] for t in stored] == ["user", "assistant"] and stored[1]["text"].strip()
+    # the client comes back with the full history: nothing is stored twice
+    again = client(url, "dropped").chat.completions.with_raw_response.create(
+        model="localpager", max_tokens=8, messages=[
+            {"role": "user", "content": stored[0]["text"]}, {"role": "assistant", "content": stored[1]["text"]},
+            {"role": "user", "content": "And then?"}])
+    assert again.headers["x-localpager-history"] == "in-sync"
+    assert [t["role"] for t in turns(url, "dropped")] == ["user", "assistant", "user", "assistant"]
+
+
+def test_a_wrong_key_is_401(server):
+    url, _, _ = server
+    with pytest.raises(openai.AuthenticationError):
+        client(url, "nope", key="wrong").chat.completions.create(
+            model="localpager", messages=[{"role": "user", "content": "hi"}])
+    assert turns(url, "nope") == []
+
+
+def test_a_malformed_request_is_a_4xx_json_error(server):
+    url, _, _ = server
+    r = httpx.post(f"{url}/v1/chat/completions", content=b'{"messages": [', timeout=10,
+                   headers={"Authorization": f"Bearer {KEY}", "X-Conversation-Id": "bad",
+                            "Content-Type": "application/json"})
+    assert r.status_code == 400 and r.json()["error"]["code"] == "invalid_json"
+    with pytest.raises(openai.BadRequestError, match="X-Conversation-Id"):
+        client(url).chat.completions.create(model="localpager", messages=[{"role": "user", "content": "hi"}])
+
+
+def test_one_log_line_per_request(server, recalled):
+    _, _, lines = server
+    chat = [line for line in lines if "chat conv=facts" in line]
+    assert len(chat) == 1 and "recall p1" in chat[0] and " ms " in chat[0]
+
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+
+
+@pytest.mark.skipif(not Path(CHROMIUM).exists() and not shutil.which("chromium"),
+                    reason="chromium is not installed (make setup installs Debian's package as root)")
+def test_the_inspector_shows_the_recalled_page_in_a_real_browser(server, recalled):
+    sync_api = pytest.importorskip("playwright.sync_api")
+    url, _, _ = server
+    errors: list[str] = []
+    with sync_api.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM if Path(CHROMIUM).exists() else shutil.which("chromium"),
+                                    args=CHROMIUM_ARGS, headless=True)
+        try:
+            page = browser.new_page(viewport={"width": 1200, "height": 1100})
+            page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+            page.on("pageerror", lambda e: errors.append(str(e)))
+            page.add_init_script(f"sessionStorage.setItem('localpager-key', {json.dumps(KEY)})")
+            page.goto(f"{url}/?conversation=facts")
+            page.wait_for_selector("tr.recalled[data-page='1']", timeout=15_000)
+            assert "recalled p1" in page.inner_text("#traces")
+            assert page.locator("#chart svg rect").count() >= 2
+            assert page.locator("tr.evicted").count() >= 1 and page.locator("tr.resident").count() >= 1
+            RESULTS.mkdir(exist_ok=True)
+            page.screenshot(path=str(RESULTS / "inspector.png"), full_page=True)
+            page.locator("tr.resident button").last.click()  # pin a page in the prompt
+            page.wait_for_selector("tr.resident .badge:text('pinned')", timeout=10_000)
+        finally:
+            browser.close()
+    assert errors == []
