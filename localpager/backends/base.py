@@ -33,6 +33,7 @@ class Generation:
     prefill_ms: float  # evaluating the prompt, up to the first sampled token
     decode_ms: float  # sampling after the first token
     stopped: str = "eos"  # "eos", "length", "grammar" or "caller"
+    shifted: int = 0  # of ``reused``: cached tokens moved to new positions (after an eviction) instead of re-read
     timings: dict[str, float] = field(default_factory=dict)
 
 

@@ -6,6 +6,9 @@ import os
 import threading
 import time
 import uuid
+from contextlib import contextmanager, nullcontext
+from dataclasses import dataclass
+from difflib import SequenceMatcher
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, Sequence
@@ -14,6 +17,9 @@ from ..modelpaths import chat_model_path
 from .base import BackendError, Generation, Message, TextCallback
 
 DEFAULT_N_CTX = 2048
+# A splice moves a cached run of at least this many tokens instead of re-evaluating it: below that, the
+# bookkeeping is not worth it.
+MIN_SPLICE = 32
 
 
 def cpu_threads() -> int:
@@ -24,13 +30,40 @@ def cpu_threads() -> int:
         return max(1, os.cpu_count() or 1)
 
 
-def load_llama(path: Path, **kwargs: Any):
-    """A ``Llama`` for ``path`` with llama.cpp's console output silenced; a one-line error if it fails."""
+_PARAMS_LOCK = threading.Lock()
+
+
+@contextmanager
+def _two_sequences():
+    """Contexts created inside have room for a second sequence in one shared KV buffer (``Splice`` parks
+    the tokens it moves there). ``Llama()`` takes no such option, so its default parameters are
+    amended for the duration of the call, under a lock."""
+    import llama_cpp.llama_cpp as raw
+
+    default = raw.llama_context_default_params
+
+    def amended():
+        params = default()
+        params.n_seq_max = 2
+        params.kv_unified = True
+        return params
+
+    with _PARAMS_LOCK:
+        raw.llama_context_default_params = amended
+        try:
+            yield
+        finally:
+            raw.llama_context_default_params = default
+
+
+def load_llama(path: Path, *, sequences: int = 1, **kwargs: Any):
+    """A ``Llama`` for ``path`` with llama.cpp's console output silenced; a one-line error if it fails.
+    ``sequences``: 2 gives its context the second sequence a KV splice needs."""
     import llama_cpp
     from llama_cpp._utils import suppress_stdout_stderr
 
     try:
-        with suppress_stdout_stderr(disable=False):
+        with suppress_stdout_stderr(disable=False), (_two_sequences() if sequences == 2 else nullcontext()):
             return llama_cpp.Llama(str(path), verbose=False, **kwargs)
     except (ValueError, RuntimeError, OSError) as exc:
         raise BackendError(f"cannot load model {path}: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}") from None
@@ -78,13 +111,53 @@ CHATML = (
 )
 
 
+@dataclass(frozen=True)
+class Splice:
+    """How to turn the cached tokens into a new prompt's without re-reading what both share.
+
+    The new prompt is ``cached[:keep] + prompt[keep:insert] + cached[moved:moved+size] + …``: the cache
+    keeps its first ``keep`` tokens, drops ``cached[keep:moved]`` (an evicted page), evaluates the
+    ``insert - keep`` new tokens (a bookmark), and shifts the ``size`` cached tokens that follow to their
+    new positions, as llama.cpp's own context shift does."""
+
+    keep: int
+    moved: int
+    insert: int
+    size: int
+
+    @property
+    def reused(self) -> int:
+        return self.keep + self.size
+
+
+def plan_splice(cached: Sequence[int], prompt: Sequence[int], min_size: int = MIN_SPLICE) -> Splice | None:
+    """The splice that reuses the longest cached run after the common prefix, if one of ``min_size``
+    tokens or more exists (None: plain prefix reuse is as good)."""
+    keep = 0
+    for a, b in zip(cached, prompt):
+        if a != b:
+            break
+        keep += 1
+    if keep >= len(cached) - min_size or keep >= len(prompt) - min_size:
+        return None
+    match = SequenceMatcher(None, cached, prompt, autojunk=False).find_longest_match(
+        keep, len(cached), keep, len(prompt))
+    if match.size < min_size or match.a < keep or match.b < keep:
+        return None
+    return Splice(keep=keep, moved=match.a, insert=match.b, size=match.size)
+
+
 class LlamaCppBackend:
     """One GGUF model in one llama.cpp context; a lock makes it safe to share between threads."""
 
     name = "llama-cpp"
 
     def __init__(self, model_path: str | os.PathLike | None = None, n_ctx: int = DEFAULT_N_CTX,
-                 n_threads: int | None = None):
+                 n_threads: int | None = None, kv_shift: bool = True):
+        """``kv_shift``: when a prompt drops a run of cached tokens (an evicted page) and inserts a few (its
+        bookmark), move the cached tokens after it instead of re-reading them (see ``Splice``). The moved
+        tokens keep what they computed while the dropped ones were there, as after llama.cpp's context
+        shift; off, every such change re-evaluates the rest of the prompt."""
         self.model_path = chat_model_path(model_path)
         # All cores by default; LOCALPAGER_THREADS lowers it when other work shares the machine: two
         # llama.cpp processes each using every core slow each other down by an order of magnitude.
@@ -93,9 +166,13 @@ class LlamaCppBackend:
         self.lock = threading.RLock()
         self._llm = load_llama(
             self.model_path, n_ctx=n_ctx, n_threads=self.n_threads, n_threads_batch=self.n_threads,
-            n_batch=min(512, n_ctx),
+            n_batch=min(512, n_ctx), sequences=2 if kv_shift else 1,
         )
         self.model_name = self.model_path.name
+        import llama_cpp
+
+        memory = llama_cpp.llama_get_memory(self._llm._ctx.ctx)
+        self.kv_shift = kv_shift and memory is not None and bool(llama_cpp.llama_memory_can_shift(memory))
         bos = [self._llm.token_bos()] if self._llm.metadata.get("tokenizer.ggml.add_bos_token") == "true" else []
         self.eos = {self._llm.token_eos()}
         template = self._llm.metadata.get("tokenizer.chat_template") or CHATML
@@ -104,7 +181,7 @@ class LlamaCppBackend:
     def fork(self) -> "LlamaCppBackend":
         """Another context on the same model file (llama.cpp maps the weights, so they are shared):
         side work such as keyword extraction runs there and leaves this context's KV cache alone."""
-        return LlamaCppBackend(self.model_path, n_ctx=self.n_ctx, n_threads=self.n_threads)
+        return LlamaCppBackend(self.model_path, n_ctx=self.n_ctx, n_threads=self.n_threads, kv_shift=self.kv_shift)
 
     # -- tokens -------------------------------------------------------------------------------
     def _tokenize_special(self, text: str) -> list[int]:
@@ -133,6 +210,42 @@ class LlamaCppBackend:
             n += 1
         return min(n, len(prompt) - 1)
 
+    def _splice(self, prompt: Sequence[int]) -> tuple[int, int]:
+        """Apply ``plan_splice`` to the KV cache: the tokens it moved instead of re-evaluating and the new
+        tokens it evaluated in between ((0, 0): nothing to splice).
+
+        Afterwards the cache holds ``prompt[:splice.reused]`` at positions 0.., so llama-cpp-python's
+        own prefix reuse takes over from there."""
+        import llama_cpp
+
+        llm = self._llm
+        cached = llm._input_ids.tolist()
+        plan = plan_splice(cached, prompt)
+        if plan is None:
+            return 0, 0
+        memory = llama_cpp.llama_get_memory(llm._ctx.ctx)
+        end = plan.moved + plan.size
+        # llama.cpp appends to a sequence only after its last position, so the kept run is parked in
+        # sequence 1 while the new tokens are appended to sequence 0, then moved and handed back.
+        llama_cpp.llama_memory_seq_cp(memory, 0, 1, plan.moved, end)
+        if not llama_cpp.llama_memory_seq_rm(memory, 0, plan.keep, -1):
+            llama_cpp.llama_memory_seq_rm(memory, 1, -1, -1)
+            llm.reset()  # a partial removal failed: start from an empty cache rather than a wrong one
+            return 0, 0
+        inserted = list(prompt[plan.keep:plan.insert])
+        for i in range(0, len(inserted), llm.n_batch):
+            chunk = inserted[i:i + llm.n_batch]
+            llm._batch.set_batch(batch=chunk, n_past=plan.keep + i, logits_all=False)
+            llm._ctx.decode(llm._batch)
+        if plan.insert != plan.moved:
+            llama_cpp.llama_memory_seq_add(memory, 1, plan.moved, end, plan.insert - plan.moved)
+        llama_cpp.llama_memory_seq_cp(memory, 1, 0, plan.insert, plan.insert + plan.size)
+        llama_cpp.llama_memory_seq_rm(memory, 1, -1, -1)
+        llm.input_ids[:plan.reused] = prompt[:plan.reused]
+        llm.n_tokens = plan.reused
+        llm._requires_eval = True
+        return plan.size, len(inserted)
+
     def generate(
         self,
         prompt: Sequence[int],
@@ -150,11 +263,12 @@ class LlamaCppBackend:
             )
         with self.lock:
             compiled = LlamaGrammar.from_string(grammar, verbose=False) if grammar else None
-            reused = self.cached_prefix(prompt)
+            start = time.perf_counter()
+            shifted, inserted = self._splice(prompt) if self.kv_shift else (0, 0)
+            reused = self.cached_prefix(prompt) - inserted
             tokens: list[int] = []
             text = ""
             stopped = "length"
-            start = time.perf_counter()
             first = None
             generator = self._llm.generate(
                 list(prompt), top_k=1, top_p=1.0, min_p=0.0, temp=0.0, repeat_penalty=repeat_penalty, grammar=compiled
@@ -182,6 +296,7 @@ class LlamaCppBackend:
             prompt_tokens=len(prompt),
             evaluated=len(prompt) - reused,
             reused=reused,
+            shifted=shifted,
             prefill_ms=(first - start) * 1000,
             decode_ms=(end - first) * 1000,
             stopped=stopped,

@@ -140,6 +140,65 @@ def run_turns(backend, config: BenchConfig, rates: tuple[float, float], workdir:
     return timings
 
 
+@dataclass
+class EvictionCost:
+    """Tokens the chat model evaluates on the turns right after an eviction, with the KV splice and as a
+    full re-evaluation would cost, and whether the greedy continuation matches a freshly read prompt."""
+
+    budget: int
+    turns: int = 0
+    evaluated: list[int] = field(default_factory=list)  # per eviction turn, with the splice
+    full: list[int] = field(default_factory=list)  # per eviction turn, without it
+    agree: list[bool] = field(default_factory=list)  # per compared eviction turn
+
+    def summary(self) -> dict[str, Any]:
+        return {"eviction_turns": len(self.evaluated),
+                "eviction_tokens_evaluated": _pct(self.evaluated, 0.5),
+                "eviction_tokens_full": _pct(self.full, 0.5),
+                "eviction_ratio": round(sum(self.evaluated) / max(1, sum(self.full)), 3),
+                "shift_agreement": round(sum(self.agree) / len(self.agree), 3) if self.agree else None}
+
+
+def eviction_cost(model: str | None, budget: int, n_turns: int, workdir: Path, seed: int = 0,
+                  compare: int = 8, answer_tokens: int = 12) -> EvictionCost:
+    """Replay a generated conversation into a paged chat at ``budget`` and read its prompt after every
+    user turn, as the chat model does before answering. After each eviction, count what the KV splice
+    evaluated and what a full re-read would (``Generation.shifted`` is what the splice saved), and for the
+    first ``compare`` evictions check the greedy answer against a second context that reads the same
+    prompt without any splice (machine-independent figures: tokens, not milliseconds)."""
+    from ..api import LocalPager
+    from ..backends import load_backend
+
+    n_ctx = max(2048, 2 * budget)
+    backend = load_backend(model_path=model, n_ctx=n_ctx)
+    plain = load_backend(model_path=model, n_ctx=n_ctx, kv_shift=False) if compare else None
+    lp = LocalPager(workdir / f"evict-{budget}.db", backend=backend, n_ctx=n_ctx)
+    chat = lp.conversation("evict", create=True, config=PagingConfig(budget=budget))
+    runtime = lp.runtime
+    result = EvictionCost(budget=budget)
+    listed = None
+    for turn in generate_conversation(seed, n_turns=n_turns).turns:
+        chat.add_turn(turn.role, turn.text)
+        if turn.role != "user":
+            continue
+        pager = chat._count_with(lp.counter())
+        pager.fixed_overhead = runtime.system_tokens()
+        _, prompt = runtime.fit(runtime.messages(pager, None))
+        evicted_since = listed is not None and [p.page_id for p in pager.listed] != listed
+        listed = [p.page_id for p in pager.listed]
+        result.turns += 1
+        if not evicted_since:
+            backend.generate(prompt, max_tokens=1)
+            continue
+        gen = backend.generate(prompt, max_tokens=answer_tokens)
+        result.evaluated.append(gen.evaluated)
+        result.full.append(gen.evaluated + gen.shifted)
+        if plain is not None and len(result.agree) < compare:
+            result.agree.append(plain.generate(prompt, max_tokens=answer_tokens).tokens == gen.tokens)
+    lp.close()
+    return result
+
+
 def rerank_at_scale(sizes: Iterable[int], dim: int = 384, queries: int = 20) -> dict[str, dict[str, float]]:
     """Query embedding plus FAISS search (restricted to one conversation's 40 pages, and over all rows)
     at several index sizes, one FAISS thread."""
