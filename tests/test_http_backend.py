@@ -1,0 +1,144 @@
+"""The openai-http backend against a real server: llama-cpp-python's own OpenAI-compatible server on the
+default GGUF (one thread, loopback, a free port), started once for the module and stopped by its process
+group. Grammar-constrained recall, what the server reports about its prompt cache, token counts equal to
+the local tokenizer's, a server killed mid-answer and a server that is not there."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+import pytest
+
+from localpager.backends import load_backend
+from localpager.backends.base import BackendError, Message
+from localpager.grammar import parse_decision, recall_grammar
+
+pytestmark = [pytest.mark.model, pytest.mark.slow]
+httpx = pytest.importorskip("httpx")
+pytest.importorskip("uvicorn")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def start_server(log_path) -> tuple[subprocess.Popen, str]:
+    from localpager.modelpaths import chat_model_path
+
+    port = free_port()
+    cmd = [sys.executable, "-m", "llama_cpp.server", "--model", str(chat_model_path()), "--host", "127.0.0.1",
+           "--port", str(port), "--n_ctx", "2048", "--n_threads", "1", "--n_threads_batch", "1"]
+    log = open(log_path, "wb")
+    proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    url = f"http://127.0.0.1:{port}/v1"
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            pytest.fail(f"llama_cpp.server exited with {proc.returncode}; see {log_path}", pytrace=False)
+        try:
+            if httpx.get(f"{url}/models", timeout=1).status_code == 200:
+                return proc, url
+        except httpx.HTTPError:
+            time.sleep(0.2)
+    stop_server(proc)
+    pytest.fail(f"llama_cpp.server did not answer within 60 s; see {log_path}", pytrace=False)
+
+
+def stop_server(proc: subprocess.Popen) -> None:
+    if proc.poll() is None:
+        os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    proc, url = start_server(tmp_path_factory.mktemp("server") / "server.log")
+    yield url
+    stop_server(proc)
+
+
+@pytest.fixture(scope="module")
+def http(server):
+    return load_backend("openai-http", base_url=server, n_ctx=2048)
+
+
+def test_discovers_llama_cpp_python_and_its_grammar(http):
+    assert (http.kind, http.constraint) == ("llama-cpp-python", "gbnf")
+    assert http.model_name == "SmolLM2-135M-Instruct.Q4_1.gguf"  # the in-process counter's name: no recount
+
+
+def test_token_counts_equal_the_local_tokenizer(http, counter):
+    texts = ["I'm allergic to peanuts, I carry an EpiPen.", "Budget: $23,500 — not a cent more!",
+             "東京で会いましょう", "  leading spaces\nand lines\n"]
+    for text in texts:
+        assert http.tokenize(text) == counter.tokenize(text)
+        assert http.count_tokens(text) == counter.count(text)
+
+
+def test_grammar_constrained_recall_names_only_evicted_pages(http):
+    evicted = [2, 5]
+    system = ("Older parts of this conversation were moved to numbered pages. Bookmarks (page: keywords):\n"
+              "[p2:allergy,peanut,EpiPen]\n[p5:kitchen,budget,$23500]\n"
+              "To read pages before answering, reply only with recall(page_ids=[N]).")
+    prompt = http.render([Message("system", system), Message("user", "What is my kitchen budget?")])
+    gen = http.generate(prompt, max_tokens=24, grammar=recall_grammar(evicted, 2, allow_answer=False))
+    decision = parse_decision(gen.text)
+    assert decision.is_recall and set(decision.page_ids) <= set(evicted)
+
+
+def test_consecutive_turns_share_the_prefix_and_the_server_reuses_it(http):
+    history = [Message("system", "You are a helpful assistant. " + "Remember what the user tells you. " * 30)]
+    first = http.render(history + [Message("user", "My sister Priya lives in Cape Town.")])
+    cold = http.generate(first, max_tokens=1)
+    history += [Message("user", "My sister Priya lives in Cape Town."), Message("assistant", "Noted.")]
+    second = http.render(history + [Message("user", "Where does she live?")])
+    assert second[:len(first) - 3] == first[:len(first) - 3]  # only the generation prompt differs
+    warm = http.generate(second, max_tokens=1)
+    # llama-cpp-python's server reports no cache figures: marked unknown, every prompt token counted as evaluated
+    assert cold.timings["reported"] == warm.timings["reported"] == 0.0
+    assert (warm.evaluated, warm.reused, warm.prompt_tokens) == (len(second), 0, len(second))
+    # but it does reuse its prefix: the second prompt, longer, is read in a fraction of the time
+    assert warm.prefill_ms < 0.6 * cold.prefill_ms, (cold.prefill_ms, warm.prefill_ms)
+
+
+def test_server_killed_mid_answer_stores_the_question_and_no_answer(tmp_path, fake_pager):
+    proc, url = start_server(tmp_path / "server.log")
+    try:
+        lp = fake_pager(backend=load_backend("openai-http", base_url=url, n_ctx=2048))
+        chat = lp.conversation("c", create=True)
+        chat.add_turn("user", "I'm planning a trip to Lisbon.")
+        chat.add_turn("assistant", "Lovely, when are you going?")
+        question = "Tell me a long story about a lighthouse keeper and his cat, with many details."
+
+        def kill(piece):
+            stop_server(proc)
+
+        with pytest.raises(BackendError) as info:
+            chat.ask(question, on_text=kill)
+        assert "\n" not in str(info.value) and "model server" in str(info.value)
+        turns = lp.store.turns("c")
+        asked = [t.index for t in turns if t.text == question]
+        assert len(asked) == 1
+        after = turns[asked[0] + 1:]
+        # nothing of the answer: at most the store's note that it is missing
+        assert all(t.role == "assistant" and t.text.startswith("(no answer") for t in after)
+    finally:
+        stop_server(proc)
+
+
+def test_connection_refused_is_one_line():
+    port = free_port()  # nothing listens there now
+    with pytest.raises(BackendError, match="connection refused") as info:
+        load_backend("openai-http", base_url=f"http://127.0.0.1:{port}/v1")
+    assert "\n" not in str(info.value)
