@@ -200,6 +200,9 @@ def forget(conv: Conversation, turn: int | None = None, page: int | None = None,
         plan.report.dry_run = dry_run
         if dry_run or not turns:
             return plan.report
+    with holding(conv):  # the plan again, under the conversation's lock: another process may have written
+        turns = select_turns(conv.pager, turn, page, match)
+        plan = _plan(conv, turns, match)
         plan.report.vectors, plan.report.erased = conv.store.forget_turns(
             conv.id, turns, plan.pages, drop_traces=plan.drop_traces, rewrite_traces=plan.rewrite_traces,
             drop_probes=plan.drop_probes)
@@ -219,10 +222,19 @@ def forget_conversation(lp: LocalPager, conv_id: str, dry_run: bool = False) -> 
                               traces=len(lp.store.trace_rows(conv_id)), probes=info.probes)
         if dry_run:
             return report
-        report.vectors = len(lp.store.conversation_embeddings(conv_id))
-        report.erased = lp.store.forget_conversation(conv_id)
-        _after_erase(lp, [conv_id])
+        with holding(lp.conversation(conv_id)):  # no other process is writing to it meanwhile
+            report.vectors = len(lp.store.conversation_embeddings(conv_id))
+            report.erased = lp.store.forget_conversation(conv_id)
+            _after_erase(lp, [conv_id])
         return report
+
+
+def holding(conv: Conversation):
+    """The conversation held for a change (its cross-process lock, re-entrant), as the API's own writes are."""
+    from contextlib import nullcontext
+
+    writing = getattr(conv, "_writing", None)
+    return writing() if writing is not None else nullcontext()
 
 
 def _after_erase(lp: LocalPager, conv_ids: Sequence[str]) -> None:
@@ -246,7 +258,7 @@ def _after_erase(lp: LocalPager, conv_ids: Sequence[str]) -> None:
 def supersede(conv: Conversation, turn: int, by: int) -> None:
     """Mark ``turn`` as corrected by the later turn ``by``: recall shows ``by`` instead, search labels
     ``turn`` as changed, and ``turn``'s page gets a bookmark without it."""
-    with conv.lp.lock:
+    with conv.lp.lock, holding(conv):
         pager = conv.pager
         n = len(pager.turns)
         if not (0 <= turn < by < n):
@@ -268,7 +280,7 @@ def supersede(conv: Conversation, turn: int, by: int) -> None:
 def correct(conv: Conversation, turn: int, text: str) -> Turn:
     """Record ``text`` as the corrected statement of ``turn``: appended as a new turn of the same speaker,
     and ``turn`` marked superseded by it."""
-    with conv.lp.lock:
+    with conv.lp.lock, holding(conv):
         turns = conv.pager.turns
         if not 0 <= turn < len(turns):
             raise ValueError(f"no turn {turn}: the conversation has turns 0-{len(turns) - 1}")
