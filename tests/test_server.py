@@ -82,10 +82,12 @@ def server(tmp_path_factory):
             assert proc.poll() is None, f"the server exited: {''.join(lines)}"
             assert time.monotonic() < deadline, f"the server did not load its models: {''.join(lines)}"
             try:
-                if httpx.get(f"{url}/health", timeout=2).json()["preloaded"]:
-                    break
+                health = httpx.get(f"{url}/health", timeout=2).json()
             except httpx.HTTPError:
-                pass
+                health = {}
+            assert not health.get("preload_error"), health
+            if health.get("preloaded"):
+                break
             time.sleep(0.3)
         yield url, store, lines
     finally:
@@ -155,6 +157,9 @@ def test_a_recall_injects_the_evicted_fact_and_the_log_shows_it(server, recalled
     assert len(log) == 1 and log[0]["injected_page_ids"] == memory["injected_page_ids"]
     assert 0 in log[0]["injected_turns"]
     assert any(c["injected"] and c["page_id"] == 1 for c in log[0]["candidates"])
+    hits = httpx.get(f"{url}/v1/conversations/facts/search", params={"q": "peanut allergy"},
+                     headers={"Authorization": f"Bearer {KEY}"}).json()["data"]
+    assert hits[0]["turn"] == 0
 
 
 def test_two_clients_on_two_conversations_at_once(server):
