@@ -21,7 +21,8 @@ from typing import Callable, Iterator, Sequence
 
 from .backends.base import ChatBackend, Message
 from .grammar import WORTH_GRAMMAR, batch_grammar, keywords_grammar, pages_grammar
-from .keywords import DEFAULT_K, MODEL_STRATEGIES, candidate_terms, extract_keywords, keyword_information
+from .keywords import (DEFAULT_KEYWORDS_PER_PAGE, MODEL_STRATEGIES, candidate_terms, extract_keywords,
+                       keyword_information)
 from .pager import Pager
 from .records import Page
 from .text import is_small_talk, term_key
@@ -151,8 +152,8 @@ class Assistant:
         return sum(lengths[-k:]) + 3 * k + 4
 
     # -- keywords ---------------------------------------------------------------------------------
-    def keywords(self, page_texts: Sequence[str], targets: Sequence[int], strategy: str, k: int = DEFAULT_K,
-                 ids: Sequence[int] | None = None) -> dict[int, list[str]]:
+    def keywords(self, page_texts: Sequence[str], targets: Sequence[int], strategy: str,
+                 k: int = DEFAULT_KEYWORDS_PER_PAGE, ids: Sequence[int] | None = None) -> dict[int, list[str]]:
         """Keywords for the pages at positions ``targets`` of ``page_texts`` (a conversation's pages, or a
         window of them; the others are context), by a model strategy. ``ids`` label the pages in prompts
         (default 1..n). Every target gets 1..k keywords, all taken from its own text."""

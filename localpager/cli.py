@@ -13,18 +13,76 @@ from pathlib import Path
 
 import click
 
-from .layouts import LAYOUTS  # stdlib only: --help stays light
+# Option choices and defaults come from each module's registry. These modules are stdlib only, so --help
+# stays light; registries of modules that import numpy are read when their command runs (Registry).
+from .bookmarks import DEFAULT_BOOKMARK_FORMAT
+from .bookmarks import FORMATS as BOOKMARK_FORMATS
+from .boundaries import DEFAULT_BOUNDARY, NAMED_BOUNDARIES
+from .eviction import DEFAULT_EVICTION, POLICIES
+from .keywords import DEFAULT_KEYWORDS, MODEL_STRATEGIES
+from .keywords import STRATEGIES as LOCAL_KEYWORD_STRATEGIES
+from .layouts import DEFAULT_LAYOUT, LAYOUTS
+from .loaders import FORMATS as FILE_FORMATS
+from .pager import DEFAULT_BUDGET
 from .trace import citation_lines
 
-BOUNDARY_HELP = "page boundary policy: fixed_5, fixed_10, fixed_20, exchange_5, topic_shift"
-KEYWORDS_HELP = "random, heuristic, tfidf, or with the model llm-contextual, llm-batch, hybrid, auto"
-FORMATS = ("minimal", "id", "medium", "structured")
+BOUNDARY_HELP = f"page boundary policy: {', '.join(NAMED_BOUNDARIES)}"
+KEYWORDS_HELP = f"{', '.join(LOCAL_KEYWORD_STRATEGIES)}, or with the model {', '.join(MODEL_STRATEGIES)}"
+EVICTION_HELP = ", ".join(POLICIES)
 LAYOUT_HELP = ("how a recall is answered: focused (the recalled turns and the question in a prompt of their own), "
                "focused+recent (plus the last exchange), notes-system, inline (after the question in the chat's prompt)")
 # optional dependencies by top-level module, and the extra (pyproject.toml) that installs each
 OPTIONAL_MODULES = {"matplotlib": "eval", "fastapi": "server", "uvicorn": "server", "sse_starlette": "server",
                     "starlette": "server", "httpx": "http", "sqlcipher3": "encrypt"}
-DEFAULT_BUDGET = 512  # keep in step with localpager.pager.DEFAULT_BUDGET (not imported: --help stays light)
+
+
+class Registry:
+    """The names in a module's registry (``Registry("rerank", "TRIGGERS")``), imported only when they are
+    first needed: when the one command that uses them parses its options or shows its help."""
+
+    def __init__(self, module: str, name: str, exclude: tuple[str, ...] = ()):
+        self.module, self.name, self.exclude = module, name, exclude
+
+    def names(self) -> list[str]:
+        import importlib
+
+        registry = getattr(importlib.import_module(f"localpager.{self.module}"), self.name)
+        return [n for n in registry if n not in self.exclude]
+
+
+class RegistryChoice(click.Choice):
+    """A choice among a ``Registry``'s names."""
+
+    def __init__(self, registry: Registry):
+        self.registry = registry
+        super().__init__(())
+
+    @property
+    def choices(self) -> tuple[str, ...]:
+        return tuple(self.registry.names())
+
+    @choices.setter
+    def choices(self, value) -> None:  # click.Choice.__init__ assigns it; the registry decides
+        pass
+
+
+class RegistryListOption(click.Option):
+    """A comma-separated option whose help lists a ``Registry``'s names where it says ``{names}``."""
+
+    def __init__(self, *args, registry: Registry, **kwargs):
+        self.registry = registry
+        super().__init__(*args, **kwargs)
+
+    def get_help_record(self, ctx):
+        if self.help and "{names}" in self.help:
+            self.help = self.help.replace("{names}", ", ".join(self.registry.names()))
+        return super().get_help_record(ctx)
+
+
+# the recall modes a person chooses ("selector" is the evaluation's: its own page selector decides)
+CHAT_RECALL_MODES = Registry("runtime", "RECALL_MODES", exclude=("selector",))
+EVAL_RECALL_MODES = Registry("runtime", "RECALL_MODES", exclude=("selector", "never"))
+PAGE_CHOICES = Registry("rerank", "PAGE_CHOICES")
 
 
 @contextmanager
@@ -132,12 +190,13 @@ def cli(ctx: click.Context, store: str | None, key_env: str | None, backend: str
 
 @cli.command()
 @click.argument("file", type=click.Path(dir_okay=False))
-@click.option("--format", "fmt", type=click.Choice(["auto", "jsonl", "locomo"]), default="auto", show_default=True)
-@click.option("--boundary", default="fixed_20", show_default=True, help=BOUNDARY_HELP)
-@click.option("--eviction", default="fifo", show_default=True, help="fifo, lru, lfu, hybrid or cooperative")
-@click.option("--keywords", default="heuristic", show_default=True, help=KEYWORDS_HELP)
+@click.option("--format", "fmt", type=click.Choice(FILE_FORMATS), default="auto", show_default=True)
+@click.option("--boundary", default=DEFAULT_BOUNDARY, show_default=True, help=BOUNDARY_HELP)
+@click.option("--eviction", default=DEFAULT_EVICTION, show_default=True, help=EVICTION_HELP)
+@click.option("--keywords", default=DEFAULT_KEYWORDS, show_default=True, help=KEYWORDS_HELP)
 @click.option("--worth", is_flag=True, help="the model judges each closed page; pages not worth keeping leave first")
-@click.option("--bookmark-format", type=click.Choice(FORMATS), default="minimal", show_default=True)
+@click.option("--bookmark-format", type=click.Choice(BOOKMARK_FORMATS), default=DEFAULT_BOOKMARK_FORMAT,
+              show_default=True)
 @click.option("--budget", type=click.IntRange(min=1), default=DEFAULT_BUDGET, show_default=True,
               help="memory budget in model tokens")
 @click.option("--model", type=click.Path(), envvar="LOCALPAGER_MODEL", help="GGUF file: its tokenizer counts tokens "
@@ -244,7 +303,7 @@ def pin(ctx, conv_id, page_id, unpin):
 
 @cli.command()
 @click.argument("conv_id")
-@click.option("--format", "fmt", type=click.Choice(FORMATS), default=None,
+@click.option("--format", "fmt", type=click.Choice(BOOKMARK_FORMATS), default=None,
               help="bookmark format (default: the conversation's)")
 @click.option("--json", "as_json", is_flag=True)
 @click.pass_context
@@ -266,10 +325,10 @@ def model_options(f):
     f = click.option("--budget", type=click.IntRange(min=1), default=None,
                      help="memory budget in model tokens, for this command only unless --save")(f)
     f = click.option("--save", is_flag=True, help="store --budget with the conversation")(f)
-    f = click.option("--recall", "recall_mode", type=click.Choice(["auto", "always", "never"]), default="auto",
+    f = click.option("--recall", "recall_mode", type=RegistryChoice(CHAT_RECALL_MODES), default="auto",
                      show_default=True, help="auto: the model decides; always: it must recall")(f)
     f = click.option("--n-ctx", type=click.IntRange(min=128), default=2048, show_default=True, help="model context size")(f)
-    f = click.option("--layout", type=click.Choice(LAYOUTS), default="focused", show_default=True, help=LAYOUT_HELP)(f)
+    f = click.option("--layout", type=click.Choice(LAYOUTS), default=DEFAULT_LAYOUT, show_default=True, help=LAYOUT_HELP)(f)
     return f
 
 
@@ -599,20 +658,25 @@ def _dataset(path: str, fmt: str):
 
 @cli.command()
 @click.argument("dataset", type=click.Path(dir_okay=False))
-@click.option("--format", "fmt", type=click.Choice(["auto", "jsonl", "locomo"]), default="auto", show_default=True)
-@click.option("--boundary", "boundaries", default="fixed_5,fixed_10,fixed_20,exchange_5,topic_shift",
+@click.option("--format", "fmt", type=click.Choice(FILE_FORMATS), default="auto", show_default=True)
+@click.option("--boundary", "boundaries", default=",".join(NAMED_BOUNDARIES),
               show_default=True, help="comma-separated boundary policies")
 @click.option("--eviction", "evictions", default="fifo,lru,lfu,hybrid,belady", show_default=True,
-              help="comma-separated eviction policies (belady: the clairvoyant reference)")
-@click.option("--selector", "selectors", default="rerank,bm25,overlap,oracle", show_default=True,
-              help="comma-separated page selectors scored on the probes that need a recall")
+              help=f"comma-separated eviction policies: {EVICTION_HELP}, belady (the clairvoyant reference)")
+@click.option("--retriever", "retrievers", default="rerank,bm25,overlap,oracle", show_default=True,
+              cls=RegistryListOption, registry=Registry("eval.retrievers", "RETRIEVERS"),
+              help="comma-separated retrievers ({names}) scored on the probes that need a recall")
+@click.option("--selector", "old_retrievers", default=None, hidden=True, help="the old name of --retriever")
 @click.option("--budget", type=click.IntRange(min=1), default=DEFAULT_BUDGET, show_default=True)
-@click.option("--k", type=click.IntRange(min=1), default=3, show_default=True, help="pages a selector may pick")
+@click.option("--k", type=click.IntRange(min=1), default=3, show_default=True, help="pages a retriever may pick")
 @click.option("--limit", type=click.IntRange(min=1), default=None, help="only the first N conversations")
 @click.option("--model", type=click.Path(), envvar="LOCALPAGER_MODEL", help="GGUF file whose tokenizer counts tokens")
 @click.option("--json", "json_out", type=click.Path(dir_okay=False), help="write the grid as JSON here")
-def simulate(dataset, fmt, boundaries, evictions, selectors, budget, k, limit, model, json_out):
+def simulate(dataset, fmt, boundaries, evictions, retrievers, old_retrievers, budget, k, limit, model, json_out):
     """Replay DATASET through boundary x eviction policies and report hit rates (no chat model)."""
+    if old_retrievers is not None:
+        click.echo("warning: --selector is now --retriever", err=True)
+        retrievers = old_retrievers
     from tqdm import tqdm
 
     from .eval.simulate import simulate as run
@@ -621,7 +685,7 @@ def simulate(dataset, fmt, boundaries, evictions, selectors, budget, k, limit, m
 
     with friendly_errors():
         conversations = _dataset(dataset, fmt)[:limit]
-        result = run(conversations, split_list(boundaries), split_list(evictions), budget, split_list(selectors), k,
+        result = run(conversations, split_list(boundaries), split_list(evictions), budget, split_list(retrievers), k,
                      counter_for(model), progress=lambda runs: tqdm(runs, desc="simulate", file=sys.stderr))
     click.echo(simulation_report(result))
     if json_out:
@@ -630,36 +694,39 @@ def simulate(dataset, fmt, boundaries, evictions, selectors, budget, k, limit, m
 
 @cli.command(name="eval")
 @click.argument("dataset", type=click.Path(dir_okay=False))
-@click.option("--format", "fmt", type=click.Choice(["auto", "jsonl", "locomo"]), default="auto", show_default=True)
+@click.option("--format", "fmt", type=click.Choice(FILE_FORMATS), default="auto", show_default=True)
 @click.option("--strategy", "strategies", default="bookmarks", show_default=True,
-              help="comma-separated: bookmarks, truncation, full, bm25, overlap, search")
-@click.option("--selector", type=click.Choice(["model", "rerank", "model+rerank"]), default="model+rerank",
-              show_default=True, help="how the bookmarks strategy picks pages")
-@click.option("--boundary", default="fixed_20", show_default=True, help=BOUNDARY_HELP)
-@click.option("--eviction", "evictions", default="fifo", show_default=True,
-              help="comma-separated: fifo, lru, lfu, hybrid, cooperative (one run each)")
-@click.option("--keywords", "keyword_strategies", default="heuristic", show_default=True,
+              cls=RegistryListOption, registry=Registry("eval.evaluate", "STRATEGIES"), help="comma-separated: {names}")
+@click.option("--page-choice", type=RegistryChoice(PAGE_CHOICES), default="model+rerank",
+              show_default=True, help="who picks the pages the bookmarks strategy injects: the model, the ranking or both")
+@click.option("--selector", "old_page_choice", type=RegistryChoice(PAGE_CHOICES), default=None,
+              hidden=True, help="the old name of --page-choice")
+@click.option("--boundary", default=DEFAULT_BOUNDARY, show_default=True, help=BOUNDARY_HELP)
+@click.option("--eviction", "evictions", default=DEFAULT_EVICTION, show_default=True,
+              help=f"comma-separated: {EVICTION_HELP} (one run each)")
+@click.option("--keywords", "keyword_strategies", default=DEFAULT_KEYWORDS, show_default=True,
               help="comma-separated: " + KEYWORDS_HELP + " (one run each)")
 @click.option("--worth", is_flag=True, help="the model judges each closed page; pages not worth keeping leave first")
-@click.option("--signal", type=click.Choice(["turn", "bookmark", "text"]), default="turn", show_default=True,
+@click.option("--signal", type=RegistryChoice(Registry("index", "FAMILIES")), default="turn", show_default=True,
               help="what of an evicted page reranking compares with the question")
-@click.option("--bookmark-format", type=click.Choice(FORMATS), default="minimal", show_default=True)
+@click.option("--bookmark-format", type=click.Choice(BOOKMARK_FORMATS), default=DEFAULT_BOOKMARK_FORMAT,
+              show_default=True)
 @click.option("--budget", type=click.IntRange(min=1), default=DEFAULT_BUDGET, show_default=True)
 @click.option("--limit", type=click.IntRange(min=1), default=None, help="at most N probes per conversation")
 @click.option("--conversations", "which_conversations", default=None,
               help="N: the first N conversations; A-B: conversations A to B (1-based, inclusive)")
 @click.option("--categories", default=None,
               help="LoCoMo question categories to ask, comma-separated (e.g. 1,2,3,4); default: all with evidence")
-@click.option("--trigger", type=click.Choice(["question", "off"]), default="question", show_default=True,
+@click.option("--trigger", type=RegistryChoice(Registry("rerank", "TRIGGERS")), default="question", show_default=True,
               help="question: page in every question while pages are evicted; off: only when the model asks")
-@click.option("--recall", "recall_mode", type=click.Choice(["auto", "always"]), default="auto", show_default=True,
-              help="always: the model must name pages on every probe (compares selectors on the same recalls)")
+@click.option("--recall", "recall_mode", type=RegistryChoice(EVAL_RECALL_MODES), default="auto", show_default=True,
+              help="always: the model must name pages on every probe (compares page choices on the same recalls)")
 @click.option("--excerpt", default="0", show_default=True,
               help="turns each side of a recalled page's best turn to inject, or 'page' for the whole page")
 @click.option("--no-oracle", is_flag=True, help="skip the evidence-injected ceiling run")
 @click.option("--hide-bookmarks", is_flag=True,
               help="no bookmark list in the prompt: pages come back by the retrieval trigger alone")
-@click.option("--layout", "layouts", default="focused", show_default=True,
+@click.option("--layout", "layouts", default=DEFAULT_LAYOUT, show_default=True,
               help="comma-separated answer layouts (one run each): " + ", ".join(LAYOUTS))
 @click.option("--pages", "max_pages", type=click.IntRange(1, 8), default=None,
               help="pages one recall injects at most (default: the reranker's)")
@@ -669,8 +736,8 @@ def simulate(dataset, fmt, boundaries, evictions, selectors, budget, k, limit, m
 @click.option("--json", "json_out", type=click.Path(dir_okay=False),
               help="write JSON here, with a Markdown table and a PNG beside it")
 @click.pass_context
-def evaluate_cmd(ctx, dataset, fmt, strategies, selector, boundary, evictions, keyword_strategies, worth, signal,
-                 bookmark_format, budget, limit, which_conversations, categories, trigger, recall_mode, excerpt, no_oracle,
+def evaluate_cmd(ctx, dataset, fmt, strategies, page_choice, old_page_choice, boundary, evictions, keyword_strategies,
+                 worth, signal, bookmark_format, budget, limit, which_conversations, categories, trigger, recall_mode, excerpt, no_oracle,
                  hide_bookmarks, layouts, max_pages, repeat_penalty, model, json_out):
     """Answer DATASET's probes with the local model and score them, for each strategy."""
     from tqdm import tqdm
@@ -685,7 +752,8 @@ def evaluate_cmd(ctx, dataset, fmt, strategies, selector, boundary, evictions, k
     with friendly_errors():
         conversations = _dataset(dataset, fmt)[conversation_slice(which_conversations)]
         paging = PagingConfig(boundary=boundary, bookmark_format=bookmark_format, budget=budget, worth=worth)
-        config = EvalConfig(selector=selector, limit=limit, recall_mode=recall_mode, oracle=not no_oracle, model=model,
+        config = EvalConfig(page_choice=old_page_choice or page_choice, limit=limit, recall_mode=recall_mode,
+                            oracle=not no_oracle, model=model,
                             excerpt=None if excerpt == "page" else int(excerpt), trigger=trigger, signal=signal,
                             show_bookmarks=not hide_bookmarks, repeat_penalty=repeat_penalty,
                             max_pages=max_pages or RerankSettings.max_pages,

@@ -21,7 +21,7 @@ from .text import HAN, LATIN, STOPWORDS, cjk_bigrams, content_words, is_stopword
 KeywordStrategy = Callable[[Sequence[str], int, int], list[list[str]]]
 
 DEFAULT_KEYWORDS = "heuristic"
-DEFAULT_K = 4
+DEFAULT_KEYWORDS_PER_PAGE = 4
 
 # Weight of one occurrence by the form of the term: the more specific the form, the heavier.
 _NAME = _CONTACT = _MONEY_W = 3.0
@@ -393,7 +393,7 @@ def keyword_information(page_texts: Sequence[str], keywords: Sequence[Sequence[s
 
 
 def extract_keywords(
-    page_texts: Sequence[str], strategy: str = DEFAULT_KEYWORDS, k: int = DEFAULT_K, seed: int = 0
+    page_texts: Sequence[str], strategy: str = DEFAULT_KEYWORDS, k: int = DEFAULT_KEYWORDS_PER_PAGE, seed: int = 0
 ) -> list[list[str]]:
     """Keywords for each page of one conversation, in page order.
 

@@ -12,7 +12,8 @@ from typing import Any, Sequence
 from .bookmarks import DEFAULT_BOOKMARK_FORMAT, render_bookmark
 from .boundaries import DEFAULT_BOUNDARY, get_boundary
 from .eviction import DEFAULT_EVICTION, EvictionContext, EvictionPolicy, get_eviction
-from .keywords import DEFAULT_K, DEFAULT_KEYWORDS, MODEL_STRATEGIES, check_strategy, extract_keywords, local_strategy
+from .keywords import (DEFAULT_KEYWORDS, DEFAULT_KEYWORDS_PER_PAGE, MODEL_STRATEGIES, check_strategy, extract_keywords,
+                       local_strategy)
 from .records import Page, Turn
 from .tokens import TokenCounter
 
@@ -34,7 +35,7 @@ class PagingConfig:
     boundary: str = DEFAULT_BOUNDARY
     eviction: str = DEFAULT_EVICTION
     keywords: str = DEFAULT_KEYWORDS
-    k: int = DEFAULT_K
+    k: int = DEFAULT_KEYWORDS_PER_PAGE
     bookmark_format: str = DEFAULT_BOOKMARK_FORMAT
     budget: int = DEFAULT_BUDGET
     low_watermark: float = 0.75

@@ -91,6 +91,3 @@ class Transcript:
     source: str | None = None
     meta: dict[str, Any] = field(default_factory=dict)
 
-
-# The old name of Transcript, kept only until in-flight work (interchange.py) imports Transcript.
-Conversation = Transcript

@@ -129,7 +129,7 @@ def test_a_statement_gets_the_models_decision_and_its_answer_continues_after_the
 
 def test_a_statement_the_model_recalls_for_injects_the_named_page_and_answers_on_the_fork(fake_pager):
     lp, chat = open_chat(fake_pager, ["recall(page_ids=[1])", "Biscuit is naughty."])
-    assert lp.rerank.selector == "model+rerank"
+    assert lp.rerank.page_choice == "model+rerank"
     result = chat.ask(BISCUIT)
     decision, answer = lp.backend.calls
     assert decision.backend == "main" and decision.grammar is not None and decision.output == "recall(page_ids=[1])"
@@ -199,7 +199,7 @@ def test_inline_appends_the_recalled_turns_after_the_question_on_the_chat_contex
 
 
 def _inline(max_rounds):
-    return dict(recall=RecallSettings(layout="inline", max_rounds=max_rounds), rerank=RerankSettings(selector="model"))
+    return dict(recall=RecallSettings(layout="inline", max_rounds=max_rounds), rerank=RerankSettings(page_choice="model"))
 
 
 def test_inline_a_second_round_injects_a_page_not_injected_yet(fake_pager):

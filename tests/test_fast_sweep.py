@@ -37,7 +37,7 @@ def test_an_empty_sweep_runs_nothing_and_writes_nothing(tmp_path):
 
 
 def _result(belady_hit: float, fifo_hit: float) -> SimulationResult:
-    cell = dict(boundary="fixed_20", selector=None, avg_pages=8.0, needs_recall=1, selection_accuracy=None, probes=2,
+    cell = dict(boundary="fixed_20", retriever=None, avg_pages=8.0, needs_recall=1, selection_accuracy=None, probes=2,
                 avg_evicted=3.0)
     return SimulationResult(512, 3, 1, [Cell(eviction="fifo", hit_rate=fifo_hit, **cell),
                                         Cell(eviction="belady", hit_rate=belady_hit, **cell)])

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from localpager.keywords import DEFAULT_K, DEFAULT_KEYWORDS, STRATEGIES, extract_keywords
+from localpager.keywords import DEFAULT_KEYWORDS, DEFAULT_KEYWORDS_PER_PAGE, STRATEGIES, extract_keywords
 from localpager.text import STOPWORDS, tokenize_words
 
 ALLERGY = (
@@ -46,7 +46,7 @@ def lowered(keywords: list[str]) -> set[str]:
 
 
 @pytest.mark.parametrize("strategy", sorted(STRATEGIES))
-@pytest.mark.parametrize("k", [1, 3, DEFAULT_K])
+@pytest.mark.parametrize("k", [1, 3, DEFAULT_KEYWORDS_PER_PAGE])
 def test_every_strategy_gives_one_to_k_keywords_and_none_for_an_empty_page(
     strategy: str, k: int
 ) -> None:
@@ -75,7 +75,7 @@ def test_blank_and_missing_pages(strategy: str) -> None:
 
 
 def test_defaults() -> None:
-    assert DEFAULT_KEYWORDS == "heuristic" and DEFAULT_K == 4
+    assert DEFAULT_KEYWORDS == "heuristic" and DEFAULT_KEYWORDS_PER_PAGE == 4
     assert extract_keywords([ALLERGY]) == extract_keywords([ALLERGY], "heuristic", k=4)
 
 
@@ -169,7 +169,7 @@ def test_tfidf_prefers_a_term_unique_to_the_page() -> None:
 
 def test_tfidf_works_on_a_single_page() -> None:
     (keywords,) = extract_keywords([RENT], "tfidf")
-    assert 1 <= len(keywords) <= DEFAULT_K
+    assert 1 <= len(keywords) <= DEFAULT_KEYWORDS_PER_PAGE
     assert "$1200" in keywords
 
 

@@ -230,7 +230,7 @@ def test_hybrid_still_finds_a_paraphrase_only_dense_matches(embedder):
 
 @pytest.mark.embedder
 def test_the_simulators_rerank_column_is_this_ranking(embedder):
-    from localpager.eval.selectors import get_selector
+    from localpager.eval.retrievers import get_retriever
 
     turns = conversation(LOCOMO_STYLE)
     pages = pages_of(turns, 2)
@@ -238,8 +238,8 @@ def test_the_simulators_rerank_column_is_this_ranking(embedder):
         p.text = "\n".join(turns[i].render() for i in p.turn_range)
     question = "Where did Caroline move from 4 years ago?"
     expected = ranks(question, turns, pages, embedder, HybridSettings())[:3]
-    rerank = get_selector("rerank")
-    assert rerank.select(question, pages, 3, turns=turns, key="conv") == expected
-    assert rerank.select(question, pages, 3) == expected  # turns read back from the pages' "who: text" lines
-    assert get_selector("dense").select(question, pages, 3, turns=turns, key="conv") == \
+    rerank = get_retriever("rerank")
+    assert rerank.retrieve(question, pages, 3, turns=turns, key="conv") == expected
+    assert rerank.retrieve(question, pages, 3) == expected  # turns read back from the pages' "who: text" lines
+    assert get_retriever("dense").retrieve(question, pages, 3, turns=turns, key="conv") == \
         ranks(question, turns, pages, embedder, HybridSettings("dense"))[:3]

@@ -54,7 +54,7 @@ def paged(store, counter):
 def test_consequence_questions_find_the_right_page(paged, question, page):
     store, pager, index = paged
     assert {3, 5} <= {p.page_id for p in pager.evicted}
-    selector = RerankSelector(index, "c", RerankSettings(selector="rerank"))
+    selector = RerankSelector(index, "c", RerankSettings(page_choice="rerank"))
     injections, candidates = selector.select(question, [], pager, room=500)
     assert injections[0].page.page_id == page
     assert candidates[0].page_id == page and candidates[0].injected
@@ -71,10 +71,10 @@ def test_consequence_questions_find_the_right_page(paged, question, page):
 
 def test_model_named_pages_get_the_bonus_but_similarity_can_overrule(paged):
     store, pager, index = paged
-    selector = RerankSelector(index, "c", RerankSettings(selector="model+rerank"))
+    selector = RerankSelector(index, "c", RerankSettings(page_choice="model+rerank"))
     injections, candidates = selector.select("Which snack should I avoid bringing?", [1], pager, room=500)
     named = next(c for c in candidates if c.page_id == 1)
-    unnamed = RerankSelector(index, "c", RerankSettings(selector="rerank"))
+    unnamed = RerankSelector(index, "c", RerankSettings(page_choice="rerank"))
     fused = {h.page_id: h.score for h in best_per_page(unnamed._ranked(
         "Which snack should I avoid bringing?", pager, pager.pages))}
     assert named.named_by_model and named.score == pytest.approx(fused[1] + 0.05, abs=1e-3)

@@ -1,4 +1,4 @@
-"""The paging simulator and the page selectors, on conversations whose right answers are known."""
+"""The paging simulator and the retrievers, on conversations whose right answers are known."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from localpager.eval.selectors import SELECTORS, get_selector, select_pages
+from localpager.eval.retrievers import RETRIEVERS, get_retriever, retrieve_pages
 from localpager.eval.simulate import (
     Belady,
     Cell,
@@ -65,8 +65,8 @@ def test_an_evicted_fact_needs_recall_and_the_newest_page_is_a_hit():
     outcomes = simulate_conversation(allergy_conversation(), config, ApproxTokenCounter(), ["oracle"], k=3)
     fact, recent = outcomes
     assert fact.evidence_pages == [1] and fact.needs_recall and fact.at == 19
-    assert fact.evicted_pages >= 1 and fact.selections == {"oracle": [1]} and fact.found("oracle")
-    assert recent.evidence_pages == [4] and recent.hit and recent.selections == {}
+    assert fact.evicted_pages >= 1 and fact.retrieved == {"oracle": [1]} and fact.found("oracle")
+    assert recent.evidence_pages == [4] and recent.hit and recent.retrieved == {}
 
 
 def test_belady_keeps_the_page_that_will_be_asked_about():
@@ -103,32 +103,32 @@ def test_belady_evicts_never_used_pages_first_then_the_farthest_use():
 
 
 # -- simulate: the grid ------------------------------------------------------------------------
-def test_grid_has_one_cell_per_boundary_eviction_selector():
+def test_grid_has_one_cell_per_boundary_eviction_retriever():
     convs = [allergy_conversation()]
     result = simulate(convs, ["fixed_5", "fixed_10"], ["fifo", "belady"], 200, ["oracle", "overlap"], 3,
                       ApproxTokenCounter())
-    cells = {(c.boundary, c.eviction, c.selector): c for c in result.cells}
+    cells = {(c.boundary, c.eviction, c.retriever): c for c in result.cells}
     assert len(cells) == len(result.cells) == 2 * 2 * 2
     cell = cells["fixed_5", "fifo", "oracle"]
     assert (cell.probes, cell.needs_recall, cell.hit_rate, cell.avg_pages) == (2, 1, 0.5, 4.0)
     assert cell.selection_accuracy == 1.0
     data = json.loads(json.dumps(result.to_dict()))
-    assert {"boundary", "eviction", "selector", "hit_rate", "avg_pages"} <= data["cells"][0].keys()
+    assert {"boundary", "eviction", "retriever", "hit_rate", "avg_pages"} <= data["cells"][0].keys()
     table = result.to_markdown()
     assert "| fixed_5 | belady |" in table and "oracle@3" in table
 
 
-def test_grid_without_selectors_still_reports_paging_and_shows_progress():
+def test_grid_without_retrievers_still_reports_paging_and_shows_progress():
     runs = []
     result = simulate([allergy_conversation()], ["fixed_5"], ["fifo"], 200, [], 3, ApproxTokenCounter(),
                       progress=lambda items: runs.extend(items) or runs)
-    assert [(c.selector, c.hit_rate, c.selection_accuracy) for c in result.cells] == [(None, 0.5, None)]
+    assert [(c.retriever, c.hit_rate, c.selection_accuracy) for c in result.cells] == [(None, 0.5, None)]
     assert [(b, e, conv.id) for b, e, conv in runs] == [("fixed_5", "fifo", "hand")]
 
 
 def test_unknown_names_fail_before_anything_runs():
-    for bad in (dict(boundaries=["fixed_x"]), dict(evictions=["mru"]), dict(selectors=["psychic"])):
-        args = dict(boundaries=["fixed_5"], evictions=["fifo"], selectors=["oracle"]) | bad
+    for bad in (dict(boundaries=["fixed_x"]), dict(evictions=["mru"]), dict(retrievers=["psychic"])):
+        args = dict(boundaries=["fixed_5"], evictions=["fifo"], retrievers=["oracle"]) | bad
         with pytest.raises(ValueError, match="unknown"):
             simulate([allergy_conversation()], budget=200, k=3, counter=ApproxTokenCounter(), **args)
 
@@ -165,39 +165,39 @@ def test_simulate_runs_on_locomo(counter):
 
     convs = load_conversations(LOCOMO).conversations[:2]
     result = simulate(convs, ["fixed_20"], ["lru", "belady"], 1024, ["bm25", "oracle"], 3, counter)
-    lru = next(c for c in result.cells if (c.eviction, c.selector) == ("lru", "oracle"))
+    lru = next(c for c in result.cells if (c.eviction, c.retriever) == ("lru", "oracle"))
     assert lru.probes > 100 and lru.needs_recall > 0 and lru.selection_accuracy == 1.0
 
 
-# -- selectors ---------------------------------------------------------------------------------
-def test_get_selector_knows_every_selector_and_rejects_others():
-    assert {get_selector(name).name for name in SELECTORS} == {"overlap", "bm25", "rerank", "dense", "oracle"}
-    with pytest.raises(ValueError, match="unknown page selector 'psychic'.*overlap"):
-        get_selector("psychic")
+# -- retrievers ---------------------------------------------------------------------------------
+def test_get_retriever_knows_every_retriever_and_rejects_others():
+    assert {get_retriever(name).name for name in RETRIEVERS} == {"overlap", "bm25", "rerank", "dense", "oracle"}
+    with pytest.raises(ValueError, match="unknown retriever 'psychic'.*overlap"):
+        get_retriever("psychic")
 
 
 @pytest.mark.parametrize("name", ["overlap", "bm25"])
-def test_lexical_selectors_rank_the_matching_page_first(name):
+def test_lexical_retrievers_rank_the_matching_page_first(name):
     pages = filler_pages()
     pages.insert(2, page(9, ["user: my budget for the Lisbon trip is 3000 euros", "assistant: noted"]))
-    chosen = get_selector(name).select("What is my budget for the Lisbon trip?", pages, k=3)
+    chosen = get_retriever(name).retrieve("What is my budget for the Lisbon trip?", pages, k=3)
     assert chosen[0] == 9
-    assert get_selector(name).select("quantum chromodynamics", pages, k=3) == []  # no shared word
+    assert get_retriever(name).retrieve("quantum chromodynamics", pages, k=3) == []  # no shared word
 
 
 def test_bm25_handles_cjk():
     texts = ["user: 今天天气很好", "user: 我对花生过敏，不能吃", "user: 周末去看电影"]
     pages = [page(i + 1, [text]) for i, text in enumerate(texts)]
-    assert get_selector("bm25").select("花生过敏怎么办", pages, k=2)[0] == 2
+    assert get_retriever("bm25").retrieve("花生过敏怎么办", pages, k=2)[0] == 2
 
 
 def test_oracle_picks_the_evidence_pages_and_needs_the_evidence():
     pages = filler_pages()
-    oracle = get_selector("oracle")
-    assert select_pages(oracle, "anything", pages, 3, evidence=[5, 2]) == [3, 2]
-    assert select_pages(oracle, "anything", pages, 1, evidence=[5, 2]) == [3]
+    oracle = get_retriever("oracle")
+    assert retrieve_pages(oracle, "anything", pages, 3, evidence=[5, 2]) == [3, 2]
+    assert retrieve_pages(oracle, "anything", pages, 1, evidence=[5, 2]) == [3]
     with pytest.raises(ValueError, match="evidence"):
-        oracle.select("anything", pages, 3)
+        oracle.retrieve("anything", pages, 3)
 
 
 @pytest.mark.embedder
@@ -209,5 +209,5 @@ def test_rerank_finds_the_allergy_page_by_its_best_turn():
         "user: by the way, I'm badly allergic to peanuts and carry an EpiPen",
         "assistant: good to know, I'll keep that in mind",
     ], first=40))
-    chosen = get_selector("rerank").select("Which snack should I avoid bringing?", pages, k=3)
+    chosen = get_retriever("rerank").retrieve("Which snack should I avoid bringing?", pages, k=3)
     assert chosen[0] == 9 and len(chosen) == 3

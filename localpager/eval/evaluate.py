@@ -29,7 +29,7 @@ from ..rerank import RerankSettings
 from ..runtime import Injection, RecallSettings, fit_turns, inject_in_order
 from ..trace import Candidate
 from .metrics import contains_answer, score_answer
-from .selectors import get_selector
+from .retrievers import DEFAULT_TOP_PAGES, get_retriever
 
 # bookmarks: the product (bookmarks + grammar-constrained recall + reranking);
 # truncation: the last turns that fit the budget, nothing else; full: as much history as the context
@@ -43,7 +43,7 @@ SEARCH_PROMPT = ("Write a short search query to find, in the earlier conversatio
 @dataclass
 class EvalConfig:
     strategy: str = "bookmarks"
-    selector: str = "model+rerank"
+    page_choice: str = "model+rerank"  # rerank.PAGE_CHOICES: who chooses what the bookmarks strategy injects
     paging: PagingConfig = field(default_factory=PagingConfig)
     recall_mode: str = "auto"
     limit: int | None = None  # at most this many probes per conversation
@@ -107,15 +107,15 @@ class EvidenceSelector:
 class RetrieverSelector:
     """A baseline: the top-k evicted pages of a retriever (bm25, overlap), injected on every probe."""
 
-    def __init__(self, name: str, k: int = 3):
-        self.retriever = get_selector(name)
+    def __init__(self, name: str, k: int = DEFAULT_TOP_PAGES):
+        self.retriever = get_retriever(name)
         self.k = k
 
     def should_recall(self, question, pager) -> bool:
         return bool(pager.evicted)
 
     def select(self, question, named, pager: Pager, room: int):
-        ranked = self.retriever.select(question, pager.evicted, self.k)
+        ranked = self.retriever.retrieve(question, pager.evicted, self.k)
         return inject_in_order(pager, ranked, room, f"{self.retriever.name} top {self.k}")
 
 
@@ -159,7 +159,7 @@ def _settings(config: EvalConfig) -> tuple[RecallSettings, RerankSettings, Pagin
         mode = "selector"
     if config.strategy == "full":
         paging.budget = config.n_ctx - RecallSettings.max_answer_tokens - 64
-    rerank = RerankSettings(selector=config.selector, trigger=config.trigger, max_pages=config.max_pages,
+    rerank = RerankSettings(page_choice=config.page_choice, trigger=config.trigger, max_pages=config.max_pages,
                             excerpt=config.excerpt, signal=config.signal)
     # the oracle run changes the mode, not the prompt: it keeps the strategy's system message, so both
     # runs share the prompt prefix (and the KV cache)

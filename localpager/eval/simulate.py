@@ -1,7 +1,7 @@
 """The paging simulator: replay conversations through the pager and score paging without a chat model.
 
 For every probe it records whether the evidence was still in the prompt (a hit) or had been paged
-out (the question needs a recall), and whether each page selector would have found the evidence
+out (the question needs a recall), and whether each retriever would have found the evidence
 among the evicted pages. A grid over boundary and eviction policies, with Bélády's clairvoyant
 policy as the reference, shows which paging settings keep the facts that get asked about.
 
@@ -26,12 +26,11 @@ from ..keywords import extract_keywords, local_strategy
 from ..pager import Pager, PagingConfig
 from ..records import Page, Transcript
 from ..tokens import TokenCounter
-from .selectors import get_selector, select_pages
+from .retrievers import DEFAULT_TOP_PAGES, get_retriever, retrieve_pages
 
 Progress = Callable[[Iterable[Any]], Iterable[Any]]  # e.g. tqdm
 
 BELADY = "belady"
-DEFAULT_K = 3
 
 
 class Belady:
@@ -110,24 +109,24 @@ class ProbeOutcome:
     at: int  # the turn after which it was asked
     evidence_pages: list[int]
     hit: bool  # every evidence page was resident
-    evicted_pages: int  # the candidates a selector chose from
-    selections: dict[str, list[int]] = field(default_factory=dict)  # only when a recall is needed
+    evicted_pages: int  # the candidates a retriever chose from
+    retrieved: dict[str, list[int]] = field(default_factory=dict)  # only when a recall is needed
 
     @property
     def needs_recall(self) -> bool:
         return not self.hit
 
-    def found(self, selector: str) -> bool:
-        """Whether ``selector``'s top-k held an evidence page."""
-        return any(page in self.evidence_pages for page in self.selections[selector])
+    def found(self, retriever: str) -> bool:
+        """Whether ``retriever``'s top-k held an evidence page."""
+        return any(page in self.evidence_pages for page in self.retrieved[retriever])
 
 
 def simulate_conversation(
     conv: Transcript,
     config: PagingConfig,
     counter: TokenCounter,
-    selectors: Sequence[str] = (),
-    k: int = DEFAULT_K,
+    retrievers: Sequence[str] = (),
+    k: int = DEFAULT_TOP_PAGES,
     eviction: str | None = None,
 ) -> list[ProbeOutcome]:
     """Replay ``conv`` turn by turn and score each probe right after the turn it is asked at.
@@ -139,7 +138,7 @@ def simulate_conversation(
     name = eviction or config.eviction
     policy = Belady.for_conversation(conv) if name == BELADY else get_eviction(name)
     pager = _GridPager(counter, config, eviction=policy)
-    chosen = {s: get_selector(s) for s in selectors}
+    chosen = {s: get_retriever(s) for s in retrievers}
     asked: dict[int, list[int]] = defaultdict(list)
     for i, probe in enumerate(conv.probes):
         if not probe.evidence:
@@ -164,8 +163,8 @@ def simulate_conversation(
                 evicted_pages=len(evicted),
             )
             if outcome.needs_recall:
-                outcome.selections = {
-                    s: select_pages(sel, probe.question, evicted, k, probe.evidence, pager.turns, conv.id)
+                outcome.retrieved = {
+                    s: retrieve_pages(sel, probe.question, evicted, k, probe.evidence, pager.turns, conv.id)
                     for s, sel in chosen.items()
                 }
             outcomes.append(outcome)
@@ -175,17 +174,17 @@ def simulate_conversation(
 
 @dataclass
 class Cell:
-    """One grid cell: a paging setting and one selector, aggregated over every conversation.
+    """One grid cell: a paging setting and one retriever, aggregated over every conversation.
 
     ``hit_rate``, ``avg_pages``, ``needs_recall`` and ``probes`` depend on paging only, so they
-    repeat across the selectors of a setting. ``selection_accuracy`` is the share of needs-recall
-    probes whose evidence was in the selector's top-k; ``avg_evicted`` (evicted pages at those
+    repeat across the retrievers of a setting. ``selection_accuracy`` is the share of needs-recall
+    probes whose evidence was in the retriever's top-k; ``avg_evicted`` (evicted pages at those
     probes) gives its chance level, about k / avg_evicted.
     """
 
     boundary: str
     eviction: str
-    selector: str | None  # None when the grid was run without selectors
+    retriever: str | None  # None when the grid was run without retrievers
     hit_rate: float | None
     avg_pages: float
     needs_recall: int
@@ -205,21 +204,21 @@ class SimulationResult:
         return asdict(self)
 
     def settings(self) -> dict[tuple[str, str], Cell]:
-        """The first cell of every (boundary, eviction): its paging numbers, whatever the selector."""
+        """The first cell of every (boundary, eviction): its paging numbers, whatever the retriever."""
         found: dict[tuple[str, str], Cell] = {}
         for cell in self.cells:
             found.setdefault((cell.boundary, cell.eviction), cell)
         return found
 
     def to_markdown(self) -> str:
-        """One row per paging setting, one selection-accuracy column per selector."""
-        selectors = list(dict.fromkeys(c.selector for c in self.cells if c.selector is not None))
-        accuracy = {(c.boundary, c.eviction, c.selector): c.selection_accuracy for c in self.cells}
+        """One row per paging setting, one selection-accuracy column per retriever."""
+        retrievers = list(dict.fromkeys(c.retriever for c in self.cells if c.retriever is not None))
+        accuracy = {(c.boundary, c.eviction, c.retriever): c.selection_accuracy for c in self.cells}
         head = ["boundary", "eviction", "pages", "probes", "hit rate", "needs recall", "evicted"]
-        head += [f"{s}@{self.k}" for s in selectors]
+        head += [f"{s}@{self.k}" for s in retrievers]
         lines = [
             f"Paging simulation: {self.conversations} conversations, budget {self.budget} tokens; "
-            f"selector columns: share of needs-recall probes with evidence in the top {self.k}.",
+            f"retriever columns: share of needs-recall probes with evidence in the top {self.k}.",
             "",
             "| " + " | ".join(head) + " |",
             "|" + "|".join("---" if i < 2 else "---:" for i in range(len(head))) + "|",
@@ -227,7 +226,7 @@ class SimulationResult:
         for (boundary, eviction), cell in self.settings().items():
             row = [boundary, eviction, f"{cell.avg_pages:.1f}", str(cell.probes), _pct(cell.hit_rate),
                    str(cell.needs_recall), _num(cell.avg_evicted)]
-            row += [_pct(accuracy[boundary, eviction, s]) for s in selectors]
+            row += [_pct(accuracy[boundary, eviction, s]) for s in retrievers]
             lines.append("| " + " | ".join(row) + " |")
         return "\n".join(lines) + "\n"
 
@@ -249,7 +248,7 @@ def simulate(
     boundaries: Sequence[str],
     evictions: Sequence[str],
     budget: int,
-    selectors: Sequence[str],
+    retrievers: Sequence[str],
     k: int,
     counter: TokenCounter,
     progress: Progress | None = None,
@@ -258,7 +257,7 @@ def simulate(
 
     Names are checked before anything runs. ``progress`` wraps the list of (setting, conversation)
     runs, e.g. ``tqdm``. Work that repeats across settings is cached: token counts here, keywords
-    per boundary in the pager, page words in the lexical selectors, and turn embeddings in the
+    per boundary in the pager, page words in the lexical retrievers, and turn embeddings in the
     shared default embedder, so rerank embeds each turn once for the whole grid.
     """
     for name in boundaries:
@@ -266,14 +265,14 @@ def simulate(
     for name in evictions:
         if name != BELADY:
             get_eviction(name)
-    for name in selectors:
-        get_selector(name)
+    for name in retrievers:
+        get_retriever(name)
     memo = _MemoCounter(counter)
     runs = [(b, e, conv) for b in boundaries for e in evictions for conv in conversations]
     outcomes: dict[tuple[str, str], list[ProbeOutcome]] = defaultdict(list)
     for boundary, eviction, conv in progress(runs) if progress else runs:
         config = PagingConfig(boundary=boundary, budget=budget)
-        outcomes[boundary, eviction] += simulate_conversation(conv, config, memo, selectors, k, eviction)
+        outcomes[boundary, eviction] += simulate_conversation(conv, config, memo, retrievers, k, eviction)
     pages = {b: sum(len(split_pages(c.turns, get_boundary(b))) for c in conversations) for b in boundaries}
     cells = []
     for boundary in boundaries:
@@ -290,11 +289,11 @@ def simulate(
                 probes=len(done),
                 avg_evicted=_share(sum(o.evicted_pages for o in misses), len(misses)),
             )
-            for selector in selectors or [None]:
+            for retriever in retrievers or [None]:
                 accuracy = None
-                if selector is not None:
-                    accuracy = _share(sum(o.found(selector) for o in misses), len(misses))
-                cells.append(Cell(selector=selector, selection_accuracy=accuracy, **common))
+                if retriever is not None:
+                    accuracy = _share(sum(o.found(retriever) for o in misses), len(misses))
+                cells.append(Cell(retriever=retriever, selection_accuracy=accuracy, **common))
     return SimulationResult(budget, k, len(conversations), cells)
 
 

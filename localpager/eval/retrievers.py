@@ -1,8 +1,11 @@
-"""Page selectors: which evicted pages to page back in for a question.
+"""Retrievers: the evaluation's rankers of evicted pages for a question (``simulate --retriever``, and
+the ``bm25`` and ``overlap`` strategies of ``eval``).
 
-A selector sees only the question and the candidate pages (in the simulator: the evicted ones), so
-that the same selectors rank pages in the paging simulator and in the end-to-end evaluation. The
-``oracle`` is the exception: it knows the probe's evidence and gives the ceiling a selector can reach.
+A retriever sees only the question and the candidate pages (in the simulator: the evicted ones), so
+that the same retrievers rank pages in the paging simulator and in the end-to-end evaluation. The
+``oracle`` is the exception: it knows the probe's evidence and gives the ceiling a retriever can reach.
+Not to be confused with a ``runtime.PageSelector``, which decides what one recall injects (it may use a
+retriever), nor with ``RerankSettings.page_choice``.
 """
 
 from __future__ import annotations
@@ -16,10 +19,14 @@ from ..records import ROLES, Page, Turn
 from ..text import content_words
 
 
-class Selector(Protocol):
+# pages a retriever returns by default (simulate --k, the eval's bm25 and overlap strategies)
+DEFAULT_TOP_PAGES = 3
+
+
+class Retriever(Protocol):
     name: str
 
-    def select(self, question: str, pages: Sequence[Page], k: int) -> list[int]:
+    def retrieve(self, question: str, pages: Sequence[Page], k: int) -> list[int]:
         """Ids of the pages most likely to answer ``question``, best first, at most ``k``."""
 
 
@@ -37,7 +44,7 @@ class Overlap:
 
     name = "overlap"
 
-    def select(self, question: str, pages: Sequence[Page], k: int) -> list[int]:
+    def retrieve(self, question: str, pages: Sequence[Page], k: int) -> list[int]:
         wanted = set(content_words(question))
         scores = [len(wanted & set(content_words(p.text))) for p in pages]
         return _top(pages, scores, k)
@@ -48,8 +55,8 @@ class BM25:
 
     name = "bm25"
 
-    def select(self, question: str, pages: Sequence[Page], k: int) -> list[int]:
-        import bm25s  # an `eval` extra: only needed when this selector is used
+    def retrieve(self, question: str, pages: Sequence[Page], k: int) -> list[int]:
+        import bm25s  # an `eval` extra: only needed when this retriever is used
 
         if not pages:
             return []
@@ -88,7 +95,7 @@ class Rerank:
     """
 
     name = "rerank"
-    uses_turns = True  # select_pages passes the conversation's turns
+    uses_turns = True  # retrieve_pages passes the conversation's turns
 
     def __init__(self, embedder: Embedder | None = None, settings: HybridSettings | None = None):
         self._embedder = embedder
@@ -102,8 +109,8 @@ class Rerank:
             self._embedder = default_embedder()
         return self._embedder
 
-    def select(self, question: str, pages: Sequence[Page], k: int, *,
-               turns: Sequence[Turn] | None = None, key: str | None = None) -> list[int]:
+    def retrieve(self, question: str, pages: Sequence[Page], k: int, *,
+                 turns: Sequence[Turn] | None = None, key: str | None = None) -> list[int]:
         """``turns``: the conversation so far (indexed by turn number) and ``key`` its identity, for
         the BM25 cache; without them the turns are read back from the pages' text."""
         if turns is None:
@@ -130,38 +137,38 @@ class Dense(Rerank):
 
 
 class Oracle:
-    """The pages holding the probe's evidence, in evidence order: the ceiling for any selector.
+    """The pages holding the probe's evidence, in evidence order: the ceiling for any retriever.
 
     It needs the evidence turns, which only an evaluation has, so they come as a keyword argument
-    (use ``select_pages`` to call any selector uniformly); calling it without them is an error
+    (use ``retrieve_pages`` to call any retriever uniformly); calling it without them is an error
     rather than a silent empty answer.
     """
 
     name = "oracle"
 
-    def select(
+    def retrieve(
         self, question: str, pages: Sequence[Page], k: int, *, evidence: Sequence[int] | None = None
     ) -> list[int]:
         if evidence is None:
-            raise ValueError("the oracle selector needs the probe's evidence turns (evidence=...)")
+            raise ValueError("the oracle retriever needs the probe's evidence turns (evidence=...)")
         chosen = [p.page_id for turn in evidence for p in pages if p.holds(turn)]
         return list(dict.fromkeys(chosen))[:k]
 
 
-def select_pages(
-    selector: Selector, question: str, pages: Sequence[Page], k: int, evidence: Sequence[int],
+def retrieve_pages(
+    retriever: Retriever, question: str, pages: Sequence[Page], k: int, evidence: Sequence[int],
     turns: Sequence[Turn] | None = None, key: str | None = None,
 ) -> list[int]:
-    """Run ``selector`` for a probe whose evidence is known, giving the oracle what it needs and the
+    """Run ``retriever`` for a probe whose evidence is known, giving the oracle what it needs and the
     turn-level rankers the conversation's turns (``key``: the conversation's id)."""
-    if isinstance(selector, Oracle):
-        return selector.select(question, pages, k, evidence=evidence)
-    if getattr(selector, "uses_turns", False) and turns is not None:
-        return selector.select(question, pages, k, turns=turns, key=key)
-    return selector.select(question, pages, k)
+    if isinstance(retriever, Oracle):
+        return retriever.retrieve(question, pages, k, evidence=evidence)
+    if getattr(retriever, "uses_turns", False) and turns is not None:
+        return retriever.retrieve(question, pages, k, turns=turns, key=key)
+    return retriever.retrieve(question, pages, k)
 
 
-SELECTORS: dict[str, Callable[[], Selector]] = {
+RETRIEVERS: dict[str, Callable[[], Retriever]] = {
     "overlap": Overlap,
     "bm25": BM25,
     "rerank": Rerank,
@@ -170,9 +177,9 @@ SELECTORS: dict[str, Callable[[], Selector]] = {
 }
 
 
-def get_selector(name: str) -> Selector:
-    """A fresh selector called ``name``; ValueError naming the known ones otherwise."""
+def get_retriever(name: str) -> Retriever:
+    """A fresh retriever called ``name``; ValueError naming the known ones otherwise."""
     try:
-        return SELECTORS[name]()
+        return RETRIEVERS[name]()
     except KeyError:
-        raise ValueError(f"unknown page selector {name!r}; use one of {', '.join(SELECTORS)}") from None
+        raise ValueError(f"unknown retriever {name!r}; use one of {', '.join(RETRIEVERS)}") from None
