@@ -157,7 +157,7 @@ def test_a_recall_injects_the_evicted_fact_and_the_log_shows_it(server, recalled
     assert len(log) == 1 and log[0]["injected_page_ids"] == memory["injected_page_ids"]
     assert 0 in log[0]["injected_turns"]
     assert any(c["injected"] and c["page_id"] == 1 for c in log[0]["candidates"])
-    hits = httpx.get(f"{url}/v1/conversations/facts/search", params={"q": "peanut allergy"},
+    hits = httpx.get(f"{url}/v1/conversations/facts/search", params={"q": "EpiPen"},
                      headers={"Authorization": f"Bearer {KEY}"}).json()["data"]
     assert hits[0]["turn"] == 0
 
@@ -257,8 +257,11 @@ def test_the_inspector_shows_the_recalled_page_in_a_real_browser(server, recalle
             assert page.locator("tr.evicted").count() >= 1 and page.locator("tr.resident").count() >= 1
             RESULTS.mkdir(exist_ok=True)
             page.screenshot(path=str(RESULTS / "inspector.png"), full_page=True)
-            page.locator("tr.resident button").last.click()  # pin a page in the prompt
+            page.locator("tr.resident button:text('pin')").last.click()  # pin a page in the prompt
             page.wait_for_selector("tr.resident .badge:text('pinned')", timeout=10_000)
+            page.fill("#search-query", "EpiPen")
+            page.click("#search")
+            page.wait_for_selector("#search-results li:has-text('EpiPen')", timeout=10_000)
         finally:
             browser.close()
     assert errors == []
