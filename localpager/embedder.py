@@ -1,7 +1,8 @@
 """Sentence embeddings on the CPU, from a local sentence-transformers directory only.
 
-``sentence_transformers`` costs seconds to import (torch), so it is imported on first use, never at
-start-up. Offline without touching the process's environment: the path must be a model directory
+The default model (all-MiniLM-L6-v2) and other BERT encoders with mean pooling run in numpy
+(``localpager.bert``): no torch, so the first answer of a process does not wait seconds for its import.
+Any other model runs in ``sentence_transformers``, imported on first use, never at start-up. Offline without touching the process's environment: the path must be a model directory
 (``modelpaths.embedder_path`` checks it before anything loads) and the model loads with
 ``local_files_only=True``, so a wrong path fails instead of reaching for the network.
 """
@@ -21,8 +22,8 @@ class Embedder:
     """Normalised float32 embeddings; cosine similarity is a dot product."""
 
     def __init__(self, path: str | os.PathLike | None = None, threads: int | None = None):
-        """``threads``: torch's CPU threads, set (for the whole process: torch has one setting) when the
-        model loads; by default torch's own choice is left alone."""
+        """``threads``: torch's CPU threads for a model that runs in sentence-transformers, set (for the
+        whole process: torch has one setting) when it loads; by default torch's own choice is left alone."""
         self.path = embedder_path(path)
         self.name = self.path.parent.name if self.path.name == "model" else self.path.name
         self.threads = threads
@@ -32,6 +33,11 @@ class Embedder:
 
     def _load(self):
         if self._model is None:
+            from .bert import NumpyBertEncoder, supports
+
+            if supports(self.path):
+                self._model = NumpyBertEncoder(self.path)
+                return self._model
             from sentence_transformers import SentenceTransformer
             from transformers.utils import logging as hf_logging
 
@@ -42,7 +48,8 @@ class Embedder:
             bars = hf_logging.is_progress_bar_enabled()
             hf_logging.disable_progress_bar()  # no loading bar on stderr, and the caller's setting back after
             try:
-                self._model = SentenceTransformer(str(self.path), device="cpu", local_files_only=True)
+                self._model = _SentenceTransformersEncoder(
+                    SentenceTransformer(str(self.path), device="cpu", local_files_only=True))
             finally:
                 if bars:
                     hf_logging.enable_progress_bar()
@@ -50,9 +57,7 @@ class Embedder:
 
     @property
     def dim(self) -> int:
-        model = self._load()
-        dim = getattr(model, "get_embedding_dimension", None) or model.get_sentence_embedding_dimension
-        return int(dim())
+        return self._load().dim
 
     def encode(self, texts: list[str], batch_size: int = 16) -> np.ndarray:
         """One row per text, L2-normalised float32; repeated texts are served from a small cache.
@@ -65,8 +70,7 @@ class Embedder:
             model = self._load()
             missing = list(dict.fromkeys(t for t in texts if t not in self._cache))
             if missing:
-                vectors = model.encode(missing, batch_size=batch_size, normalize_embeddings=True,
-                                       convert_to_numpy=True, show_progress_bar=False)
+                vectors = model.encode(missing, batch_size=batch_size)
                 if len(self._cache) > 50_000:
                     self._cache.clear()
                 self._cache.update(zip(missing, vectors.astype(np.float32)))
@@ -76,6 +80,19 @@ class Embedder:
 
     def encode_one(self, text: str) -> np.ndarray:
         return self.encode([text])[0]
+
+
+class _SentenceTransformersEncoder:
+    """A ``SentenceTransformer`` behind the numpy encoder's two members."""
+
+    def __init__(self, model):
+        self.model = model
+        dim = getattr(model, "get_embedding_dimension", None) or model.get_sentence_embedding_dimension
+        self.dim = int(dim())
+
+    def encode(self, texts: list[str], batch_size: int) -> np.ndarray:
+        return self.model.encode(texts, batch_size=batch_size, normalize_embeddings=True, convert_to_numpy=True,
+                                 show_progress_bar=False)
 
 
 @lru_cache(maxsize=2)

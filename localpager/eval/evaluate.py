@@ -17,7 +17,6 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
-from ..backends import DEFAULT_BACKEND
 from ..grammar import SEARCH_GRAMMAR
 from ..guard import repeated_sentence
 from ..keywords import STRATEGIES as STRATEGIES_LOCAL
@@ -184,7 +183,7 @@ def evaluate(conversations: Sequence[Transcript], config: EvalConfig, workdir: s
 
     recall, rerank, paging = _settings(config)
     with tempfile.TemporaryDirectory(dir=workdir) as tmp:
-        backend = lp.backend if lp is not None else DEFAULT_BACKEND  # share a loaded model
+        backend = lp.backend if lp is not None else None  # share a loaded model; else $LOCALPAGER_BACKEND or llama-cpp
         scratch = LocalPager(Path(tmp) / "eval.db", model=config.model, n_ctx=config.n_ctx, recall=recall,
                              rerank=rerank, backend=backend)
         results: list[ProbeResult] = []
