@@ -30,7 +30,7 @@ from .records import Page, Turn
 from .rerank import RerankSettings
 from .runtime import ContextOverflowError, PageSelector, RecallSettings, Runtime
 from .store import ConversationInfo, Store
-from .tokens import TokenCounter, counter_for
+from .tokens import BackendTokenCounter, TokenCounter, counter_for
 from .trace import Trace
 
 log = logging.getLogger("localpager")
@@ -157,7 +157,7 @@ class LocalPager:
         """The loaded model's tokenizer, or a vocabulary-only load of the same model file (a backend other
         than llama.cpp's counts with its own tokenizer: a served model's ``--model`` is no file)."""
         if self._backend is not None or self.backend_name != DEFAULT_BACKEND:
-            return _BackendCounter(self.backend)
+            return BackendTokenCounter(self.backend)
         return counter_for(str(self.model) if self.model else None)
 
     # -- conversations ----------------------------------------------------------------------------
@@ -227,15 +227,6 @@ class LocalPager:
 
     def close(self) -> None:
         self.store.close()
-
-
-class _BackendCounter:
-    def __init__(self, backend: ChatBackend):
-        self.backend = backend
-        self.name = getattr(backend, "model_name", backend.name)
-
-    def count(self, text: str) -> int:
-        return self.backend.count_tokens(text)
 
 
 @dataclass

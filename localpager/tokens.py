@@ -1,7 +1,16 @@
 """Token counting with the chat model's own tokenizer.
 
-The budget is in the model's tokens, so it must be counted with the model's vocabulary; loading a
-GGUF file with ``vocab_only=True`` takes a fraction of a second and no weights.
+The budget is in the model's tokens, so it must be counted with the model's vocabulary. Everything that
+counts (the pager, the simulator, ingest) takes a ``TokenCounter``; the counters are:
+
+- ``LlamaTokenCounter``: a GGUF file's vocabulary, loaded with ``vocab_only=True`` (a fraction of a
+  second, no weights): counts before, or without, loading the model (``counter_for`` caches one per file);
+- ``BackendTokenCounter``: a loaded ``ChatBackend``'s own ``count_tokens`` (no second load; the only
+  way for a backend whose model is not a local GGUF file, such as a served one);
+- ``ApproxTokenCounter``: four characters a token, for tests of pure logic only.
+
+``api.Conversation`` pages with a stand-in that loads the tokenizer on its first count, so that opening a
+conversation loads nothing.
 """
 
 from __future__ import annotations
@@ -10,10 +19,16 @@ import math
 import os
 from functools import lru_cache
 from pathlib import Path
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
+
+if TYPE_CHECKING:
+    from .backends.base import ChatBackend
 
 
 class TokenCounter(Protocol):
+    """``name`` says whose tokens these are (stored with a conversation, so counts made with another
+    model's tokenizer are redone); ``count`` is the number of tokens of ``text`` as plain text."""
+
     name: str
 
     def count(self, text: str) -> int: ...
@@ -42,6 +57,17 @@ def counter_for(model_path: str | None = None) -> LlamaTokenCounter:
     from .modelpaths import chat_model_path
 
     return LlamaTokenCounter(chat_model_path(model_path))
+
+
+class BackendTokenCounter:
+    """Counts with a loaded chat backend's own tokenizer."""
+
+    def __init__(self, backend: ChatBackend):
+        self.backend = backend
+        self.name = getattr(backend, "model_name", backend.name)
+
+    def count(self, text: str) -> int:
+        return self.backend.count_tokens(text)
 
 
 class ApproxTokenCounter:

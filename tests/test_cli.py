@@ -187,10 +187,11 @@ def fake_models(monkeypatch):
 
     import localpager.api as api
     import localpager.embedder as embedder
+    from localpager.tokens import BackendTokenCounter
 
     backend = ScriptedBackend(lambda p, g: shortest_sentence(g) if g else "Noted.")
     monkeypatch.setattr(api, "load_backend", lambda name, **options: backend)
-    monkeypatch.setattr(api, "counter_for", lambda path=None: api._BackendCounter(backend))
+    monkeypatch.setattr(api, "counter_for", lambda path=None: BackendTokenCounter(backend))
     monkeypatch.setattr(embedder, "default_embedder", lambda path=None: HashEmbedder())
     return backend
 
