@@ -16,24 +16,28 @@ from __future__ import annotations
 import dataclasses
 import logging
 import os
+import shlex
 import threading
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Sequence
 
 from .backends import DEFAULT_BACKEND, default_backend, load_backend
 from .backends.base import BackendError, ChatBackend, TextCallback
+from .checks import check_text
 from .eviction import Cooperative
 from .loaders import load_conversations
-from .pager import Pager, PagingConfig, page_conversation
+from .locks import LockTimeout, conversation_lock
+from .pager import DEFAULT_BUDGET, Pager, PagingConfig, page_conversation
 from .records import Page, Turn
 from .rerank import RerankSettings
 from .runtime import ContextOverflowError, PageSelector, RecallSettings, Runtime
-from .store import ConversationInfo, Store
+from .store import ConversationBusy, ConversationChanged, ConversationInfo, Store, StoreError
 from .tokens import BackendTokenCounter, TokenCounter, counter_for
 from .trace import Trace
 
 log = logging.getLogger("localpager")
+LOCK_TIMEOUT = 60.0  # seconds; env LOCALPAGER_LOCK_TIMEOUT
 
 if TYPE_CHECKING:
     from .assist import Assistant
@@ -89,6 +93,8 @@ class LocalPager:
         self._side: ChatBackend | None = None
         self._lexical: dict[str, LexicalIndex] = {}  # BM25 over each conversation's turns, rebuilt as it grows
         self.lock = threading.RLock()
+        # how long a change to a conversation waits for another process's (an ask holds it while the model runs)
+        self.lock_timeout = float(os.environ.get("LOCALPAGER_LOCK_TIMEOUT", LOCK_TIMEOUT))
 
     # -- models, loaded on first use --------------------------------------------------------------
     @property
@@ -202,7 +208,11 @@ class LocalPager:
         with self.lock:
             if create and not self.store.has_conversation(conv_id):
                 config = config or PagingConfig()
-                self.store.create_conversation(conv_id, settings=config.to_dict())
+                try:
+                    self.store.create_conversation(conv_id, settings=config.to_dict())
+                except StoreError:
+                    if not self.store.has_conversation(conv_id):  # not another process creating it first
+                        raise
             return Conversation(self, conv_id)
 
     def forget_conversation(self, conv_id: str, dry_run: bool = False) -> "ForgetReport":
@@ -273,11 +283,100 @@ class Conversation:
         self.id = conv_id
         self.store = lp.store
         settings = self.store.settings(conv_id)  # an unknown id fails here
-        self.config = PagingConfig.from_dict(settings)  # as stored
+        self._settings_problem: str | None = None  # a stored setting no command can work with
+        self.config = self._config_from(settings)  # as stored
         self._tokenizer = settings.get("tokenizer")  # whose tokens the stored counts are
         self._session_budget: int | None = None  # set_budget(..., save=False)
         self._pager: Pager | None = None
         self._counting = False  # the pager counts with a loaded tokenizer
+        self._seen = 0  # the store's generation of the conversation the loaded pager reflects
+        self._lock = conversation_lock(self.store.path, conv_id, lp.lock_timeout)
+        self._writing_depth = 0
+
+    def _config_from(self, settings: dict) -> PagingConfig:
+        """The stored paging settings. A budget below 1 (stored by an older localpager) still opens the
+        conversation for reading, under the default budget; any change is refused with the command
+        that fixes it."""
+        try:
+            return PagingConfig.from_dict(settings)
+        except ValueError as exc:
+            budget = settings.get("budget")
+            if isinstance(budget, int) and not isinstance(budget, bool) and budget >= 1:
+                raise StoreError(f"conversation {self.id!r} in {self.store.path} has a bad stored setting: {exc}") from None
+            self._settings_problem = (
+                f"conversation {self.id!r} has a stored budget of {budget!r}, not a positive number of tokens "
+                f"(saved by an older localpager); fix it with: localpager --store {shlex.quote(str(self.store.path))} "
+                f"budget {shlex.quote(self.id)} {DEFAULT_BUDGET}")
+            return PagingConfig.from_dict({**settings, "budget": DEFAULT_BUDGET})
+
+    @contextmanager
+    def _writing(self, *, settle: bool = False, fixing_budget: bool = False):
+        """Hold the conversation for a change: this process's model lock, then the conversation's file lock
+        (another process's ``ask`` on it is waited for, up to ``LocalPager.lock_timeout`` seconds; then
+        ``ConversationBusy``). On entry the pager is read again if another process changed the
+        conversation; with ``settle``, questions left unanswered by a process that died are marked.
+        Re-entrant."""
+        with self.lp.lock:
+            if self._writing_depth:
+                self._writing_depth += 1
+                try:
+                    yield
+                finally:
+                    self._writing_depth -= 1
+                return
+            if self.store.read_only:
+                raise StoreError(f"store {self.store.path} is read-only (no write permission on it or its folder)")
+            if self._settings_problem and not fixing_budget:
+                raise StoreError(self._settings_problem)
+            try:
+                self._lock.acquire(self.lp.lock_timeout)
+            except LockTimeout as exc:
+                raise ConversationBusy(str(exc)) from None
+            self._writing_depth = 1
+            try:
+                self._sync()
+                if settle:
+                    self._settle_unanswered()
+                yield
+            finally:
+                self._writing_depth = 0
+                try:
+                    if self._pager is not None:
+                        self._seen = self.store.generation(self.id)  # our own writes: nobody else held it
+                finally:
+                    self._lock.release()
+
+    def _sync(self) -> None:
+        """Drop the loaded pager if the store's copy moved on (another process wrote to the conversation)."""
+        if self._pager is not None and self.store.generation(self.id) != self._seen:
+            settings = self.store.settings(self.id)
+            self.config = self._config_from(settings)
+            self._tokenizer = settings.get("tokenizer")
+            self._pager = None
+            self._counting = False
+
+    def _settle_unanswered(self) -> None:
+        """Questions stored with no answer, seen while holding the conversation, were being answered by a
+        process that died (or whose model failed): each is marked ``interrupted`` in its trace, and if the
+        conversation ends with one, an assistant turn says so, so the next prompt shows it went unanswered."""
+        if self.store.unanswered(self.id):
+            self._mark_interrupted("the process answering it stopped before the answer was stored")
+
+    def _mark_interrupted(self, reason: str) -> None:
+        pending = set(self.store.unanswered(self.id))
+        if not pending:
+            return
+        pager = self.pager
+        note = None
+        changed: list[Page] = []
+        if pager.turns and pager.turns[-1].role == "user" and pager.turns[-1].index in pending:
+            note = Turn(role="assistant", text=NO_ANSWER, index=len(pager.turns))
+            changed = self._count_with().add_turn(note).changed
+        try:
+            self.store.mark_interrupted(self.id, reason, note, changed)
+        except BaseException:
+            self._pager, self._counting = None, False  # the note is not stored: read the pages again
+            raise
 
     @property
     def budget(self) -> int:
@@ -291,7 +390,10 @@ class Conversation:
         """The conversation's pages and turns, read from the store on first use. Until something needs
         token counts it counts with a stand-in that loads the tokenizer on its first count."""
         with self.lp.lock:
+            if self._pager is not None and not self._writing_depth:
+                self._sync()  # a reader sees what another process wrote since
             if self._pager is None:
+                self._seen = self.store.generation(self.id)  # before the turns: never newer than what is read
                 self._pager = self._new_pager(_DeferredCounter(self))
             return self._pager
 
@@ -395,7 +497,7 @@ class Conversation:
         """Do the model work that waits: keywords of closed pages under a model keyword strategy, and
         worth verdicts when ``worth`` is on. ``ask`` calls it after storing its answer; an app may also
         call it when idle. Runs on the assistant's own context: the chat's KV cache is kept."""
-        with self.lp.lock:
+        with self._writing():
             if not (self.pager.pending_keywords() or self.pager.pending_worth()):
                 return []
             from .assist import maintain
@@ -412,12 +514,13 @@ class Conversation:
         ``Conversation`` only (a chat session): the stored budget stays as it was, and the conversation
         opened again pages under the stored one."""
         _check_budget(budget)
-        with self.lp.lock:
+        with self._writing(fixing_budget=save):
             self._count_with()
             if save:
                 self.config.budget = budget
                 self._session_budget = None
                 self.store.update_settings(self.id, self._stored_settings())
+                self._settings_problem = None
             else:
                 self._session_budget = budget
             self._apply_budget(budget)
@@ -446,7 +549,7 @@ class Conversation:
 
     def pin(self, page_id: int, pinned: bool = True) -> Page:
         """Keep a page in the prompt (a pinned page is never evicted); an evicted page stays evicted."""
-        with self.lp.lock:
+        with self._writing():
             page = self.pager.page(page_id)
             page.pinned = pinned
             self.store.update_pages(self.id, [page])
@@ -458,12 +561,34 @@ class Conversation:
             raise ValueError(f"role must be 'user' or 'assistant', got {role!r}")
         if not text.strip():
             raise ValueError("a turn needs some text")
-        with self.lp.lock:
+        check_text(text)
+        with self._writing(settle=True):
+            return self._append(role, text, time, speaker)
+
+    def _append(self, role: str, text: str, time: str | None = None, speaker: str | None = None, *,
+                unanswered: bool = False, answers: tuple[int, dict] | None = None,
+                touch: Sequence[int] = ()) -> Turn:
+        """Page a new turn and store it with every page it changed (and ``touch``'s uses) in one transaction.
+        If the store refuses it, the pager is read again, so memory never holds a turn the store lacks; if
+        another writer that does not take the conversation's lock got there first, it is tried once more
+        on the conversation as it now is."""
+        for attempt in (1, 2):
             pager = self._count_with()
             turn = Turn(role=role, text=text, index=len(pager.turns), time=time, speaker=speaker)
-            change = pager.add_turn(turn)
-            self.store.append_turn(self.id, turn, change.changed)
-            return turn
+            try:
+                changed = {p.page_id: p for p in pager.add_turn(turn).changed}
+                changed.update({p.page_id: p for p in pager.touch(touch, turn.index)})
+                self._seen = self.store.append_turn(self.id, turn, list(changed.values()),
+                                                    unanswered=unanswered, answers=answers)
+                return turn
+            except ConversationChanged:
+                self._pager, self._counting = None, False
+                if attempt == 2:
+                    raise
+            except BaseException:
+                self._pager, self._counting = None, False
+                raise
+        raise AssertionError("unreachable")
 
     def ask(self, question: str, *, remember: bool = True, on_text: TextCallback | None = None,
             selector: PageSelector | None = None, mode: str | None = None, layout: str | None = None,
@@ -479,7 +604,8 @@ class Conversation:
         after; the stored budget is unchanged (``set_budget`` changes it)."""
         if budget is not None:
             _check_budget(budget)
-        with self.lp.lock:
+        check_text(question, "the question")
+        with self._writing(settle=True):
             runtime = self.lp.runtime
             pager = self._count_with(self.lp.counter())  # the loaded model's own tokenizer from here on
             pager.fixed_overhead = runtime.system_tokens()
@@ -497,23 +623,29 @@ class Conversation:
                     f"context of {runtime.backend.n_ctx} leaves room for {limit}"
                 )
             with self._budget_for_call(budget):
-                if remember:
-                    self.add_turn("user", question)
-                trace = runtime.answer(self.pager, question, pending=not remember, on_text=on_text,
-                                       selector=selector or self.lp.selector(self.id), mode=mode, layout=layout)
+                if remember:  # durable before the model runs, marked unanswered until the answer is stored
+                    self._append("user", question, unanswered=True)
+                try:
+                    trace = runtime.answer(self.pager, question, pending=not remember, on_text=on_text,
+                                           selector=selector or self.lp.selector(self.id), mode=mode, layout=layout)
+                except BaseException as exc:
+                    if remember:
+                        self._mark_interrupted(f"no answer: {(str(exc) or type(exc).__name__).splitlines()[0]}")
+                    raise
                 if getattr(runtime.backend, "estimated", False):  # token counts are an estimate: say so
                     trace.tokens["estimated"] = 1
-                if remember:
-                    answer_turn = self.add_turn("assistant", trace.answer or "…")
-                    touched = self.pager.touch(trace.injected_page_ids, answer_turn.index)
-                    self.store.update_pages(self.id, touched)
-                    self.store.add_trace(self.id, trace.turn, trace.to_dict())
+                if remember:  # the answer, the pages it used and its trace: one transaction
+                    self._append("assistant", trace.answer or "…", answers=(trace.turn, trace.to_dict()),
+                                 touch=trace.injected_page_ids)
             if remember:
                 try:
                     self.maintain()
                 except BackendError as exc:  # the answer is stored; the pages stay pending for the next try
                     log.warning("model side work failed, will retry after the next answer: %s", exc)
             return Answer(trace.answer, trace)
+
+
+NO_ANSWER = "(no answer: it was interrupted before it was stored)"
 
 
 def _check_budget(budget: int) -> None:

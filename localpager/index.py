@@ -76,7 +76,24 @@ class FamilyIndex:
         self.path = Path(f"{store.path}.{family}.faiss")
         self.meta_path = self.path.with_suffix(".json")
         self.rows: dict[int, tuple[str, int, str]] = {}  # rowid -> (conv_id, page_id, kind)
+        self.fingerprint: list = []  # the store's embedding_fingerprint this index reflects
         self.index = (None if rebuild else self._load()) or self._rebuild()
+
+    @contextmanager
+    def _files(self):
+        """The FAISS files of this store, locked against other processes (one ``flock`` beside them): two
+        processes writing the same temporary file, or one reading while another renames, would corrupt."""
+        from .locks import named_lock
+
+        if getattr(self.store, "read_only", False):
+            yield
+            return
+        with named_lock(self.store.path, "faiss"):
+            yield
+
+    def current(self) -> bool:
+        """Whether this index still reflects the store: another process may have changed the vectors."""
+        return bool(self.fingerprint) and self.fingerprint[0] == self.store.embeddings_version()
 
     def _fresh(self):
         import faiss
@@ -90,10 +107,11 @@ class FamilyIndex:
         if getattr(self.store, "encrypted", False):  # never read vectors beside an encrypted store
             return None
         try:
-            meta = json.loads(self.meta_path.read_text())
-            if meta["fingerprint"] != self.store.embedding_fingerprint(self.family) or meta["dim"] != self.dim:
-                return None
-            index = faiss.read_index(str(self.path))
+            with self._files():
+                meta = json.loads(self.meta_path.read_text())
+                if meta["fingerprint"] != self.store.embedding_fingerprint(self.family) or meta["dim"] != self.dim:
+                    return None
+                index = faiss.read_index(str(self.path))
         except FileNotFoundError:
             return None
         except (ValueError, KeyError, RuntimeError, OSError) as exc:
@@ -103,9 +121,11 @@ class FamilyIndex:
         if index.ntotal != len(rows):
             return None
         self.rows = {r[0]: (r[1], r[2], r[3]) for r in rows}
+        self.fingerprint = meta["fingerprint"]
         return index
 
     def _rebuild(self):
+        self.fingerprint = self.store.embedding_fingerprint(self.family)  # before the rows: never ahead of them
         rows = self.store.embedding_rows(self.family)
         index = self._fresh()
         self.rows = {}
@@ -126,23 +146,29 @@ class FamilyIndex:
         stays in memory (rebuilt from the store on open), so no vector lands on disk in the clear."""
         import faiss
 
-        if getattr(self.store, "encrypted", False):
+        if getattr(self.store, "encrypted", False) or getattr(self.store, "read_only", False):
             return
-        tmp = self.path.with_suffix(".tmp")
-        private_file(tmp)
-        faiss.write_index(self.index, str(tmp))
-        tmp.replace(self.path)
-        private_file(self.meta_path)
-        self.meta_path.write_text(json.dumps(
-            {"fingerprint": self.store.embedding_fingerprint(self.family), "dim": self.dim}))
+        try:
+            with self._files():
+                tmp = self.path.with_suffix(".tmp")
+                private_file(tmp)
+                faiss.write_index(self.index, str(tmp))
+                tmp.replace(self.path)
+                private_file(self.meta_path)
+                self.meta_path.write_text(json.dumps({"fingerprint": self.fingerprint, "dim": self.dim}))
+        except (OSError, RuntimeError) as exc:  # derived data: the store is intact, the next open rebuilds
+            log.warning("could not save %s (%s); it will be rebuilt from the store", self.path, exc)
+            self.meta_path.unlink(missing_ok=True)
 
-    def refresh(self, replaced: Sequence[int], rows) -> None:
-        """Drop replaced rowids, add new rows, save."""
+    def refresh(self, replaced: Sequence[int], rows, version: int) -> None:
+        """Drop replaced rowids, add the rows not indexed (after the drop: SQLite may give a replacing row
+        the rowid it replaced), mark the index current at the store's ``version``, save."""
         if replaced:
             self.index.remove_ids(np.array(replaced, dtype=np.int64))
             for rowid in replaced:
                 self.rows.pop(rowid, None)
-        self._add(self.index, rows)
+        self._add(self.index, [r for r in rows if r[0] not in self.rows])
+        self.fingerprint = [version, len(self.rows)]
         self.save()
 
     def search(self, query: np.ndarray, rowids: Sequence[int]) -> list[tuple[int, float]]:
@@ -170,7 +196,7 @@ class PageIndex:
         if name not in FAMILIES:
             raise ValueError(f"unknown signal {name!r}; use one of {', '.join(FAMILIES)}")
         with self._lock:
-            if name not in self._families:
+            if name not in self._families or not self._families[name].current():
                 self._families[name] = FamilyIndex(self.store, name, self.embedder.dim)
             return self._families[name]
 
@@ -199,17 +225,20 @@ class PageIndex:
             if not todo:
                 return 0
             vectors = self.embedder.encode([t[2] for t in todo])
-            self.store.save_embeddings([
+            before, after = self.store.save_embeddings([
                 (conv_id, page_id, kind, self.embedder.name, text, vec.tobytes())
                 for (page_id, kind, text, _), vec in zip(todo, vectors)
             ])
             for family in FAMILIES:
-                if family in self._families:
-                    mine = [t for t in todo if t[1].split(":")[0] == family]
-                    new_rows = self.store.embedding_rows(family, conv_id, sorted({t[0] for t in mine}))
-                    known = set(self._families[family].rows)
-                    self._families[family].refresh([t[3] for t in mine if t[3] is not None],
-                                                   [r for r in new_rows if r[0] not in known])
+                loaded = self._families.get(family)
+                if loaded is None:
+                    continue
+                if not loaded.fingerprint or loaded.fingerprint[0] != before:  # another process wrote vectors
+                    del self._families[family]  # reloaded (from the files or the store) on next use
+                    continue
+                mine = [t for t in todo if t[1].split(":")[0] == family]
+                new_rows = self.store.embedding_rows(family, conv_id, sorted({t[0] for t in mine}))
+                loaded.refresh([t[3] for t in mine if t[3] is not None], new_rows, after)
             return len(todo)
 
     def turn_scores(self, conv_id: str, query: str | np.ndarray, page_ids: Sequence[int]) -> dict[int, float]:

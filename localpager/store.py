@@ -17,9 +17,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator, Sequence
 
+from .checks import check_id, check_text
 from .records import Page, Probe, Turn
 
 STORE_ENV = "LOCALPAGER_STORE"
+BUSY_TIMEOUT_MS = 10_000  # how long a write waits for another process's transaction
+UNANSWERED, INTERRUPTED = "unanswered", "interrupted"  # a question's trace before its answer / if none came
 
 # Each entry moves the schema up one version; never edit an entry that has shipped, add one.
 MIGRATIONS: tuple[str, ...] = (
@@ -98,6 +101,36 @@ MIGRATIONS: tuple[str, ...] = (
     """
     ALTER TABLE turns ADD COLUMN superseded_by INTEGER;
     """,
+    # 6: generations. Every change to a conversation's turns, pages, vectors or settings sets its
+    # ``generation`` to the store's next ``changes`` count (never reused, even after a delete and a
+    # re-create), so an open Conversation sees another process's writes. Every change to a vector bumps
+    # ``embeddings``, which a saved FAISS index is checked against: a delete followed by a re-insert can
+    # leave the count and the rowids of the vectors as they were.
+    """
+    ALTER TABLE conversations ADD COLUMN generation INTEGER NOT NULL DEFAULT 0;
+    CREATE TABLE counters (name TEXT PRIMARY KEY, value INTEGER NOT NULL);
+    INSERT INTO counters (name, value) VALUES ('changes', 0), ('embeddings', 0);
+    CREATE TRIGGER turns_insert AFTER INSERT ON turns BEGIN
+        UPDATE counters SET value = value + 1 WHERE name = 'changes'; UPDATE conversations SET generation = (SELECT value FROM counters WHERE name = 'changes') WHERE id = NEW.conv_id; END;
+    CREATE TRIGGER turns_update AFTER UPDATE ON turns BEGIN
+        UPDATE counters SET value = value + 1 WHERE name = 'changes'; UPDATE conversations SET generation = (SELECT value FROM counters WHERE name = 'changes') WHERE id = NEW.conv_id; END;
+    CREATE TRIGGER turns_delete AFTER DELETE ON turns BEGIN
+        UPDATE counters SET value = value + 1 WHERE name = 'changes'; UPDATE conversations SET generation = (SELECT value FROM counters WHERE name = 'changes') WHERE id = OLD.conv_id; END;
+    CREATE TRIGGER pages_insert AFTER INSERT ON pages BEGIN
+        UPDATE counters SET value = value + 1 WHERE name = 'changes'; UPDATE conversations SET generation = (SELECT value FROM counters WHERE name = 'changes') WHERE id = NEW.conv_id; END;
+    CREATE TRIGGER pages_update AFTER UPDATE ON pages BEGIN
+        UPDATE counters SET value = value + 1 WHERE name = 'changes'; UPDATE conversations SET generation = (SELECT value FROM counters WHERE name = 'changes') WHERE id = NEW.conv_id; END;
+    CREATE TRIGGER pages_delete AFTER DELETE ON pages BEGIN
+        UPDATE counters SET value = value + 1 WHERE name = 'changes'; UPDATE conversations SET generation = (SELECT value FROM counters WHERE name = 'changes') WHERE id = OLD.conv_id; END;
+    CREATE TRIGGER embeddings_insert AFTER INSERT ON embeddings BEGIN
+        UPDATE counters SET value = value + 1 WHERE name = 'changes'; UPDATE conversations SET generation = (SELECT value FROM counters WHERE name = 'changes') WHERE id = NEW.conv_id; UPDATE counters SET value = value + 1 WHERE name = 'embeddings'; END;
+    CREATE TRIGGER embeddings_update AFTER UPDATE ON embeddings BEGIN
+        UPDATE counters SET value = value + 1 WHERE name = 'changes'; UPDATE conversations SET generation = (SELECT value FROM counters WHERE name = 'changes') WHERE id = NEW.conv_id; UPDATE counters SET value = value + 1 WHERE name = 'embeddings'; END;
+    CREATE TRIGGER embeddings_delete AFTER DELETE ON embeddings BEGIN
+        UPDATE counters SET value = value + 1 WHERE name = 'changes'; UPDATE conversations SET generation = (SELECT value FROM counters WHERE name = 'changes') WHERE id = OLD.conv_id; UPDATE counters SET value = value + 1 WHERE name = 'embeddings'; END;
+    CREATE TRIGGER settings_update AFTER UPDATE OF settings ON conversations BEGIN
+        UPDATE counters SET value = value + 1 WHERE name = 'changes'; UPDATE conversations SET generation = (SELECT value FROM counters WHERE name = 'changes') WHERE id = NEW.id; END;
+    """,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 
@@ -108,6 +141,18 @@ class StoreError(RuntimeError):
 
 class ConversationNotFound(StoreError):
     pass
+
+
+class StoreBusy(StoreError):
+    """Another process held the store's write lock longer than ``BUSY_TIMEOUT_MS``."""
+
+
+class ConversationChanged(StoreError):
+    """The conversation changed under an open ``Conversation`` (another process wrote to it)."""
+
+
+class ConversationBusy(StoreError):
+    """Another process (or thread) kept the conversation for longer than we were willing to wait."""
 
 
 @dataclass
@@ -169,16 +214,20 @@ class Store:
         driver = _driver(key)  # before anything is created: a missing extra leaves no empty file behind
         if not self.path.exists():
             _create_private(self.path)
+        # read-only to us (permissions, a read-only mount): opened so that SQLite creates nothing beside it
+        self.read_only = not (os.access(self.path, os.W_OK) and os.access(self.path.parent, os.W_OK))
         self._lock = threading.RLock()
-        self._conn = driver.connect(self.path, isolation_level=None, check_same_thread=False)
+        target, uri = (_read_only_uri(self.path), True) if self.read_only else (self.path, False)
+        self._conn = driver.connect(target, uri=uri, isolation_level=None, check_same_thread=False)
         try:
+            # first: every later statement, migrations included, may have to wait for another process
+            self._conn.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
             if key is not None:
                 _unlock(self._conn, key)
-            self._conn.execute("PRAGMA journal_mode=WAL")
+            self._conn.execute("SELECT count(*) FROM sqlite_master").fetchall()  # not a database: fails here
             self._conn.execute("PRAGMA foreign_keys=ON")
             self._conn.execute("PRAGMA synchronous=NORMAL")
-            self._conn.execute("PRAGMA busy_timeout=5000")
-            self._migrate()
+            self._set_up()
         except (sqlite3.DatabaseError, driver.DatabaseError) as exc:
             self._conn.close()
             hint = ""
@@ -202,13 +251,38 @@ class Store:
     def transaction(self) -> Iterator[sqlite3.Connection]:
         """One atomic change: committed whole on success, rolled back whole on any error."""
         with self._lock:
-            self._conn.execute("BEGIN IMMEDIATE")
+            if self.read_only:
+                raise StoreError(f"store {self.path} is read-only (no write permission on it or its folder)")
+            try:
+                self._conn.execute("BEGIN IMMEDIATE")  # the write lock now: no other writer between read and write
+            except sqlite3.OperationalError as exc:
+                raise self._error(exc) from None
             try:
                 yield self._conn
-            except BaseException:
-                self._conn.execute("ROLLBACK")
+            except BaseException as exc:
+                if self._conn.in_transaction:
+                    self._conn.execute("ROLLBACK")
+                if isinstance(exc, sqlite3.OperationalError) or type(exc) is sqlite3.DatabaseError:
+                    raise self._error(exc) from None
                 raise
-            self._conn.execute("COMMIT")
+            try:
+                self._conn.execute("COMMIT")
+            except sqlite3.OperationalError as exc:
+                if self._conn.in_transaction:
+                    self._conn.execute("ROLLBACK")
+                raise self._error(exc) from None
+
+    def _error(self, exc: sqlite3.Error) -> StoreError:
+        """A one-line StoreError naming the store for what SQLite reported (busy, read-only, disk full)."""
+        text = str(exc)
+        if "locked" in text or "busy" in text:
+            return StoreBusy(f"store {self.path} is busy: another process kept it locked for "
+                             f"{BUSY_TIMEOUT_MS // 1000} s; try again")
+        if "readonly" in text or "read-only" in text:
+            return StoreError(f"store {self.path} is read-only: {text}")
+        if "full" in text or "I/O" in text:
+            return StoreError(f"cannot write store {self.path}: {text} (is the disk full?); nothing was changed")
+        return StoreError(f"store {self.path}: {text}")
 
     def _query(self, sql: str, args: Sequence[Any] = ()) -> list[sqlite3.Row]:
         with self._lock:
@@ -219,17 +293,42 @@ class Store:
     def schema_version(self) -> int:
         return self._query("PRAGMA user_version")[0][0]
 
-    def _migrate(self) -> None:
+    def _newer_schema(self, version: int) -> StoreError:
+        return StoreError(
+            f"store {self.path} has schema {version}, newer than this localpager ({SCHEMA_VERSION}); upgrade localpager"
+        )
+
+    def _set_up(self) -> None:
+        """WAL mode and the schema, once, by one process: several processes opening a new store at once
+        would otherwise each create the tables ("table already exists")."""
         version = self.schema_version
         if version > SCHEMA_VERSION:
-            raise StoreError(
-                f"store {self.path} has schema {version}, newer than this localpager ({SCHEMA_VERSION}); upgrade localpager"
-            )
-        for target in range(version + 1, SCHEMA_VERSION + 1):
-            with self.transaction() as conn:
-                for statement in MIGRATIONS[target - 1].split(";"):
-                    if statement.strip():
-                        conn.execute(statement)
+            raise self._newer_schema(version)
+        wal = self._conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+        if wal and version == SCHEMA_VERSION:
+            return
+        if self.read_only:
+            if version < SCHEMA_VERSION:
+                raise StoreError(f"store {self.path} is read-only and has schema {version}: open it once with "
+                                 f"write access to upgrade it to {SCHEMA_VERSION}")
+            return
+        from .locks import named_lock
+
+        with named_lock(self.path, "schema"):
+            if not wal:
+                self._conn.execute("PRAGMA journal_mode=WAL")
+            self._migrate()
+
+    def _migrate(self) -> None:
+        """Every missing migration in one BEGIN IMMEDIATE transaction: the version is read again under the
+        write lock, so a process that waited finds the work done; a crash leaves the old schema whole."""
+        with self.transaction() as conn:
+            version = conn.execute("PRAGMA user_version").fetchone()[0]
+            if version > SCHEMA_VERSION:
+                raise self._newer_schema(version)
+            for target in range(version + 1, SCHEMA_VERSION + 1):
+                for statement in _statements(MIGRATIONS[target - 1]):
+                    conn.execute(statement)
                 conn.execute(f"PRAGMA user_version = {target}")
 
     # -- conversations ------------------------------------------------------------------------
@@ -252,6 +351,7 @@ class Store:
         replace: bool = False,
     ) -> None:
         """Store a whole conversation in one transaction; an existing id is an error unless ``replace``."""
+        _check_conversation(self.path, conv_id, turns, probes)
         with self.transaction() as conn:
             exists = conn.execute("SELECT 1 FROM conversations WHERE id = ?", (conv_id,)).fetchone()
             if exists and not replace:
@@ -348,9 +448,15 @@ class Store:
     @staticmethod
     def _write_pages(conn: sqlite3.Connection, conv_id: str, pages: Sequence[Page]) -> None:
         conn.executemany(
-            "INSERT OR REPLACE INTO pages (conv_id, page_id, first_turn, last_turn, token_count, keywords,"
+            # an upsert, not INSERT OR REPLACE: a replace deletes the row first (firing delete triggers and
+            # any cascade) and would silently drop columns this statement does not name
+            "INSERT INTO pages (conv_id, page_id, first_turn, last_turn, token_count, keywords,"
             " access_count, last_access, pinned, evicted, keywords_by, worth)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+            " ON CONFLICT (conv_id, page_id) DO UPDATE SET first_turn = excluded.first_turn,"
+            " last_turn = excluded.last_turn, token_count = excluded.token_count, keywords = excluded.keywords,"
+            " access_count = excluded.access_count, last_access = excluded.last_access, pinned = excluded.pinned,"
+            " evicted = excluded.evicted, keywords_by = excluded.keywords_by, worth = excluded.worth",
             [
                 (conv_id, p.page_id, p.first_turn, p.last_turn, p.token_count, json.dumps(p.keywords),
                  p.access_count, p.last_access, int(p.pinned), int(p.evicted), p.keywords_by,
@@ -359,15 +465,89 @@ class Store:
             ],
         )
 
-    def append_turn(self, conv_id: str, turn: Turn, pages: Sequence[Page] = ()) -> None:
-        """Make ``turn`` durable, with the pages it changed, in one transaction."""
-        self._require(conv_id)
+    def append_turn(self, conv_id: str, turn: Turn, pages: Sequence[Page] = (), *, unanswered: bool = False,
+                    answers: tuple[int, dict[str, Any]] | None = None) -> int:
+        """Make ``turn`` durable, with the pages it changed, in one transaction; returns the conversation's
+        generation after it.
+
+        The turn's index is checked inside the write transaction: it must be the next one, or another
+        writer got there first and the caller's pages are stale (``ConversationChanged``, nothing stored).
+        ``unanswered`` stores, with a question, a trace saying it has no answer yet; ``answers`` =
+        (question's turn, trace) replaces that trace with the answer's, with the answer, in the same
+        transaction: a process killed in between leaves the question marked unanswered."""
+        check_text(turn.text)
+        for what, value in (("turn time", turn.time), ("turn speaker", turn.speaker)):
+            if value is not None:
+                check_text(value, what)
         with self.transaction() as conn:
+            row = conn.execute("SELECT 1 FROM conversations WHERE id = ?", (conv_id,)).fetchone()
+            if row is None:
+                raise ConversationNotFound(f"no conversation {conv_id!r} in {self.path}")
+            expected = conn.execute("SELECT COALESCE(MAX(idx) + 1, 0) FROM turns WHERE conv_id = ?",
+                                    (conv_id,)).fetchone()[0]
+            if turn.index != expected:
+                raise ConversationChanged(
+                    f"conversation {conv_id!r} changed in another process (turn {turn.index} is not next: "
+                    f"{expected} is); open it again")
             conn.execute(
                 "INSERT INTO turns (conv_id, idx, role, text, time, speaker) VALUES (?, ?, ?, ?, ?, ?)",
                 (conv_id, turn.index, turn.role, turn.text, turn.time, turn.speaker),
             )
             self._write_pages(conn, conv_id, pages)
+            if unanswered:
+                conn.execute("INSERT INTO traces (conv_id, turn_idx, created_at, data) VALUES (?, ?, ?, ?)",
+                             (conv_id, turn.index, time.time(),
+                              json.dumps({"question": turn.text, "status": UNANSWERED})))
+            if answers is not None:
+                question_idx, trace = answers
+                self._replace_unanswered(conn, conv_id, question_idx, trace)
+            return conn.execute("SELECT generation FROM conversations WHERE id = ?", (conv_id,)).fetchone()[0]
+
+    @staticmethod
+    def _replace_unanswered(conn: sqlite3.Connection, conv_id: str, question_idx: int, data: dict[str, Any]) -> None:
+        """The unanswered trace of ``question_idx`` becomes ``data`` (a new trace if there is none)."""
+        cur = conn.execute(
+            "UPDATE traces SET data = ?, created_at = ? WHERE conv_id = ? AND turn_idx = ?"
+            " AND json_extract(data, '$.status') = ?",
+            (json.dumps(data), time.time(), conv_id, question_idx, UNANSWERED))
+        if cur.rowcount == 0:
+            conn.execute("INSERT INTO traces (conv_id, turn_idx, created_at, data) VALUES (?, ?, ?, ?)",
+                         (conv_id, question_idx, time.time(), json.dumps(data)))
+
+    def unanswered(self, conv_id: str) -> list[int]:
+        """The turns of questions stored with no answer yet: still being answered, or never to be (the
+        process answering them died, or the model failed)."""
+        rows = self._query("SELECT turn_idx FROM traces WHERE conv_id = ? AND json_extract(data, '$.status') = ?"
+                           " ORDER BY id", (conv_id, UNANSWERED))
+        return [r[0] for r in rows]
+
+    def mark_interrupted(self, conv_id: str, reason: str, note: Turn | None = None,
+                         pages: Sequence[Page] = ()) -> int:
+        """Every unanswered question of the conversation is marked ``interrupted`` (with ``reason``), and
+        ``note`` (an assistant turn saying no answer came) appended with its pages, in one transaction.
+        Returns the conversation's generation after it."""
+        with self.transaction() as conn:
+            rows = conn.execute("SELECT id, data FROM traces WHERE conv_id = ? AND json_extract(data, '$.status') = ?",
+                                (conv_id, UNANSWERED)).fetchall()
+            for trace_id, data in rows:
+                conn.execute("UPDATE traces SET data = ? WHERE id = ?",
+                             (json.dumps({**json.loads(data), "status": INTERRUPTED, "reason": reason}), trace_id))
+            if note is not None:
+                expected = conn.execute("SELECT COALESCE(MAX(idx) + 1, 0) FROM turns WHERE conv_id = ?",
+                                        (conv_id,)).fetchone()[0]
+                if note.index != expected:
+                    raise ConversationChanged(f"conversation {conv_id!r} changed in another process; open it again")
+                conn.execute("INSERT INTO turns (conv_id, idx, role, text, time, speaker) VALUES (?, ?, ?, ?, ?, ?)",
+                             (conv_id, note.index, note.role, note.text, note.time, note.speaker))
+                self._write_pages(conn, conv_id, pages)
+            return conn.execute("SELECT generation FROM conversations WHERE id = ?", (conv_id,)).fetchone()[0]
+
+    def generation(self, conv_id: str) -> int:
+        """Changes whenever the conversation's turns, pages, vectors or settings change (see migration 6)."""
+        rows = self._query("SELECT generation FROM conversations WHERE id = ?", (conv_id,))
+        if not rows:
+            raise ConversationNotFound(f"no conversation {conv_id!r} in {self.path}")
+        return rows[0][0]
 
     def update_pages(self, conv_id: str, pages: Sequence[Page]) -> None:
         self._require(conv_id)
@@ -393,14 +573,24 @@ class Store:
         return [{"turn": r[0], "created_at": r[1], **json.loads(r[2])} for r in rows]
 
     # -- embeddings ---------------------------------------------------------------------------
-    def save_embeddings(self, rows: Sequence[tuple[str, int, str, str, str, bytes]]) -> None:
-        """Rows of (conv_id, page_id, kind, model, source text, float32 vector bytes)."""
+    def save_embeddings(self, rows: Sequence[tuple[str, int, str, str, str, bytes]]) -> tuple[int, int]:
+        """Rows of (conv_id, page_id, kind, model, source text, float32 vector bytes). A replaced row gets
+        a new rowid (what a loaded FAISS index keys on). Returns the ``embeddings`` change count before and
+        after, read in the same transaction: an index that was current at ``before`` is current at
+        ``after`` once it has these rows; otherwise another process changed vectors too."""
         with self.transaction() as conn:
+            before = conn.execute("SELECT value FROM counters WHERE name = 'embeddings'").fetchone()[0]
             conn.executemany(
                 "INSERT OR REPLACE INTO embeddings (conv_id, page_id, kind, model, source, vector)"
                 " VALUES (?, ?, ?, ?, ?, ?)",
                 rows,
             )
+            after = conn.execute("SELECT value FROM counters WHERE name = 'embeddings'").fetchone()[0]
+        return before, after
+
+    def embeddings_version(self) -> int:
+        """The store's ``embeddings`` change count: moves with every vector added, replaced or deleted."""
+        return self._query("SELECT value FROM counters WHERE name = 'embeddings'")[0][0]
 
     def embedding_rows(self, family: str, conv_id: str | None = None, page_ids: Sequence[int] | None = None,
                        vectors: bool = True) -> list[tuple]:
@@ -419,11 +609,11 @@ class Store:
         return [tuple(r) for r in self._query(sql + " ORDER BY rowid", args)]
 
     def embedding_fingerprint(self, family: str) -> list[Any]:
-        """Changes whenever a row of the family is added, replaced or deleted: tells a saved index is stale."""
-        row = self._query(
-            "SELECT COUNT(*), COALESCE(MAX(rowid), 0), COALESCE(SUM(rowid), 0) FROM embeddings WHERE "
-            + _family_sql(), (family, family))[0]
-        return list(row)
+        """Changes whenever a row of the family is added, replaced or deleted, even when a delete and a
+        re-insert leave the count and the rowids as they were: tells a saved index is stale."""
+        count = self._query("SELECT COUNT(*) FROM embeddings WHERE " + _family_sql(), (family, family))[0][0]
+        changes = self._query("SELECT value FROM counters WHERE name = 'embeddings'")[0][0]
+        return [changes, count]
 
     # -- forgetting, corrections and interchange ----------------------------------------------
     def owned_files(self) -> list[Path]:
@@ -520,6 +710,43 @@ class Store:
         rows = self._query("SELECT page_id, kind, model, source, vector FROM embeddings WHERE conv_id = ?"
                            " ORDER BY rowid", (conv_id,))
         return [tuple(r) for r in rows]
+
+
+def _check_conversation(path: Path, conv_id: str, turns: Sequence[Turn], probes: Sequence[Probe]) -> None:
+    """Everything SQLite could not store, or a listing could not show, as one StoreError before any write."""
+    try:
+        check_id(conv_id)
+        for i, t in enumerate(turns):
+            for what, value in (("text", t.text), ("time", t.time), ("speaker", t.speaker)):
+                if value is not None:
+                    check_text(value, f"turn {i} {what}")
+        for i, probe in enumerate(probes):
+            for value in (probe.question, *probe.answers):
+                check_text(value, f"probe {i}")
+    except ValueError as exc:
+        raise StoreError(f"cannot store conversation {conv_id!r} in {path}: {exc}") from None
+
+
+def _statements(script: str) -> Iterator[str]:
+    """The statements of a migration, whole: a trigger's body holds semicolons of its own."""
+    pending = ""
+    for piece in script.split(";"):
+        pending += piece + ";"
+        if sqlite3.complete_statement(pending):
+            if pending.strip(" \n\t;"):
+                yield pending.strip()
+            pending = ""
+    if pending.strip(" \n\t;"):
+        raise ValueError(f"incomplete statement in a migration: {pending.strip()[:60]!r}")
+
+
+def _read_only_uri(path: Path) -> str:
+    """A read-only SQLite URI. Without a WAL file beside it the database is opened immutable, so SQLite
+    creates no ``-wal``/``-shm`` files (they would take the database's read-only permissions)."""
+    from urllib.parse import quote
+
+    wal = Path(f"{path}-wal").exists()
+    return f"file:{quote(str(path.resolve()))}?mode=ro" + ("" if wal else "&immutable=1")
 
 
 def _family_sql() -> str:

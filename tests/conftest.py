@@ -125,3 +125,65 @@ def fake_pager(tmp_path):
     yield make
     for lp in opened:
         lp.close()
+
+
+# -- no network: every test runs with outbound sockets refused (loopback and AF_UNIX only) --------------
+class NetworkRefused(OSError):
+    """A test tried to reach a non-loopback address: localpager must work with no network at all."""
+
+
+def _loopback(family, address) -> bool:
+    import ipaddress
+    import socket
+
+    if family == getattr(socket, "AF_UNIX", None):
+        return True
+    host = address[0] if isinstance(address, tuple) else address
+    if isinstance(host, bytes):
+        host = host.decode()
+    if host == "localhost":
+        return True
+    try:
+        ip = ipaddress.ip_address(str(host).split("%")[0])
+    except ValueError:  # a host name other than localhost: resolving it would already use the network
+        return False
+    return ip.is_loopback or bool(getattr(ip, "ipv4_mapped", None) and ip.ipv4_mapped.is_loopback)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _no_network():
+    """``socket.connect``/``connect_ex``, ``create_connection`` and ``getaddrinfo`` (so httpx and asyncio
+    too) refuse any address or name that is not loopback for the whole session; tests/test_fast_reliability.py
+    proves it fires."""
+    import socket
+
+    real_connect, real_connect_ex = socket.socket.connect, socket.socket.connect_ex
+
+    def connect(self, address):
+        if not _loopback(self.family, address):
+            raise NetworkRefused(f"network access refused in tests: {address!r}")
+        return real_connect(self, address)
+
+    def connect_ex(self, address):
+        if not _loopback(self.family, address):
+            raise NetworkRefused(f"network access refused in tests: {address!r}")
+        return real_connect_ex(self, address)
+
+    real_create, real_getaddrinfo = socket.create_connection, socket.getaddrinfo
+
+    def create_connection(address, *args, **kwargs):
+        if not _loopback(None, address):  # before the name is resolved: a DNS query is network use too
+            raise NetworkRefused(f"network access refused in tests: {address!r}")
+        return real_create(address, *args, **kwargs)
+
+    def getaddrinfo(host, *args, **kwargs):
+        if host is not None and not _loopback(None, (host,)):
+            raise NetworkRefused(f"name lookup refused in tests: {host!r}")
+        return real_getaddrinfo(host, *args, **kwargs)
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(socket.socket, "connect", connect)
+        mp.setattr(socket.socket, "connect_ex", connect_ex)
+        mp.setattr(socket, "create_connection", create_connection)
+        mp.setattr(socket, "getaddrinfo", getaddrinfo)
+        yield

@@ -27,9 +27,13 @@ def reply(prompt: str, grammar: str | None) -> str:
 
 
 def dump(path) -> list[str]:
-    """Every row (and the schema) of the store as SQL, sorted: equal dumps, equal stores."""
-    with sqlite3.connect(path) as conn:
-        return sorted(conn.iterdump())
+    """Every row (and the schema) of the store as SQL, sorted: equal dumps, equal stores. The change
+    counters (``generation``, ``counters``: bookkeeping every write moves) are left out."""
+    with sqlite3.connect(path) as conn, sqlite3.connect(":memory:") as copy:
+        conn.backup(copy)
+        copy.execute("UPDATE conversations SET generation = 0")
+        copy.execute("DELETE FROM counters")
+        return sorted(copy.iterdump())
 
 
 class Doubled(ScriptedBackend):

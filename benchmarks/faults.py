@@ -1,0 +1,128 @@
+"""Reliability figures: workers SIGKILLed at random moments, several writers at once, fuzzed input.
+
+    .venv/bin/python benchmarks/faults.py [--quick] [--json FILE]
+
+Kills: ``ingest``, ``ask`` (which runs ``maintain`` after its answer), ``maintain`` and ``add`` workers on
+the fakes (tests/faultkit.py: no model, so hundreds of runs take minutes), each killed with SIGKILL at a
+random moment and the store then reopened and checked: ``PRAGMA integrity_check``, every acknowledged
+turn present once and in order, unanswered questions marked, FAISS indexes loaded or rebuilt, the next
+``ask`` answering. Concurrency: rounds of five processes appending to one conversation and to their own.
+Fuzz: tests/test_fast_fuzz.py with many more hypothesis examples. Prints one table, writes the figures.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
+
+import faultkit  # noqa: E402
+
+OPS = ("ask", "add", "maintain", "ingest")
+
+
+def kill_runs(runs: int, seed: int, log) -> dict:
+    rng = random.Random(seed)
+    totals = {"runs": 0, "kills": 0, "turns_acknowledged": 0, "turns_lost": 0, "integrity_failures": 0,
+              "index_rebuilds": 0, "check_problems": 0}
+    with tempfile.TemporaryDirectory() as d:
+        for run in range(runs):
+            op = OPS[run % len(OPS)]
+            store = Path(d) / f"{op}-{run // 20}.db"  # a store takes 5 runs of its op, then a fresh one
+            acked, killed, err = faultkit.run_killed(
+                op, store, f"k-{op}", 5000 if op != "ingest" else 4, f"R{run}", rng,
+                window=(0.5, 3.0) if op != "ingest" else (0.5, 3.5))
+            check = faultkit.check_store(store, [acked])
+            totals["runs"] += 1
+            totals["kills"] += killed
+            totals["turns_acknowledged"] += check.acknowledged
+            totals["turns_lost"] += len(check.lost)
+            totals["integrity_failures"] += not check.integrity_ok
+            totals["index_rebuilds"] += check.index_rebuilds
+            totals["check_problems"] += len(check.problems)
+            if not check.ok or (not killed and "Traceback" in err):
+                log(f"run {run} ({op}): lost {check.lost[:2]} problems {check.problems[:2]} {err[-300:]}")
+    return totals
+
+
+def concurrent_rounds(rounds: int, log) -> dict:
+    totals = {"concurrent_writers": 0, "concurrent_turns": 0, "lost_writes": 0, "writer_errors": 0}
+    with tempfile.TemporaryDirectory() as d:
+        for r in range(rounds):
+            store = Path(d) / f"c{r}.db"
+            jobs = [("ask", "shared", 8, f"A{r}"), ("add", "shared", 16, f"B{r}"), ("add", "shared", 16, f"C{r}"),
+                    ("maintain", f"own-{r}", 16, f"D{r}"), ("ask", f"own-e{r}", 8, f"E{r}")]
+            acked, errors = faultkit.run_concurrent(jobs, store)
+            check = faultkit.check_store(store, acked, ask_after=False)
+            expected = sum(n * (2 if op == "ask" else 1) for op, _, n, _ in jobs)
+            got = sum(len(a.turns) for a in acked)
+            totals["concurrent_writers"] += len(jobs)
+            totals["concurrent_turns"] += got
+            totals["lost_writes"] += len(check.lost) + (expected - got)
+            totals["writer_errors"] += len(errors)
+            if errors or not check.ok:
+                log(f"round {r}: errors {errors[:2]} lost {check.lost[:2]} problems {check.problems[:2]}")
+    return totals
+
+
+def fuzz(examples: int, log) -> dict:
+    """tests/test_fast_fuzz.py with ``examples`` hypothesis examples per property."""
+    env = {**os.environ, "LOCALPAGER_FUZZ_EXAMPLES": str(examples),
+           "LOCALPAGER_MODEL": "/nonexistent.gguf", "LOCALPAGER_EMBEDDER": "/nonexistent-embedder"}
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--junit-xml",
+                           str(Path(tempfile.gettempdir()) / f"fuzz-{os.getpid()}.xml"),
+                           str(ROOT / "tests" / "test_fast_fuzz.py")], capture_output=True, text=True, cwd=ROOT,
+                          env=env)
+    import re
+
+    summary = proc.stdout.strip().splitlines()[-1] if proc.stdout.strip() else proc.stderr[-200:]
+    passed = int(m.group(1)) if (m := re.search(r"(\d+) passed", summary)) else 0
+    failed = int(m.group(1)) if (m := re.search(r"(\d+) failed", summary)) else 0
+    if failed or proc.returncode:
+        log(f"fuzz: {summary}")
+    properties = 5  # the @given tests of the file; the sixth is one fixed case
+    return {"fuzz_cases": properties * examples + 1, "fuzz_failures": failed + (0 if passed else 1)}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="fewer runs: a few minutes on two cores")
+    parser.add_argument("--json", type=Path, help="write the figures here")
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args()
+    runs, rounds, examples = (24, 2, 100) if args.quick else (80, 6, 400)
+    log = lambda s: print(s, file=sys.stderr, flush=True)
+    start = time.monotonic()
+    result = {**kill_runs(runs, args.seed, log), **concurrent_rounds(rounds, log), **fuzz(examples, log)}
+    result["seconds"] = round(time.monotonic() - start, 1)
+    result["quick"] = args.quick
+    rows = [("kill runs (ingest, ask+maintain, maintain, add)", result["runs"]), ("killed mid-run", result["kills"]),
+            ("turns acknowledged", result["turns_acknowledged"]), ("turns lost", result["turns_lost"]),
+            ("integrity failures", result["integrity_failures"]), ("index rebuilds", result["index_rebuilds"]),
+            ("other check failures", result["check_problems"]),
+            ("concurrent writers", result["concurrent_writers"]),
+            ("turns written concurrently", result["concurrent_turns"]), ("lost writes", result["lost_writes"]),
+            ("writer errors", result["writer_errors"]),
+            ("fuzz cases", result["fuzz_cases"]), ("fuzz failures", result["fuzz_failures"]),
+            ("seconds", result["seconds"])]
+    width = max(len(name) for name, _ in rows)
+    print(f"| {'what'.ljust(width)} | value |\n|{'-' * (width + 2)}|------:|")
+    for name, value in rows:
+        print(f"| {name.ljust(width)} | {value} |")
+    if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps(result, indent=2))
+        print(f"wrote {args.json}")
+
+
+if __name__ == "__main__":
+    main()
