@@ -693,6 +693,9 @@ class Store:
             conn.execute("PRAGMA temp_store=MEMORY")
             conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
             conn.execute("VACUUM")
+            # VACUUM may renumber the vectors' rowids and fires no trigger: every loaded FAISS index, in any
+            # process, must see that it is stale
+            conn.execute("UPDATE counters SET value = value + 1 WHERE name = 'embeddings'")
             busy = conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0]
             return not busy
 
