@@ -233,7 +233,7 @@ class Runtime:
                                     on_text=decided)
         trace.timings_ms[stage] += gen.prefill_ms
         trace.timings_ms["decision_decode"] += gen.decode_ms
-        trace.add_tokens(gen.evaluated, gen.reused, len(gen.tokens), gen.prompt_tokens)
+        trace.add_tokens(gen.evaluated, gen.reused, len(gen.tokens), gen.prompt_tokens, kind="decision")
         decision = parse_decision(gen.text)
         return decision, ([] if decision.is_recall else gen.tokens)
 
@@ -266,7 +266,7 @@ class Runtime:
         gen, text = self._generate_answer(backend, answer_prompt, s.max_answer_tokens, on_text, s)
         trace.timings_ms["injection_prefill"] += gen.prefill_ms
         trace.timings_ms["answer_decode"] += gen.decode_ms
-        trace.add_tokens(gen.evaluated, gen.reused, len(gen.tokens), 0)
+        trace.add_tokens(gen.evaluated, gen.reused, len(gen.tokens), gen.prompt_tokens, kind="answer")
         trace.tokens["answer_prompt"] = gen.prompt_tokens
         trace.answer = text
         trace.cite(trace.answer)
@@ -354,7 +354,7 @@ class Runtime:
                                           s.max_answer_tokens - len(decided_tokens), on_text, s, lead=answer_start)
         trace.timings_ms[prefill_stage] += gen.prefill_ms
         trace.timings_ms["answer_decode"] += gen.decode_ms
-        trace.add_tokens(gen.evaluated, gen.reused, len(gen.tokens), gen.prompt_tokens)
+        trace.add_tokens(gen.evaluated, gen.reused, len(gen.tokens), gen.prompt_tokens, kind="answer")
         trace.answer = text
 
 

@@ -14,6 +14,35 @@ STAGES = (
     "injection_prefill",
     "answer_decode",
 )
+# The model's passes over a turn: "decision", the grammar-constrained first output on the chat's context
+# (once, or once a round for an inline recall); "answer", the generation of the answer (continuing on the
+# chat's context, or in a focused prompt on the side context).
+PASSES = ("decision", "answer")
+
+
+class Timings(dict):
+    """Milliseconds spent in each of ``STAGES``; ``timings["total"]`` (and ``.total``) is their sum, always
+    current, so the library and the JSON (``Trace.to_dict``) report the same total."""
+
+    @property
+    def total(self) -> float:
+        return sum(dict.values(self))
+
+    def __getitem__(self, key: str) -> float:
+        return self.total if key == "total" else dict.__getitem__(self, key)
+
+    def get(self, key: str, default=None):
+        return self.total if key == "total" else dict.get(self, key, default)
+
+    def __setitem__(self, key: str, value: float) -> None:
+        if key == "total":
+            raise KeyError("total is the sum of the stages; set a stage")
+        dict.__setitem__(self, key, value)
+
+
+def _new_tokens() -> dict[str, Any]:
+    counts = {"prompt": 0, "evaluated": 0, "reused": 0, "generated": 0}
+    return {**counts, **{name: dict(counts) for name in PASSES}}
 
 
 @dataclass
@@ -45,6 +74,17 @@ class Citation:
 
 @dataclass
 class Trace:
+    """What one turn did, as ``ask`` returns and the store keeps it.
+
+    ``tokens``, per pass (``tokens["decision"]``, ``tokens["answer"]``; see ``PASSES``): ``prompt`` is the
+    tokens the pass generated after, ``evaluated`` those run through the model, ``reused`` those taken from
+    that context's KV cache (``evaluated + reused == prompt``, so ``reused`` never exceeds ``prompt``), and
+    ``generated`` the tokens sampled; a pass that ran more than once (inline rounds) sums its runs. At the top
+    level, ``evaluated``, ``reused`` and ``generated`` are the sums over the passes (what the turn cost), and
+    ``prompt`` is the chat's own prompt this turn, whether or not a pass read it (a focused answer reads only
+    its own prompt, on the side context): compare ``reused`` with ``prompt`` within a pass, not across.
+    """
+
     turn: int
     question: str
     bookmarks: list[str] = field(default_factory=list)
@@ -59,14 +99,26 @@ class Trace:
     rounds: int = 0
     answer: str = ""
     citations: list[Citation] = field(default_factory=list)
-    tokens: dict[str, int] = field(default_factory=lambda: {"prompt": 0, "evaluated": 0, "reused": 0, "generated": 0})
-    timings_ms: dict[str, float] = field(default_factory=lambda: {s: 0.0 for s in STAGES})
+    tokens: dict[str, Any] = field(default_factory=_new_tokens)
+    timings_ms: Timings = field(default_factory=lambda: Timings({s: 0.0 for s in STAGES}))
 
-    def add_tokens(self, evaluated: int, reused: int, generated: int, prompt: int) -> None:
-        self.tokens["evaluated"] += evaluated
-        self.tokens["reused"] += reused
-        self.tokens["generated"] += generated
-        self.tokens["prompt"] = max(self.tokens["prompt"], prompt)
+    def add_tokens(self, evaluated: int, reused: int, generated: int, prompt: int, *, kind: str) -> None:
+        """Count one generation of pass ``kind`` (one of ``PASSES``) from a prompt of ``prompt`` tokens.
+
+        A backend that reports fewer prompt tokens than it evaluated and reused (or none) is taken at its
+        evaluated plus reused, so a pass never reuses more than its prompt."""
+        if kind not in PASSES:
+            raise ValueError(f"unknown pass {kind!r}; use one of {', '.join(PASSES)}")
+        done = self.tokens[kind]
+        done["prompt"] += max(prompt, evaluated + reused)
+        for key, n in (("evaluated", evaluated), ("reused", reused), ("generated", generated)):
+            done[key] += n
+            self.tokens[key] += n
+
+    @property
+    def total_ms(self) -> float:
+        """The time of every stage together."""
+        return self.timings_ms.total
 
     def cite(self, answer: str) -> None:
         """Mark the citations whose content words the answer repeats."""
@@ -79,7 +131,7 @@ class Trace:
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
         data["timings_ms"] = {k: round(v, 2) for k, v in self.timings_ms.items()}
-        data["timings_ms"]["total"] = round(sum(self.timings_ms.values()), 2)
+        data["timings_ms"]["total"] = round(self.timings_ms.total, 2)
         return data
 
 
@@ -92,7 +144,9 @@ def format_trace(data: dict[str, Any]) -> str:
         f"  decision {data['decision']} (trigger {data.get('trigger', 'model')}); model named "
         f"{data['model_page_ids'] or '-'}; injected {data['injected_page_ids'] or '-'}",
         f"  tokens: prompt {tok['prompt']}, evaluated {tok['evaluated']}, reused {tok['reused']}, "
-        f"generated {tok['generated']}",
+        f"generated {tok['generated']}"
+        + "".join(f"; {kind} pass: prompt {p['prompt']}, evaluated {p['evaluated']}, reused {p['reused']}"
+                  for kind in PASSES if (p := tok.get(kind)) and p.get("prompt")),
         "  ms: " + ", ".join(f"{k} {v:.0f}" for k, v in t.items() if v) ,
     ]
     for c in data.get("candidates", []):
