@@ -34,6 +34,7 @@ from .rerank import RerankSettings
 from .runtime import ContextOverflowError, PageSelector, RecallSettings, Runtime
 from .store import ConversationBusy, ConversationChanged, ConversationInfo, Store, StoreError
 from .tokens import BackendTokenCounter, TokenCounter, counter_for
+from .kvstate import PrefixStates
 from .trace import Trace
 
 log = logging.getLogger("localpager")
@@ -92,6 +93,8 @@ class LocalPager:
         self._assistant: Assistant | None = None
         self._side: ChatBackend | None = None
         self._lexical: dict[str, LexicalIndex] = {}  # BM25 over each conversation's turns, rebuilt as it grows
+        # the chat's KV cache per conversation, beside the store; never for an encrypted or read-only store
+        self.prefix_states = PrefixStates(self.store.path, enabled=not (self.store.encrypted or self.store.read_only))
         self.lock = threading.RLock()
         # how long a change to a conversation waits for another process's (an ask holds it while the model runs)
         self.lock_timeout = float(os.environ.get("LOCALPAGER_LOCK_TIMEOUT", LOCK_TIMEOUT))
@@ -236,6 +239,10 @@ class LocalPager:
         return import_conversations(self, path, mode)
 
     def close(self) -> None:
+        """Save the chat's KV cache for the next process (see ``localpager.kvstate``) and close the store."""
+        if self._backend is not None:
+            with self.lock:
+                self.prefix_states.save(self._backend)
         self.store.close()
 
 
@@ -625,6 +632,7 @@ class Conversation:
             with self._budget_for_call(budget):
                 if remember:  # durable before the model runs, marked unanswered until the answer is stored
                     self._append("user", question, unanswered=True)
+                self.lp.prefix_states.switch_to(self.id, runtime.backend)  # resume this chat's KV cache if saved
                 try:
                     trace = runtime.answer(self.pager, question, pending=not remember, on_text=on_text,
                                            selector=selector or self.lp.selector(self.id), mode=mode, layout=layout)

@@ -114,7 +114,9 @@ def open_pager(ctx: click.Context, model: str | None = None, *, create: bool = T
     path = Path(ctx.obj["store"]) if ctx.obj["store"] else default_store_path()
     if not create and not path.exists():
         raise click.ClickException(f"no store at {path} (ingest a file or start a chat to create one)")
-    return LocalPager(path, model=model, key=store_key(ctx), **{**backend_options(ctx), **options})
+    lp = LocalPager(path, model=model, key=store_key(ctx), **{**backend_options(ctx), **options})
+    ctx.call_on_close(lp.close)  # saves the chat's KV cache for the next command (localpager.kvstate)
+    return lp
 
 
 BACKEND_ENV = {"backend": "LOCALPAGER_BACKEND", "base_url": "LOCALPAGER_BASE_URL", "api_key": "LOCALPAGER_API_KEY",

@@ -249,9 +249,12 @@ def _after_erase(lp: LocalPager, conv_ids: Sequence[str]) -> None:
         cache = getattr(lp._index.embedder, "_cache", None)
         if isinstance(cache, dict):
             cache.clear()
-    for path in lp.store.owned_files():  # KV-cache snapshots, should a backend keep any beside the store
+    for path in lp.store.owned_files():  # saved KV caches (localpager.kvstate) may hold the erased text
         if ".kv" in path.name[len(lp.store.path.name):]:
             path.unlink(missing_ok=True)
+    lp.prefix_states.forget(lp._backend)  # and so may the live one, and the side context's
+    if lp._side is not None and hasattr(lp._side, "clear_cache"):
+        lp._side.clear_cache()
 
 
 # -- corrections ------------------------------------------------------------------------------------

@@ -183,6 +183,75 @@ class LlamaCppBackend:
         side work such as keyword extraction runs there and leaves this context's KV cache alone."""
         return LlamaCppBackend(self.model_path, n_ctx=self.n_ctx, n_threads=self.n_threads, kv_shift=self.kv_shift)
 
+    # -- the KV cache on disk -------------------------------------------------------------------
+    def state_key(self) -> str:
+        """What a saved state is only valid for: this model file (path, size, modification time), the
+        llama.cpp build and the context's shape."""
+        import hashlib
+
+        import llama_cpp
+
+        stat = self.model_path.stat()
+        parts = (str(self.model_path.resolve()), stat.st_size, stat.st_mtime_ns, llama_cpp.__version__, self.n_ctx)
+        return hashlib.sha256(repr(parts).encode()).hexdigest()[:16]
+
+    def cached_tokens(self) -> list[int]:
+        """The tokens whose keys and values the context holds now, in order."""
+        with self.lock:
+            return self._llm._input_ids.tolist()
+
+    def save_state(self, path: Path) -> bool:
+        """Write the chat sequence's KV cache and its tokens to ``path`` (owner-only, replaced atomically)."""
+        import llama_cpp
+
+        with self.lock:
+            n = self._llm.n_tokens
+            if n == 0:
+                return False
+            tokens = (llama_cpp.llama_token * n)(*self._llm.input_ids[:n].tolist())
+            tmp = path.with_name(path.name + ".tmp")
+            os.close(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600))
+            if not llama_cpp.llama_state_seq_save_file(self._llm._ctx.ctx, str(tmp).encode(), 0, tokens, n):
+                tmp.unlink(missing_ok=True)
+                return False
+            os.replace(tmp, path)
+            return True
+
+    def load_state(self, path: Path) -> int:
+        """Replace the KV cache with the one saved at ``path``; the number of tokens it holds (0: the file
+        could not be read, and the cache is empty). Generation then reuses only the leading tokens it
+        shares with the next prompt, so a state saved before the conversation changed costs nothing but
+        the part that still matches."""
+        import ctypes
+
+        import llama_cpp
+
+        with self.lock:
+            llm = self._llm
+            memory = llama_cpp.llama_get_memory(llm._ctx.ctx)
+            llama_cpp.llama_memory_clear(memory, True)
+            llm.n_tokens = 0
+            tokens = (llama_cpp.llama_token * self.n_ctx)()
+            count = ctypes.c_size_t(0)
+            read = llama_cpp.llama_state_seq_load_file(llm._ctx.ctx, str(path).encode(), 0, tokens, self.n_ctx,
+                                                       ctypes.byref(count))
+            if not read or not 0 < count.value <= self.n_ctx:
+                llama_cpp.llama_memory_clear(memory, True)
+                return 0
+            n = count.value
+            llm.input_ids[:n] = tokens[:n]
+            llm.n_tokens = n
+            llm._requires_eval = True
+            return n
+
+    def clear_cache(self) -> None:
+        """Forget every cached token (after the conversation it came from was erased)."""
+        import llama_cpp
+
+        with self.lock:
+            llama_cpp.llama_memory_clear(llama_cpp.llama_get_memory(self._llm._ctx.ctx), True)
+            self._llm.n_tokens = 0
+
     # -- tokens -------------------------------------------------------------------------------
     def _tokenize_special(self, text: str) -> list[int]:
         return self._llm.tokenize(text.encode("utf-8"), add_bos=False, special=True)
@@ -214,7 +283,7 @@ class LlamaCppBackend:
         """Apply ``plan_splice`` to the KV cache: the tokens it moved instead of re-evaluating and the new
         tokens it evaluated in between ((0, 0): nothing to splice).
 
-        Afterwards the cache holds ``prompt[:splice.reused]`` at positions 0.., so llama-cpp-python's
+        Afterwards the cache holds ``prompt[:insert + size]`` at positions 0.., so llama-cpp-python's
         own prefix reuse takes over from there."""
         import llama_cpp
 
@@ -241,8 +310,9 @@ class LlamaCppBackend:
             llama_cpp.llama_memory_seq_add(memory, 1, plan.moved, end, plan.insert - plan.moved)
         llama_cpp.llama_memory_seq_cp(memory, 1, 0, plan.insert, plan.insert + plan.size)
         llama_cpp.llama_memory_seq_rm(memory, 1, -1, -1)
-        llm.input_ids[:plan.reused] = prompt[:plan.reused]
-        llm.n_tokens = plan.reused
+        held = plan.insert + plan.size
+        llm.input_ids[:held] = prompt[:held]
+        llm.n_tokens = held
         llm._requires_eval = True
         return plan.size, len(inserted)
 

@@ -1,0 +1,89 @@
+"""Saved llama.cpp KV caches, so a new process resumes a conversation without re-reading its prompt.
+
+A one-shot ``ask`` (or an app's first answer after it starts) used to evaluate the whole chat prompt
+first: the system text, the bookmarks and every resident turn, hundreds to thousands of tokens. The
+chat context's cache is written beside the store when another conversation takes the model and when the
+``LocalPager`` closes, and read back before that conversation's next answer. Nothing about it can be
+stale in a way that matters: llama.cpp keeps only the leading tokens the saved cache shares with the new
+prompt, and the file is named for the model file, llama.cpp build and context it was made with.
+
+The files are ``<store>.kv-<conversation>-<model>``, owner-only, among the store's own files, so
+``forget`` deletes them with everything else. An encrypted store keeps none (they hold the tokens).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+from pathlib import Path
+
+from .backends.base import ChatBackend
+
+log = logging.getLogger("localpager")
+
+
+def supported(backend: ChatBackend) -> bool:
+    return all(hasattr(backend, name) for name in ("state_key", "save_state", "load_state", "cached_tokens"))
+
+
+class PrefixStates:
+    """Which conversation's prompt the chat backend's cache holds, and its saved copies on disk."""
+
+    def __init__(self, store_path: Path, enabled: bool = True):
+        self.store_path = Path(store_path)
+        self.enabled = enabled
+        self._saved: dict[str, int] = {}  # conversation -> hash of the tokens last saved or loaded for it
+
+    def _owner(self, backend: ChatBackend) -> str | None:
+        """The conversation of this store whose prompt ``backend``'s cache holds (a backend may be shared
+        by several ``LocalPager``s, so the backend carries it)."""
+        owner = getattr(backend, "cache_owner", None)
+        return owner[1] if owner and owner[0] == str(self.store_path) else None
+
+    def path(self, conv_id: str, backend: ChatBackend) -> Path:
+        conv = hashlib.sha256(conv_id.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+        return self.store_path.with_name(f"{self.store_path.name}.kv-{conv}-{backend.state_key()}")
+
+    def switch_to(self, conv_id: str, backend: ChatBackend) -> int:
+        """Before an answer on ``conv_id``: save the cache of the conversation that had the model, and load
+        ``conv_id``'s saved cache if there is one. The tokens loaded (0: none)."""
+        if not self.enabled or not supported(backend) or self._owner(backend) == conv_id:
+            return 0
+        self.save(backend)
+        backend.cache_owner = (str(self.store_path), conv_id)
+        path = self.path(conv_id, backend)
+        if not path.is_file():
+            return 0
+        loaded = backend.load_state(path)
+        if loaded:
+            self._saved[conv_id] = hash(tuple(backend.cached_tokens()))
+        else:
+            log.warning("ignored an unreadable saved model state %s", path)
+            path.unlink(missing_ok=True)
+        return loaded
+
+    def save(self, backend: ChatBackend) -> bool:
+        """Write the owner's cache if it changed since it was last saved or loaded."""
+        owner = self._owner(backend) if self.enabled and supported(backend) else None
+        if owner is None:
+            return False
+        tokens = backend.cached_tokens()
+        if not tokens or self._saved.get(owner) == hash(tuple(tokens)):
+            return False
+        try:
+            saved = backend.save_state(self.path(owner, backend))
+        except OSError as exc:  # a cache: a full or read-only disk must not fail the answer
+            log.warning("could not save the model state: %s", exc)
+            return False
+        if saved:
+            self._saved[owner] = hash(tuple(tokens))
+        return saved
+
+    def forget(self, backend: ChatBackend | None = None) -> None:
+        """After an erase: the live cache may hold erased text, so it goes too (the files go with the
+        store's own files)."""
+        self._saved.clear()
+        if backend is not None and self._owner(backend) is not None:
+            backend.cache_owner = None
+            if hasattr(backend, "clear_cache"):
+                backend.clear_cache()

@@ -1,0 +1,81 @@
+"""A conversation's KV cache saved beside the store and resumed by the next process (localpager.kvstate),
+on the real model: what it saves, that the answer is the one a full read gives, and that a stale or
+unreadable state is never used."""
+
+from __future__ import annotations
+
+import stat
+
+import pytest
+
+from localpager.api import LocalPager
+from localpager.eval.synthetic import generate_conversation
+from localpager.pager import PagingConfig
+
+pytestmark = [pytest.mark.model, pytest.mark.slow]
+
+QUESTION = "Thanks! Can you say that more briefly?"
+
+
+def kv_files(store):
+    return sorted(p for p in store.parent.iterdir() if ".kv-" in p.name and not p.name.endswith(".tmp"))
+
+
+@pytest.fixture
+def stored(tmp_path):
+    """A store with a 70-turn conversation whose chat prompt was read once and saved on close."""
+    store = tmp_path / "s.db"
+    lp = LocalPager(store)
+    chat = lp.conversation("c", create=True, config=PagingConfig(budget=1024))
+    for turn in generate_conversation(2, n_turns=70).turns:
+        chat.add_turn(turn.role, turn.text)
+    chat.ask("Okay, let's move on.", mode="never")
+    lp.close()
+    return store
+
+
+def ask_in_new_process(store, *, resume=True, **options):
+    """A fresh LocalPager and model, as a new process would have."""
+    lp = LocalPager(store)
+    lp.prefix_states.enabled = resume
+    answer = lp.conversation("c").ask(QUESTION, mode="never", remember=False, **options)
+    lp.close()
+    return answer
+
+
+def test_a_new_process_resumes_the_saved_cache_and_answers_as_a_full_read_would(stored):
+    files = kv_files(stored)
+    assert len(files) == 1 and stat.S_IMODE(files[0].stat().st_mode) == 0o600
+    resumed = ask_in_new_process(stored)
+    full = ask_in_new_process(stored, resume=False)
+    assert full.trace.tokens["reused"] == 0 and full.trace.tokens["prompt"] > 300
+    assert resumed.trace.tokens["reused"] > 0.8 * resumed.trace.tokens["prompt"]
+    assert resumed.trace.tokens["evaluated"] < 0.2 * full.trace.tokens["evaluated"]
+    assert resumed.answer == full.answer
+
+
+def test_a_state_that_does_not_match_the_prompt_is_used_only_as_far_as_it_matches(stored):
+    """Another conversation's cache under this one's name (the worst stale state): only the shared system
+    text is taken from it, and the answer is the one a full read gives."""
+    lp = LocalPager(stored)
+    other = lp.conversation("d", create=True, config=PagingConfig(budget=1024))
+    for turn in generate_conversation(5, n_turns=70).turns:
+        other.add_turn(turn.role, turn.text)
+    other.ask("Okay, let's move on.", mode="never")
+    system = len(lp.backend.render([lp.runtime.messages(lp.conversation("c").pager, None)[0]],
+                                   add_generation_prompt=False))
+    lp.close()
+    mine, theirs = (lp.prefix_states.path(c, lp.backend) for c in ("c", "d"))
+    theirs.replace(mine)
+    resumed = ask_in_new_process(stored)
+    full = ask_in_new_process(stored, resume=False)
+    assert 0 < resumed.trace.tokens["reused"] <= system
+    assert resumed.answer == full.answer
+
+
+def test_an_unreadable_state_is_dropped_and_the_answer_is_unchanged(stored, caplog):
+    kv_files(stored)[0].write_bytes(b"not a llama.cpp state")
+    resumed = ask_in_new_process(stored)
+    full = ask_in_new_process(stored, resume=False)
+    assert resumed.trace.tokens["reused"] == 0 and resumed.answer == full.answer
+    assert "unreadable saved model state" in caplog.text
