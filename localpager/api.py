@@ -35,6 +35,7 @@ from .runtime import ContextOverflowError, PageSelector, RecallSettings, Runtime
 from .store import ConversationBusy, ConversationChanged, ConversationInfo, Store, StoreError
 from .tokens import BackendTokenCounter, TokenCounter, counter_for
 from .kvstate import PrefixStates
+from .modelpaths import ModelNotFoundError
 from .trace import Trace
 
 log = logging.getLogger("localpager")
@@ -153,6 +154,19 @@ class LocalPager:
                 self._index = PageIndex(self.store, default_embedder(
                     str(self.embedder_path) if self.embedder_path else None))
             return self._index
+
+    def warm_embedder(self) -> None:
+        """Start loading the embedder in the background, unless an index (and so an embedder) is set up."""
+        if self._index is None:
+            from .embedder import default_embedder
+
+            try:
+                embedder = default_embedder(str(self.embedder_path) if self.embedder_path else None)
+            except ModelNotFoundError:  # said where an embedding is needed, if one is
+                return
+            warm = getattr(embedder, "warm", None)
+            if warm is not None:
+                warm()
 
     def selector(self, conv_id: str) -> PageSelector:
         from .ranking import LexicalIndex
@@ -612,6 +626,7 @@ class Conversation:
         if budget is not None:
             _check_budget(budget)
         check_text(question, "the question")
+        self.lp.warm_embedder()  # loads beside the chat model
         with self._writing(settle=True):
             runtime = self.lp.runtime
             pager = self._count_with(self.lp.counter())  # the loaded model's own tokenizer from here on

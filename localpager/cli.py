@@ -773,17 +773,22 @@ def evaluate_cmd(ctx, dataset, fmt, strategies, page_choice, old_page_choice, bo
 @cli.command()
 @click.option("--quick", is_flag=True, help="two lengths, fewer turns: a few minutes")
 @click.option("--turns", "probe_turns", type=click.IntRange(min=1), default=None, help="probe turns per length (default 20, quick 6)")
+@click.option("--cold-turns", type=click.IntRange(min=20), default=3200, show_default=True,
+              help="turns of the stored conversation a new process answers on")
+@click.option("--eviction-turns", type=click.IntRange(min=20), default=None,
+              help="turns replayed to count tokens on eviction turns (default 400, quick 200; 1.5x at budget 2048)")
 @click.option("--model", type=click.Path(), envvar="LOCALPAGER_MODEL")
 @click.option("--json", "json_out", type=click.Path(dir_okay=False), help="write JSON here, and a PNG plot beside it")
 @click.pass_context
-def bench(ctx, quick, probe_turns, model, json_out):
+def bench(ctx, quick, probe_turns, cold_turns, eviction_turns, model, json_out):
     """Recall latency per stage and its ratio to the hardware floor, by conversation length."""
     from tqdm import tqdm
 
     export_backend(ctx)
     from .eval.bench import BenchConfig, plot, run_bench
 
-    config = BenchConfig(quick=quick, probe_turns=probe_turns or (6 if quick else 20), model=model)
+    config = BenchConfig(quick=quick, probe_turns=probe_turns or (6 if quick else 20), model=model,
+                         cold_turns=cold_turns, eviction_turns=eviction_turns)
     with friendly_errors():
         result = run_bench(config, progress=lambda jobs: tqdm(jobs, desc="bench", file=sys.stderr),
                            log=lambda s: click.echo(s, err=True))
@@ -791,7 +796,14 @@ def bench(ctx, quick, probe_turns, model, json_out):
                f"(full context: {result['flatness_full']})")
     click.echo("p50 ms by length: " + json.dumps(result["p50_ms"]))
     click.echo("rerank ms by index size: " + json.dumps({n: r['total_ms'] for n, r in result['rerank_ms'].items()}))
-    click.echo(f"peak RSS {result['peak_rss_mb']} MB, cold start {result['cold_start_ms']} ms, --help {result['help_ms']} ms")
+    click.echo(f"p95 ms {result['p95_ms_with_first']} with each run's first answer, {result['p95_ms_after_first']} "
+               f"after it; warm answer p50 {result['warm_answer_ms']} ms")
+    click.echo(f"new process to its first answer ({config.cold_turns} stored turns): {result['cold_first_answer_ms']} ms; "
+               f"small talk {result['cold_small_talk_ms']['unsaved']} ms, with the saved KV cache "
+               f"{result['cold_small_talk_ms']['resumed']} ms")
+    click.echo("tokens evaluated on eviction turns (p50, spliced / full re-read): " + ", ".join(
+        f"budget {b}: {e['eviction_tokens_evaluated']} / {e['eviction_tokens_full']}" for b, e in result["evictions"].items()))
+    click.echo(f"peak RSS {result['peak_rss_mb']} MB, --help {result['help_ms']} ms")
     if json_out:
         Path(json_out).parent.mkdir(parents=True, exist_ok=True)
         Path(json_out).write_text(json.dumps(result, indent=2))

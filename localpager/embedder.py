@@ -28,6 +28,7 @@ class Embedder:
         self.name = self.path.parent.name if self.path.name == "model" else self.path.name
         self.threads = threads
         self._model = None
+        self._warming = False
         self._lock = threading.Lock()
         self._cache: dict[str, np.ndarray] = {}
 
@@ -54,6 +55,23 @@ class Embedder:
                 if bars:
                     hf_logging.enable_progress_bar()
         return self._model
+
+    def warm(self) -> None:
+        """Load the model on a background thread, so that it loads while the chat model does (an app
+        opening a conversation, a one-shot ``ask``); the first ``encode`` waits for it, and reports any
+        error itself."""
+        if self._model is not None or self._warming:
+            return
+        self._warming = True
+
+        def load() -> None:
+            try:
+                with self._lock:
+                    self._load()
+            except Exception:  # noqa: BLE001 - encode() loads again and raises it where it matters
+                pass
+
+        threading.Thread(target=load, name="localpager-embedder", daemon=True).start()
 
     @property
     def dim(self) -> int:

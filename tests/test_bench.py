@@ -17,12 +17,21 @@ pytestmark = [pytest.mark.model, pytest.mark.embedder, pytest.mark.slow]
 def test_bench_quick_writes_the_promised_json(tmp_path):
     out = tmp_path / "bench.json"
     proc = subprocess.run([sys.executable, "-m", "localpager.cli", "bench", "--quick", "--turns", "3",
+                           "--cold-turns", "120", "--eviction-turns", "160",
                            "--json", str(out)], capture_output=True, text=True, timeout=1200)
     assert proc.returncode == 0, proc.stderr[-2000:]
     result = json.loads(out.read_text())
-    for key in ("ratio_to_floor", "flatness", "p50_ms", "p95_ms", "rerank_ms", "peak_rss_mb", "cold_start_ms",
-                "help_ms", "machine", "stages_ms"):
+    for key in ("ratio_to_floor", "flatness", "p50_ms", "p95_ms", "rerank_ms", "peak_rss_mb", "help_ms", "machine",
+                "stages_ms", "eviction_tokens_evaluated", "eviction_tokens_full", "cold_first_answer_ms",
+                "warm_answer_ms", "p95_ms_after_first", "p95_ms_with_first"):
         assert key in result, key
+    assert result["cold_first_answer_ms"] > 0 and result["cold_answers"]["turns"] == 120
+    # a new process that finds the saved KV cache reads little of the chat prompt
+    resumed, unsaved = result["cold_answers"]["small_talk_resumed"], result["cold_answers"]["small_talk_unsaved"]
+    assert resumed["reused"] > 0 and resumed["evaluated"] < unsaved["evaluated"]
+    assert set(result["evictions"]) == {"512", "2048"}
+    small = result["evictions"]["512"]
+    assert small["eviction_turns"] > 0 and 0 < small["eviction_tokens_evaluated"] <= small["eviction_tokens_full"]
     assert set(result["p50_ms"]) == {"paging", "truncation", "full"}
     assert set(result["p50_ms"]["paging"]) == {"50", "200"}
     assert all(v > 0 for s in result["p50_ms"].values() for v in s.values())

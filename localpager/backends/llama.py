@@ -153,11 +153,14 @@ class LlamaCppBackend:
     name = "llama-cpp"
 
     def __init__(self, model_path: str | os.PathLike | None = None, n_ctx: int = DEFAULT_N_CTX,
-                 n_threads: int | None = None, kv_shift: bool = True):
+                 n_threads: int | None = None, kv_shift: bool | None = None):
         """``kv_shift``: when a prompt drops a run of cached tokens (an evicted page) and inserts a few (its
         bookmark), move the cached tokens after it instead of re-reading them (see ``Splice``). The moved
         tokens keep what they computed while the dropped ones were there, as after llama.cpp's context
-        shift; off, every such change re-evaluates the rest of the prompt."""
+        shift; off, every such change re-evaluates the rest of the prompt. Default: on, unless the
+        environment says ``LOCALPAGER_KV_SHIFT=0``."""
+        if kv_shift is None:
+            kv_shift = os.environ.get("LOCALPAGER_KV_SHIFT", "1").strip().lower() not in ("0", "false", "no", "off")
         self.model_path = chat_model_path(model_path)
         # All cores by default; LOCALPAGER_THREADS lowers it when other work shares the machine: two
         # llama.cpp processes each using every core slow each other down by an order of magnitude.

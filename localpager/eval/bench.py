@@ -14,8 +14,10 @@ the chat model and the embedder loaded, read before the rerank-at-scale measurem
 
 from __future__ import annotations
 
+import json
 import platform
 import resource
+import shutil
 import statistics
 import subprocess
 import sys
@@ -48,6 +50,19 @@ class BenchConfig:
     budget: int = PagingConfig.budget
     model: str | None = None
     seed: int = 0
+    cold_turns: int = 3200  # length of the stored conversation a new process answers on
+    eviction_turns: int | None = None  # turns replayed at the default budget (1.5x at 2048); None: 200 quick, 400
+
+    @property
+    def eviction_runs(self) -> tuple[tuple[int, int], ...]:
+        """(budget, turns) replayed to count tokens evaluated on eviction turns."""
+        turns = self.eviction_turns or (200 if self.quick else 400)
+        return (self.budget, turns), (2048, turns * 3 // 2)
+
+    @property
+    def compare(self) -> int:
+        """Eviction turns whose greedy answer is checked against a full re-read (costly at 2048)."""
+        return 3 if self.quick else 8
 
     @property
     def lengths(self) -> tuple[int, ...]:
@@ -69,6 +84,7 @@ class TurnTiming:
     evaluated: int
     generated: int
     stages: dict[str, float] = field(default_factory=dict)
+    turn: int = 0  # its place among the run's probe turns: 0 is the first answer on a newly opened store
 
 
 def _pct(values: list[float], q: float) -> float:
@@ -127,14 +143,14 @@ def run_turns(backend, config: BenchConfig, rates: tuple[float, float], workdir:
         chat = lp.conversation("bench", create=True, config=paging)
         for t in history:
             chat.add_turn(t.role, t.text)
-        for question, need in zip(questions, needs):
+        for i, (question, need) in enumerate(zip(questions, needs)):
             trace = chat.ask(question).trace
             stages = trace.to_dict()["timings_ms"]
             floor = trace.tokens["evaluated"] / prefill_rate * 1000 + trace.tokens["generated"] / decode_rate * 1000
             timings.append(TurnTiming(
                 strategy=strategy, length=length, needs_recall=need, total_ms=stages["total"], floor_ms=floor,
                 ttft_ms=stages["total"] - stages["answer_decode"], evaluated=trace.tokens["evaluated"],
-                generated=trace.tokens["generated"], stages={k: stages[k] for k in STAGES},
+                generated=trace.tokens["generated"], stages={k: stages[k] for k in STAGES}, turn=i,
             ))
         lp.close()
     return timings
@@ -249,19 +265,54 @@ def _wall_ms(cmd: list[str], reps: int = 3) -> float:
     return round(statistics.median(times), 1)
 
 
-def cold_start(workdir: Path, model: str | None) -> tuple[float, float]:
-    """A fresh process to its first answer, and ``localpager --help``, wall-clock."""
-    from ..api import LocalPager
+SMALL_TALK_ASK = "Okay, let's move on."
 
-    store = workdir / "cold.db"
-    chat = LocalPager(store, model=model).conversation("cold", create=True)
-    history, _, _ = _workload(60, 1, 1)
-    for t in history:
-        chat.add_turn(t.role, t.text)
-    cli = [sys.executable, "-m", "localpager.cli"]
-    extra = ["--model", model] if model else []
-    ask = _wall_ms(cli + ["--store", str(store), "ask", "cold", "Which snack should I avoid?"] + extra, reps=1)
-    return ask, _wall_ms(cli + ["--help"])
+
+def _ask_once(store: Path, model: str | None, question: str, *options: str) -> dict[str, Any]:
+    """``localpager ask`` in a new process: its wall time, and where the time went (the answer's own stages
+    from its trace; ``startup_ms`` is the rest: interpreter, imports, opening the store, loading models)."""
+    cmd = [sys.executable, "-m", "localpager.cli", "--store", str(store), "ask", "cold", question, "--json",
+           *options, *(["--model", model] if model else [])]
+    start = time.perf_counter()
+    done = subprocess.run(cmd, capture_output=True, text=True, check=True)
+    wall = (time.perf_counter() - start) * 1000
+    trace = json.loads(done.stdout)
+    stages = {k: v for k, v in trace["timings_ms"].items() if v and k != "total"}
+    return {"wall_ms": round(wall, 1), "startup_ms": round(wall - trace["timings_ms"]["total"], 1),
+            "stages_ms": stages, "evaluated": trace["tokens"]["evaluated"], "reused": trace["tokens"]["reused"],
+            "trigger": trace["trigger"]}
+
+
+def cold_answers(workdir: Path, model: str | None, turns: int) -> dict[str, Any]:
+    """A new process, a stored conversation of ``turns`` turns (its indexes already built by an earlier
+    process), to its first answer: a question answered from memory (``cold_first_answer_ms``), and small
+    talk, answered from the chat prompt, without and then with the KV cache the previous process saved."""
+    from ..api import LocalPager
+    from ..loaders import dump_jsonl
+
+    store, source = workdir / "cold.db", workdir / "cold.jsonl"
+    conv = generate_conversation(1, n_turns=turns)
+    conv.id = "cold"
+    dump_jsonl([conv], source)
+    lp = LocalPager(store, model=model)
+    lp.ingest(source)
+    lp.close()
+    probe = next(p.question for p in conv.probes if p.evidence)
+    _ask_once(store, model, probe)  # builds and saves the FAISS index; not timed
+    first = _ask_once(store, model, probe)
+    _ask_once(store, model, SMALL_TALK_ASK, "--recall", "never")  # reads the chat prompt, saves its KV cache
+    # the same conversation without the saved cache: the next answer is the same, read in full
+    plain = workdir / "cold-plain.db"
+    for path in store.parent.glob(store.name + "*"):
+        if path.is_file() and ".kv-" not in path.name:
+            shutil.copyfile(path, plain.with_name(plain.name + path.name[len(store.name):]))
+    unsaved = _ask_once(plain, model, SMALL_TALK_ASK, "--recall", "never")
+    resumed = _ask_once(store, model, SMALL_TALK_ASK, "--recall", "never")
+    return {"turns": turns, "recall": first, "small_talk_unsaved": unsaved, "small_talk_resumed": resumed}
+
+
+def help_ms() -> float:
+    return _wall_ms([sys.executable, "-m", "localpager.cli", "--help"])
 
 
 def machine(backend) -> dict[str, Any]:
@@ -293,7 +344,11 @@ def summarize(timings: list[TurnTiming], config: BenchConfig) -> dict[str, Any]:
         ttft = [t.ttft_ms for t in by("paging", n)]
         stages[str(n)]["ttft"] = {"p50": _pct(ttft, 0.5), "p95": _pct(ttft, 0.95)}
     shortest, longest = str(config.lengths[0]), str(config.lengths[-1])
+    later = [t.total_ms for t in paging if t.turn > 0]
     return {
+        "warm_answer_ms": _pct(later, 0.5),
+        "p95_ms_after_first": _pct(later, 0.95),
+        "p95_ms_with_first": _pct([t.total_ms for t in paging], 0.95),
         "ratio_to_floor": round(statistics.median(t.total_ms / t.floor_ms for t in paging if t.floor_ms), 3),
         "flatness": round(p50["paging"][longest] / p50["paging"][shortest], 3),
         "flatness_full": round(p50["full"][longest] / p50["full"][shortest], 3),
@@ -321,15 +376,24 @@ def run_bench(config: BenchConfig, progress=None, log: Callable[[str], None] = l
         chat_peak = _peak_rss_mb()
         log("rerank at scale")
         rerank = rerank_at_scale(config.index_sizes)
-        log("cold start")
-        cold, help_ms = cold_start(Path(tmp), config.model)
+        log(f"cold first answers on a stored {config.cold_turns}-turn conversation")
+        cold = cold_answers(Path(tmp), config.model, config.cold_turns)
+        log("tokens evaluated on eviction turns")
+        evictions = {str(b): eviction_cost(config.model, b, n, Path(tmp), compare=config.compare).summary()
+                     for b, n in config.eviction_runs}
     result = {
         **summarize(timings, config),
         "rerank_ms": rerank,
         "peak_rss_mb": chat_peak,
         "peak_rss_process_mb": _peak_rss_mb(),
-        "cold_start_ms": cold,
-        "help_ms": help_ms,
+        "cold_first_answer_ms": cold["recall"]["wall_ms"],
+        "cold_small_talk_ms": {"unsaved": cold["small_talk_unsaved"]["wall_ms"],
+                               "resumed": cold["small_talk_resumed"]["wall_ms"]},
+        "cold_answers": cold,
+        "eviction_tokens_evaluated": evictions[str(config.budget)]["eviction_tokens_evaluated"],
+        "eviction_tokens_full": evictions[str(config.budget)]["eviction_tokens_full"],
+        "evictions": evictions,
+        "help_ms": help_ms(),
         "floor_rates": {"prefill_tok_s": round(rates[0], 1), "decode_tok_s": round(rates[1], 1)},
         "machine": machine(backend),
         "config": {"quick": config.quick, "lengths": list(config.lengths), "probe_turns": config.probe_turns,
