@@ -1,8 +1,14 @@
-"""The repetition guard and the eval's definition of a repeated sentence (pure logic, no model)."""
+"""The repetition guard and the eval's definition of a repeated sentence (pure logic, no model), and its
+streaming: property tests against the guard as it was when it released text at sentence breaks only."""
 
 from __future__ import annotations
 
-from localpager.guard import RepetitionGuard, repeated_sentence
+import re
+
+from hypothesis import HealthCheck, example, given, settings
+from hypothesis import strategies as st
+
+from localpager.guard import MIN_SENTENCE_CHARS, RepetitionGuard, loop_start, repeated_sentence
 
 LOOP = ("That's a great question. In your conversation, I was referring to a situation where you were away. "
         "In your conversation, I was referring to a situation where you were away. In your conv")
@@ -74,3 +80,124 @@ def test_guard_stops_a_phrase_loop_inside_one_sentence():
         assert guard.tripped and guard.text == kept and "".join(shown) == kept
     guard = RepetitionGuard()
     assert not any(guard(w + " ") for w in "It is very, very good: call Dana at 12 12".split(" "))
+
+
+# -- streaming by the word --------------------------------------------------------------------------------
+class SentenceGuard:
+    """The guard as it was before it streamed by the word (text released at sentence breaks only): the
+    reference for its stop decisions and its ``text``."""
+
+    def __init__(self):
+        self.raw, self.text, self.tripped, self._seen, self._done = "", "", False, set(), 0
+
+    def __call__(self, piece: str) -> bool:
+        self.raw += piece
+        while (match := re.compile(r"[.!?\n]").search(self.raw, self._done)) is not None:
+            sentence = self.raw[self._done : match.start()].strip().lower()
+            if len(sentence) > MIN_SENTENCE_CHARS:
+                if sentence in self._seen:
+                    self.tripped, self.text = True, self.raw[: self._done].rstrip()
+                    return True
+                self._seen.add(sentence)
+            self._done = match.end()
+        cut = loop_start(self.raw)
+        if cut is not None:
+            self.tripped, self.text = True, self.raw[:cut].rstrip(" ,;:-")
+            return True
+        self.text = self.raw
+        return False
+
+
+def run(chunks: list[str]) -> tuple[RepetitionGuard, list[str], list[bool]]:
+    """Feed ``chunks`` until the guard stops, checking after every call that what it streamed begins its text."""
+    shown: list[str] = []
+    guard = RepetitionGuard(lambda piece: shown.append(piece))
+    stops = []
+    for chunk in chunks:
+        stops.append(guard(chunk))
+        assert guard.text.startswith("".join(shown))
+        if stops[-1]:
+            break
+    guard.flush()
+    return guard, shown, stops
+
+
+# Text that loops: sentences and phrases that come round again, in any case, with the characters whose
+# lowering is odd (final sigma, the dotted capital I) and what a cut strips.
+PHRASES = ["In your conversation, I was referring to a trip", "Morocco", "morocco", "I'm so glad you're here",
+           "the cat", "The", "go", "ab", "a", "ΟΔΟΣ", "ΟΔΟΣΑ", "Σ", "οδος", "İstanbul", "Yes sir", "12"]
+SEPARATORS = [" ", ", ", ". ", "! ", "? ", "\n", "\n\n", " - ", ": ", ";", "", "  ", ".", "'"]
+token = st.one_of(st.sampled_from(PHRASES), st.sampled_from(SEPARATORS), st.text(max_size=3))
+texts = st.lists(token, max_size=50).map("".join) | st.lists(
+    st.tuples(st.sampled_from(PHRASES), st.sampled_from(SEPARATORS)), max_size=25).map(
+    lambda pairs: "".join(p + s for p, s in pairs))
+
+
+@st.composite
+def streams(draw) -> list[str]:
+    """A text cut into the pieces a model streams (a few characters each, sometimes many)."""
+    text = draw(texts)
+    cuts = sorted(draw(st.sets(st.integers(1, max(1, len(text) - 1)), max_size=len(text))))
+    return [text[a:b] for a, b in zip([0, *cuts], [*cuts, len(text)]) if a < b]
+
+
+@settings(max_examples=1000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(streams())
+@example(["ΟΔΟΣΑ ΟΔΟΣ", "Α ΟΔΟΣΑ "])  # "ΟΔΟΣ" lowers to "οδος", but to "οδοσ…" once a letter follows
+@example(["İİ go, go", ", go"])  # "İ" lowers to two characters: the cut's offset is in the lowered text
+def test_streamed_text_is_always_the_beginning_of_the_answer(chunks):
+    guard, shown, _ = run(chunks)
+    # after flush the stream is the answer, every character once, whether the guard stopped or not
+    assert "".join(shown) == guard.text
+    assert all(shown)
+
+
+@settings(max_examples=1000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(streams())
+@example(["ΟΔΟΣΑ ΟΔΟΣ", "Α ΟΔΟΣΑ "])  # "ΟΔΟΣ" lowers to "οδος", but to "οδοσ…" once a letter follows
+@example(["İİ go, go", ", go"])  # "İ" lowers to two characters: the cut's offset is in the lowered text
+def test_streaming_by_the_word_keeps_the_stop_decisions(chunks):
+    guard, _, stops = run(chunks)
+    reference = SentenceGuard()
+    expected = []
+    for chunk in chunks:
+        expected.append(reference(chunk))
+        if expected[-1]:
+            break
+    assert stops == expected
+    assert (guard.tripped, guard.text) == (reference.tripped, reference.text)
+
+
+def test_a_good_answer_streams_word_by_word():
+    shown: list[str] = []
+    guard = RepetitionGuard(lambda piece: shown.append(piece))
+    answer = "Your neighbour Dana has the spare key. Call her at 555-0142, she is home after six."
+    words = re.findall(r"\S+\s*", answer)
+    for i, word in enumerate(words):
+        assert not guard(word)
+        # everything but the trailing space of the newest word is out already
+        assert "".join(shown) == "".join(words[: i + 1]).rstrip(" ,")
+    assert shown[:3] == ["Your", " neighbour", " Dana"]  # long before the first sentence ends
+    guard.flush()
+    assert "".join(shown) == answer
+
+
+def test_the_guard_holds_only_what_could_still_repeat():
+    shown: list[str] = []
+    guard = RepetitionGuard(lambda piece: shown.append(piece))
+    guard("Your neighbour has the key. She is home today. Your neighbour")  # could be the first sentence again
+    assert "".join(shown) == "Your neighbour has the key. She is home today."
+    guard(" moved")  # it is not
+    assert "".join(shown) == "Your neighbour has the key. She is home today. Your neighbour moved"
+    shown.clear()
+    guard = RepetitionGuard(lambda piece: shown.append(piece))
+    assert not guard("Mali, Morocco, Morocco")  # the second copy of a run that could come round a third time
+    assert "".join(shown) == "Mali, Morocco"
+    assert not guard(" and Spain")
+    assert "".join(shown) == "Mali, Morocco, Morocco and Spain"
+    shown.clear()
+    guard = RepetitionGuard(lambda piece: shown.append(piece))
+    assert not guard("Yes sir. Yes sir.")  # short sentences never repeat, but a run of words can loop
+    assert guard(" Yes sir") and guard.text == "Yes sir."
+    guard.flush()
+    assert "".join(shown) == "Yes sir."  # the sentence guard had already streamed "Yes sir. Yes sir."
