@@ -105,6 +105,17 @@ def friendly_errors():
         raise click.ClickException(str(exc).splitlines()[0] if str(exc) else type(exc).__name__) from None
 
 
+def positive_ints(text: str, option: str) -> tuple[int, ...]:
+    """``512,2048`` as (512, 2048); anything else is a one-line usage error."""
+    try:
+        values = tuple(int(v) for v in text.split(",") if v.strip())
+    except ValueError:
+        values = ()
+    if not values or min(values) < 1:
+        raise click.BadParameter(f"expected comma-separated positive numbers, got {text!r}", param_hint=option)
+    return values
+
+
 def open_pager(ctx: click.Context, model: str | None = None, *, create: bool = True, **options):
     """The LocalPager of ``--store``. Without ``create`` the store must exist: commands that only read it,
     or need a conversation already in it, never leave an empty store behind."""
@@ -776,11 +787,13 @@ def evaluate_cmd(ctx, dataset, fmt, strategies, page_choice, old_page_choice, bo
 @click.option("--cold-turns", type=click.IntRange(min=20), default=3200, show_default=True,
               help="turns of the stored conversation a new process answers on")
 @click.option("--eviction-turns", type=click.IntRange(min=20), default=None,
-              help="turns replayed to count tokens on eviction turns (default 400, quick 200; 1.5x at budget 2048)")
+              help="turns replayed to count tokens on eviction turns (default 400, quick 200; more at larger budgets)")
+@click.option("--eviction-budgets", default="512,2048", show_default=True,
+              help="comma-separated budgets at which tokens on eviction turns are counted")
 @click.option("--model", type=click.Path(), envvar="LOCALPAGER_MODEL")
 @click.option("--json", "json_out", type=click.Path(dir_okay=False), help="write JSON here, and a PNG plot beside it")
 @click.pass_context
-def bench(ctx, quick, probe_turns, cold_turns, eviction_turns, model, json_out):
+def bench(ctx, quick, probe_turns, cold_turns, eviction_turns, eviction_budgets, model, json_out):
     """Recall latency per stage and its ratio to the hardware floor, by conversation length."""
     from tqdm import tqdm
 
@@ -788,7 +801,8 @@ def bench(ctx, quick, probe_turns, cold_turns, eviction_turns, model, json_out):
     from .eval.bench import BenchConfig, plot, run_bench
 
     config = BenchConfig(quick=quick, probe_turns=probe_turns or (6 if quick else 20), model=model,
-                         cold_turns=cold_turns, eviction_turns=eviction_turns)
+                         cold_turns=cold_turns, eviction_turns=eviction_turns,
+                         eviction_budgets=positive_ints(eviction_budgets, "--eviction-budgets"))
     with friendly_errors():
         result = run_bench(config, progress=lambda jobs: tqdm(jobs, desc="bench", file=sys.stderr),
                            log=lambda s: click.echo(s, err=True))

@@ -17,7 +17,7 @@ pytestmark = [pytest.mark.model, pytest.mark.embedder, pytest.mark.slow]
 def test_bench_quick_writes_the_promised_json(tmp_path):
     out = tmp_path / "bench.json"
     proc = subprocess.run([sys.executable, "-m", "localpager.cli", "bench", "--quick", "--turns", "3",
-                           "--cold-turns", "120", "--eviction-turns", "160",
+                           "--cold-turns", "120", "--eviction-turns", "160", "--eviction-budgets", "512",
                            "--json", str(out)], capture_output=True, text=True, timeout=1200)
     assert proc.returncode == 0, proc.stderr[-2000:]
     result = json.loads(out.read_text())
@@ -29,7 +29,7 @@ def test_bench_quick_writes_the_promised_json(tmp_path):
     # a new process that finds the saved KV cache reads little of the chat prompt
     resumed, unsaved = result["cold_answers"]["small_talk_resumed"], result["cold_answers"]["small_talk_unsaved"]
     assert resumed["reused"] > 0 and resumed["evaluated"] < unsaved["evaluated"]
-    assert set(result["evictions"]) == {"512", "2048"}
+    assert set(result["evictions"]) == {"512"}  # the benchmark also measures 2048; too slow for a unit test
     small = result["evictions"]["512"]
     assert small["eviction_turns"] > 0 and 0 < small["eviction_tokens_evaluated"] <= small["eviction_tokens_full"]
     assert set(result["p50_ms"]) == {"paging", "truncation", "full"}
