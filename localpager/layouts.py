@@ -53,19 +53,8 @@ def turn_line(turn: Turn, label: str = "") -> str:
 
 
 def recalled_notes(turns: Sequence[Turn], injections: Sequence[Injection]) -> str:
-    """The recalled turns, one a line, in the order the selector chose (best or newest first).
-
-    ``latest`` is shown only beside an older statement marked ``changed later``: alone, the newest
-    statement is shown as it was said (its citation keeps the label). Measured on the 16 update probes of
-    the generated tuning set (seed 0), the new statement given: with `` (latest)`` 5 answered the new
-    value, without it 10; `` (current)`` 6, `` (updated)`` 6, a ``Latest: `` prefix 8."""
-    paired = any(label == CHANGED for inj in injections for label in inj.labels.values())
-    return "\n".join(turn_line(turns[i], _shown_label(inj.labels.get(i, ""), paired))
-                     for inj in injections for i in inj.turns)
-
-
-def _shown_label(label: str, paired: bool) -> str:
-    return "" if label == LATEST and not paired else label
+    """The recalled turns, one a line, in the order the selector chose (best or newest first)."""
+    return "\n".join(turn_line(turns[i], inj.labels.get(i, "")) for inj in injections for i in inj.turns)
 
 
 def answer_messages(layout: str, notes: str, question: str, recent: Sequence[Message] = ()) -> list[Message]:

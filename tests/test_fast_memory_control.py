@@ -188,34 +188,6 @@ def test_a_correction_outranks_the_change_cue_rule(fake_pager):
     assert injections[0].turns == [32] and injections[0].labels == {32: LATEST}
 
 
-def test_a_correction_shown_alone_is_unlabelled_in_the_prompt_and_labelled_in_its_citation(fake_pager):
-    """The answer prompt holds the correction as it was said, without the superseded turn or a ``(latest)``
-    label (the 135M model answered the new value half as often with it); the citation keeps the label."""
-    from localpager.layouts import recalled_notes
-
-    lp = fake_pager(["Brightwater."])
-    chat = lp.conversation("c", create=True, config=SMALL)
-    fill(chat, 30, marker_at=7)
-    question = f"{MARKER} zebra7 topic1?"
-    new = chat.correct(7, "My locker code word is Brightwater now.")
-    injections, _ = _select(chat, question)
-    notes = recalled_notes(chat.pager.turns, injections)
-    assert notes.splitlines()[0] == "assistant: My locker code word is Brightwater now."
-    assert MARKER not in notes and "(latest)" not in notes
-    trace = chat.ask(question, remember=False, selector=RerankSelector(
-        lp.index, chat.id, RerankSettings(page_choice="rerank"))).trace
-    (call,) = lp.backend.calls
-    assert "My locker code word is Brightwater now.\n" in call.text and "(latest)" not in call.text
-    assert MARKER not in call.text.split("Question:")[0]
-    assert trace.injected_turns[0] == new.index and 7 not in trace.injected_turns
-    assert trace.citations[0].label == LATEST and trace.answer == "Brightwater."
-    # beside the older statement (show_changed) both are labelled, the newest first
-    injections, _ = _select(chat, question, show_changed=True)
-    lines = recalled_notes(chat.pager.turns, injections).splitlines()
-    assert lines[0] == "assistant: My locker code word is Brightwater now. (latest)"
-    assert any(MARKER in line and line.endswith("(changed later)") for line in lines)
-
-
 def test_supersede_checks_order(chat):
     with pytest.raises(ValueError, match="after the turn"):
         chat.supersede(10, 5)

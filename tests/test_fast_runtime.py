@@ -394,7 +394,7 @@ def test_newest_wins_only_the_latest_statement_is_injected_and_labelled(fake_pag
     t = chat.ask(question).trace
     (call,) = lp.backend.calls
     assert call.backend == "fork1"
-    assert call.text == focused(f"user: {GYM_NEW}", question)  # shown alone: no label in the prompt
+    assert call.text == focused(f"user: {GYM_NEW} (latest)", question)
     assert GYM_OLD not in call.text
     assert [(c.page_id, c.turn, c.text, c.label) for c in t.citations] == [(3, 4, GYM_NEW, "latest")]
     assert t.injected_page_ids == [3] and t.injected_turns == [4]
