@@ -257,6 +257,8 @@ class Store:
                 self._conn.execute("BEGIN IMMEDIATE")  # the write lock now: no other writer between read and write
             except sqlite3.OperationalError as exc:
                 raise self._error(exc) from None
+            except sqlite3.ProgrammingError as exc:
+                raise StoreError(f"store {self.path} is closed") if "closed" in str(exc) else exc from None
             try:
                 yield self._conn
             except BaseException as exc:
@@ -286,7 +288,10 @@ class Store:
 
     def _query(self, sql: str, args: Sequence[Any] = ()) -> list[sqlite3.Row]:
         with self._lock:
-            cur = self._conn.execute(sql, args)
+            try:
+                cur = self._conn.execute(sql, args)
+            except sqlite3.ProgrammingError as exc:  # used after close(): say so, in one line
+                raise StoreError(f"store {self.path} is closed") if "closed" in str(exc) else exc from None
             return cur.fetchall()
 
     @property

@@ -387,3 +387,16 @@ def test_a_truncated_gguf_is_a_one_line_error_and_nothing_is_stored(tmp_path):
     assert "cut.gguf" in message or "model" in message.lower()
     if store.exists():
         assert Store(store).list_conversations() == []
+
+
+def test_a_closed_store_says_so_in_one_line(tmp_path):
+    from localpager.store import Store, StoreError
+
+    store = Store(tmp_path / "s.db")
+    store.create_conversation("c")
+    store.close()
+    with pytest.raises(StoreError, match="is closed"):
+        store.turns("c")
+    with pytest.raises(StoreError, match="is closed"):
+        with store.transaction():
+            pass

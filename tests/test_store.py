@@ -143,7 +143,8 @@ def test_a_pinned_page_stays_resident_across_reopen(tmp_path):
     for i in range(5, 80):
         chat.add_turn("user" if i % 2 == 0 else "assistant", f"small talk about the weather, day {i}")
     assert chat.pager.evicted and not chat.pages[0].evicted
+    evicted = [p.evicted for p in chat.pages]
     lp.close()
     reopened = LocalPager(tmp_path / "s.db").conversation("c")
     assert reopened.pages[0].pinned and not reopened.pages[0].evicted
-    assert [p.evicted for p in reopened.pages] == [p.evicted for p in chat.pages]
+    assert [p.evicted for p in reopened.pages] == evicted
