@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import atexit
 import os
 import threading
 import time
 import uuid
+import weakref
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from difflib import SequenceMatcher
@@ -56,6 +58,20 @@ def _two_sequences():
             raw.llama_context_default_params = default
 
 
+_OPEN: "weakref.WeakSet[Any]" = weakref.WeakSet()
+
+
+@atexit.register
+def _close_open_models() -> None:
+    """Free every model this process still holds before the interpreter tears its modules down:
+    llama-cpp-python's finalizer run later finds its C bindings gone and prints a traceback."""
+    for llm in list(_OPEN):
+        try:
+            llm.close()
+        except Exception:  # noqa: BLE001 - exiting anyway
+            pass
+
+
 def load_llama(path: Path, *, sequences: int = 1, **kwargs: Any):
     """A ``Llama`` for ``path`` with llama.cpp's console output silenced; a one-line error if it fails.
     ``sequences``: 2 gives its context the second sequence a KV splice needs."""
@@ -64,9 +80,11 @@ def load_llama(path: Path, *, sequences: int = 1, **kwargs: Any):
 
     try:
         with suppress_stdout_stderr(disable=False), (_two_sequences() if sequences == 2 else nullcontext()):
-            return llama_cpp.Llama(str(path), verbose=False, **kwargs)
+            llm = llama_cpp.Llama(str(path), verbose=False, **kwargs)
     except (ValueError, RuntimeError, OSError) as exc:
         raise BackendError(f"cannot load model {path}: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}") from None
+    _OPEN.add(llm)
+    return llm
 
 
 class ChatTemplate:
