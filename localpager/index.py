@@ -207,8 +207,10 @@ class PageIndex:
         return out
 
     def update(self, conv_id: str, pages: Sequence[Page], turns: Sequence[Turn],
-               bookmark: Callable[[Page], str]) -> int:
-        """Embed whatever of ``pages`` is missing or changed; returns how many vectors were computed."""
+               bookmark: Callable[[Page], str], families: Sequence[str] = ("turn",)) -> int:
+        """Embed whatever of ``pages`` is missing or changed in ``families`` (default: the turns, all that
+        recall ranks; whole-page texts, long and costly to embed, only when a signal asks for them);
+        returns how many vectors were computed."""
         with self._lock:
             page_ids = [p.page_id for p in pages]
             stored = {}
@@ -219,6 +221,8 @@ class PageIndex:
             todo = []
             for page in pages:
                 for kind, text in self.sources(page, turns, bookmark).items():
+                    if kind.split(":")[0] not in families:
+                        continue
                     old = stored.get((page.page_id, kind))
                     if old is None or old[1] != text or old[2] != self.embedder.name:
                         todo.append((page.page_id, kind, text, old[0] if old else None))

@@ -150,7 +150,7 @@ class RerankSelector:
             ranked = self._ranked(question, pager, self._searchable(pager, question))
             return {h.page_id: h for h in best_per_page(ranked)}
         evicted = [p.page_id for p in pager.evicted]
-        self.index.update(self.conv_id, pager.evicted, pager.turns, pager.bookmark)
+        self.index.update(self.conv_id, pager.evicted, pager.turns, pager.bookmark, (self.settings.signal,))
         return {h.page_id: h for h in self.index.rank(self.conv_id, question, evicted, self.settings.signal)}
 
     def select(self, question: str, named: Sequence[int], pager: Pager, room: int):

@@ -52,6 +52,10 @@ def chat(fake_pager):
 def test_forget_match_removes_text_vectors_bookmark_and_traces_and_leaves_no_bytes(chat):
     lp, store = chat.lp, chat.store
     assert chat.search(MARKER, 1)[0].turn == 7  # embeds the evicted pages: vectors and FAISS files exist
+    from localpager.index import FAMILIES
+
+    pager = chat.pager  # and the whole-page and bookmark vectors a measurement signal would embed
+    lp.index.update("c", pager.evicted, pager.turns, pager.bookmark, FAMILIES)
     page = chat.pager.page_of_turn(7)
     assert MARKER in page.keywords
     old_mark = chat.pager.bookmark(page)
