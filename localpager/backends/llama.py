@@ -323,10 +323,15 @@ class LlamaCppBackend:
             llm.reset()  # a partial removal failed: start from an empty cache rather than a wrong one
             return 0, 0
         inserted = list(prompt[plan.keep:plan.insert])
-        for i in range(0, len(inserted), llm.n_batch):
-            chunk = inserted[i:i + llm.n_batch]
-            llm._batch.set_batch(batch=chunk, n_past=plan.keep + i, logits_all=False)
-            llm._ctx.decode(llm._batch)
+        try:
+            for i in range(0, len(inserted), llm.n_batch):
+                chunk = inserted[i:i + llm.n_batch]
+                llm._batch.set_batch(batch=chunk, n_past=plan.keep + i, logits_all=False)
+                llm._ctx.decode(llm._batch)
+        except RuntimeError:  # the cache is half spliced: empty it, and the prompt is read in full
+            llama_cpp.llama_memory_clear(memory, True)
+            llm.n_tokens = 0
+            return 0, 0
         if plan.insert != plan.moved:
             llama_cpp.llama_memory_seq_add(memory, 1, plan.moved, end, plan.insert - plan.moved)
         llama_cpp.llama_memory_seq_cp(memory, 1, 0, plan.insert, plan.insert + plan.size)
