@@ -626,7 +626,8 @@ class Conversation:
         if budget is not None:
             _check_budget(budget)
         check_text(question, "the question")
-        self.lp.warm_embedder()  # loads beside the chat model
+        if (mode or self.lp.recall.mode) != "never" and self.pager.evicted:
+            self.lp.warm_embedder()  # recall may need it: it loads beside the chat model
         with self._writing(settle=True):
             runtime = self.lp.runtime
             pager = self._count_with(self.lp.counter())  # the loaded model's own tokenizer from here on

@@ -68,7 +68,7 @@ class Embedder:
             try:
                 with self._lock:
                     self._load()
-            except Exception:  # noqa: BLE001 - encode() loads again and raises it where it matters
+            except BaseException:  # noqa: BLE001 - encode() loads again and raises it where it matters
                 pass
 
         threading.Thread(target=load, name="localpager-embedder", daemon=True).start()
