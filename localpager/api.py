@@ -200,8 +200,15 @@ class LocalPager:
                 raise ValueError(f"already in the store: {', '.join(taken)} (use replace to overwrite)")
         counter = self.counter()
         report = IngestReport(warnings=list(loaded.warnings))
+        longest = self.n_ctx - self.recall.max_answer_tokens - 64  # a turn past this fits in no prompt whole
         for conv in loaded.conversations if progress is None else progress(loaded.conversations):
             pager = page_conversation(conv.turns, counter, config)
+            for turn in conv.turns:
+                size = pager.turn_tokens(turn)
+                if size > longest:
+                    report.warnings.append(
+                        f"{conv.id}: turn {turn.index} is {size} tokens, longer than a {self.n_ctx}-token context "
+                        "can show: it is stored and searchable, but no prompt holds it whole (split it, or use a model with a larger context)")
             if pager.pending_keywords() or pager.pending_worth():  # model strategies: one batch per conversation
                 from .assist import maintain
 

@@ -3,6 +3,7 @@ scripted backend and a hashing embedder: no model file, milliseconds per test.""
 
 from __future__ import annotations
 
+import json
 import re
 
 import pytest
@@ -291,3 +292,14 @@ def test_a_failing_side_context_falls_back_to_fifo_and_loses_no_turn(fake_pager)
     evicted = [p.page_id for p in chat.pager.evicted]
     assert evicted == list(range(1, len(evicted) + 1)) and evicted  # ...and FIFO decided
     assert len(fake_pager().conversation("c").turns) == 60
+
+
+def test_ingest_warns_of_a_turn_no_prompt_can_hold_and_stores_it(fake_pager, tmp_path):
+    path = tmp_path / "long.jsonl"
+    path.write_text(json.dumps({"id": "long", "turns": [{"role": "user", "text": "short one"},
+                                                        {"role": "assistant", "text": "word " * 5000}]}) + "\n")
+    lp = fake_pager()
+    report = lp.ingest(path)
+    assert report.turns == 2 and len(report.warnings) == 1
+    assert report.warnings[0].startswith("long: turn 1 is ") and "longer than a 2048-token context" in report.warnings[0]
+    assert lp.store.turns("long")[1].text == "word " * 5000  # stored, whole
