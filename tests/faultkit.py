@@ -233,8 +233,11 @@ def _check_indexes(lp, check: Check) -> None:
     from localpager.index import FAMILIES, FamilyIndex
 
     for family in FAMILIES:
+        stored = lp.store.embedding_rows(family)
         index = FamilyIndex.__new__(FamilyIndex)
-        index.store, index.family, index.dim = lp.store, family, lp.index.embedder.dim
+        # the vectors' own width: a killed real `ask` may have stored 384-wide ones, the fakes embed narrower
+        dim = len(stored[0][6]) // 4 if stored else lp.index.embedder.dim
+        index.store, index.family, index.dim = lp.store, family, dim
         index.path = Path(f"{lp.store.path}.{family}.faiss")
         index.meta_path = index.path.with_suffix(".json")
         index.rows, index.fingerprint = {}, []
