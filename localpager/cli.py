@@ -108,7 +108,7 @@ def friendly_errors():
 def positive_ints(text: str, option: str) -> tuple[int, ...]:
     """``512,2048`` as (512, 2048); anything else is a one-line usage error."""
     try:
-        values = tuple(int(v) for v in text.split(",") if v.strip())
+        values = tuple(int(v) for v in split_list(text))
     except ValueError:
         values = ()
     if not values or min(values) < 1:
@@ -770,7 +770,7 @@ def evaluate_cmd(ctx, dataset, fmt, strategies, page_choice, old_page_choice, bo
                             excerpt=None if excerpt == "page" else int(excerpt), trigger=trigger, signal=signal,
                             show_bookmarks=not hide_bookmarks, repeat_penalty=repeat_penalty,
                             max_pages=max_pages or RerankSettings.max_pages,
-                            categories=[int(c) for c in split_list(categories)] if categories else None)
+                            categories=list(positive_ints(categories, "--categories")) if categories else None)
         sweep = EvalSweep(split_list(strategies), split_list(evictions), split_list(keyword_strategies),
                           split_list(layouts), paging, config)
         bar = lambda name: lambda items: tqdm(items, desc=name, unit="probe", file=sys.stderr)
