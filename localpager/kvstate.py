@@ -29,9 +29,13 @@ def supported(backend: ChatBackend) -> bool:
 class PrefixStates:
     """Which conversation's prompt the chat backend's cache holds, and its saved copies on disk."""
 
-    def __init__(self, store_path: Path, enabled: bool = True):
+    def __init__(self, store_path: Path, enabled: bool = True, keep: int = 8):
+        """``keep``: saved caches kept beside the store, the most recently written (each is the model's
+        KV size per token times the prompt: about 20 KB a token for SmolLM2-135M, over 100 KB for a 3B
+        model), so that many conversations do not fill the disk."""
         self.store_path = Path(store_path)
         self.enabled = enabled
+        self.keep = keep
         self._saved: dict[str, int] = {}  # conversation -> hash of the tokens last saved or loaded for it
 
     def _owner(self, backend: ChatBackend) -> str | None:
@@ -77,7 +81,14 @@ class PrefixStates:
             return False
         if saved:
             self._saved[owner] = hash(tuple(tokens))
+            self._prune()
         return saved
+
+    def _prune(self) -> None:
+        """Delete all but the ``keep`` most recently saved caches of this store."""
+        files = [p for p in self.store_path.parent.glob(f"{self.store_path.name}.kv-*") if not p.name.endswith(".tmp")]
+        for path in sorted(files, key=lambda p: p.stat().st_mtime_ns, reverse=True)[self.keep:]:
+            path.unlink(missing_ok=True)
 
     def forget(self, backend: ChatBackend | None = None) -> None:
         """After an erase: the live cache may hold erased text, so it goes too (the files go with the

@@ -303,3 +303,34 @@ def test_ingest_warns_of_a_turn_no_prompt_can_hold_and_stores_it(fake_pager, tmp
     assert report.turns == 2 and len(report.warnings) == 1
     assert report.warnings[0].startswith("long: turn 1 is ") and "longer than a 2048-token context" in report.warnings[0]
     assert lp.store.turns("long")[1].text == "word " * 5000  # stored, whole
+
+
+def test_saved_kv_caches_beside_a_store_are_capped(tmp_path):
+    from localpager.kvstate import PrefixStates
+
+    class Saving:
+        """Just enough of a backend to be saved: it writes the tokens it holds."""
+
+        def __init__(self):
+            self.tokens = []
+
+        def state_key(self):
+            return "m"
+
+        def cached_tokens(self):
+            return self.tokens
+
+        def save_state(self, path):
+            path.write_text(repr(self.tokens))
+            return True
+
+        def load_state(self, path):
+            return 0
+
+    states, backend = PrefixStates(tmp_path / "s.db", keep=2), Saving()
+    for i, conv in enumerate("abcd"):
+        states.switch_to(conv, backend)  # saves the previous owner's cache
+        backend.tokens = [i]
+    states.save(backend)
+    kept = sorted(p.name for p in tmp_path.glob("s.db.kv-*"))
+    assert len(kept) == 2 and kept == sorted(states.path(c, backend).name for c in "cd")
