@@ -214,8 +214,10 @@ class LocalPager:
 
                 maintain(pager, self.assistant)
             settings = {**config.to_dict(), "tokenizer": counter.name}
-            self.store.save_conversation(conv.id, conv.turns, pager.pages, conv.probes, settings,
-                                         source=str(path), meta=conv.meta, replace=replace)
+            # replacing a conversation another process is writing to waits for it, as every writer does
+            with conversation_lock(self.store.path, conv.id, self.lock_timeout):
+                self.store.save_conversation(conv.id, conv.turns, pager.pages, conv.probes, settings,
+                                             source=str(path), meta=conv.meta, replace=replace)
             report.conversations += 1
             report.turns += len(conv.turns)
             report.pages += len(pager.pages)

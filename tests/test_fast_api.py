@@ -334,3 +334,31 @@ def test_saved_kv_caches_beside_a_store_are_capped(tmp_path):
     states.save(backend)
     kept = sorted(p.name for p in tmp_path.glob("s.db.kv-*"))
     assert len(kept) == 2 and kept == sorted(states.path(c, backend).name for c in "cd")
+
+
+def test_replacing_a_conversation_another_writer_holds_waits_then_says_it_is_busy(fake_pager, generated):
+    import threading
+
+    from localpager.locks import LockTimeout, conversation_lock
+
+    conv, path = generated
+    lp = fake_pager()
+    lp.ingest(path)
+    lp.lock_timeout = 0.3
+    held, release = threading.Event(), threading.Event()
+
+    def other_writer():
+        with conversation_lock(lp.store.path, conv.id, 5):
+            held.set()
+            release.wait(5)
+
+    thread = threading.Thread(target=other_writer)
+    thread.start()
+    held.wait(5)
+    try:
+        with pytest.raises(LockTimeout, match="busy"):
+            lp.ingest(path, replace=True)
+    finally:
+        release.set()
+        thread.join()
+    assert lp.ingest(path, replace=True).conversations == 1  # once it is free, the replace goes through
