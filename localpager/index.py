@@ -154,8 +154,10 @@ class FamilyIndex:
                 private_file(tmp)
                 faiss.write_index(self.index, str(tmp))
                 tmp.replace(self.path)
-                private_file(self.meta_path)
-                self.meta_path.write_text(json.dumps({"fingerprint": self.fingerprint, "dim": self.dim}))
+                meta_tmp = self.meta_path.with_name(self.meta_path.name + ".tmp")  # replaced whole, never half written
+                private_file(meta_tmp)
+                meta_tmp.write_text(json.dumps({"fingerprint": self.fingerprint, "dim": self.dim}))
+                meta_tmp.replace(self.meta_path)
         except (OSError, RuntimeError) as exc:  # derived data: the store is intact, the next open rebuilds
             log.warning("could not save %s (%s); it will be rebuilt from the store", self.path, exc)
             self.meta_path.unlink(missing_ok=True)
