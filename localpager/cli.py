@@ -850,8 +850,10 @@ def serve(ctx, host, port, api_key, cors_origins, allow_remote, max_tokens, max_
     """Serve an OpenAI-compatible chat API with memory (/v1/chat/completions) and a memory inspector (/).
 
     Name the conversation with the header X-Conversation-Id (or X-OpenWebUI-Chat-Id)."""
+    from .serving import check_bind, check_conversation_id
+
     try:
-        from .server import ServerOptions, check_bind, check_conversation_id, serve as run_server
+        from .server import ServerOptions, serve as run_server
     except ImportError as exc:
         if (exc.name or "").split(".")[0] in ("fastapi", "uvicorn", "sse_starlette", "starlette", "pydantic", "anyio"):
             click.echo("localpager serve needs the server extra: pip install 'localpager[server]'", err=True)

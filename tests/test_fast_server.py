@@ -17,8 +17,8 @@ from fakes import ScriptedBackend, shortest_sentence
 
 from localpager.cli import cli
 from localpager.pager import PagingConfig
-from localpager.server import (ApiError, Msg, ServerOptions, check_bind, create_app, reconcile,
-                               resolve_conversation_id)
+from localpager.server import ServerOptions, create_app
+from localpager.serving import ApiError, Msg, check_bind, reconcile, resolve_conversation_id
 
 pytest.importorskip("fastapi")
 from fastapi.testclient import TestClient  # noqa: E402
