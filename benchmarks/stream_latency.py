@@ -24,15 +24,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from localpager import runtime as runtime_module  # noqa: E402
 from localpager.guard import RepetitionGuard  # noqa: E402
+from server_load import STATEMENTS as SERVER_STATEMENTS  # noqa: E402  (beside this script)
 
-STATEMENTS = [
-    "I'm allergic to peanuts, so I always carry an EpiPen.",
-    "My sister Hartley moved to Lisbon last spring for a new job.",
-    "The router in the hall keeps dropping the Wi-Fi on Saturdays.",
-    "We repainted the garden fence a dark green colour this weekend.",
-    "My piano lessons moved to Thursday evenings at half past six.",
-    "For the kitchen remodel I've set aside $23,500, and not a cent more.",
-]
+STATEMENTS = SERVER_STATEMENTS[:6]  # the server benchmark's facts, so both measure the same conversations
 QUESTIONS = [
     "Which snack should I avoid?",
     "Where did my sister move, and why?",

@@ -13,6 +13,7 @@ import pytest
 
 from localpager.api import LocalPager
 from localpager.backends import load_backend
+from localpager.eval.bench import replayed_prompts
 from localpager.eval.synthetic import generate_conversation
 from localpager.pager import PagingConfig
 
@@ -31,14 +32,7 @@ def first_eviction(tmp_path_factory):
     backend = load_backend(n_ctx=2048)
     lp = LocalPager(tmp_path_factory.mktemp("kv") / "s.db", backend=backend)
     chat = lp.conversation("kv", create=True, config=PagingConfig(budget=1024))
-    runtime = lp.runtime
-    for turn in generate_conversation(4, n_turns=200).turns:
-        chat.add_turn(turn.role, turn.text)
-        if turn.role != "user":
-            continue
-        pager = chat._count_with(lp.counter())
-        pager.fixed_overhead = runtime.system_tokens()
-        _, prompt = runtime.fit(runtime.messages(pager, None))
+    for pager, prompt in replayed_prompts(lp, chat, generate_conversation(4, n_turns=200).turns):
         gen = backend.generate(prompt, max_tokens=1)
         if pager.evicted and gen.shifted:
             spliced = last_logits(backend)

@@ -25,7 +25,7 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, Iterator
 
 import numpy as np
 
@@ -177,6 +177,19 @@ class EvictionCost:
                 "shift_agreement": round(sum(self.agree) / len(self.agree), 3) if self.agree else None}
 
 
+def replayed_prompts(lp, chat, turns) -> Iterator[tuple[Any, list[int]]]:
+    """Add ``turns`` to ``chat`` and yield, after each user turn, its pager and the chat prompt the model
+    would read before answering (as tokens)."""
+    runtime = lp.runtime
+    for turn in turns:
+        chat.add_turn(turn.role, turn.text)
+        if turn.role != "user":
+            continue
+        pager = chat._count_with(lp.counter())
+        pager.fixed_overhead = runtime.system_tokens()
+        yield pager, runtime.fit(runtime.messages(pager, None))[1]
+
+
 def eviction_cost(model: str | None, budget: int, n_turns: int, workdir: Path, seed: int = 0,
                   compare: int = 8, answer_tokens: int = 12) -> EvictionCost:
     """Replay a generated conversation into a paged chat at ``budget`` and read its prompt after every
@@ -192,16 +205,9 @@ def eviction_cost(model: str | None, budget: int, n_turns: int, workdir: Path, s
     plain = load_backend(model_path=model, n_ctx=n_ctx, kv_shift=False) if compare else None
     lp = LocalPager(workdir / f"evict-{budget}.db", backend=backend, n_ctx=n_ctx)
     chat = lp.conversation("evict", create=True, config=PagingConfig(budget=budget))
-    runtime = lp.runtime
     result = EvictionCost(budget=budget)
     listed = None
-    for turn in generate_conversation(seed, n_turns=n_turns).turns:
-        chat.add_turn(turn.role, turn.text)
-        if turn.role != "user":
-            continue
-        pager = chat._count_with(lp.counter())
-        pager.fixed_overhead = runtime.system_tokens()
-        _, prompt = runtime.fit(runtime.messages(pager, None))
+    for pager, prompt in replayed_prompts(lp, chat, generate_conversation(seed, n_turns=n_turns).turns):
         evicted_since = listed is not None and [p.page_id for p in pager.listed] != listed
         listed = [p.page_id for p in pager.listed]
         result.turns += 1
