@@ -6,7 +6,6 @@ import atexit
 import os
 import threading
 import time
-import uuid
 import weakref
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
@@ -17,6 +16,7 @@ from typing import Any, Sequence
 
 from ..modelpaths import chat_model_path
 from .base import BackendError, Generation, Message, TextCallback
+from .template import CHATML, ChatTemplate
 
 DEFAULT_N_CTX = 2048
 # A splice moves a cached run of at least this many tokens instead of re-evaluating it: below that, the
@@ -87,48 +87,6 @@ def load_llama(path: Path, *, sequences: int = 1, **kwargs: Any):
     return llm
 
 
-class ChatTemplate:
-    """Renders messages with the model's own Jinja chat template, but tokenizes their contents as plain
-    text, so that a user typing ``<|im_end|>`` gets those characters, not a control token.
-
-    The template is rendered with a unique marker in place of each message's content; the text between
-    markers is template (tokenized with special tokens on), the contents are user data (special off).
-    """
-
-    def __init__(self, template: str, tokenize_special, tokenize_plain, bos: list[int]):
-        from jinja2.sandbox import ImmutableSandboxedEnvironment
-
-        env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True)
-        self._template = env.from_string(template)
-        self._special = lru_cache(maxsize=256)(lambda s: tuple(tokenize_special(s)))
-        self._plain = lru_cache(maxsize=4096)(lambda s: tuple(tokenize_plain(s)))
-        self._bos = bos
-
-    def render(self, messages: Sequence[Message], add_generation_prompt: bool = True) -> list[int]:
-        markers = [f"\x00{uuid.uuid4().hex}\x00" for _ in messages]
-        text = self._template.render(
-            messages=[{"role": m.role, "content": mark} for m, mark in zip(messages, markers)],
-            add_generation_prompt=add_generation_prompt,
-            bos_token="",
-            eos_token="",
-        )
-        tokens = list(self._bos)
-        for message, mark in zip(messages, markers):
-            head, sep, text = text.partition(mark)
-            if not sep:
-                raise BackendError("the model's chat template dropped a message; use a chat model")
-            tokens += self._special(head) if head else ()
-            tokens += self._plain(message.content) if message.content else ()
-        tokens += self._special(text) if text else ()
-        return tokens
-
-
-CHATML = (
-    "{% for message in messages %}{{'<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>\n'}}"
-    "{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}"
-)
-
-
 @dataclass(frozen=True)
 class Splice:
     """How to turn the cached tokens into a new prompt's without re-reading what both share.
@@ -197,7 +155,8 @@ class LlamaCppBackend:
         bos = [self._llm.token_bos()] if self._llm.metadata.get("tokenizer.ggml.add_bos_token") == "true" else []
         self.eos = {self._llm.token_eos()}
         template = self._llm.metadata.get("tokenizer.chat_template") or CHATML
-        self.template = ChatTemplate(template, self._tokenize_special, self.tokenize, bos)
+        self.template = ChatTemplate(template, lru_cache(maxsize=256)(lambda t: tuple(self._tokenize_special(t))),
+                                     lru_cache(maxsize=4096)(lambda t: tuple(self.tokenize(t))), bos)
 
     def fork(self) -> "LlamaCppBackend":
         """Another context on the same model file (llama.cpp maps the weights, so they are shared):

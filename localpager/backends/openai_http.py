@@ -30,14 +30,14 @@ import os
 import re
 import threading
 import time
-import uuid
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any, Iterator, Sequence
 
 from .base import BackendError, Generation, Message, TextCallback
+from .template import ChatTemplate
 
 DEFAULT_BASE_URL = "http://127.0.0.1:8080/v1"
 DEFAULT_N_CTX = 2048
@@ -178,41 +178,6 @@ class EstimateTokenizer:
         return "".join(self._pieces[t] for t in tokens)
 
 
-# -- the chat template ------------------------------------------------------------------------------
-class TemplateRenderer:
-    """The model's Jinja chat template with each message's content tokenized as plain text (so a user
-    typing ``<|im_end|>`` gets those characters) and the template's own text with control tokens on.
-    Returns the tokens and the text they stand for (sent to servers that take a text prompt)."""
-
-    def __init__(self, template: str, special: Callable[[str], tuple], plain: Callable[[str], tuple], bos: list[int]):
-        from jinja2.sandbox import ImmutableSandboxedEnvironment
-
-        def raise_exception(message):
-            raise BackendError(f"the model's chat template refused the messages: {message}")
-
-        env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True)
-        env.globals["raise_exception"] = raise_exception
-        self._template = env.from_string(template)
-        self._special, self._plain, self._bos = special, plain, bos
-
-    def render(self, messages: Sequence[Message], add_generation_prompt: bool = True) -> tuple[list[int], str]:
-        markers = [f"\x00{uuid.uuid4().hex}\x00" for _ in messages]
-        rest = self._template.render(
-            messages=[{"role": m.role, "content": mark} for m, mark in zip(messages, markers)],
-            add_generation_prompt=add_generation_prompt, bos_token="", eos_token="",
-        )
-        tokens, text = list(self._bos), ""
-        for message, mark in zip(messages, markers):
-            head, sep, rest = rest.partition(mark)
-            if not sep:
-                raise BackendError("the model's chat template dropped a message; use a chat model")
-            tokens += self._special(head) if head else ()
-            tokens += self._plain(message.content) if message.content else ()
-            text += head + message.content
-        tokens += self._special(rest) if rest else ()
-        return tokens, text + rest
-
-
 # -- JSON schema for recall decisions -------------------------------------------------------------------
 @dataclass(frozen=True)
 class RecallSchema:
@@ -310,7 +275,7 @@ class OpenAIHTTPBackend:
         if not template:
             raise BackendError(f"cannot find the chat template of {self.model!r} on this {self.kind} server: "
                                "pass --tokenizer PATH (the served model's GGUF file)")
-        self.template = TemplateRenderer(template, self._special, self._plain, list(self.tokenizer.bos))
+        self.template = ChatTemplate(template, self._special, self._plain, self.tokenizer.bos)
         if self.constraint == "auto":
             self.constraint = self._probe_constraint()
 
@@ -490,7 +455,7 @@ class OpenAIHTTPBackend:
         return len(self._plain(text)) if text else 0
 
     def render(self, messages: Sequence[Message], add_generation_prompt: bool = True) -> list[int]:
-        tokens, text = self.template.render(messages, add_generation_prompt)
+        tokens, text = self.template.render_text(messages, add_generation_prompt)
         self._remember(tokens, text)
         return tokens
 

@@ -1,0 +1,62 @@
+"""The model's own chat template, rendered so that user text can never become control tokens.
+
+Both backends render here: the in-process llama.cpp one, and the HTTP one, which also needs the text
+the tokens stand for (servers that take a text prompt get exactly that text).
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Callable, Sequence
+
+from .base import BackendError, Message
+
+Tokenize = Callable[[str], Sequence[int]]
+
+# For a GGUF file without a template of its own.
+CHATML = (
+    "{% for message in messages %}{{'<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>\n'}}"
+    "{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}"
+)
+
+
+class ChatTemplate:
+    """Renders messages with the model's Jinja chat template, but tokenizes their contents as plain text,
+    so that a user typing ``<|im_end|>`` gets those characters, not a control token.
+
+    The template is rendered with a unique marker in place of each message's content; the text between
+    markers is template (tokenized with ``special``: control tokens on), the contents are user data
+    (``plain``: control tokens off). Both tokenizers are called often with the same strings: pass cached
+    ones."""
+
+    def __init__(self, template: str, special: Tokenize, plain: Tokenize, bos: Sequence[int]):
+        from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+        def raise_exception(message):  # what chat templates call on messages they cannot render
+            raise BackendError(f"the model's chat template refused the messages: {message}")
+
+        env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True)
+        env.globals["raise_exception"] = raise_exception
+        self._template = env.from_string(template)
+        self._special, self._plain, self._bos = special, plain, list(bos)
+
+    def render(self, messages: Sequence[Message], add_generation_prompt: bool = True) -> list[int]:
+        return self.render_text(messages, add_generation_prompt)[0]
+
+    def render_text(self, messages: Sequence[Message], add_generation_prompt: bool = True) -> tuple[list[int], str]:
+        """The prompt's tokens and the text they stand for."""
+        markers = [f"\x00{uuid.uuid4().hex}\x00" for _ in messages]
+        rest = self._template.render(
+            messages=[{"role": m.role, "content": mark} for m, mark in zip(messages, markers)],
+            add_generation_prompt=add_generation_prompt, bos_token="", eos_token="",
+        )
+        tokens, text = list(self._bos), ""
+        for message, mark in zip(messages, markers):
+            head, sep, rest = rest.partition(mark)
+            if not sep:
+                raise BackendError("the model's chat template dropped a message; use a chat model")
+            tokens += self._special(head) if head else ()
+            tokens += self._plain(message.content) if message.content else ()
+            text += head + message.content
+        tokens += self._special(rest) if rest else ()
+        return tokens, text + rest
