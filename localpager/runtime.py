@@ -268,7 +268,7 @@ class Runtime:
         trace.timings_ms["answer_decode"] += gen.decode_ms
         trace.add_tokens(gen.evaluated, gen.reused, len(gen.tokens), gen.prompt_tokens, kind="answer")
         trace.tokens["answer_prompt"] = gen.prompt_tokens
-        trace.answer = text
+        trace.answer, trace.stopped = text, gen.stopped
         trace.cite(trace.answer)
         return True
 
@@ -355,7 +355,7 @@ class Runtime:
         trace.timings_ms[prefill_stage] += gen.prefill_ms
         trace.timings_ms["answer_decode"] += gen.decode_ms
         trace.add_tokens(gen.evaluated, gen.reused, len(gen.tokens), gen.prompt_tokens, kind="answer")
-        trace.answer = text
+        trace.answer, trace.stopped = text, gen.stopped
 
 
 __all__ = ["BackendError", "ContextOverflowError", "Injection", "ModelChoiceSelector", "PageSelector",

@@ -98,6 +98,8 @@ class Trace:
     candidates: list[Candidate] = field(default_factory=list)
     rounds: int = 0
     answer: str = ""
+    # why the answer's generation ended: "eos", "length" (its max tokens cut it), "grammar" or "caller"
+    stopped: str = ""
     citations: list[Citation] = field(default_factory=list)
     tokens: dict[str, Any] = field(default_factory=_new_tokens)
     timings_ms: Timings = field(default_factory=lambda: Timings({s: 0.0 for s in STAGES}))
