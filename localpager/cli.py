@@ -831,9 +831,17 @@ def bench(ctx, quick, probe_turns, cold_turns, eviction_turns, eviction_budgets,
               "unless --allow-remote)")
 @click.option("--port", type=click.IntRange(0, 65535), default=8765, show_default=True)
 @click.option("--api-key", envvar="LOCALPAGER_API_KEY", default=None,
-              help="require Authorization: Bearer KEY on /v1 (env LOCALPAGER_API_KEY)")
-@click.option("--cors-origin", "cors_origins", multiple=True, help="allow this browser origin (repeatable; default none)")
+              help="require Authorization: Bearer KEY on /v1; better from the environment (LOCALPAGER_API_KEY) or "
+                   "--api-key-file, since other users of the machine see a command line (ps)")
+@click.option("--api-key-file", type=click.Path(dir_okay=False), default=None,
+              help="read the API key from this file (one line; keep it readable by you only)")
+@click.option("--cors-origin", "cors_origins", multiple=True,
+              help="allow this browser origin to call the API and change memory (repeatable; default none: only "
+                   "loopback pages and the inspector may change anything; '*' needs an API key)")
 @click.option("--allow-remote", is_flag=True, help="allow a --host reachable from other machines")
+@click.option("--budget", type=click.IntRange(min=1), default=None,
+              help="memory budget in model tokens for every conversation the server answers, while it runs "
+                   "(the stored budget stays; `localpager budget` stores one)")
 @click.option("--max-tokens", type=click.IntRange(min=1), default=512, show_default=True,
               help="cap on a request's max_tokens")
 @click.option("--max-body", type=click.IntRange(min=1024), default=1_000_000, show_default=True,
@@ -845,12 +853,24 @@ def bench(ctx, quick, probe_turns, cold_turns, eviction_turns, eviction_budgets,
 @click.option("--n-ctx", type=click.IntRange(min=128), default=2048, show_default=True, help="model context size")
 @click.option("--no-preload", is_flag=True, help="load the models on the first request, not at start-up")
 @click.pass_context
-def serve(ctx, host, port, api_key, cors_origins, allow_remote, max_tokens, max_body, default_conversation, model,
-          n_ctx, no_preload):
+def serve(ctx, host, port, api_key, api_key_file, cors_origins, allow_remote, budget, max_tokens, max_body,
+          default_conversation, model, n_ctx, no_preload):
     """Serve an OpenAI-compatible chat API with memory (/v1/chat/completions) and a memory inspector (/).
 
-    Name the conversation with the header X-Conversation-Id (or X-OpenWebUI-Chat-Id)."""
-    from .serving import check_bind, check_conversation_id
+    Name the conversation with the header X-Conversation-Id (or X-OpenWebUI-Chat-Id); an id outside ASCII
+    goes percent-encoded as UTF-8 (%C5%81ukasz), and the server's headers send ids the same way.
+
+    The API key: LOCALPAGER_API_KEY=KEY localpager serve, or --api-key-file FILE."""
+    from .serving import check_bind, check_conversation_id, check_cors
+
+    api_key = serve_api_key(ctx, api_key, api_key_file)
+    try:
+        check_cors(cors_origins, api_key)
+    except ValueError as exc:
+        raise click.UsageError(str(exc)) from None
+    if budget is not None and budget >= n_ctx:
+        raise click.UsageError(f"--budget {budget} leaves no room in a context of {n_ctx} tokens (--n-ctx) for the "
+                               "question and the answer")
 
     try:
         from .server import ServerOptions, serve as run_server
@@ -866,10 +886,34 @@ def serve(ctx, host, port, api_key, cors_origins, allow_remote, max_tokens, max_
         lp = open_pager(ctx, model, n_ctx=n_ctx)
     if warning:
         click.echo(warning, err=True)
-    options = ServerOptions(api_key=api_key or None, cors_origins=cors_origins, max_tokens_cap=max_tokens,
+    options = ServerOptions(api_key=api_key, cors_origins=cors_origins, max_tokens_cap=max_tokens, budget=budget,
                             max_body_bytes=max_body, default_conversation=default_conversation, preload=not no_preload)
     with friendly_errors():
         run_server(lp, host, port, options)
+
+
+def serve_api_key(ctx: click.Context, api_key: str | None, key_file: str | None) -> str | None:
+    """The server's key: from ``--api-key-file``, ``LOCALPAGER_API_KEY`` or ``--api-key`` (with a warning:
+    other users of the machine can read a command line)."""
+    from click.core import ParameterSource
+
+    on_command_line = api_key is not None and ctx.get_parameter_source("api_key") == ParameterSource.COMMANDLINE
+    if key_file is not None:
+        if on_command_line:
+            raise click.UsageError("give --api-key or --api-key-file, not both")
+        try:
+            api_key = Path(key_file).read_text(encoding="utf-8").strip()
+        except (OSError, UnicodeDecodeError) as exc:
+            raise click.UsageError(f"cannot read --api-key-file {key_file}: {exc}") from None
+    elif on_command_line:
+        click.echo("warning: --api-key on the command line is visible to other users of this machine (ps); "
+                   "use LOCALPAGER_API_KEY or --api-key-file", err=True)
+    if api_key is None or (key_file is None and not api_key):
+        return None  # an empty LOCALPAGER_API_KEY means no key, as before
+    if not api_key or not api_key.isascii() or not api_key.isprintable() or " " in api_key:
+        raise click.UsageError("the API key must be one word of visible ASCII characters"
+                               + (f" (in {key_file})" if key_file else ""))
+    return api_key
 
 
 def main() -> None:

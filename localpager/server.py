@@ -8,11 +8,15 @@ the server appends only the turns it has not stored yet (``reconcile``) and answ
 (``/``) show what is in and out of the prompt and why a page was recalled.
 
 Safety by default: loopback only (a remote bind needs ``allow_remote``), an optional bearer key compared in
-constant time, a Host check against DNS rebinding, no CORS unless asked, a body size limit and a
-``max_tokens`` cap. Concurrency: one model, many clients. Requests on one conversation run in arrival
-order (a ticket turnstile per conversation); the model work runs in a worker thread under the
-``LocalPager``'s own lock, so llama.cpp is never re-entered, and it runs to completion even when the
-client goes away, so no stored turn is lost.
+constant time, a Host check against DNS rebinding, no CORS unless asked, no state changed from a foreign
+web page (``Origin``), a body size limit, a ``max_tokens`` cap, log lines with control characters escaped,
+and an inspector that cannot be framed. Ids of any script travel percent-encoded in headers.
+
+Concurrency: one model, many clients. Requests on one conversation run in arrival order (a ticket
+turnstile per conversation); the model work runs in a worker thread under the ``LocalPager``'s own lock,
+so llama.cpp is never re-entered, and it runs to completion even when the client goes away, so no stored
+turn is lost. A request that resends the question the store ends with, answered, is a retry: it gets the
+stored answer (``serving.retried``), so no retry stores a turn twice.
 
 This module imports fastapi: import it only when serving (the CLI does so inside ``serve``).
 """
@@ -30,6 +34,7 @@ import uuid
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Sequence
+from urllib.parse import quote
 
 import anyio
 import anyio.to_thread
@@ -40,12 +45,13 @@ from pydantic import BaseModel, ConfigDict, Field
 from sse_starlette.sse import EventSourceResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from .api import Answer, Conversation, LocalPager
+from .api import NO_ANSWER, Answer, Conversation, LocalPager
 from .backends.base import BackendError
 from .modelpaths import ModelNotFoundError
 from .runtime import ContextOverflowError
-from .serving import (CONVERSATION_HEADERS, ApiError, Msg, Reconciliation, error_body, is_loopback, message_text,
-                      reconcile, resolve_conversation_id)
+from .serving import (CONVERSATION_HEADERS, ApiError, Msg, Reconciliation, check_cors, content_disposition, error_body,
+                      escape_controls, finish_reason, header_value, is_loopback, message_text, origin_allowed,
+                      reconcile, resolve_conversation_id, retried)
 from .store import StoreError
 
 DEFAULT_HOST = "127.0.0.1"
@@ -55,6 +61,16 @@ MAX_TOKENS_CAP = 512
 MODEL_ID = "localpager"
 LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1", "[::1]")
 STATIC_FILES = {"inspector.js": "text/javascript", "inspector.css": "text/css"}
+# The inspector loads its own script and style sheet, an empty data: icon, and calls this server: nothing
+# else, and it is never shown inside another site's frame (clickjacking its forget button).
+INSPECTOR_HEADERS = {
+    "Content-Security-Policy": "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+                               "connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'",
+    "X-Frame-Options": "DENY",
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "no-referrer",
+}
+STATE_CHANGING = ("POST", "PUT", "PATCH", "DELETE")
 MISSING_EXTRA = "localpager serve needs the server extra: pip install 'localpager[server]'"
 
 
@@ -106,6 +122,7 @@ class ServerOptions:
     max_body_bytes: int = MAX_BODY_BYTES
     max_tokens_cap: int = MAX_TOKENS_CAP
     default_conversation: str | None = None
+    budget: int | None = None  # memory budget for the conversations it answers, while it runs (not stored)
     model_id: str = MODEL_ID
     preload: bool = False  # load the chat model and the embedder at start-up, not on the first request
     log: Callable[[str], None] | None = None  # one line per request; default: stderr
@@ -139,6 +156,20 @@ class Turnstile:
 
 
 _END = object()
+
+
+@dataclass
+class Reply:
+    """A chat answer as the server sends it: the text stored as the assistant's turn and the trace of how
+    it was made (``Trace.to_dict``); ``replayed`` when it is the stored answer to a retried question."""
+
+    text: str
+    trace: dict[str, Any]
+    replayed: bool = False
+
+    @classmethod
+    def of(cls, answer: Answer) -> "Reply":
+        return cls(answer.answer or "…", answer.to_dict())
 
 
 @dataclass
@@ -180,8 +211,9 @@ class ModelRunner:
     state, so there must be one), a turnstile per conversation, and the pager's model lock around the
     whole of each job."""
 
-    def __init__(self, lp: LocalPager):
+    def __init__(self, lp: LocalPager, budget: int | None = None):
         self.lp = lp
+        self.budget = budget
         self._conversations: dict[str, Conversation] = {}
         self._turnstiles: dict[str, Turnstile] = {}
         self._lock = threading.Lock()
@@ -204,27 +236,66 @@ class ModelRunner:
             turnstile = self._turnstiles.setdefault(conv_id, Turnstile())
         return turnstile, turnstile.ticket()
 
-    def run(self, job: Job, turnstile: Turnstile, ticket: int) -> Answer:
+    def run(self, job: Job, turnstile: Turnstile, ticket: int) -> Reply:
         turnstile.wait(ticket)
         try:
             with self.lp.lock:  # the model lock: llama.cpp is not re-entrant
+                created = not self.lp.store.has_conversation(job.conv_id)
                 try:
-                    conv = self.conversation(job.conv_id, create=True)
-                    stored = [Msg(t.role, t.text) for t in conv.turns]
-                    job.rec = reconcile(stored, job.history)
-                    for m in job.rec.new:
-                        conv.add_turn(m.role, m.text)
-                    job.question_turn = len(conv.turns)
-                except BaseException as exc:
-                    job._resolve(error=exc)
+                    try:
+                        conv = self.conversation(job.conv_id, create=True)
+                        if (replay := self._replay(conv, job)) is not None:
+                            return replay
+                        self._apply_budget(conv)
+                        job.rec = reconcile([Msg(t.role, t.text) for t in conv.turns], job.history)
+                        for m in job.rec.new:
+                            conv.add_turn(m.role, m.text)
+                        job.question_turn = len(conv.turns)
+                    except BaseException as exc:
+                        job._resolve(error=exc)
+                        raise
+                    job._resolve(job.rec)
+                    with self._answer_tokens(job.max_tokens):
+                        return Reply.of(conv.ask(job.question, on_text=job.on_text))
+                except BaseException:
+                    if created:
+                        self._discard_if_empty(job.conv_id)
                     raise
-                job._resolve(job.rec)
-                with self._answer_tokens(job.max_tokens):
-                    return conv.ask(job.question, on_text=job.on_text)
         finally:
             turnstile.done(ticket)
             if job.pieces is not None:
                 job._to_loop(job.pieces.put_nowait, _END)
+
+    def _replay(self, conv: Conversation, job: Job) -> Reply | None:
+        """The stored answer, when the request is a retry of the question the store ends with (see
+        ``retried``); nothing is stored and the model does not run. A question whose answer is missing
+        (the model failed: the store holds a no-answer note) is asked again."""
+        turns = conv.turns
+        stored = [Msg(t.role, t.text) for t in turns]
+        question = retried(stored, job.history, job.question)
+        if question is None or turns[-1].text.strip() in ("", NO_ANSWER):
+            return None
+        trace = next((t for t in reversed(self.lp.store.traces(job.conv_id)) if t.get("turn") == question), {})
+        job.rec = Reconciliation("retry", matched=len(job.history))
+        job.question_turn = question
+        job._resolve(job.rec)
+        job.on_text(turns[-1].text)
+        return Reply(turns[-1].text, trace, replayed=True)
+
+    def _apply_budget(self, conv: Conversation) -> None:
+        """The server's ``budget`` on a conversation it answers, for this process only (as ``chat --budget``)."""
+        if self.budget is not None and conv.budget != self.budget:
+            conv.set_budget(self.budget, save=False)
+
+    def _discard_if_empty(self, conv_id: str) -> None:
+        """A conversation this request created and left without a turn (its first question was refused)
+        is deleted: a refused request leaves nothing behind."""
+        try:
+            if self.lp.store.has_conversation(conv_id) and not self.lp.store.turns(conv_id):
+                self.lp.store.delete_conversation(conv_id)
+        except StoreError:
+            return
+        self.drop(conv_id)
 
     @contextmanager
     def _answer_tokens(self, max_tokens: int | None):
@@ -251,7 +322,7 @@ class ModelRunner:
 # =====================================================================================================
 # Responses
 # =====================================================================================================
-def memory_info(job: Job, answer: Answer | None) -> dict[str, Any]:
+def memory_info(job: Job, reply: Reply | None) -> dict[str, Any]:
     """The ``localpager`` field of a completion: where the trace is and what memory did."""
     info: dict[str, Any] = {
         "conversation_id": job.conv_id,
@@ -259,28 +330,31 @@ def memory_info(job: Job, answer: Answer | None) -> dict[str, Any]:
         "appended_turns": len(job.rec.new) if job.rec else 0,
         "trace_id": f"{job.conv_id}:{job.question_turn}",
         "turn": job.question_turn,
-        "log": f"/v1/conversations/{job.conv_id}/log?turn={job.question_turn}",
+        "log": f"/v1/conversations/{quote(job.conv_id, safe='')}/log?turn={job.question_turn}",
     }
-    if answer is not None:
-        t = answer.trace
-        info.update(decision=t.decision, trigger=t.trigger, injected_page_ids=t.injected_page_ids,
-                    injected_turns=t.injected_turns, citations=[dataclasses.asdict(c) for c in t.citations],
-                    tokens=t.tokens, timings_ms=answer.to_dict()["timings_ms"])
+    if reply is not None:
+        t = reply.trace
+        info.update(decision=t.get("decision"), trigger=t.get("trigger"),
+                    injected_page_ids=t.get("injected_page_ids", []), injected_turns=t.get("injected_turns", []),
+                    citations=t.get("citations", []), tokens=t.get("tokens", {}), timings_ms=t.get("timings_ms", {}),
+                    replayed=reply.replayed)
     return info
 
 
-def memory_headers(job: Job, answer: Answer | None = None) -> dict[str, str]:
-    headers = {"X-Conversation-Id": job.conv_id, "X-Localpager-Trace-Id": f"{job.conv_id}:{job.question_turn}"}
+def memory_headers(job: Job, reply: Reply | None = None) -> dict[str, str]:
+    """The memory headers; the ids in them percent-encoded (``header_value``): a header holds Latin-1 only."""
+    headers = {"X-Conversation-Id": header_value(job.conv_id),
+               "X-Localpager-Trace-Id": header_value(f"{job.conv_id}:{job.question_turn}")}
     if job.rec is not None:
         headers["X-Localpager-History"] = job.rec.status
         headers["X-Localpager-Appended"] = str(len(job.rec.new))
-    if answer is not None:
-        headers["X-Localpager-Injected"] = ",".join(map(str, answer.injected_page_ids))
+    if reply is not None:
+        headers["X-Localpager-Injected"] = ",".join(map(str, reply.trace.get("injected_page_ids", [])))
     return headers
 
 
-def usage(answer: Answer) -> dict[str, int]:
-    tokens = answer.trace.tokens
+def usage(reply: Reply) -> dict[str, int]:
+    tokens = reply.trace.get("tokens", {})
     prompt = int(tokens.get("answer_prompt") or tokens.get("prompt", 0))
     completion = int(tokens.get("generated", 0))
     return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
@@ -300,6 +374,14 @@ def failure(exc: BaseException) -> ApiError:
         return ApiError(500, str(exc), type="server_error", code="store_error")
     traceback.print_exception(exc, file=sys.stderr)
     return ApiError(500, f"internal error: {type(exc).__name__}", type="server_error")
+
+
+def forget_body(report) -> dict[str, Any]:
+    """A forget's report as JSON; a dry run erased nothing, and never says it did."""
+    body = report.to_dict()
+    if body.get("dry_run"):
+        body["erased"] = False
+    return body
 
 
 def error_response(exc: ApiError, headers: Mapping[str, str] | None = None) -> JSONResponse:
@@ -330,7 +412,8 @@ async def _send_json(send, status: int, body: dict, headers: Sequence[tuple[byte
 
 
 class GuardMiddleware:
-    """Host check (DNS rebinding), body size limit, bearer key, and one log line per request."""
+    """Host check (DNS rebinding), no state changed from a foreign web page, bearer key, body size limit,
+    and one log line per request."""
 
     def __init__(self, app, options: ServerOptions, log: Callable[[str], None]):
         self.app = app
@@ -363,6 +446,13 @@ class GuardMiddleware:
             name = host.rsplit(":", 1)[0] if not host.endswith("]") else host
             if name not in self.options.allowed_hosts:
                 return await _send_json(send, 400, error_body(f"unexpected Host header {host!r}", code="invalid_host"))
+        origin = headers.get("origin")
+        if (scope["method"] in STATE_CHANGING and origin is not None
+                and not origin_allowed(origin, headers.get("host", ""), self.options.cors_origins)):
+            # a web page elsewhere may not change memory, whatever content type it sends (no preflight needed)
+            return await _send_json(send, 403, error_body(
+                f"requests from the web page at {origin!r} may not change anything here; start the server with "
+                f"--cors-origin {origin} to allow it", type="permission_error", code="forbidden_origin"))
         path = scope["path"]
         if self.options.api_key and path.startswith("/v1/") and scope["method"] != "OPTIONS":
             given = headers.get("authorization", "")
@@ -404,6 +494,11 @@ def stderr_log(line: str) -> None:
     print(f"localpager serve: {line}", file=sys.stderr, flush=True)
 
 
+def escaping(log: Callable[[str], None]) -> Callable[[str], None]:
+    """``log`` with control characters escaped: a line holds request text (paths, ids, errors)."""
+    return lambda line: log(escape_controls(line))
+
+
 # =====================================================================================================
 # The app
 # =====================================================================================================
@@ -414,8 +509,9 @@ def _static(name: str) -> str:
 def create_app(lp: LocalPager, options: ServerOptions | None = None, **overrides: Any) -> FastAPI:
     """The FastAPI app serving ``lp``: ``create_app(lp, api_key="k")`` or with a ``ServerOptions``."""
     options = dataclasses.replace(options or ServerOptions(), **overrides)
-    log = options.log or stderr_log
-    runner = ModelRunner(lp)
+    check_cors(options.cors_origins, options.api_key)
+    log = escaping(options.log or stderr_log)
+    runner = ModelRunner(lp, options.budget)
     pending: set[asyncio.Task] = set()
     # Jobs wait for their turn in worker threads; their own pool keeps the reads (memory endpoints) answering.
     # FIFO, and tickets are taken in the same order, so a queued job never holds a thread its predecessor needs.
@@ -502,19 +598,19 @@ def create_app(lp: LocalPager, options: ServerOptions | None = None, **overrides
             return EventSourceResponse(stream(job, task, include_usage), headers=memory_headers(job),
                                        ping=10, sep="\n")
         try:
-            answer = await asyncio.shield(task)
+            reply = await asyncio.shield(task)
         except asyncio.CancelledError:
             raise
         except BaseException as exc:
             return error_response(failure(exc), memory_headers(job))
-        return JSONResponse(completion(job, answer), headers=memory_headers(job, answer))
+        return JSONResponse(completion(job, reply), headers=memory_headers(job, reply))
 
-    def completion(job: Job, answer: Answer) -> dict:
+    def completion(job: Job, reply: Reply) -> dict:
         return {"id": f"chatcmpl-{uuid.uuid4().hex[:24]}", "object": "chat.completion", "created": int(time.time()),
                 "model": options.model_id,
-                "choices": [{"index": 0, "message": {"role": "assistant", "content": answer.answer or "…"},
-                             "finish_reason": "stop"}],
-                "usage": usage(answer), "localpager": memory_info(job, answer)}
+                "choices": [{"index": 0, "message": {"role": "assistant", "content": reply.text},
+                             "finish_reason": finish_reason(reply.trace.get("stopped"))}],
+                "usage": usage(reply), "localpager": memory_info(job, reply)}
 
     async def stream(job: Job, task: asyncio.Future, include_usage: bool):
         """SSE chunks as the model writes; the last carries the ``localpager`` field; then ``[DONE]``.
@@ -533,20 +629,20 @@ def create_app(lp: LocalPager, options: ServerOptions | None = None, **overrides
                 sent += piece
                 yield chunk({"content": piece})
             try:
-                answer = await asyncio.shield(task)
+                reply = await asyncio.shield(task)
             except asyncio.CancelledError:
                 raise
             except BaseException as exc:
                 yield {"data": json.dumps(failure(exc).body())}
                 yield {"data": "[DONE]"}
                 return
-            final = answer.answer or "…"  # what the store holds: the client's copy should match it
+            final = reply.text  # what the store holds: the client's copy should match it
             if " ".join(sent.split()) != " ".join(final.split()) and final.startswith(sent.strip()):
                 yield chunk({"content": final[len(sent.strip()):] if sent.strip() else final})
-            yield chunk({}, "stop", localpager=memory_info(job, answer))
+            yield chunk({}, finish_reason(reply.trace.get("stopped")), localpager=memory_info(job, reply))
             if include_usage:
                 yield {"data": json.dumps({"id": cid, "object": "chat.completion.chunk", "created": created,
-                                           "model": options.model_id, "choices": [], "usage": usage(answer)})}
+                                           "model": options.model_id, "choices": [], "usage": usage(reply)})}
             yield {"data": "[DONE]"}
         except (asyncio.CancelledError, GeneratorExit):  # the client left (noted when seen before the answer ends)
             job.client_gone = True
@@ -558,12 +654,15 @@ def create_app(lp: LocalPager, options: ServerOptions | None = None, **overrides
         if exc is not None or task.cancelled():
             log(f"chat conv={job.conv_id} error={failure(exc).message if exc else 'cancelled'} {ms:.0f} ms")
             return
-        answer: Answer = task.result()
-        t = answer.trace
-        recall = f"recall p{','.join(map(str, t.injected_page_ids))} ({t.trigger})" if t.injected_page_ids else "no recall"
+        reply: Reply = task.result()
+        t, tokens = reply.trace, reply.trace.get("tokens", {})
+        injected = t.get("injected_page_ids") or []
+        recall = f"recall p{','.join(map(str, injected))} ({t.get('trigger')})" if injected else "no recall"
+        if reply.replayed:
+            recall = "retry: the stored answer, nothing stored"
         log(f"chat conv={job.conv_id} turn={job.question_turn} history={job.rec.status if job.rec else '-'}"
-            f"+{len(job.rec.new) if job.rec else 0} tokens prompt={t.tokens.get('prompt', 0)} "
-            f"generated={t.tokens.get('generated', 0)} {ms:.0f} ms {recall}"
+            f"+{len(job.rec.new) if job.rec else 0} tokens prompt={tokens.get('prompt', 0)} "
+            f"generated={tokens.get('generated', 0)} {ms:.0f} ms {recall}"
             f"{' (client left; answer stored)' if job.client_gone else ''}")
 
     # -- memory: read straight from the store (no model lock, so they answer while the model works) --
@@ -577,6 +676,26 @@ def create_app(lp: LocalPager, options: ServerOptions | None = None, **overrides
         return {"object": "list", "data": [{"id": i.id, "turns": i.turns, "pages": i.pages, "evicted": i.evicted,
                                             "source": i.source} for i in infos]}
 
+    longest_turn = lp.n_ctx - lp.recall.max_answer_tokens - 64  # as ingest: a longer turn fits in no prompt whole
+    turn_sizes: dict[tuple[str, int, int], int] = {}
+
+    def too_long(conv_id: str, page, turns) -> list[int]:
+        """The turns of ``page`` longer than any prompt can hold: stored and searchable, but neither in the
+        prompt nor recalled whole. Counted only on a page whose stored count is over that, once a turn."""
+        if page.token_count <= longest_turn:
+            return []
+        found = []
+        for i in page.turn_range:
+            if i >= len(turns) or not turns[i].text:
+                continue
+            key = (conv_id, i, len(turns[i].text))
+            if key not in turn_sizes:
+                with lp.lock:  # the tokenizer is the model's: not while it runs
+                    turn_sizes[key] = lp.counter().count(turns[i].render())
+            if turn_sizes[key] > longest_turn:
+                found.append(i)
+        return found
+
     def page_rows(conv_id: str) -> list[dict]:
         from .bookmarks import render_bookmark
 
@@ -585,24 +704,27 @@ def create_app(lp: LocalPager, options: ServerOptions | None = None, **overrides
         turns = lp.store.turns(conv_id)
         rows = []
         for p in lp.store.pages(conv_id, turns):
+            oversized = too_long(conv_id, p, turns)
             rows.append({"page_id": p.page_id, "first_turn": p.first_turn, "last_turn": p.last_turn,
                          "token_count": p.token_count, "keywords": p.keywords, "evicted": p.evicted,
-                         "in_prompt": not p.evicted, "pinned": p.pinned, "access_count": p.access_count,
+                         "in_prompt": not p.evicted and not oversized, "too_long_turns": oversized,
+                         "state": "too long" if oversized else "evicted" if p.evicted else "in prompt",
+                         "pinned": p.pinned, "access_count": p.access_count,
                          "last_access": p.last_access, "worth": p.worth, "bookmark": render_bookmark(p, fmt),
                          "preview": " / ".join(turns[i].text[:80] for i in p.turn_range if i < len(turns))[:240]})
         return rows
 
-    @app.get("/v1/conversations/{conv_id}/pages")
+    @app.get("/v1/conversations/{conv_id:path}/pages")
     async def pages(conv_id: str):
         return {"object": "list", "data": await anyio.to_thread.run_sync(page_rows, conv_id)}
 
-    @app.get("/v1/conversations/{conv_id}/bookmarks")
+    @app.get("/v1/conversations/{conv_id:path}/bookmarks")
     async def bookmarks(conv_id: str):
         rows = await anyio.to_thread.run_sync(page_rows, conv_id)
         return {"object": "list", "data": [{"page_id": r["page_id"], "evicted": r["evicted"],
                                             "bookmark": r["bookmark"]} for r in rows]}
 
-    @app.get("/v1/conversations/{conv_id}/turns")
+    @app.get("/v1/conversations/{conv_id:path}/turns")
     async def turns(conv_id: str, offset: int = 0, limit: int = 200):
         def read():
             require(conv_id)
@@ -615,7 +737,7 @@ def create_app(lp: LocalPager, options: ServerOptions | None = None, **overrides
             {"index": t.index, "role": t.role, "text": t.text, "time": t.time, "speaker": t.speaker}
             for t in rows[start:start + max(0, min(limit, 1000))]]}
 
-    @app.get("/v1/conversations/{conv_id}/log")
+    @app.get("/v1/conversations/{conv_id:path}/log")
     async def trace_log(conv_id: str, turn: int | None = None, last: int | None = None):
         def read():
             require(conv_id)
@@ -652,7 +774,7 @@ def create_app(lp: LocalPager, options: ServerOptions | None = None, **overrides
 
         return await asyncio.shield(asyncio.ensure_future(anyio.to_thread.run_sync(run, limiter=job_threads)))
 
-    @app.post("/v1/conversations/{conv_id}/pages/{page_id}/pin")
+    @app.post("/v1/conversations/{conv_id:path}/pages/{page_id}/pin")
     async def pin(conv_id: str, page_id: int, body: PinRequest):
         def change():
             try:
@@ -663,13 +785,13 @@ def create_app(lp: LocalPager, options: ServerOptions | None = None, **overrides
 
         return await in_turn(conv_id, change)
 
-    @app.get("/v1/conversations/{conv_id}/search")
+    @app.get("/v1/conversations/{conv_id:path}/search")
     async def search(conv_id: str, q: str, limit: int = 10):
         """What is remembered about ``q``, ranked as a recall ranks it (loads the embedder, not the chat model)."""
         hits = await in_turn(conv_id, lambda: runner.conversation(conv_id).search(q, limit=max(1, min(limit, 100))))
         return {"object": "list", "data": [h.to_dict() for h in hits]}
 
-    @app.post("/v1/conversations/{conv_id}/forget")
+    @app.post("/v1/conversations/{conv_id:path}/forget")
     async def forget(conv_id: str, body: ForgetRequest):
         """Forget a turn, a page's turns or every turn containing ``match`` (``dry_run``: only list them)."""
         chosen = [k for k in ("turn", "page", "match") if getattr(body, k) is not None]
@@ -677,15 +799,15 @@ def create_app(lp: LocalPager, options: ServerOptions | None = None, **overrides
             raise ApiError(400, "give exactly one of turn, page or match", param="turn")
         report = await in_turn(conv_id, lambda: runner.conversation(conv_id).forget(
             **{chosen[0]: getattr(body, chosen[0])}, dry_run=body.dry_run))
-        return report.to_dict()
+        return forget_body(report)
 
-    @app.post("/v1/conversations/{conv_id}/correct")
+    @app.post("/v1/conversations/{conv_id:path}/correct")
     async def correct(conv_id: str, body: CorrectRequest):
         """Record ``text`` as the corrected statement of turn ``turn`` (a new turn; the old one superseded)."""
         turn = await in_turn(conv_id, lambda: runner.conversation(conv_id).correct(body.turn, body.text))
         return {"index": turn.index, "role": turn.role, "text": turn.text, "corrects": body.turn}
 
-    @app.delete("/v1/conversations/{conv_id}")
+    @app.delete("/v1/conversations/{conv_id:path}")
     async def forget_conversation(conv_id: str, dry_run: bool = False):
         """Forget a whole conversation, erased from the store's files."""
         def erase():
@@ -694,9 +816,9 @@ def create_app(lp: LocalPager, options: ServerOptions | None = None, **overrides
                 runner.drop(conv_id)
             return report
 
-        return (await in_turn(conv_id, erase)).to_dict()
+        return forget_body(await in_turn(conv_id, erase))
 
-    @app.get("/v1/conversations/{conv_id}/export")
+    @app.get("/v1/conversations/{conv_id:path}/export")
     async def export(conv_id: str):
         """The conversation as one line of localpager's export format (``localpager import`` reads it)."""
         from .interchange import conversation_line
@@ -707,20 +829,20 @@ def create_app(lp: LocalPager, options: ServerOptions | None = None, **overrides
 
         line = await anyio.to_thread.run_sync(read)
         return Response(json.dumps(line, ensure_ascii=False) + "\n", media_type="application/x-ndjson",
-                        headers={"Content-Disposition": f'attachment; filename="{conv_id}.jsonl"'})
+                        headers={"Content-Disposition": content_disposition(f"{conv_id}.jsonl")})
 
     features = ["pin", "search", "forget", "correct", "export"]
 
     # -- the inspector ----------------------------------------------------------------------------
     @app.get("/", response_class=HTMLResponse)
     async def inspector():
-        return HTMLResponse(_static("inspector.html"))
+        return HTMLResponse(_static("inspector.html"), headers=INSPECTOR_HEADERS)
 
     @app.get("/static/{name}")
     async def static(name: str):
         if name not in STATIC_FILES:
             raise ApiError(404, f"no file {name!r}", code="not_found")
-        return Response(_static(name), media_type=STATIC_FILES[name])
+        return Response(_static(name), media_type=STATIC_FILES[name], headers=INSPECTOR_HEADERS)
 
     @app.get("/health")
     async def health():

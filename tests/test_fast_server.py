@@ -1,5 +1,6 @@
-"""The server's HTTP logic on the fakes (tests/fakes.py): conversation ids, history reconciliation, auth,
-errors, limits, ordering, a client leaving mid-stream. No model file, no embedder: seconds in all."""
+"""The server's HTTP logic on the fakes (tests/fakes.py): conversation ids (any script, slashes), history
+reconciliation and retries, auth, origins, errors, limits, ordering, a client leaving mid-stream, the
+inspector's headers. No model file, no embedder: seconds in all."""
 
 from __future__ import annotations
 
@@ -9,16 +10,20 @@ import socket
 import sys
 import threading
 import time
+from urllib.parse import quote
 
 import httpx
 import pytest
 from click.testing import CliRunner
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from fakes import ScriptedBackend, shortest_sentence
 
 from localpager.cli import cli
 from localpager.pager import PagingConfig
 from localpager.server import ServerOptions, create_app
-from localpager.serving import ApiError, Msg, check_bind, reconcile, resolve_conversation_id
+from localpager.serving import (ApiError, Msg, check_bind, content_disposition, escape_controls, header_id,
+                                header_value, origin_allowed, reconcile, resolve_conversation_id, retried)
 
 pytest.importorskip("fastapi")
 from fastapi.testclient import TestClient  # noqa: E402
@@ -96,9 +101,15 @@ def test_the_conversation_id_comes_from_the_header_then_the_body():
     with pytest.raises(ApiError, match="X-Conversation-Id") as err:
         resolve_conversation_id({}, {})
     assert err.value.status == 400
-    for bad in ("a b", "a/b", "x" * 201, "tab\there"):
-        with pytest.raises(ApiError, match="visible characters"):
+    for bad, why in (("x" * 201, "at most 200"), ("tab\there", "control"), ("%E7%94", "not UTF-8")):
+        with pytest.raises(ApiError, match=why) as err:
             resolve_conversation_id({"x-conversation-id": bad}, {})
+        assert err.value.status == 400
+    # any id the store takes: slashes and spaces inside, any script, percent-encoded or raw UTF-8 in a header
+    assert resolve_conversation_id({"x-conversation-id": "notes/2024 q1"}, {}) == "notes/2024 q1"
+    assert resolve_conversation_id({"x-conversation-id": "%C5%81ukasz"}, {}) == "Łukasz"
+    assert resolve_conversation_id({"x-conversation-id": "田中".encode().decode("latin-1")}, {}) == "田中"
+    assert resolve_conversation_id({}, {"user": "田中"}) == "田中"
 
 
 def test_only_loopback_binds_without_the_flag():
@@ -443,3 +454,310 @@ def test_a_model_that_fails_to_preload_is_reported_not_fatal(fake_pager, logs):
             time.sleep(0.02)
         assert not health["preloaded"] and "no model here" in health["preload_error"]
     assert any("models failed to load" in line for line in logs)
+
+
+# -- issue 22: state changes only from where they should come --------------------------------------------
+FOREIGN = "http://evil.example"
+
+
+def state_changes(client):
+    """Every kind of request that changes memory, each with a body in a different content type."""
+    return [
+        ("POST", "/v1/conversations/c/forget", {"content": b'{"turn": 0}'}),  # no content type: no preflight
+        ("POST", "/v1/conversations/c/forget", {"content": b'{"turn": 0}', "headers": {"Content-Type": "text/plain"}}),
+        ("POST", "/v1/conversations/c/forget", {"json": {"turn": 0}}),
+        ("POST", "/v1/conversations/c/correct", {"json": {"turn": 0, "text": "changed"}}),
+        ("POST", "/v1/conversations/c/pages/1/pin", {"json": {"pinned": True}}),
+        ("POST", "/v1/chat/completions", {"json": {"messages": [{"role": "user", "content": "store me"}]},
+                                          "headers": {"X-Conversation-Id": "c"}}),
+        ("DELETE", "/v1/conversations/c", {}),
+    ]
+
+
+def send(client, method, path, kwargs, origin):
+    headers = {**kwargs.get("headers", {}), **({"Origin": origin} if origin else {})}
+    return client.request(method, path, **{k: v for k, v in kwargs.items() if k != "headers"}, headers=headers)
+
+
+@pytest.mark.parametrize("origin", [FOREIGN, "null", "http://localhost.evil.example", "file://"])
+def test_a_foreign_web_page_changes_nothing_whatever_the_content_type(client, lp, origin):
+    ask(client, [("user", "My locker code is 4417.")])
+    before = stored(lp)
+    for method, path, kwargs in state_changes(client):
+        r = send(client, method, path, kwargs, origin)
+        assert r.status_code == 403, (method, path, r.text)
+        assert error_of(r)["code"] == "forbidden_origin" and "--cors-origin" in error_of(r)["message"]
+    assert stored(lp) == before and not any(p.pinned for p in lp.store.pages("c"))
+    assert client.get("/v1/conversations/c/turns", headers={"Origin": origin}).status_code == 200  # reads: CORS
+
+
+@pytest.mark.parametrize("origin", [None, "http://localhost:3000", "http://127.0.0.1:8765", "http://[::1]:5173",
+                                    "http://testserver", "http://app.example"])
+def test_loopback_the_server_itself_and_a_cors_origin_may_change_state(lp, origin):
+    with TestClient(create_app(lp, cors_origins=["http://app.example"], log=lambda s: None)) as c:
+        assert ask(c, [("user", "My locker code is 4417.")]).status_code == 200
+        for method, path, kwargs in state_changes(c):
+            r = send(c, method, path, kwargs, origin)
+            assert r.status_code != 403, (method, path, r.text)
+
+
+def test_fastapi_reads_a_body_as_json_only_when_it_says_json(client, lp):
+    """pyproject pins fastapi>=0.132 for this: before it, a no-content-type POST erased a turn."""
+    ask(client, [("user", "My locker code is 4417.")])
+    r = client.post("/v1/conversations/c/forget", content=b'{"turn": 0}')
+    assert r.status_code == 400 and "4417" in stored(lp)[0][1]
+
+
+def test_cors_star_needs_an_api_key(lp, tmp_path):
+    with pytest.raises(ValueError, match="needs --api-key"):
+        create_app(lp, cors_origins=["*"])
+    with TestClient(create_app(lp, cors_origins=["*"], api_key="k", log=lambda s: None)) as c:
+        r = c.post("/v1/conversations/c/forget", json={"turn": 0}, headers={"Origin": FOREIGN})
+        assert r.status_code == 401  # any page may call it, but only with the key
+    result = CliRunner().invoke(cli, ["--store", str(tmp_path / "s.db"), "serve", "--cors-origin", "*"],
+                                env={"LOCALPAGER_API_KEY": ""})
+    assert result.exit_code == 2 and "needs --api-key" in result.output
+    assert not (tmp_path / "s.db").exists()
+
+
+@pytest.fixture
+def served(monkeypatch):
+    """`localpager serve` up to the point where it would listen: the options it would serve with."""
+    import localpager.server
+
+    seen = {}
+    monkeypatch.setattr(localpager.server, "serve", lambda lp, host, port, options: seen.update(options=options))
+    monkeypatch.delenv("LOCALPAGER_API_KEY", raising=False)
+    return seen
+
+
+def test_the_api_key_comes_from_a_file_or_the_environment(tmp_path, served):
+    store = ["--store", str(tmp_path / "s.db"), "serve"]
+    key_file = tmp_path / "key"
+    key_file.write_text("s3cret-from-file\n")
+    result = CliRunner().invoke(cli, [*store, "--api-key-file", str(key_file)])
+    assert result.exit_code == 0 and served["options"].api_key == "s3cret-from-file" and "ps" not in result.stderr
+    result = CliRunner().invoke(cli, store, env={"LOCALPAGER_API_KEY": "s3cret-env"})
+    assert result.exit_code == 0 and served["options"].api_key == "s3cret-env" and "ps" not in result.stderr
+    result = CliRunner().invoke(cli, [*store, "--api-key", "s3cret-argv"])
+    assert served["options"].api_key == "s3cret-argv" and "visible to other users" in result.stderr
+    assert CliRunner().invoke(cli, [*store, "--api-key", "a", "--api-key-file", str(key_file)]).exit_code == 2
+    key_file.write_text("\n")
+    assert "visible ASCII" in CliRunner().invoke(cli, [*store, "--api-key-file", str(key_file)]).output
+    assert CliRunner().invoke(cli, [*store, "--api-key-file", str(tmp_path / "none")]).exit_code == 2
+    text = " ".join(CliRunner().invoke(cli, ["serve", "--help"]).output.split())
+    assert "LOCALPAGER_API_KEY" in text and "--api-key-file" in text and "(ps)" in text
+
+
+def test_log_lines_cannot_be_forged(client, logs):
+    client.get("/v1/conversations/x%0aPOST%20/v1/chat/completions%20200%201%20ms/pages")
+    client.get("/v1/conversations/%1B[2J%E2%80%AEevil/pages")
+    ask(client, [("user", "hi")], conv="tab%09id")  # refused: the error is logged too
+    assert logs and all(line.isprintable() for line in logs)
+    assert any("x\\nPOST /v1/chat/completions 200 1 ms/pages 404" in line for line in logs)
+    assert any("\\x1b[2J\\u202eevil" in line for line in logs)
+
+
+def test_the_inspector_cannot_be_framed_and_loads_only_its_own_files(client):
+    import re
+
+    page = client.get("/")
+    csp = page.headers["content-security-policy"]
+    assert page.headers["x-frame-options"] == "DENY" and "frame-ancestors 'none'" in csp
+    for name in ("inspector.js", "inspector.css"):
+        assert client.get(f"/static/{name}").headers["x-frame-options"] == "DENY"
+    # what the page loads fits the policy: its own files and a data: icon, no inline script or style
+    assert set(re.findall(r'(?:src|href)="([^"]+)"', page.text)) == {"/static/inspector.js", "/static/inspector.css",
+                                                                     "data:,"}
+    assert "script-src 'self'" in csp and "style-src 'self'" in csp and "img-src 'self' data:" in csp
+    assert not re.search(r"<script>|<style|\sstyle=|\son[a-z]+=", page.text)
+    js = client.get("/static/inspector.js").text
+    assert "setAttribute(\"style\"" not in js and ".style." not in js and "eval(" not in js
+
+
+# -- issue 22: any id, any text ----------------------------------------------------------------------------
+def openai_client(http_client, conv: str | None = None):
+    openai = pytest.importorskip("openai")
+    headers = {"X-Conversation-Id": quote(conv, safe="")} if conv else {}
+    return openai.OpenAI(base_url="http://testserver/v1", api_key="none", http_client=http_client,
+                         default_headers=headers, max_retries=0)
+
+
+@pytest.mark.parametrize("user", ["Łukasz", "田中", "José", "notes/2024 q1"])
+def test_ids_in_any_script_work_end_to_end(client, lp, user):
+    oa = openai_client(client)
+    raw = oa.chat.completions.with_raw_response.create(model="localpager", user=user,
+                                                       messages=[{"role": "user", "content": "Hello there."}])
+    assert raw.http_response.status_code == 200 and raw.parse().choices[0].message.content == ANSWER
+    assert header_id(raw.headers["x-conversation-id"]) == user and raw.headers["x-conversation-id"].isascii()
+    assert header_id(raw.headers["x-localpager-trace-id"]) == f"{user}:0"
+    stream = oa.chat.completions.create(model="localpager", user=user, stream=True, messages=[
+        {"role": "user", "content": "Hello there."}, {"role": "assistant", "content": ANSWER},
+        {"role": "user", "content": "Again."}])
+    assert "".join(c.choices[0].delta.content or "" for c in stream if c.choices).strip() == ANSWER
+    # the same conversation by header (percent-encoded), and every memory endpoint by path
+    again = openai_client(client, user).chat.completions.with_raw_response.create(
+        model="localpager", messages=[{"role": "user", "content": "Third."}])
+    assert again.parse().model_extra["localpager"]["turn"] == 4
+    assert stored(lp, user)[-2:] == [("user", "Third."), ("assistant", ANSWER)]
+    path = f"/v1/conversations/{quote(user, safe='')}"
+    log = client.get(again.parse().model_extra["localpager"]["log"]).json()["data"]
+    assert [t["turn"] for t in log] == [4]
+    for what in ("pages", "bookmarks", "turns", "log", "search?q=hello"):
+        assert client.get(f"{path}/{what}").status_code == 200, what
+    export = client.get(f"{path}/export")
+    assert export.status_code == 200 and json.loads(export.text)["id"] == user
+    disposition = export.headers["content-disposition"]
+    assert disposition.isascii() and f"filename*=UTF-8''{quote(user.replace('/', '_'), safe='')}.jsonl" in disposition
+    assert client.post(f"{path}/pages/1/pin", json={"pinned": True}).status_code == 200
+    assert client.delete(path).status_code == 200 and not lp.store.has_conversation(user)
+
+
+def test_a_conversation_imported_with_a_slash_in_its_id_is_reachable(client, lp):
+    for conv in ("notes/2024", "a/pages", "x/log"):
+        lp.conversation(conv, create=True).add_turn("user", f"Stored by an import as {conv}.")
+    assert {c["id"] for c in client.get("/v1/conversations").json()["data"]} == {"notes/2024", "a/pages", "x/log"}
+    for conv in ("notes/2024", "a/pages", "x/log"):
+        for path in (quote(conv, safe=""), conv):  # escaped as encodeURIComponent does, or not
+            turns = client.get(f"/v1/conversations/{path}/turns").json()["data"]
+            assert [t["text"] for t in turns] == [f"Stored by an import as {conv}."]
+        r = ask(client, [("user", f"Stored by an import as {conv}."), ("user", "Go on.")], conv=quote(conv, safe=""))
+        assert r.status_code == 200 and r.headers["x-localpager-history"] == "in-sync"
+    assert client.get("/v1/conversations/a/pages").status_code == 404  # "a" is not "a/pages"
+
+
+def test_a_retried_request_gets_the_stored_answer_and_stores_nothing(client, lp, logs):
+    first = ask(client, [("user", "What is my locker code?")])
+    calls = len(lp.backend.calls)
+    for stream in (False, True):  # the client saw a 500 or timed out, and sends the same request again
+        r = ask(client, [("user", "What is my locker code?")], stream=stream)
+        assert r.status_code == 200 and r.headers["x-localpager-history"] == "retry"
+        assert r.headers["x-localpager-trace-id"] == first.headers["x-localpager-trace-id"] == "c:0"
+        if not stream:
+            assert r.json()["choices"][0]["message"]["content"] == ANSWER and r.json()["localpager"]["replayed"]
+        else:
+            assert ANSWER.split()[0] in r.text and "[DONE]" in r.text
+    assert stored(lp) == [("user", "What is my locker code?"), ("assistant", ANSWER)]
+    assert len(lp.backend.calls) == calls  # the model did not run again
+    assert any("retry: the stored answer" in line for line in logs)
+    # with a history: sent twice, stored once
+    follow = [("user", "What is my locker code?"), ("assistant", ANSWER), ("user", "And my bike lock?")]
+    for _ in range(2):
+        assert ask(client, follow).status_code == 200
+    assert len(stored(lp)) == 4
+    # the client shows the answer and asks the same question again: that is a new question
+    r = ask(client, [*follow, ("assistant", ANSWER), ("user", "And my bike lock?")])
+    assert r.headers["x-localpager-history"] == "in-sync" and len(stored(lp)) == 6
+
+
+@pytest.mark.parametrize("history,question,expected", [
+    ([], "q", 2),                                              # the first question, resent
+    (m(("user", "a"), ("assistant", "b")), "q", 2),            # the whole history and the question
+    (m(("assistant", "b")), "q", 2),                           # a trailing window of it
+    (m(("user", "a"), ("assistant", "b")), "other", None),     # another question
+    (m(("user", "a"), ("assistant", "b"), ("user", "q"), ("assistant", "A")), "q", None),  # asked once more
+    (m(("user", "x"), ("assistant", "y")), "q", None),         # another history
+])
+def test_the_idempotency_rule(history, question, expected):
+    assert retried(m(("user", "a"), ("assistant", "b"), ("user", "q"), ("assistant", "A")), history, question) == expected
+
+
+def test_a_timed_out_client_that_retries_gets_the_answer_once(fake_pager, live):
+    backend = Gated(fallback="First sentence here. Second sentence follows it.")
+    backend.gate.clear()
+    lp = fake_pager(backend=backend)
+    url = live(create_app(lp, log=lambda s: None))
+    body = {"messages": [{"role": "user", "content": "Tell me two things"}]}
+    with httpx.Client(base_url=url, headers={"X-Conversation-Id": "t"}) as c:
+        with pytest.raises(httpx.ReadTimeout):
+            c.post("/v1/chat/completions", json={**body, "stream": True}, timeout=0.5).read()  # gave up waiting
+        threading.Timer(0.5, backend.gate.set).start()
+        r = c.post("/v1/chat/completions", json=body, timeout=10)  # queued behind the first, then replayed
+    assert r.status_code == 200 and r.headers["x-localpager-history"] == "retry"
+    assert r.json()["choices"][0]["message"]["content"] == "First sentence here. Second sentence follows it."
+    assert [t[0] for t in stored(lp, "t")] == ["user", "assistant"]
+
+
+# -- issue 22: the new user's edges ----------------------------------------------------------------------
+def test_finish_reason_is_length_when_max_tokens_cut_the_answer(client):
+    cut = ask(client, [("user", "Say a lot.")], max_tokens=3)
+    assert cut.json()["choices"][0]["finish_reason"] == "length"
+    whole = ask(client, [("user", "Say a lot."), ("assistant", cut.json()["choices"][0]["message"]["content"]),
+                         ("user", "Say it all.")])
+    assert whole.json()["choices"][0]["finish_reason"] == "stop"
+    for max_tokens, reason in ((3, "length"), (None, "stop")):
+        r = ask(client, [("user", f"Stream it ({max_tokens}).")], conv=f"s{max_tokens}", stream=True,
+                **({"max_tokens": max_tokens} if max_tokens else {}))
+        chunks = [json.loads(line[6:]) for line in r.text.splitlines() if line.startswith("data: {")]
+        assert [c["choices"][0]["finish_reason"] for c in chunks if c["choices"][0]["finish_reason"]] == [reason]
+
+
+def test_a_dry_run_never_says_erased(client, lp):
+    ask(client, [("user", "My locker code is 4417.")])
+    preview = client.post("/v1/conversations/c/forget", json={"match": "4417", "dry_run": True}).json()
+    assert preview["dry_run"] and preview["erased"] is False and preview["turns"] == [0]
+    whole = client.delete("/v1/conversations/c", params={"dry_run": True}).json()
+    assert whole["dry_run"] and whole["erased"] is False and lp.store.has_conversation("c")
+    done = client.post("/v1/conversations/c/forget", json={"match": "4417"}).json()
+    assert not done["dry_run"] and done["turns"] == [0]
+
+
+def test_serve_budget_pages_the_conversations_it_answers(lp):
+    lines = [f"Turn {i} is about the Lisbon flight number {i} and the hotel booking." for i in range(22)]
+    history = [("user" if i % 2 == 0 else "assistant", text) for i, text in enumerate(lines)]
+    with TestClient(create_app(lp, budget=80, log=lambda s: None)) as c:
+        assert ask(c, [*history, ("user", "Which flight?")], conv="small").status_code == 200
+    with TestClient(create_app(lp, log=lambda s: None)) as c:
+        assert ask(c, [*history, ("user", "Which flight?")], conv="default").status_code == 200
+    evicted = {conv: sum(p.evicted for p in lp.store.pages(conv)) for conv in ("small", "default")}
+    assert evicted["small"] > evicted["default"]
+    assert lp.store.settings("small")["budget"] == lp.store.settings("default")["budget"] != 80  # not stored
+
+
+def test_the_inspector_shows_a_turn_too_long_for_any_prompt_as_stored_only(fake_pager):
+    lp = fake_pager(backend=ScriptedBackend(fallback=reply))
+    huge = "word " * 3000  # longer than the 2,048-token context
+    with TestClient(create_app(lp, log=lambda s: None)) as c:
+        r = ask(c, [("user", "Read this."), ("user", huge), ("assistant", "That was long."),
+                    ("user", "What was it about?")], conv="long")
+        assert r.status_code == 200
+        pages = c.get("/v1/conversations/long/pages").json()["data"]
+    holding = [p for p in pages if p["first_turn"] <= 1 <= p["last_turn"]]
+    assert holding[0]["too_long_turns"] == [1] and not holding[0]["in_prompt"] and holding[0]["state"] == "too long"
+    assert all(p["too_long_turns"] == [] for p in pages if p is not holding[0])
+    js = TestClient(create_app(lp, log=lambda s: None)).get("/static/inspector.js").text
+    assert "too_long_turns" in js and "stored only" in js
+
+
+def test_a_refused_first_question_leaves_no_conversation(client, lp):
+    r = ask(client, [("user", "word " * 40_000)], conv="big")  # ~200 KB: under the body limit, over any prompt
+    assert r.status_code == 400 and error_of(r)["code"] == "context_length_exceeded"
+    assert not lp.store.has_conversation("big")
+    assert client.get("/v1/conversations").json()["data"] == []
+    assert ask(client, [("user", "A short one.")], conv="big").status_code == 200  # and the id is free
+
+
+# -- issue 22: the pure pieces ------------------------------------------------------------------------------
+def test_escape_controls_leaves_one_printable_line():
+    assert escape_controls("GET /a\nforged\r\x1b[31m\u202e\x00 ok é 田中") == \
+        "GET /a\\nforged\\r\\x1b[31m\\u202e\\x00 ok é 田中"
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(min_size=1, max_size=60))
+def test_any_id_survives_a_header_both_ways(text):
+    value = header_value(text)
+    assert value.isascii() and value.isprintable()  # Latin-1 and no control character: any server sends it
+    assert header_id(value) == text
+    name = content_disposition(f"{text}.jsonl")
+    assert name.isascii() and name.isprintable() and "\n" not in name
+
+
+def test_origin_allowed():
+    for origin in ("http://localhost:3000", "http://127.0.0.1", "https://[::1]:8443", "http://testserver"):
+        assert origin_allowed(origin, "testserver", ()), origin
+    for origin in ("http://evil.example", "null", "file://", "http://localhost.evil.example", "ftp://localhost",
+                   "http://[::1"):
+        assert not origin_allowed(origin, "testserver", ()), origin
+    assert origin_allowed("http://app.example", "x", ["http://app.example"])
+    assert origin_allowed("http://evil.example", "x", ["*"])

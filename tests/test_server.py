@@ -16,6 +16,7 @@ import sys
 import threading
 import time
 from pathlib import Path
+from urllib.parse import quote
 
 import httpx
 import pytest
@@ -24,6 +25,7 @@ pytestmark = [pytest.mark.model, pytest.mark.embedder, pytest.mark.slow]
 
 openai = pytest.importorskip("openai")
 pytest.importorskip("fastapi")
+from localpager.serving import header_id  # noqa: E402
 
 KEY = "test-key-5d1f"
 FACT = "I'm allergic to peanuts, so I always carry an EpiPen."
@@ -63,15 +65,19 @@ def build_store(path: Path) -> None:
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
-    """``localpager serve`` with an API key; yields (base URL, store path, stderr lines); stopped by PID."""
-    store = tmp_path_factory.mktemp("serve") / "store.db"
+    """``localpager serve`` with an API key read from a file and a memory budget of 160 (the ``facts``
+    conversation's own); yields (base URL, store path, stderr lines); stopped by PID."""
+    folder = tmp_path_factory.mktemp("serve")
+    store = folder / "store.db"
     build_store(store)
+    key_file = folder / "key"
+    key_file.write_text(KEY + "\n")
     port = free_port()
     env = {**os.environ, "LOCALPAGER_THREADS": "1", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
     env.pop("LOCALPAGER_API_KEY", None)
     proc = subprocess.Popen(
         [sys.executable, "-m", "localpager.cli", "--store", str(store), "serve", "--port", str(port),
-         "--api-key", KEY, "--max-tokens", "24"],
+         "--api-key-file", str(key_file), "--max-tokens", "24", "--budget", "160"],
         env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     lines: list[str] = []
     threading.Thread(target=lambda: lines.extend(proc.stderr), daemon=True).start()
@@ -229,6 +235,98 @@ def test_one_log_line_per_request(server, recalled):
     _, _, lines = server
     chat = [line for line in lines if "chat conv=facts" in line]
     assert len(chat) == 1 and "recall p1" in chat[0] and " ms " in chat[0]
+
+
+def auth(conv: str | None = None) -> dict[str, str]:
+    return {"Authorization": f"Bearer {KEY}", **({"X-Conversation-Id": quote(conv, safe="")} if conv else {})}
+
+
+def test_ids_outside_latin1_work_and_a_retry_stores_nothing(server):
+    url, _, _ = server
+    oa = client(url)
+    ask = dict(model="localpager", user="Łukasz", max_tokens=12,
+               messages=[{"role": "user", "content": "Name a fruit, please."}])
+    first = oa.chat.completions.with_raw_response.create(**ask)
+    assert first.http_response.status_code == 200 and header_id(first.headers["x-conversation-id"]) == "Łukasz"
+    retry = oa.chat.completions.with_raw_response.create(**ask)  # as if the first had been a 500
+    assert retry.headers["x-localpager-history"] == "retry"
+    assert retry.parse().choices[0].message.content == first.parse().choices[0].message.content
+    stream = oa.chat.completions.create(model="localpager", user="田中", max_tokens=12, stream=True,
+                                        messages=[{"role": "user", "content": "Name a colour, please."}])
+    streamed = "".join(c.choices[0].delta.content or "" for c in stream if c.choices)
+    assert streamed.strip()
+    assert [t["role"] for t in turns(url, quote("Łukasz", safe=""))] == ["user", "assistant"]
+    export = httpx.get(f"{url}/v1/conversations/{quote('田中', safe='')}/export", headers=auth(), timeout=10)
+    assert export.status_code == 200 and json.loads(export.text)["id"] == "田中"
+    assert "filename*=UTF-8''%E7%94%B0%E4%B8%AD.jsonl" in export.headers["content-disposition"]
+
+
+def test_a_client_that_timed_out_and_resends_gets_one_answer(server):
+    url, _, _ = server
+    ask = dict(model="localpager", max_tokens=16, messages=[{"role": "user", "content": "Describe a quiet harbour."}])
+    with pytest.raises(openai.APITimeoutError):
+        openai.OpenAI(base_url=f"{url}/v1", api_key=KEY, default_headers={"X-Conversation-Id": "impatient"},
+                      max_retries=0, timeout=0.05).chat.completions.create(**ask)
+    again = client(url, "impatient").chat.completions.with_raw_response.create(**ask)  # queued, then replayed
+    assert again.headers["x-localpager-history"] == "retry" and again.parse().choices[0].message.content
+    assert [t["role"] for t in turns(url, "impatient")] == ["user", "assistant"]
+
+
+def test_finish_reason_says_length_when_max_tokens_cut_the_answer(server):
+    url, _, _ = server
+    ask = dict(model="localpager", max_tokens=2,
+               messages=[{"role": "user", "content": "Write three long paragraphs about the history of the sea."}])
+    cut = client(url, "cut").chat.completions.create(**ask)
+    assert cut.choices[0].finish_reason == "length"
+    stream = client(url, "cut-stream").chat.completions.create(**ask, stream=True)
+    assert [c.choices[0].finish_reason for c in stream if c.choices and c.choices[0].finish_reason] == ["length"]
+
+
+def test_a_foreign_web_page_changes_nothing_and_the_log_cannot_be_forged(server):
+    url, _, lines = server
+    client(url, "guarded").chat.completions.create(
+        model="localpager", max_tokens=8, messages=[{"role": "user", "content": "My locker code is 4417."}])
+    forged = httpx.post(f"{url}/v1/conversations/guarded/forget", content=b'{"match": "4417"}', timeout=10,
+                        headers={**auth(), "Origin": "http://evil.example"})  # no content type: no preflight
+    assert forged.status_code == 403 and forged.json()["error"]["code"] == "forbidden_origin"
+    assert "4417" in turns(url, "guarded")[0]["text"]
+    preview = httpx.post(f"{url}/v1/conversations/guarded/forget", json={"match": "4417", "dry_run": True},
+                         headers={**auth(), "Origin": url}, timeout=10).json()  # the inspector's own origin
+    assert preview["turns"] == [0] and preview["erased"] is False
+    httpx.get(f"{url}/v1/conversations/x%0alocalpager serve: FORGED 200 1 ms%1b[2K/pages", headers=auth())
+    time.sleep(0.3)
+    assert not any(line.startswith("localpager serve: FORGED") for line in lines)
+    assert any("x\\nlocalpager serve: FORGED 200 1 ms\\x1b[2K/pages 404" in line for line in lines)
+    assert not any("visible to other users" in line for line in lines)  # the key came from a file
+    page = httpx.get(url, timeout=10)
+    assert page.headers["x-frame-options"] == "DENY" and "frame-ancestors 'none'" in page.headers["content-security-policy"]
+
+
+def test_a_refused_first_question_leaves_no_conversation(server):
+    url, _, _ = server
+    with pytest.raises(openai.BadRequestError, match="tokens"):
+        client(url, "too-big").chat.completions.create(
+            model="localpager", messages=[{"role": "user", "content": "lorem ipsum " * 17_000}])  # ~200 KB
+    listed = httpx.get(f"{url}/v1/conversations", headers=auth(), timeout=10).json()["data"]
+    assert "too-big" not in {c["id"] for c in listed}
+
+
+def test_serve_budget_pages_a_new_conversation_and_the_inspector_shows_an_oversized_turn(server):
+    url, store, _ = server
+    from localpager.store import Store
+
+    history = [{"role": "user" if i % 2 == 0 else "assistant", "content": text} for i, text in enumerate(FILLER * 3)]
+    huge = "The harbour log for the year lists " + "boats and tides " * 1500  # more than any 2,048-token prompt
+    history += [{"role": "user", "content": huge}, {"role": "assistant", "content": "That is a long log."}]
+    answer = client(url, "budgeted").chat.completions.create(
+        model="localpager", max_tokens=8, messages=[*history, {"role": "user", "content": "Where did Hartley move?"}])
+    assert answer.choices[0].message.content
+    pages = httpx.get(f"{url}/v1/conversations/budgeted/pages", headers=auth(), timeout=30).json()["data"]
+    assert any(p["evicted"] for p in pages)  # under the server's budget of 160 tokens...
+    with Store(store) as s:
+        assert s.settings("budgeted")["budget"] == 512  # ...which is not stored with the conversation
+    long = [p for p in pages if p["too_long_turns"]]
+    assert [p["too_long_turns"] for p in long] == [[24]] and not long[0]["in_prompt"] and long[0]["state"] == "too long"
 
 
 CHROMIUM = "/usr/bin/chromium"

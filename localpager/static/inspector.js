@@ -60,14 +60,25 @@ async function loadConversation() {
 
 function renderSummary(pages, traces) {
   const evicted = pages.filter((p) => p.evicted).length;
+  const inPrompt = pages.filter((p) => p.in_prompt).length;
+  const tooLong = pages.filter((p) => (p.too_long_turns || []).length).length;
   const recalls = traces.filter((t) => t.decision === "recall").length;
-  $("summary").textContent = `${state.conv}: ${pages.length} pages, ${pages.length - evicted} in the prompt, ` +
-    `${evicted} evicted; ${traces.length} answers, ${recalls} with a recall.`;
+  $("summary").textContent = `${state.conv}: ${pages.length} pages, ${inPrompt} in the prompt, ` +
+    `${evicted} evicted` + (tooLong ? `, ${tooLong} with a turn too long for any prompt` : "") +
+    `; ${traces.length} answers, ${recalls} with a recall.`;
+}
+
+// A turn longer than any prompt can hold is stored and searchable, but never shown to the model whole.
+function pageState(p) {
+  const long = p.too_long_turns || [];
+  if (long.length) return [`too long: turn ${long.join(", ")} is stored only (searchable, never in a prompt whole)`, "too-long"];
+  return p.evicted ? ["evicted", "evicted"] : ["in prompt", "resident"];
 }
 
 function renderPages(pages, recalled) {
   const rows = pages.map((p) => {
-    const stateCell = el("td", {}, p.evicted ? "evicted" : "in prompt");
+    const [stateText, stateClass] = pageState(p);
+    const stateCell = el("td", {}, stateText);
     if (p.pinned) stateCell.append(el("span", { class: "badge" }, "pinned"));
     if (recalled.has(p.page_id)) stateCell.append(el("span", { class: "badge recalled-badge" }, "recalled"));
     const pin = el("button", { type: "button", title: p.pinned ? "let it be evicted again" : "never evict it" },
@@ -80,7 +91,7 @@ function renderPages(pages, recalled) {
       actions.append(" ", forget);
     }
     const bookmark = el("td", {}, el("code", {}, p.bookmark), el("div", { class: "muted" }, p.preview));
-    const row = el("tr", { class: (p.evicted ? "evicted" : "resident") + (recalled.has(p.page_id) ? " recalled" : ""),
+    const row = el("tr", { class: stateClass + (recalled.has(p.page_id) ? " recalled" : ""),
       "data-page": p.page_id }, el("td", {}, `p${p.page_id}`), el("td", {}, `${p.first_turn}–${p.last_turn}`),
       el("td", {}, p.token_count), stateCell, bookmark, el("td", {}, `${p.access_count}×`), actions);
     return row;
