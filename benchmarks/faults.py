@@ -7,7 +7,9 @@ the fakes (tests/faultkit.py: no model, so hundreds of runs take minutes), each 
 random moment and the store then reopened and checked: ``PRAGMA integrity_check``, every acknowledged
 turn present once and in order, unanswered questions marked, FAISS indexes loaded or rebuilt, the next
 ``ask`` answering. Concurrency: rounds of five processes appending to one conversation and to their own.
-Fuzz: tests/test_fast_fuzz.py with many more hypothesis examples. Prints one table, writes the figures.
+Fuzz: tests/test_fast_fuzz.py with many more hypothesis examples. Retries: a real `localpager serve` gets
+requests that fail on the client's side and are sent again (benchmarks/retries.py); no turn may be stored
+twice (``duplicate_turns_on_retry``). Prints one table, writes the figures.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
 import faultkit  # noqa: E402
+import retries  # noqa: E402
 
 OPS = ("ask", "add", "maintain", "ingest")
 
@@ -102,7 +105,8 @@ def main() -> None:
     runs, rounds, examples = (24, 2, 100) if args.quick else (80, 6, 400)
     log = lambda s: print(s, file=sys.stderr, flush=True)
     start = time.monotonic()
-    result = {**kill_runs(runs, args.seed, log), **concurrent_rounds(rounds, log), **fuzz(examples, log)}
+    result = {**kill_runs(runs, args.seed, log), **concurrent_rounds(rounds, log), **fuzz(examples, log),
+              **retries.duplicate_turns_on_retry(log)}
     result["seconds"] = round(time.monotonic() - start, 1)
     result["quick"] = args.quick
     rows = [("kill runs (ingest, ask+maintain, maintain, add)", result["runs"]), ("killed mid-run", result["kills"]),
@@ -113,6 +117,8 @@ def main() -> None:
             ("turns written concurrently", result["concurrent_turns"]), ("lost writes", result["lost_writes"]),
             ("writer errors", result["writer_errors"]),
             ("fuzz cases", result["fuzz_cases"]), ("fuzz failures", result["fuzz_failures"]),
+            ("requests retried on a real server", result["retry_cases"]),
+            ("turns stored twice by a retry", result["duplicate_turns_on_retry"]),
             ("seconds", result["seconds"])]
     width = max(len(name) for name, _ in rows)
     print(f"| {'what'.ljust(width)} | value |\n|{'-' * (width + 2)}|------:|")
