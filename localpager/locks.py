@@ -52,7 +52,12 @@ class FileLock:
             while True:
                 try:
                     fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                    break
+                    if _still_there(fd, self.path):
+                        break
+                    # its holder removed the file (the conversation was deleted): lock the one there now
+                    stale, fd = fd, _open_lock_file(self.path)
+                    os.close(stale)
+                    continue
                 except OSError as exc:
                     if exc.errno not in (errno.EAGAIN, errno.EACCES, errno.EWOULDBLOCK):
                         raise
@@ -67,6 +72,14 @@ class FileLock:
             raise
         with self._guard:
             self._fd, self._owner, self._depth = fd, me, 1
+
+    def remove(self) -> None:
+        """Delete the lock file, held by this thread (what it locked is gone): a process that was waiting
+        on it sees, once it gets it, that the file is no longer there, and locks the path afresh."""
+        with self._guard:
+            if self._owner != threading.get_ident():
+                raise RuntimeError(f"removal of {self.path} by a thread that does not hold it")
+            self.path.unlink(missing_ok=True)
 
     def release(self) -> None:
         with self._guard:
@@ -92,6 +105,16 @@ def _open_lock_file(path: Path) -> int:
     """The lock file's descriptor; created readable by the owner only (its folder too)."""
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     return os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+
+
+def _still_there(fd: int, path: Path) -> bool:
+    """Whether ``fd`` is still the file at ``path`` (not one its holder removed while we waited)."""
+    try:
+        here = os.stat(path)
+    except FileNotFoundError:
+        return False
+    mine = os.fstat(fd)
+    return (here.st_dev, here.st_ino) == (mine.st_dev, mine.st_ino)
 
 
 def lock_dir(store_path: Path) -> Path:
