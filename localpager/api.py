@@ -18,6 +18,7 @@ import logging
 import os
 import shlex
 import threading
+import weakref
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Sequence
@@ -95,8 +96,10 @@ class LocalPager:
         self._side: ChatBackend | None = None
         self._lexical: dict[str, LexicalIndex] = {}  # BM25 over each conversation's turns, rebuilt as it grows
         # the chat's KV cache per conversation, beside the store; never for an encrypted or read-only store
-        self.prefix_states = PrefixStates(self.store.path, enabled=not (self.store.encrypted or self.store.read_only))
+        self.prefix_states = PrefixStates(self.store.path, enabled=not (self.store.encrypted or self.store.read_only),
+                                          erasures=self.store.erase_generation)
         self.lock = threading.RLock()
+        self._open_conversations: weakref.WeakSet[Conversation] = weakref.WeakSet()  # dropped after an erase
         # how long a change to a conversation waits for another process's (an ask holds it while the model runs)
         self.lock_timeout = float(os.environ.get("LOCALPAGER_LOCK_TIMEOUT", LOCK_TIMEOUT))
 
@@ -261,6 +264,25 @@ class LocalPager:
 
         return import_conversations(self, path, mode)
 
+    def check_erasures(self) -> bool:
+        """If another process erased text since what this one holds was built (the store's erase generation
+        moved on), drop it all rather than serve or save it (``memory.drop_held``). True if it did."""
+        from .memory import drop_held
+
+        with self.lock:
+            current = self.store.erase_generation()
+            if current == self.prefix_states.generation:
+                return False
+            drop_held(self, current)
+            return True
+
+    def finish_erase(self) -> bool:
+        """Finish rewriting the store's files after a forget that could not (another process was reading
+        the store; ``ForgetReport.rewrite_pending``). True once nothing forgotten is left in them."""
+        from .memory import finish_erase
+
+        return finish_erase(self)
+
     def close(self) -> None:
         """Save the chat's KV cache for the next process (see ``localpager.kvstate``) and close the store."""
         if self._backend is not None:
@@ -322,6 +344,7 @@ class Conversation:
         self._seen = 0  # the store's generation of the conversation the loaded pager reflects
         self._lock = conversation_lock(self.store.path, conv_id, lp.lock_timeout)
         self._writing_depth = 0
+        lp._open_conversations.add(self)
 
     def _config_from(self, settings: dict) -> PagingConfig:
         """The stored paging settings. A budget below 1 (stored by an older localpager) still opens the
@@ -364,6 +387,7 @@ class Conversation:
                 raise ConversationBusy(str(exc)) from None
             self._writing_depth = 1
             try:
+                self.lp.check_erasures()  # another process's forget: what this one holds goes first
                 self._sync()
                 if settle:
                     self._settle_unanswered()
@@ -420,6 +444,8 @@ class Conversation:
         """The conversation's pages and turns, read from the store on first use. Until something needs
         token counts it counts with a stand-in that loads the tokenizer on its first count."""
         with self.lp.lock:
+            if not self._writing_depth:
+                self.lp.check_erasures()  # nothing another process erased is served from memory
             if self._pager is not None and not self._writing_depth:
                 self._sync()  # a reader sees what another process wrote since
             if self._pager is None:

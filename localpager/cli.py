@@ -486,7 +486,7 @@ def chat_memory_command(conv, line: str) -> None:
         for text in preview.lines():
             click.echo(text)
         if click.confirm("forget these for good?", default=False):
-            for text in conv.forget(**selector).lines()[-1:]:
+            for text in conv.forget(**selector).summary():
                 click.echo(text)
     elif command in ("/pin", "/unpin"):
         if not rest.lstrip("p").isdigit():
@@ -554,16 +554,25 @@ def split_list(text: str) -> list[str]:
 @click.option("--match", default=None, help="forget every turn containing TEXT (case-insensitive)")
 @click.option("--dry-run", is_flag=True, help="list what would be forgotten; change nothing")
 @click.option("--yes", is_flag=True, help="no confirmation when forgetting a whole conversation")
+@click.option("--finish", is_flag=True, help="finish rewriting the store's files after a forget that could not")
 @click.option("--json", "as_json", is_flag=True)
 @click.pass_context
-def forget(ctx, conv_id, turn, page, match, dry_run, yes, as_json):
+def forget(ctx, conv_id, turn, page, match, dry_run, yes, finish, as_json):
     """Forget turns of CONV_ID (or, with no --turn/--page/--match, the whole conversation): their text,
-    vectors, bookmark words and the traces repeating them, erased from the store's files."""
+    vectors, bookmark words and the traces repeating them, erased from the store's files. Exits 1 if the
+    files could not be rewritten (another process was reading the store): run it again, or --finish."""
     if sum(x is not None for x in (turn, page, match)) > 1:
         raise click.UsageError("give one of --turn, --page or --match")
+    if finish and (dry_run or any(x is not None for x in (turn, page, match))):
+        raise click.UsageError("--finish takes no --turn, --page, --match or --dry-run")
     with friendly_errors():
         lp = open_pager(ctx, create=False)
-        if turn is None and page is None and match is None:
+        if finish:
+            from .memory import ForgetReport
+
+            done = lp.finish_erase()
+            report = ForgetReport(conv_id, rewritten=done, erased=done, rewrite_pending=not done)
+        elif turn is None and page is None and match is None:
             if not dry_run and not yes:
                 preview = lp.forget_conversation(conv_id, dry_run=True)
                 click.confirm(f"forget conversation {conv_id} ({len(preview.turns)} turns) for good?", abort=True,
@@ -573,9 +582,15 @@ def forget(ctx, conv_id, turn, page, match, dry_run, yes, as_json):
             report = lp.conversation(conv_id).forget(turn=turn, page=page, match=match, dry_run=dry_run)
     if as_json:
         echo_json(report.to_dict())
+    elif finish:
+        click.echo("rewrote the store's files: nothing forgotten is left in them" if report.rewritten else
+                   "could not rewrite the store's files: another process is reading the store; run this again "
+                   "once it has closed")
     else:
         for line in report.lines():
             click.echo(line)
+    if report.rewrite_pending:  # the text is still on disk: not a success
+        ctx.exit(1)
 
 
 @cli.command()
@@ -639,6 +654,8 @@ def import_cmd(ctx, file, replace, merge, model):
         report = open_pager(ctx, model).import_file(file, "replace" if replace else "merge" if merge else "error")
     extra = "".join(f", {len(v)} {k}" for k, v in (("replaced", report.replaced), ("merged", report.merged)) if v)
     click.echo(f"imported {report.conversations} conversations ({report.turns} turns{extra})")
+    for note in report.notes:
+        click.echo(note, err=True)
 
 
 def conversation_slice(spec: str | None) -> slice:

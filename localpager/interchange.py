@@ -37,6 +37,7 @@ class ImportReport:
     replaced: list[str] = field(default_factory=list)
     merged: list[str] = field(default_factory=list)
     ids: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)  # e.g. a replace that brings forgotten text back
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -152,6 +153,8 @@ def import_conversations(lp: LocalPager, path: str | os.PathLike, mode: str = "e
                 report.turns += _merge(lp, entry)
                 report.merged.append(conv.id)
             else:
+                if conv.id in taken:
+                    report.notes += _unforgetting(lp, entry)
                 _restore(lp, entry, replace=conv.id in taken)
                 report.turns += len(conv.turns)
                 if conv.id in taken:
@@ -189,6 +192,18 @@ def _restore(lp: LocalPager, entry: _Entry, replace: bool) -> None:
             (conv.id, v["page_id"], v["kind"], v["model"], v["source"], base64.b64decode(v["vector"]))
             for v in state["vectors"]
         ])
+
+
+def _unforgetting(lp: LocalPager, entry: _Entry) -> list[str]:
+    """A one-line note when replacing brings back text the store had forgotten (an export written before
+    the forget still holds it): the user asked to forget it, so say so rather than restore it silently."""
+    stored = lp.store.turns(entry.conversation.id)
+    back = [t.index for t in entry.conversation.turns if t.text and t.index < len(stored) and not stored[t.index].text]
+    if not back:
+        return []
+    shown = ", ".join(map(str, back[:10])) + (", ..." if len(back) > 10 else "")
+    return [f"note: {entry.conversation.id}: this brings back {len(back)} turns that were forgotten (turns {shown}); "
+            "forget them again if that is not what you meant"]
 
 
 def _check_merge(lp: LocalPager, entry: _Entry) -> None:

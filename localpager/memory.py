@@ -3,7 +3,10 @@
 Forgetting blanks turns in place rather than deleting rows, so turn indices, page ranges, citations and
 the FAISS rows of other turns keep meaning what they meant; the text, its vectors, the page's bookmark
 and every trace or probe that repeats it go, and the store's files are rewritten (``Store.erase``) so the
-bytes are gone from disk too. A correction appends the new statement and marks the old turn superseded:
+bytes are gone from disk too. Every forget moves the store's erase generation on, in the transaction that
+deletes the text, so other processes drop what they hold of it (``drop_held``) instead of serving or saving
+it; a rewrite of the files that could not finish is recorded and finished by the next forget
+(``finish_erase``). A correction appends the new statement and marks the old turn superseded:
 recall shows the replacement (``rerank.py``), search labels the old turn, the old page's bookmark is
 rebuilt without it.
 """
@@ -22,6 +25,8 @@ if TYPE_CHECKING:
     from .pager import Pager
 
 PREVIEW = 80  # characters of a turn a dry run shows
+EXPORTS_NOTE = ("exports written before this forget still hold the forgotten text (localpager keeps no list of "
+                "them): delete them, or export again")
 
 
 @dataclass
@@ -38,7 +43,10 @@ class ForgetReport:
     vectors: int = 0  # embedding rows deleted
     dry_run: bool = False
     whole: bool = False  # the whole conversation
-    erased: bool = True  # False: another reader kept the WAL from being truncated; forget again later
+    erased: bool = False  # the text is gone from the store's files too (never on a dry run)
+    rewritten: bool = False  # this call rewrote the store's files (a forget's, or one pending from before)
+    rewrite_pending: bool = False  # the files still hold erased text: another process was reading the store
+    note: str = ""  # what stays outside the store: earlier exports
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -53,12 +61,24 @@ class ForgetReport:
         out = [head]
         if not self.whole:
             out += [f"  turn {i}: {text}" for i, text in zip(self.turns, self.texts)]
-        if not self.dry_run:
-            out.append(f"  deleted {self.vectors} vectors, {self.traces} traces, {self.probes} probes; "
-                       f"{self.traces_scrubbed} traces scrubbed")
-            if not self.erased:
-                out.append("  warning: another process is reading the store; its write-ahead log still holds "
-                           "old pages until it closes (run forget again then)")
+        return out + self.summary()
+
+    def summary(self) -> list[str]:
+        """What happened after the listing: counts, whether the files were rewritten, the exports note."""
+        if self.dry_run:
+            return []
+        import shlex
+
+        out = [f"  deleted {self.vectors} vectors, {self.traces} traces, {self.probes} probes; "
+               f"{self.traces_scrubbed} traces scrubbed"]
+        if self.rewrite_pending:
+            out.append("  warning: the store's files still hold the forgotten text: another process is reading "
+                       "the store, so they could not be rewritten; once it has closed, run: localpager forget "
+                       f"{shlex.quote(self.conversation)} --finish")
+        elif self.rewritten and not self.turns:
+            out.append("  finished the pending rewrite of the store's files: nothing forgotten is left in them")
+        if self.note:
+            out.append(f"  note: {self.note}")
         return out
 
 
@@ -198,17 +218,19 @@ def forget(conv: Conversation, turn: int | None = None, page: int | None = None,
         turns = select_turns(conv.pager, turn, page, match)
         plan = _plan(conv, turns, match)
         plan.report.dry_run = dry_run
-        if dry_run or not turns:
+        if dry_run:
             return plan.report
+        if not turns:  # nothing new, but an earlier forget's rewrite may wait: "forget again" finishes it
+            return _finish_pending(lp, plan.report)
     with holding(conv):  # the plan again, under the conversation's lock: another process may have written
         turns = select_turns(conv.pager, turn, page, match)
         plan = _plan(conv, turns, match)
-        plan.report.vectors, plan.report.erased = conv.store.forget_turns(
+        plan.report.vectors, rewritten = conv.store.forget_turns(
             conv.id, turns, plan.pages, drop_traces=plan.drop_traces, rewrite_traces=plan.rewrite_traces,
             drop_probes=plan.drop_probes)
         _after_erase(lp, [conv.id])
         conv.reload()
-        return plan.report
+        return _done(plan.report, rewritten)
 
 
 def forget_conversation(lp: LocalPager, conv_id: str, dry_run: bool = False) -> ForgetReport:
@@ -216,17 +238,47 @@ def forget_conversation(lp: LocalPager, conv_id: str, dry_run: bool = False) -> 
     with lp.lock:
         info = next((i for i in lp.store.list_conversations() if i.id == conv_id), None)
         if info is None:
+            if not dry_run and lp.store.erase_pending():  # forgotten before, its rewrite unfinished: finish it
+                return _finish_pending(lp, ForgetReport(conv_id, whole=True))
             lp.store.settings(conv_id)  # the store's own not-found error
         pages = [p.page_id for p in lp.store.pages(conv_id)]
         report = ForgetReport(conv_id, turns=list(range(info.turns)), pages=pages, dry_run=dry_run, whole=True,
                               traces=len(lp.store.trace_rows(conv_id)), probes=info.probes)
         if dry_run:
             return report
-        with holding(lp.conversation(conv_id)):  # no other process is writing to it meanwhile
+        conv = lp.conversation(conv_id)
+        with holding(conv):  # no other process is writing to it meanwhile
             report.vectors = len(lp.store.conversation_embeddings(conv_id))
-            report.erased = lp.store.forget_conversation(conv_id)
+            rewritten = lp.store.forget_conversation(conv_id)
             _after_erase(lp, [conv_id])
-        return report
+            conv._lock.remove()  # its lock file goes with it (a process waiting on it takes a new one)
+        return _done(report, rewritten)
+
+
+def finish_erase(lp: LocalPager) -> bool:
+    """Rewrite the store's files again, and the indexes and caches beside them: what a forget could not
+    finish (another process was reading the store, or the forgetting process died). True once nothing
+    erased is left in them."""
+    with lp.lock:
+        rewritten = lp.store.erase()
+        _after_erase(lp, [])
+        return rewritten
+
+
+def _finish_pending(lp: LocalPager, report: ForgetReport) -> ForgetReport:
+    """A forget that found nothing new: it finishes a rewrite an earlier one left pending, if any."""
+    if lp.store.erase_pending():
+        report.rewritten = report.erased = finish_erase(lp)
+        report.rewrite_pending = not report.rewritten
+    return report
+
+
+def _done(report: ForgetReport, rewritten: bool) -> ForgetReport:
+    """A forget that deleted text: whether the files were rewritten, and what no rewrite can reach."""
+    report.rewritten = report.erased = rewritten
+    report.rewrite_pending = not rewritten
+    report.note = EXPORTS_NOTE
+    return report
 
 
 def holding(conv: Conversation):
@@ -238,23 +290,36 @@ def holding(conv: Conversation):
 
 
 def _after_erase(lp: LocalPager, conv_ids: Sequence[str]) -> None:
-    """What lives outside SQLite follows it: FAISS files rewritten (or, loaded, rebuilt), BM25 indexes and
-    the embedder's text cache dropped, and any cached model state beside the store deleted."""
+    """What lives outside SQLite follows it: FAISS files rewritten (or, loaded, rebuilt), saved model
+    states beside the store deleted, and what this process holds dropped (``drop_held``)."""
     from .index import rewrite_indexes
 
+    generation = lp.store.erase_generation()  # read first: what is held from here on is built under it
     rewrite_indexes(lp.store, lp._index)
-    for conv_id in conv_ids:
-        lp._lexical.pop(conv_id, None)
+    lp.prefix_states.remove_saved()  # saved KV caches (localpager.kvstate) may hold the erased text
+    drop_held(lp, generation)
+
+
+def drop_held(lp: LocalPager, generation: int) -> None:
+    """Drop everything this process holds that may repeat erased text: loaded pagers (read again on next
+    use), BM25 indexes, loaded FAISS indexes and the embedder's text cache, and the live KV caches of the
+    chat and side contexts; ``generation`` is the store's erase generation what is held from now on is
+    built under. A conversation in the middle of a change in this thread keeps its pager (its own lock
+    kept the erase away from it)."""
+    for conv in list(lp._open_conversations):
+        if not conv._writing_depth:
+            conv.reload()
+    lp._lexical.clear()
     if lp._index is not None:
+        with lp._index._lock:
+            lp._index._families.clear()  # loaded again from the rewritten files, or rebuilt
         cache = getattr(lp._index.embedder, "_cache", None)
         if isinstance(cache, dict):
             cache.clear()
-    for path in lp.store.owned_files():  # saved KV caches (localpager.kvstate) may hold the erased text
-        if ".kv" in path.name[len(lp.store.path.name):]:
-            path.unlink(missing_ok=True)
-    lp.prefix_states.forget(lp._backend)  # and so may the live one, and the side context's
-    if lp._side is not None and hasattr(lp._side, "clear_cache"):
-        lp._side.clear_cache()
+    lp.prefix_states.forget(lp._backend, generation)
+    for backend in (lp._backend, lp._side):
+        if backend is not None and hasattr(backend, "clear_cache"):
+            backend.clear_cache()
 
 
 # -- corrections ------------------------------------------------------------------------------------

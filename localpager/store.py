@@ -131,6 +131,13 @@ MIGRATIONS: tuple[str, ...] = (
     CREATE TRIGGER settings_update AFTER UPDATE OF settings ON conversations BEGIN
         UPDATE counters SET value = value + 1 WHERE name = 'changes'; UPDATE conversations SET generation = (SELECT value FROM counters WHERE name = 'changes') WHERE id = NEW.id; END;
     """,
+    # 7: erasures. Every forget, and every delete or replace of a conversation, bumps ``erasures`` in the
+    # transaction that deletes the text: another process compares it with the count its memory (pagers,
+    # BM25 and FAISS caches, live KV caches) was built under and drops that memory instead of serving or
+    # saving it. ``erase_pending`` is 1 from a forget until ``Store.erase`` has rewritten the files.
+    """
+    INSERT OR IGNORE INTO counters (name, value) VALUES ('erasures', 0), ('erase_pending', 0);
+    """,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 
@@ -361,6 +368,8 @@ class Store:
             exists = conn.execute("SELECT 1 FROM conversations WHERE id = ?", (conv_id,)).fetchone()
             if exists and not replace:
                 raise StoreError(f"conversation {conv_id!r} already exists in {self.path}")
+            if exists:  # what is replaced goes: other processes must not keep serving or saving it
+                _count_erasure(conn)
             conn.execute("DELETE FROM conversations WHERE id = ?", (conv_id,))
             conn.execute(
                 "INSERT INTO conversations (id, source, settings, meta, created_at) VALUES (?, ?, ?, ?, ?)",
@@ -388,6 +397,7 @@ class Store:
     def delete_conversation(self, conv_id: str) -> None:
         self._require(conv_id)
         with self.transaction() as conn:
+            _count_erasure(conn)
             conn.execute("DELETE FROM conversations WHERE id = ?", (conv_id,))
 
     def settings(self, conv_id: str) -> dict[str, Any]:
@@ -554,6 +564,20 @@ class Store:
             raise ConversationNotFound(f"no conversation {conv_id!r} in {self.path}")
         return rows[0][0]
 
+    def erase_generation(self) -> int:
+        """How many erasures (forgets, deleted or replaced conversations) the store has seen: memory a
+        process built under a smaller count may hold text that is gone (see migration 7)."""
+        return self._counter("erasures")
+
+    def erase_pending(self) -> bool:
+        """Whether deleted text may still be in the store's files: their rewrite could not finish (another
+        process was reading the store) or never ran (the process died first). ``erase`` finishes it."""
+        return bool(self._counter("erase_pending"))
+
+    def _counter(self, name: str) -> int:
+        rows = self._query("SELECT value FROM counters WHERE name = ?", (name,))
+        return rows[0][0] if rows else 0
+
     def update_pages(self, conv_id: str, pages: Sequence[Page]) -> None:
         self._require(conv_id)
         with self.transaction() as conn:
@@ -661,6 +685,7 @@ class Store:
         with self._lock:
             self._conn.execute("PRAGMA secure_delete=ON")  # deleted cells are zeroed, not left on free pages
             with self.transaction() as conn:
+                _count_erasure(conn)
                 conn.executemany("UPDATE turns SET text = '', superseded_by = NULL WHERE conv_id = ? AND idx = ?",
                                  [(conv_id, i) for i in forgotten])
                 # a forgotten correction no longer replaces what it corrected
@@ -685,23 +710,33 @@ class Store:
         with self._lock:
             self._conn.execute("PRAGMA secure_delete=ON")
             with self.transaction() as conn:
+                _count_erasure(conn)
                 conn.execute("DELETE FROM conversations WHERE id = ?", (conv_id,))
         return self.erase()
 
     def erase(self) -> bool:
         """Make deleted content unrecoverable from the store's files: the WAL copied back and truncated to
         nothing, and the database rebuilt without free pages (VACUUM, in memory, so no copy lands in a temp
-        file). False when another connection's reader kept the WAL from being truncated."""
+        file). False when another connection's reader kept the WAL from being truncated: the store then
+        records that a rewrite is pending (``erase_pending``), and the next ``erase`` finishes it."""
         with self._lock:
             conn = self._conn
             conn.execute("PRAGMA secure_delete=ON")
             conn.execute("PRAGMA temp_store=MEMORY")
-            conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
+            waited = conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0]  # waits for readers
             conn.execute("VACUUM")
             # VACUUM may renumber the vectors' rowids and fires no trigger: every loaded FAISS index, in any
             # process, must see that it is stale
             conn.execute("UPDATE counters SET value = value + 1 WHERE name = 'embeddings'")
-            busy = conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0]
+            if waited:  # a reader outlasted the wait: waiting as long again would not help
+                conn.execute("PRAGMA busy_timeout=0")
+            try:
+                busy = conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0]
+            finally:
+                conn.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
+            conn.execute("UPDATE counters SET value = ? WHERE name = 'erase_pending'", (1 if busy else 0,))
+            if not busy:  # the WAL holds only that counter now: truncated again, so it is left empty
+                conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
             return not busy
 
     def set_superseded(self, conv_id: str, marks: dict[int, int | None], pages: Sequence[Page] = ()) -> None:
@@ -718,6 +753,13 @@ class Store:
         rows = self._query("SELECT page_id, kind, model, source, vector FROM embeddings WHERE conv_id = ?"
                            " ORDER BY rowid", (conv_id,))
         return [tuple(r) for r in rows]
+
+
+def _count_erasure(conn: sqlite3.Connection) -> None:
+    """In the transaction that deletes text: the store's erase generation moves on, so every process
+    drops what it holds of the text, and a rewrite of the files is pending until ``Store.erase`` ends."""
+    conn.execute("UPDATE counters SET value = value + 1 WHERE name = 'erasures'")
+    conn.execute("UPDATE counters SET value = 1 WHERE name = 'erase_pending'")
 
 
 def _check_conversation(path: Path, conv_id: str, turns: Sequence[Turn], probes: Sequence[Probe]) -> None:

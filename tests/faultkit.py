@@ -7,6 +7,10 @@ SIGKILLs it at a random moment; ``check_store`` then reopens the store and check
 every acknowledged turn is there exactly once and in order, questions without answers are marked, the
 pages cover the turns, and the FAISS indexes load or are rebuilt. ``run_concurrent`` runs several
 workers at once. Used by tests/test_faults.py (a few runs) and benchmarks/faults.py (many).
+
+The erase check (``leaks``) reads every file a store owns for a text, as bytes and, in saved KV caches, as
+the text their token ids decode to; ``hold`` workers keep a conversation (and its live KV cache) open
+while another process forgets it (``run_forget_across``).
 """
 
 from __future__ import annotations
@@ -16,12 +20,16 @@ import os
 import random
 import signal
 import sqlite3
+import struct
 import subprocess
 import sys
 import time
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Callable
+
+from fakes import ScriptedBackend
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
@@ -42,13 +50,15 @@ def _reply(prompt: str, grammar: str | None) -> str:
     return shortest_sentence(grammar) if grammar else "Noted, thanks."
 
 
-def _pager(store: str):
-    from fakes import HashEmbedder, ScriptedBackend
+def _pager(store: str, *, states: bool = False):
+    """A LocalPager on the fakes; ``states``: its backend saves and loads KV caches (``StatefulBackend``)."""
+    from fakes import HashEmbedder
 
     from localpager.api import LocalPager
     from localpager.index import PageIndex
 
-    lp = LocalPager(store, backend=ScriptedBackend(_reply, model_name="fake.gguf"))
+    backend = (StatefulBackend if states else ScriptedBackend)(_reply, model_name="fake.gguf")
+    lp = LocalPager(store, backend=backend)
     lp._index = PageIndex(lp.store, HashEmbedder())
     return lp
 
@@ -101,6 +111,35 @@ def worker(op: str, store: str, conv: str, n: int, tag: str) -> None:
             raise SystemExit(f"unknown op {op}")
 
 
+def hold(store: str, conv: str, secret: str) -> None:
+    """Say ``secret`` in ``conv`` and keep it: the pager, the BM25 and FAISS caches and the live KV cache,
+    as a running ``serve`` would. Then, one command a line on stdin, each acknowledged on stdout:
+    ``switch`` asks in another conversation (the model moves: the held cache is saved, unless a forget
+    came in between), ``back`` asks in ``conv`` again, ``close`` closes the LocalPager (saving its cache)."""
+    lp = _pager(store, states=True)
+    chat = lp.conversation(conv, create=True, config=_config())
+    chat.add_turn("user", f"Keep this safe: my code word is {secret}.")
+    chat.ask(f"What do you make of {secret}?")
+    chat.search(secret)
+    _say("READY")
+    for line in sys.stdin:
+        command = line.strip()
+        if command == "switch":
+            lp.conversation(f"{conv}-other", create=True, config=_config()).ask("What is a good name for a cat?")
+        elif command == "back":
+            chat.ask("And what else did I tell you?")
+        elif command == "close":
+            lp.close()
+            _say("CLOSED")
+            return
+        _say(command.upper())
+
+
+def _say(word: str) -> None:
+    sys.stdout.write(word + "\n")
+    sys.stdout.flush()
+
+
 # -- running workers (in the parent) ---------------------------------------------------------------------
 @dataclass
 class Acked:
@@ -120,9 +159,75 @@ def _parse(stdout: str) -> Acked:
     return acked
 
 
-def start(op: str, store: Path, conv: str, n: int, tag: str) -> subprocess.Popen:
+def start(op: str, store: Path, conv: str, n: int, tag: str, stdin: int | None = None) -> subprocess.Popen:
     return subprocess.Popen([sys.executable, str(Path(__file__).resolve()), op, str(store), conv, str(n), tag],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env())
+                            stdin=stdin, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env())
+
+
+class Holder:
+    """A ``hold`` worker in its own process, driven one command at a time."""
+
+    def __init__(self, store: Path, conv: str, secret: str):
+        self.proc = start("hold", store, conv, 0, secret, stdin=subprocess.PIPE)
+        self._expect("READY")
+
+    def _expect(self, word: str) -> None:
+        line = self.proc.stdout.readline().strip()
+        if line != word:
+            self.proc.kill()
+            raise RuntimeError(f"hold worker said {line!r}, not {word}: {self.proc.stderr.read()[-600:]}")
+
+    def command(self, word: str) -> None:
+        self.proc.stdin.write(word + "\n")
+        self.proc.stdin.flush()
+        self._expect("CLOSED" if word == "close" else word.upper())
+        if word == "close":
+            self.proc.stdin.close()
+            self.proc.wait(60)
+
+    def stop(self) -> None:
+        """Kill it if it is still running (a failed run), by its own PID."""
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+        for stream in (self.proc.stdin, self.proc.stdout, self.proc.stderr):
+            if stream and not stream.closed:
+                stream.close()
+
+
+@dataclass
+class ForgetAcross:
+    """One run of ``run_forget_across``: where the secret was found before the forget (the check must see
+    the held cache once it is saved) and after it (must be nowhere)."""
+
+    before: list[str]
+    after: list[str]
+
+
+def run_forget_across(store: Path, secret: str, whole: bool = False) -> ForgetAcross:
+    """A ``hold`` worker says ``secret``; its cache is saved once (``switch``) and the check must find it
+    there; it takes the conversation back (``back``: the secret is in its live cache again); this process
+    forgets the secret (or, ``whole``, the conversation); the worker switches away and closes. Where the
+    secret is on disk before and after."""
+    conv = "held"
+    holder = Holder(store, conv, secret)
+    try:
+        holder.command("switch")
+        before = leaks(store, secret, decode_fake)
+        holder.command("back")
+        lp = _pager(str(store))
+        try:
+            if whole:
+                lp.forget_conversation(conv)
+            else:
+                lp.conversation(conv).forget(match=secret)
+        finally:
+            lp.close()
+        holder.command("switch")
+        holder.command("close")
+    finally:
+        holder.stop()
+    return ForgetAcross(before, leaks(store, secret, decode_fake))
 
 
 def run_killed(op: str, store: Path, conv: str, n: int, tag: str, rng: random.Random,
@@ -262,7 +367,104 @@ def _check_next_ask(lp, conv: str, check: Check) -> None:
         check.problems.append(f"{conv}: the next ask failed: {type(exc).__name__}: {exc}")
 
 
+# -- the erase check -----------------------------------------------------------------------------------------
+KV_SEQ_MAGIC = 0x67677371  # llama.cpp's LLAMA_STATE_SEQ_MAGIC ("ggsq"): a saved sequence state file
+
+
+def store_files(store: Path) -> list[Path]:
+    """Every file a store owns: the database and its ``-wal``/``-shm``/``-journal``, and every file whose
+    name starts with the store's (FAISS indexes and their metadata, saved KV caches, temporary files), and
+    the files in folders so named (the lock files in ``<store>.locks/``)."""
+    base = Path(store)
+    files: list[Path] = []
+    for path in sorted(base.parent.iterdir()):
+        if path.name.startswith(base.name):
+            files += sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else [path]
+    return files
+
+
+def kv_tokens(path: Path) -> list[int] | None:
+    """The token ids of a saved sequence state (three little-endian uint32: magic, version, token count,
+    then the ids as int32); None if the file is not one."""
+    data = Path(path).read_bytes()
+    if len(data) < 12:
+        return None
+    magic, _version, n = struct.unpack_from("<III", data)
+    if magic != KV_SEQ_MAGIC or 12 + 4 * n > len(data):
+        return None
+    return list(struct.unpack_from(f"<{n}i", data, 12))
+
+
+def leaks(store: Path, needle: str, decode: Callable[[list[int]], str] | None = None) -> list[str]:
+    """Where ``needle`` survives in the files ``store`` owns: ``<file>`` when its bytes hold it (UTF-8),
+    ``<file> (KV tokens)`` when a saved KV cache's token ids decode (``decode``) to text holding it. A grep
+    cannot see the second: the ids are int32s. Without ``decode`` a KV cache that holds tokens at all
+    counts as a leak (a check that cannot read a file must not pass it)."""
+    found = []
+    for path in store_files(store):
+        if needle.encode() in path.read_bytes():
+            found.append(path.name)
+        tokens = kv_tokens(path)
+        if tokens and (decode is None or needle in decode(tokens)):
+            found.append(f"{path.name} (KV tokens)")
+    return found
+
+
+def model_decoder() -> Callable[[list[int]], str]:
+    """Token ids to text with the default chat model's tokenizer (vocabulary only): what a real saved KV
+    cache holds."""
+    from localpager.tokens import counter_for
+
+    vocab = counter_for()._llama
+    return lambda ids: vocab.detokenize(ids).decode("utf-8", errors="replace")
+
+
+def decode_fake(ids: list[int]) -> str:
+    """What a ``StatefulBackend`` cache file holds: the bytes of its text, one id each."""
+    return bytes(i & 0xFF for i in ids).decode("utf-8", errors="replace")
+
+
+class StatefulBackend(ScriptedBackend):
+    """A ScriptedBackend whose KV cache is saved and loaded in llama.cpp's sequence state layout (see
+    ``kv_tokens``), so the erase check reads both alike. The fakes' token ids are numbered per process,
+    so the ids it writes are the bytes of the cached text (``decode_fake``), and a loaded cache is that
+    text tokenized again."""
+
+    def state_key(self) -> str:
+        return "fake"
+
+    def cached_tokens(self) -> list[int]:
+        return list(self._cache)
+
+    def save_state(self, path: Path) -> bool:
+        if not self._cache:
+            return False
+        data = self.detokenize(self._cache).encode("utf-8")
+        tmp = path.with_name(path.name + ".tmp")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "wb") as f:
+            f.write(struct.pack("<III", KV_SEQ_MAGIC, 2, len(data)) + struct.pack(f"<{len(data)}i", *data))
+        os.replace(tmp, path)
+        return True
+
+    def load_state(self, path: Path) -> int:
+        tokens = kv_tokens(path)
+        self._cache = self.tokenize(decode_fake(tokens)) if tokens else []
+        return len(self._cache)
+
+    def clear_cache(self) -> None:
+        self._cache, self._pending = [], None
+
+    def fork(self) -> "StatefulBackend":
+        twin = super().fork()
+        twin.__class__ = StatefulBackend
+        return twin
+
+
 if __name__ == "__main__":
     sys.path[:0] = [str(ROOT), str(HERE)]
     op, store, conv, n, tag = sys.argv[1:6]
-    worker(op, store, conv, int(n), tag)
+    if op == "hold":
+        hold(store, conv, tag)
+    else:
+        worker(op, store, conv, int(n), tag)
