@@ -9,7 +9,9 @@ turn present once and in order, unanswered questions marked, FAISS indexes loade
 ``ask`` answering. Concurrency: rounds of five processes appending to one conversation and to their own.
 Fuzz: tests/test_fast_fuzz.py with many more hypothesis examples. Retries: a real `localpager serve` gets
 requests that fail on the client's side and are sent again (benchmarks/retries.py); no turn may be stored
-twice (``duplicate_turns_on_retry``). Prints one table, writes the figures.
+twice (``duplicate_turns_on_retry``). Forget across processes: a worker holds a conversation while another
+process forgets a secret said in it; no file of the store may hold it after, as bytes or as a saved KV
+cache's tokens (``forget_across_processes_leaks``). Prints one table, writes the figures.
 """
 
 from __future__ import annotations
@@ -77,6 +79,24 @@ def concurrent_rounds(rounds: int, log) -> dict:
     return totals
 
 
+def forget_across(rounds: int, log) -> dict:
+    """A worker process holds a conversation (its pager, indexes and live KV cache) while this process forgets
+    a secret said in it (every other round: the whole conversation); the worker then switches conversations
+    and closes, saving its cache. A file of the store still holding the secret after, as bytes or as a saved
+    KV cache's tokens, is a leak. Before the forget the check must find the worker's saved cache."""
+    totals = {"forget_across_processes_runs": 0, "forget_across_processes_seen_before": 0,
+              "forget_across_processes_leaks": 0}
+    with tempfile.TemporaryDirectory() as d:
+        for r in range(rounds):
+            run = faultkit.run_forget_across(Path(d) / f"f{r}.db", f"Quillon{r}frazzle", whole=r % 2 == 1)
+            totals["forget_across_processes_runs"] += 1
+            totals["forget_across_processes_seen_before"] += any(f.endswith("(KV tokens)") for f in run.before)
+            totals["forget_across_processes_leaks"] += len(run.after)
+            if run.after:
+                log(f"forget across processes, round {r}: the secret is still in {run.after}")
+    return totals
+
+
 def fuzz(examples: int, log) -> dict:
     """tests/test_fast_fuzz.py with ``examples`` hypothesis examples per property."""
     env = {**os.environ, "LOCALPAGER_FUZZ_EXAMPLES": str(examples),
@@ -103,9 +123,11 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
     runs, rounds, examples = (24, 2, 100) if args.quick else (80, 6, 400)
+    forget_rounds = 4 if args.quick else 10
     log = lambda s: print(s, file=sys.stderr, flush=True)
     start = time.monotonic()
     result = {**kill_runs(runs, args.seed, log), **concurrent_rounds(rounds, log), **fuzz(examples, log),
+              **forget_across(forget_rounds, log),
               **retries.duplicate_turns_on_retry(log)}
     result["seconds"] = round(time.monotonic() - start, 1)
     result["quick"] = args.quick
@@ -117,6 +139,9 @@ def main() -> None:
             ("turns written concurrently", result["concurrent_turns"]), ("lost writes", result["lost_writes"]),
             ("writer errors", result["writer_errors"]),
             ("fuzz cases", result["fuzz_cases"]), ("fuzz failures", result["fuzz_failures"]),
+            ("forgets while another process holds the conversation", result["forget_across_processes_runs"]),
+            ("held cache found on disk before the forget", result["forget_across_processes_seen_before"]),
+            ("files holding the secret after (leaks)", result["forget_across_processes_leaks"]),
             ("requests retried on a real server", result["retry_cases"]),
             ("turns stored twice by a retry", result["duplicate_turns_on_retry"]),
             ("seconds", result["seconds"])]
