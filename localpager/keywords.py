@@ -34,14 +34,18 @@ _MAX_CHARS = 40
 
 _WORD = re.compile(rf"{LATIN}(?:(?:[-'’]|(?<=\d)[.,](?=\d)){LATIN})*")  # hyphenated words stay one
 
-_NUM = r"\d+(?:,\d{3})*(?:\.\d+)?"
+# At most six thousands groups: a chain of them (1,000,000,…) is tried from each group, so an unbounded
+# one made a long run quadratic.
+_NUM = r"\d+(?:,\d{3}){0,6}(?:\.\d+)?"
 _MONTH = (
     r"(?:Jan(?:uary)?|Feb(?:ruary)?|Mar(?:ch)?|Apr(?:il)?|May|June?|July?|Aug(?:ust)?"
     r"|Sep(?:t(?:ember)?)?|Oct(?:ober)?|Nov(?:ember)?|Dec(?:ember)?)\.?"
 )
 _DAY = r"\d{1,2}(?:st|nd|rd|th)?"
 _URL = re.compile(r"(?:https?://|www\.)(?:www\.)?(?P<kw>[^/\s:?#]+)\S*")
-_EMAIL = re.compile(r"[\w.+-]+@[\w-]+(?:\.[\w-]+)+")
+# Starts only where a run of address characters starts: tried from every character of a long run of
+# letters, digits, dots or dashes it scanned the rest of the run each time (a 25 KB turn took 7.6 s).
+_EMAIL = re.compile(r"(?<![\w.+-])[\w.+-]+@[\w-]+(?:\.[\w-]+)+")
 _MONEY = re.compile(
     rf"[$€£¥₹]\s?{_NUM}(?:\s?(?:[kKmM]|bn|million|billion|thousand)\b)?"
     rf"|\b{_NUM}\s?(?i:k\s)?(?i:dollars?|bucks|euros?|pounds?|usd|eur|gbp|rmb|yuan|yen)\b"
@@ -55,8 +59,8 @@ _DATE = re.compile(
 _PHONE = re.compile(r"(?<!\w)\+?\(?\d(?:[\s().-]{0,2}\d){6,}(?!\w)")
 _CJK_QUANTITY = re.compile(
     r"(?:上午|下午|晚上|早上|中午|凌晨|午前|午後)?"
-    rf"(?:{_NUM}\s?[年月日号號点點时時分秒半元块塊円万萬亿億千百个個岁歳才天周週层階楼樓位人次件张張%]+)+"
-    rf"|{_NUM}\s?(?:公斤|公里|美元|人民币|ドル|キロ|メートル)"
+    rf"(?:(?<!\d){_NUM}\s?[年月日号號点點时時分秒半元块塊円万萬亿億千百个個岁歳才天周週层階楼樓位人次件张張%]+)+"
+    rf"|(?<!\d){_NUM}\s?(?:公斤|公里|美元|人民币|ドル|キロ|メートル)"  # a number starts where its digits start
 )
 _CJK_WEEKDAY = re.compile(
     r"(?:下|上|这|這|本|今|来|來)?(?:个|個)?(?:星期|礼拜|禮拜|周|週)[一二三四五六日天]|[月火水木金土日]曜日?"
@@ -71,6 +75,12 @@ _PATTERNS = (  # most specific first: each masks its matches from the ones after
     (_CJK_WEEKDAY, _DATE_W),
 )
 _MASK = "\x00"  # stands in for a matched span: neither a word, a space nor a sentence end
+# Longer than any e-mail, number, date or phone: a run this long without a space is pasted data. The patterns
+# after the URLs never see one, so none of them can take more than linear time on any text (tried from each
+# character of a long run, a pattern that scans to the run's end is quadratic: a 1 MB turn never finished).
+_MAX_RUN = 256
+_LONG_RUN = re.compile(rf"(?<![^\s{_MASK}])[^\s{_MASK}]{{{_MAX_RUN + 1},}}")  # tried only where a run starts
+
 
 _KATAKANA_WORD = re.compile(r"[ァ-ヺ][ァ-ヺー]+(?:・[ァ-ヺー]+)*")
 _HAN_RUN = re.compile(rf"[{HAN}]+")
@@ -82,7 +92,19 @@ _FORBIDDEN = re.compile(r"[,\[\]:;(){}<>\n\r\t，：；、【】「」『』（�
 
 
 def _clean(surface: str) -> str:
-    """Make a term safe inside ``[p3:kw1,kw2]``: no separators, brackets or newlines."""
+    """Make a term safe inside ``[p3:kw1,kw2]``: no separators, brackets or newlines.
+
+    Every occurrence of every word is cleaned: the short ones are remembered (a pasted run of 500,000
+    words took seconds here); a long one is not kept in memory for it."""
+    return _clean_short(surface) if len(surface) <= _MAX_CHARS * 4 else _cleaned(surface)
+
+
+@lru_cache(maxsize=1 << 14)
+def _clean_short(surface: str) -> str:
+    return _cleaned(surface)
+
+
+def _cleaned(surface: str) -> str:
     text = re.sub(r"(?<=\d),(?=\d{3})", "", surface)
     text = re.sub(r"(?<=\d)[:：](?=\d)", ".", text)  # 3:30pm -> 3.30pm
     text = " ".join(_FORBIDDEN.sub(" ", text).split()).strip(" '\"-")
@@ -161,12 +183,30 @@ def _body(line: str, speakers: frozenset[str]) -> str:
 
 
 def _take_patterns(body: str, bag: _Bag) -> str:
-    """Add emails, money, dates, phones and CJK quantities; mask them so words skip them."""
+    """Add URLs, emails, money, dates, phones and CJK quantities; mask them so words skip them.
+
+    URLs are taken first and whole, however long; the patterns after them read the text with every run
+    longer than ``_MAX_RUN`` hidden (words still read it)."""
+    seen = body  # what the patterns read
     for pattern, weight in _PATTERNS:
-        for match in pattern.finditer(body):
+        matches = list(pattern.finditer(seen))
+        for match in matches:
             bag.add(match.groupdict().get("kw") or match.group(), weight)
-        body = pattern.sub(lambda m: _MASK * len(m.group()), body)
+        body, seen = _masked(body, matches), _masked(seen, matches)
+        if pattern is _URL:
+            seen = _masked(seen, list(_LONG_RUN.finditer(seen)))
     return body
+
+
+def _masked(text: str, matches: Sequence[re.Match[str]]) -> str:
+    """``text`` with each match's span replaced by as many ``_MASK`` characters."""
+    if not matches:
+        return text
+    parts, last = [], 0
+    for match in matches:
+        parts += [text[last : match.start()], _MASK * (match.end() - match.start())]
+        last = match.end()
+    return "".join(parts) + text[last:]
 
 
 def _cjk_terms(body: str, bag: _Bag) -> None:

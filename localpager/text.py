@@ -149,6 +149,7 @@ def content_words(text: str, stemmer: str = "none") -> tuple[str, ...]:
     return tuple(stem(w) for w in tokenize_words(text) if w not in STOPWORDS)
 
 
+@lru_cache(maxsize=1 << 16)  # keyword extraction asks for the key of every word it weighs
 def term_key(term: str) -> str:
     """The identity of a term: "Peanuts" and "peanut" have one key (case, plural and punctuation
     differences do not make a new term)."""
