@@ -221,6 +221,8 @@ class ModelRunner:
     def conversation(self, conv_id: str, create: bool = False) -> Conversation:
         with self._lock:
             conv = self._conversations.get(conv_id)
+            if conv is not None and not self.lp.store.has_conversation(conv_id):
+                conv = None  # forgotten whole by another process: a request on it starts afresh
             if conv is None:
                 conv = self._conversations[conv_id] = self.lp.conversation(conv_id, create=create)
             return conv

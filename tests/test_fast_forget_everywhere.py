@@ -266,3 +266,26 @@ def test_import_replace_says_it_brings_forgotten_text_back(pagers, tmp_path):
     assert len([line for line in result.output.splitlines() if "forgotten" in line]) == 1
     result = _cli(path, "import", str(tmp_path / "before.jsonl"), "--replace")  # nothing forgotten now
     assert "forgotten" not in result.output
+
+
+# -- the server ----------------------------------------------------------------------------------------
+def test_a_served_conversation_forgotten_elsewhere_starts_afresh_and_forget_says_exports_keep_it(pagers):
+    pytest.importorskip("fastapi")
+    from fastapi.testclient import TestClient
+
+    from localpager.server import create_app
+
+    served, other = pagers(), pagers()
+
+    def chat(client, text):
+        return client.post("/v1/chat/completions", headers={"X-Conversation-Id": "c"},
+                           json={"model": "localpager", "messages": [{"role": "user", "content": text}]})
+
+    with TestClient(create_app(served, log=lambda line: None)) as client:
+        assert chat(client, f"My code word is {SECRET}.").status_code == 200
+        other.forget_conversation("c")  # another process forgets it whole
+        again = chat(client, "Hello again.")
+        assert again.status_code == 200, again.text
+        assert [t.text for t in other.store.turns("c")][0] == "Hello again."  # a new conversation, nothing of the old
+        body = client.post("/v1/conversations/c/forget", json={"match": "Hello"}).json()
+        assert body["turns"] == [0] and body["rewritten"] and body["note"].startswith("exports written before")
