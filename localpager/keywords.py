@@ -16,7 +16,8 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 
 from .records import ROLES
-from .text import HAN, LATIN, STOPWORDS, cjk_bigrams, content_words, is_stopword, term_key, tokenize_words
+from .text import (HAN, LATIN, STOPWORDS, cjk_bigrams, content_words, is_question, is_self_statement, is_stopword, sentences, term_key,
+                   tokenize_words)
 
 KeywordStrategy = Callable[[Sequence[str], int, int], list[list[str]]]
 
@@ -30,6 +31,12 @@ _KATAKANA_W = 2.0
 _HAN_WHOLE, _HAN_BIGRAM = 1.5, 1.0
 _SPEAKER_DAMPING = 0.25  # a speaker's own name shows up on every page: weak evidence for this one
 _FALLBACK = 0.1
+# What someone tells is what a later question asks for. A term's weight is multiplied by its sentence's:
+# a statement about oneself ("I'm allergic to sesame") in a turn that asks nothing, another statement
+# ("The team sync is on Monday at 9"), a statement beside a question ("I'm making risotto. Nuts on top?").
+# Questions and an assistant's lines keep 1. Chosen on the generated tuning set (bookmark_fact_coverage,
+# fixed_20 pages; benchmarks/bookmark_coverage.py): no boost 0.40, these 0.92; 8/8/2 and 6/3/2 0.90.
+SELF_BOOST, OTHER_BOOST, MIXED_BOOST = 8.0, 4.0, 2.0
 _MAX_CHARS = 40
 
 _WORD = re.compile(rf"{LATIN}(?:(?:[-'’]|(?<=\d)[.,](?=\d)){LATIN})*")  # hyphenated words stay one
@@ -56,6 +63,9 @@ _DATE = re.compile(
     r"|\d{1,2}(?:[:.]\d{2})?\s?(?i:[ap]\.?m\.?)|\d{1,2}:\d{2}"
     r"|(?:Mon|Tues|Wednes|Thurs|Fri|Satur|Sun)days?)\b"
 )
+# a number with its unit: "9 units" of insulin, "10 mg", "5 km" (a bare "9" says little)
+_QUANTITY = re.compile(
+    rf"\b{_NUM}\s?(?i:mg|mcg|µg|ml|kg|g|lbs?|cm|mm|km|mi|miles?|units?|pills?|tablets?|capsules?|puffs?|drops?|%)(?!\w)")
 _PHONE = re.compile(r"(?<!\w)\+?\(?\d(?:[\s().-]{0,2}\d){6,}(?!\w)")
 _CJK_QUANTITY = re.compile(
     r"(?:上午|下午|晚上|早上|中午|凌晨|午前|午後)?"
@@ -69,6 +79,7 @@ _PATTERNS = (  # most specific first: each masks its matches from the ones after
     (_URL, _CONTACT),
     (_EMAIL, _CONTACT),
     (_MONEY, _MONEY_W),
+    (_QUANTITY, _DATE_W),
     (_DATE, _DATE_W),
     (_PHONE, _CONTACT),
     (_CJK_QUANTITY, _DATE_W),
@@ -80,7 +91,6 @@ _MASK = "\x00"  # stands in for a matched span: neither a word, a space nor a se
 # character of a long run, a pattern that scans to the run's end is quadratic: a 1 MB turn never finished).
 _MAX_RUN = 256
 _LONG_RUN = re.compile(rf"(?<![^\s{_MASK}])[^\s{_MASK}]{{{_MAX_RUN + 1},}}")  # tried only where a run starts
-
 
 _KATAKANA_WORD = re.compile(r"[ァ-ヺ][ァ-ヺー]+(?:・[ァ-ヺー]+)*")
 _HAN_RUN = re.compile(rf"[{HAN}]+")
@@ -123,6 +133,7 @@ class _Term:
     score: float = 0.0
     count: int = 0
     forms: Counter[str] = field(default_factory=Counter)
+    peak: float = 0.0  # the weight of its weightiest occurrence
 
     @property
     def display(self) -> str:
@@ -136,6 +147,7 @@ class _Bag:
 
     noise: frozenset[str]
     terms: dict[str, _Term] = field(default_factory=dict)
+    boost: float = 1.0  # the weight of the sentence being read (SELF_BOOST, ...)
 
     def add(self, surface: str, weight: float) -> None:
         """Count one occurrence; speaker names are damped because every page has them."""
@@ -144,8 +156,9 @@ class _Bag:
         if not key:
             return
         term = self.terms.setdefault(key, _Term())
-        weight *= _SPEAKER_DAMPING if key in self.noise else 1.0
+        weight *= (_SPEAKER_DAMPING if key in self.noise else 1.0) * self.boost
         term.score += weight
+        term.peak = max(term.peak, weight)
         term.count += 1
         term.forms[surface] += weight
 
@@ -176,10 +189,15 @@ def _noise_keys(speakers: frozenset[str]) -> frozenset[str]:
 
 def _body(line: str, speakers: frozenset[str]) -> str:
     """A line without its speaker prefix, which starts every line and so marks no page."""
+    return _split_speaker(line, speakers)[1]
+
+
+def _split_speaker(line: str, speakers: frozenset[str]) -> tuple[str | None, str]:
+    """(the speaker's name in lower case, or None, and the rest of the line)."""
     match = _SPEAKER_PREFIX.match(line)
     if match and match.group(1).lower() in speakers:
-        return line[match.end() :]
-    return line
+        return match.group(1).lower(), line[match.end() :]
+    return None, line
 
 
 def _take_patterns(body: str, bag: _Bag) -> str:
@@ -307,11 +325,21 @@ def _page_terms(page_texts: Sequence[str]) -> list[dict[str, _Term]]:
 def _extract_terms(text: str, speakers: frozenset[str], noise: frozenset[str]) -> dict[str, _Term]:
     """All candidate terms of one page; plain tokens stand in when nothing better exists."""
     bag = _Bag(noise)
-    bodies = [_body(line, speakers) for line in text.splitlines()]
-    for body in bodies:
-        body = _take_patterns(body, bag)
-        _cjk_terms(body, bag)
-        _latin_terms(body, bag)
+    lines = [_split_speaker(line, speakers) for line in text.splitlines()]
+    bodies = [body for _, body in lines]
+    for speaker, body in lines:
+        parts = sentences(body) or [body]
+        asks = any(p.rstrip().endswith(("?", "？")) for p in parts)
+        for sentence in parts:
+            # what someone says about themselves is what a later question asks for: "I'm allergic to
+            # peanuts" outweighs "Would chopped nuts work on top?" (an assistant's "I'll remember" does not)
+            bag.boost = 1.0
+            if speaker != "assistant" and not is_question(sentence):
+                bag.boost = MIXED_BOOST if asks else SELF_BOOST if is_self_statement(sentence) else OTHER_BOOST
+            sentence = _take_patterns(sentence, bag)
+            _cjk_terms(sentence, bag)
+            _latin_terms(sentence, bag)
+    bag.boost = 1.0
     for source in ("\n".join(bodies), text):
         if bag.terms:
             break
@@ -332,7 +360,7 @@ def _select(
     chosen: list[str] = []
     covered: list[set[str]] = []
     for key, term in sorted(terms.items(), key=lambda item: rank(*item), reverse=True):
-        words = set(key.split())
+        words = _key_words(key, term.display)
         if any(words <= seen for seen in covered):
             continue
         chosen.append(term.display)
@@ -340,6 +368,14 @@ def _select(
         if len(chosen) == k:
             break
     return chosen
+
+
+def _key_words(key: str, display: str) -> set[str]:
+    """The words a term stands for; an e-mail address stands for its local part's words, so that
+    "maria.chen@example.com" adds nothing to a bookmark that already holds "Maria Chen"."""
+    if "@" in display:
+        return set(term_key(display.split("@", 1)[0]).split()) or set(key.split())
+    return set(key.split())
 
 
 def _random(page_texts: Sequence[str], k: int, seed: int) -> list[list[str]]:
@@ -355,8 +391,19 @@ def _random(page_texts: Sequence[str], k: int, seed: int) -> list[list[str]]:
 
 
 def _heuristic(page_texts: Sequence[str], k: int, seed: int) -> list[list[str]]:
-    """Rank each page's terms by the weight of their forms; deterministic, so seed is unused."""
-    return [_select(terms, k, lambda _, t: (t.score,)) for terms in _page_terms(page_texts)]
+    """Rank each page's terms by their weightiest occurrence (form times sentence), times how rare the term
+    is among the pages given; deterministic, so seed is unused.
+
+    The weightiest occurrence, not the sum: small talk repeats its topic ("risotto" in the question and in
+    the answer) while a fact is stated once. Measured with the boosts above: the sum 0.90, the peak 0.92."""
+    pages = _page_terms(page_texts)
+    df = Counter(key for terms in pages for key in terms)
+    n = len(pages)
+
+    def rank(key: str, term: _Term) -> tuple[float, float]:
+        return term.peak * (1 + math.log((1 + n) / df[key])), term.score
+
+    return [_select(terms, k, rank) for terms in pages]
 
 
 def _tfidf(page_texts: Sequence[str], k: int, seed: int) -> list[list[str]]:

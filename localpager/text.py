@@ -159,3 +159,46 @@ def term_key(term: str) -> str:
 def is_small_talk(text: str) -> bool:
     """A greeting or an acknowledgement: at most one content word ("thanks!", "ok, sounds good")."""
     return len(content_words(text)) <= 1
+
+
+# -- what kind of sentence ----------------------------------------------------------------------------
+_WH = "what when where who whom whose which why how"
+_AUX = "do does did is are was were am can could will would should shall may might must have has had"
+_QUESTION_START = re.compile(rf"^\W*(?:{'|'.join((_WH + ' ' + _AUX).split())})(?:n't|'s|'re|'d|'ll)?\b", re.I)
+_RECALL_PHRASE = re.compile(
+    r"\b(?:remind me|do you remember|can you remember|remember when|what was|what were|what did i|"
+    r"did i (?:tell|mention|say)|i (?:told|mentioned)|tell me again|i forgot|i forget|can you recall)\b", re.I)
+# sentence ends: a stop, then space and a capital or a quote (not "3.5", "a.b@c.d" or "Dr. Patel")
+SENTENCE_BREAK = re.compile(r"(?<=[.!?…])(?<!\bDr\.)(?<!\bMr\.)(?<!\bMs\.)(?<!\bSt\.)(?<!\bMrs\.)(?<!\bProf\.)"
+                            r"\s+(?=[\"“'(\[]?[A-Z])")
+_FIRST_PERSON = re.compile(r"\b(?:i|i'm|i've|i'd|i'll|im|ive|my|mine|me|myself|we|we're|we've|we'd|our|ours|us)\b",
+                           re.I)
+_MAX_SENTENCE = 2000  # a fact is stated in a sentence, not a pasted page: longer runs are not read for this
+
+
+@lru_cache(maxsize=1 << 16)
+def is_question(text: str) -> bool:
+    """A question form: ends with a question mark, starts with a wh-word or an auxiliary, or asks to be
+    reminded ("remind me", "do you remember", "what was")."""
+    stripped = text.strip().rstrip("\"')]}»” ")
+    return (stripped.endswith(("?", "？")) or bool(_QUESTION_START.match(stripped))
+            or bool(_RECALL_PHRASE.search(stripped)))
+
+
+@lru_cache(maxsize=1 << 16)  # the ranking asks it of every candidate turn, question after question
+def asks_nothing(text: str) -> bool:
+    """No sentence of ``text`` is in question form."""
+    return not any(is_question(s) for s in sentences(text[:4 * _MAX_SENTENCE]))
+
+
+def sentences(text: str) -> list[str]:
+    """``text`` cut at sentence ends (``SENTENCE_BREAK``), each piece as written."""
+    return [s for s in SENTENCE_BREAK.split(text) if s.strip()]
+
+
+def is_self_statement(sentence: str) -> bool:
+    """A sentence in which the speaker states something about themselves: a first person, and no question
+    ("I'm allergic to peanuts", "My landlord is Omar Haddad", "We go camping every June")."""
+    sentence = sentence.strip()
+    return (bool(sentence) and len(sentence) <= _MAX_SENTENCE and not is_question(sentence)
+            and bool(_FIRST_PERSON.search(sentence)))

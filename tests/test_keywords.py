@@ -109,11 +109,29 @@ def test_allergy_page_names_the_allergy_not_the_roles(strategy: str) -> None:
 
 
 def test_money_dates_and_times_are_extracted_whole() -> None:
-    (keywords,) = extract_keywords([RENT], "heuristic")
+    (keywords,) = extract_keywords([RENT], "heuristic", k=6)
     assert "$1200" in keywords
     assert "March 3" in keywords
     assert {"Friday", "3.30pm"} & set(keywords)
     assert not lowered(keywords) & {"the", "sure"}
+
+
+def test_what_the_user_states_outranks_what_the_assistant_says() -> None:
+    """The user's own statement is what a later question asks for; the assistant's reply is not."""
+    (keywords,) = extract_keywords([RENT], "heuristic", k=2)
+    assert set(keywords) == {"$1200", "March 3"}
+    page = ("user: Would toasted nuts work on the risotto? The risotto is for Saturday.\n"
+            "assistant: Toasted hazelnuts work well on risotto, toast them first.\n"
+            "user: By the way, I'm allergic to penicillin.\nassistant: Noted.")
+    (keywords,) = extract_keywords([page], "heuristic", k=2)
+    assert "penicillin" in keywords
+
+
+def test_a_name_and_its_email_take_one_keyword() -> None:
+    page = "user: My accountant is Ingrid Novak, email ingrid.novak@example.com. I take 10 mg of losartan."
+    (keywords,) = extract_keywords([page], "heuristic", k=3)
+    assert "Ingrid Novak" in keywords and "ingrid.novak@example.com" not in keywords
+    assert "10 mg" in keywords  # a number with its unit, not a bare "10"
 
 
 def test_money_in_words_and_iso_dates() -> None:
