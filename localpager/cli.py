@@ -171,7 +171,30 @@ def echo_json(data) -> None:
     click.echo(json.dumps(data, indent=2, ensure_ascii=False))
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+def _store_setting(ctx: click.Context, param: click.Parameter, value: str | None) -> None:
+    """A store option given after the command sets what it sets before it (after wins)."""
+    if value is not None:
+        ctx.ensure_object(dict)[param.name] = value
+
+
+class StoreGroup(click.Group):
+    """The command group. Every command that opens the store also takes ``--store`` and ``--key-env`` after
+    its name (``localpager bookmarks X --store m.db``), where people put them: before, only
+    ``localpager --store m.db bookmarks X`` worked and the other order was "No such option"."""
+
+    WITHOUT_STORE = ("generate", "simulate", "eval", "bench")
+
+    def add_command(self, cmd: click.Command, name: str | None = None) -> None:
+        if (name or cmd.name) not in self.WITHOUT_STORE:
+            cmd.params += [
+                click.Option(["--store"], type=click.Path(dir_okay=False), expose_value=False, callback=_store_setting,
+                             help="SQLite store (as before the command: localpager --store PATH ...)"),
+                click.Option(["--key-env"], metavar="NAME", expose_value=False, callback=_store_setting,
+                             help="the store's key is in environment variable NAME (as before the command)")]
+        super().add_command(cmd, name)
+
+
+@click.group(cls=StoreGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="localpager")
 @click.option("--store", envvar="LOCALPAGER_STORE", type=click.Path(dir_okay=False),
               help="SQLite store (default: localpager.db in your data directory; env LOCALPAGER_STORE)")
