@@ -11,7 +11,9 @@ Fuzz: tests/test_fast_fuzz.py with many more hypothesis examples. Retries: a rea
 requests that fail on the client's side and are sent again (benchmarks/retries.py); no turn may be stored
 twice (``duplicate_turns_on_retry``). Forget across processes: a worker holds a conversation while another
 process forgets a secret said in it; no file of the store may hold it after, as bytes or as a saved KV
-cache's tokens (``forget_across_processes_leaks``). Prints one table, writes the figures.
+cache's tokens (``forget_across_processes_leaks``). Pathological input: a 1 MB string without a space through
+ingest, import and a chat request to a real server while /health is polled (benchmarks/pathological.py,
+``pathological_input_ms`` per path). Prints one table, writes the figures.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
 import faultkit  # noqa: E402
+import pathological  # noqa: E402
 import retries  # noqa: E402
 
 OPS = ("ask", "add", "maintain", "ingest")
@@ -128,7 +131,7 @@ def main() -> None:
     start = time.monotonic()
     result = {**kill_runs(runs, args.seed, log), **concurrent_rounds(rounds, log), **fuzz(examples, log),
               **forget_across(forget_rounds, log),
-              **retries.duplicate_turns_on_retry(log)}
+              **retries.duplicate_turns_on_retry(log), **pathological.pathological_input(log)}
     result["seconds"] = round(time.monotonic() - start, 1)
     result["quick"] = args.quick
     rows = [("kill runs (ingest, ask+maintain, maintain, add)", result["runs"]), ("killed mid-run", result["kills"]),
@@ -144,6 +147,9 @@ def main() -> None:
             ("files holding the secret after (leaks)", result["forget_across_processes_leaks"]),
             ("requests retried on a real server", result["retry_cases"]),
             ("turns stored twice by a retry", result["duplicate_turns_on_retry"]),
+            *((f"1 MB without a space: {path} ms", ms) for path, ms in result["pathological_input_ms"].items()),
+            ("/health answered meanwhile (slowest ms)",
+             f"{result['pathological_health_kept_answering']} ({result['pathological_health_slowest_ms']})"),
             ("seconds", result["seconds"])]
     width = max(len(name) for name, _ in rows)
     print(f"| {'what'.ljust(width)} | value |\n|{'-' * (width + 2)}|------:|")
