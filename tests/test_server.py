@@ -316,7 +316,7 @@ def test_serve_budget_pages_a_new_conversation_and_the_inspector_shows_an_oversi
     from localpager.store import Store
 
     history = [{"role": "user" if i % 2 == 0 else "assistant", "content": text} for i, text in enumerate(FILLER * 3)]
-    huge = "The harbour log for the year lists " + "boats and tides " * 1500  # more than any 2,048-token prompt
+    huge = "The harbour log for the year lists " + "boats and tides " * 800  # more than any 2,048-token prompt
     history += [{"role": "user", "content": huge}, {"role": "assistant", "content": "That is a long log."}]
     answer = client(url, "budgeted").chat.completions.create(
         model="localpager", max_tokens=8, messages=[*history, {"role": "user", "content": "Where did Hartley move?"}])
