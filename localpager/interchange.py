@@ -173,6 +173,8 @@ def _typed(value: Any, kind: Any, where: _Where, name: str) -> Any:
         ok, expected = isinstance(value, bool), "true or false"
     elif kind is int:
         ok, expected = isinstance(value, int) and not isinstance(value, bool), "an integer"
+        if ok and not -(2**63) <= value < 2**63:  # what SQLite holds: a larger one failed mid-import
+            raise where.error(name, f"must fit in 64 bits, got {_show(value)}")
     elif kind is float:
         ok, expected = _is_number(value), "a number"
     elif kind is str:
@@ -258,7 +260,7 @@ def _checked_superseded(value: Any, where: _Where, n_turns: int) -> dict[int, in
     marks: dict[int, int] = {}
     for key, later in _object(value, where, "localpager.superseded", "an object").items():
         name = f"localpager.superseded.{key}"
-        if not (key.isascii() and key.isdigit()):
+        if not (key.isascii() and key.isdigit() and len(key) < 19):
             raise where.error(name, f"each key must be a turn index, got {_show(key)}")
         turn = _turn_index(int(key), n_turns, where, name)
         later = _turn_index(later, n_turns, where, name)
