@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from localpager.checks import id_problem, text_problem
-from localpager.records import ROLES, Probe, Transcript, Turn
+from localpager.records import GENERAL_PROBE, ROLES, Probe, Transcript, Turn
 
 FORMATS = ("auto", "jsonl", "locomo")
 
@@ -225,13 +225,17 @@ def _probe_from_json(obj: Any, name: str, n_turns: int, where: _Where) -> Probe:
     _object(obj, where, name, "a probe object")
     evidence = _list(obj.get("evidence", []), where, f"{name}.evidence")
     at = obj.get("at")
+    probe_type = _optional_string(obj.get("type"), where, f"{name}.type")
+    # a general question (GENERAL_PROBE) needs nothing said before: it has no answer to check, only the
+    # expectation that nothing is paged in for it
+    general = probe_type == GENERAL_PROBE and obj.get("answer", []) == [] and not evidence
     return Probe(
         question=_required_string(obj, "question", where, name),
-        answers=_answers(_required(obj, "answer", where, f"{name}.answer"), where, name),
+        answers=[] if general else _answers(_required(obj, "answer", where, f"{name}.answer"), where, name),
         evidence=[
             _turn_index(e, n_turns, where, f"{name}.evidence[{i}]") for i, e in enumerate(evidence)
         ],
-        type=_optional_string(obj.get("type"), where, f"{name}.type"),
+        type=probe_type,
         at=None if at is None else _turn_index(at, n_turns, where, f"{name}.at"),
         extra={k: v for k, v in obj.items() if k not in _PROBE_KEYS},
     )

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 ROLES = ("user", "assistant")
+GENERAL_PROBE = "general"  # a probe's type: a question that needs nothing said before (no answer, no evidence)
 
 
 @dataclass

@@ -7,6 +7,10 @@ import re
 import pytest
 
 from localpager.eval.synthetic import (
+    GENERAL_PER_CONVERSATION,
+    GENERAL_QUESTIONS,
+    PHRASINGS,
+    fact_kinds,
     FACT_KINDS,
     FACT_TYPES,
     LEAD_INS,
@@ -15,7 +19,7 @@ from localpager.eval.synthetic import (
     generate_dataset,
     mentions,
 )
-from localpager.records import Probe, Transcript
+from localpager.records import GENERAL_PROBE, Probe, Transcript
 
 # Words a question may share with the turn it is about: function words and a few everyday ones.
 GENERIC = {
@@ -42,8 +46,13 @@ def conversations() -> list[Transcript]:
     return _conversations()
 
 
+def facts(conv: Transcript) -> list[Probe]:
+    """The probes about planted facts (not the general questions)."""
+    return [p for p in conv.probes if p.type != GENERAL_PROBE]
+
+
 def _probes(conversations: list[Transcript]) -> list[tuple[Transcript, Probe]]:
-    return [(conv, probe) for conv in conversations for probe in conv.probes]
+    return [(conv, probe) for conv in conversations for probe in facts(conv)]
 
 
 # --- determinism ----------------------------------------------------------------------------------
@@ -86,16 +95,16 @@ def test_too_short_is_refused() -> None:
 
 def test_six_to_eight_facts_one_probe_each(conversations: list[Transcript]) -> None:
     for conv in conversations:
-        assert 6 <= len(conv.probes) <= 8
-        types = [p.type for p in conv.probes]
+        assert 6 <= len(facts(conv)) <= 8
+        types = [p.type for p in facts(conv)]
         assert len(set(types)) == len(types)
         assert set(types) <= set(FACT_TYPES)
-        assert 1 <= sum(len(p.extra["stated"]) > 1 for p in conv.probes) <= 2
+        assert 1 <= sum(len(p.extra["stated"]) > 1 for p in facts(conv)) <= 2
 
 
 def test_every_fact_type_appears_in_a_dataset() -> None:
     dataset = generate_dataset(10, seed=0)
-    assert {p.type for conv in dataset for p in conv.probes} == set(FACT_TYPES)
+    assert {p.type for conv in dataset for p in facts(conv)} == set(FACT_TYPES)
 
 
 def test_dataset_alternates_forward_and_revisiting() -> None:
@@ -107,7 +116,7 @@ def test_dataset_alternates_forward_and_revisiting() -> None:
 
 def test_facts_are_spread_and_the_tail_is_filler(conversations: list[Transcript]) -> None:
     for conv in conversations:
-        stated = sorted(t for p in conv.probes for t in p.extra["stated"])
+        stated = sorted(t for p in facts(conv) for t in p.extra["stated"])
         assert stated[-1] < len(conv.turns) - TAIL_TURNS
         assert stated[-1] - stated[0] > len(conv.turns) // 2
 
@@ -116,7 +125,7 @@ def test_filler_is_varied_and_shares_generic_words(conversations: list[Transcrip
     for conv in conversations:
         user_texts = [t.text for t in conv.turns if t.role == "user"]
         assert len(set(user_texts)) > 0.6 * len(user_texts)
-    stated = {(c.id, t) for c in conversations for p in c.probes for t in p.extra["stated"]}
+    stated = {(c.id, t) for c in conversations for p in facts(c) for t in p.extra["stated"]}
     filler = " ".join(
         t.text.lower() for c in conversations for t in c.turns if (c.id, t.index) not in stated
     )
@@ -194,8 +203,8 @@ def test_answers_are_short(conversations: list[Transcript]) -> None:
 
 def test_forward_probes_are_asked_at_the_end() -> None:
     conv = generate_conversation(4, revisiting=False)
-    assert all(p.at is None for p in conv.probes)
-    assert [p.evidence[0] for p in conv.probes] == sorted(p.evidence[0] for p in conv.probes)
+    assert all(p.at is None for p in facts(conv))
+    assert [p.evidence[0] for p in facts(conv)] == sorted(p.evidence[0] for p in facts(conv))
 
 
 def test_revisiting_probes_come_after_their_fact_and_are_sorted(
@@ -204,12 +213,39 @@ def test_revisiting_probes_come_after_their_fact_and_are_sorted(
     for conv in conversations:
         if not conv.meta["revisiting"]:
             continue
-        timed = [p for p in conv.probes if p.at is not None]
-        assert len(timed) > len(conv.probes) / 2
+        timed = [p for p in facts(conv) if p.at is not None]
+        assert len(timed) > len(facts(conv)) / 2
         for probe in timed:
             assert probe.evidence[0] < probe.at < len(conv.turns) - 1
             assert conv.turns[probe.at].role == "assistant"
         ats = [p.at for p in timed]
         assert ats == sorted(ats)
-        assert conv.probes[: len(timed)] == timed
+        assert facts(conv)[: len(timed)] == timed
         assert len(set(ats)) >= 3
+
+
+# --- general questions and phrasing sets ----------------------------------------------------------
+
+
+def test_general_questions_are_asked_at_the_end_and_leave_the_conversation_as_it_was() -> None:
+    with_general = generate_conversation(7)
+    without = generate_conversation(7, general=0)
+    assert with_general.turns == without.turns and facts(with_general) == without.probes
+    general = [p for p in with_general.probes if p.type == GENERAL_PROBE]
+    assert len(general) == GENERAL_PER_CONVERSATION == len({p.question for p in general})
+    assert all(p.at is None and not p.evidence and not p.answers for p in general)
+    assert with_general.probes[-len(general):] == general
+    assert {p.question for p in general} <= set(GENERAL_QUESTIONS)
+
+
+@pytest.mark.parametrize("phrasing", [p for p in PHRASINGS if p != "tuning"])
+def test_every_phrasing_set_has_every_fact_kind_with_its_fields(phrasing: str) -> None:
+    """Another phrasing set replaces the templates only: the same kinds, values and slots."""
+    for tuned, other in zip(FACT_KINDS, fact_kinds(phrasing)):
+        assert (other.name, other.type, other.value) == (tuned.name, tuned.type, tuned.value)
+        assert other.says and other.asks and bool(other.updates) == bool(tuned.updates)
+        assert not set(other.says) & set(tuned.says) and not set(other.asks) & set(tuned.asks)
+    conv = generate_conversation(3, phrasing=phrasing)
+    for probe in facts(conv):
+        assert any(mentions(conv.turns[probe.evidence[0]].text, [a]) for a in probe.answers)
+

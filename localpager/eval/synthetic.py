@@ -12,9 +12,9 @@ from __future__ import annotations
 import random
 import re
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
-from localpager.records import Probe, Transcript, Turn
+from localpager.records import GENERAL_PROBE, Probe, Transcript, Turn
 
 FACT_TYPES = (
     "allergy", "budget", "deadline", "contact", "medical", "preference", "schedule", "number",
@@ -765,34 +765,161 @@ FILLER_TOPICS: dict[str, FillerTopic] = {
 }
 
 
+# --- general questions ----------------------------------------------------------------------------
+# What a user asks a chat model that needs nothing said before: how-to, facts about the world, advice,
+# code, opinions. Many sit near the planted facts' topics (allergies, money, dates, contacts, medicine,
+# tastes, appointments, numbers), and many say "I" or "my", as real questions do, so that neither the
+# topic nor the pronoun alone tells them from a question about the user's own facts. Asked at the end of
+# a conversation as probes of type ``general`` (no evidence, no answer): nothing should be paged in.
+GENERAL_QUESTIONS: tuple[str, ...] = (
+    # near allergies
+    "What are the first signs of a food allergy?",
+    "Is a peanut allergy something kids can grow out of?",
+    "How does an EpiPen actually work?",
+    "Which nuts are technically not nuts?",
+    "Can you be allergic to cold weather?",
+    "What is the difference between an allergy and an intolerance?",
+    "Why do some people sneeze around cats?",
+    # near money and budgets
+    "How much should a decent laptop for students cost?",
+    "What's a sensible way to set a monthly budget?",
+    "Is it better to rent or buy a house in your thirties?",
+    "How do I ask for a raise without sounding greedy?",
+    "What is compound interest, in simple words?",
+    "How much does a kitchen renovation usually cost?",
+    "Which is cheaper for a holiday, Lisbon or Barcelona?",
+    # near deadlines and paperwork
+    "How do I stop procrastinating on big reports?",
+    "What happens if you file your taxes late?",
+    "How long does a passport renewal usually take?",
+    "What makes a good pitch deck?",
+    "How should a grant report be structured?",
+    # near contacts and people
+    "How do I write a polite email to a landlord about a broken heater?",
+    "What should I ask a plumber before hiring them?",
+    "How often should a parrot see a vet?",
+    "What does an accountant do that tax software doesn't?",
+    "How do I remember people's names better?",
+    # near medicine
+    "What does blood pressure medication do?",
+    "Is it safe to take ibuprofen on an empty stomach?",
+    "What's the difference between good and bad cholesterol?",
+    "How do migraines differ from ordinary headaches?",
+    "How should insulin be stored when travelling?",
+    "Why do doctors tell you to take statins at night?",
+    # near tastes
+    "What colors go well with navy blue?",
+    "What is a good name for a dog?",
+    "Which flowers are easy to keep alive indoors?",
+    "What's the difference between Thai and Vietnamese food?",
+    "Who are some good jazz musicians for beginners?",
+    "What music helps people concentrate?",
+    # near appointments and routines
+    "How often should I go to the dentist?",
+    "What is a good age for a child to start piano lessons?",
+    "Is yoga or pilates better for back pain?",
+    "How do I run a weekly team meeting that people don't hate?",
+    "What's the best time of day to exercise?",
+    # near numbers and travel
+    "How early should I get to the airport for an international flight?",
+    "Why do hotels skip the thirteenth floor?",
+    "How do flight numbers work?",
+    "What should I do if I forget where I parked?",
+    "How do gym lockers with codes work?",
+    # general knowledge
+    "What is the capital of Australia?",
+    "How far is the moon from the Earth?",
+    "Who wrote Pride and Prejudice?",
+    "Why do cats purr?",
+    "How many bones are in the human body?",
+    "What causes thunder?",
+    "When did the Berlin Wall fall?",
+    # how-to
+    "How do I get red wine out of a carpet?",
+    "How do I fix a squeaky door?",
+    "How do I iron a shirt without burning it?",
+    "How do I tie a tie?",
+    "What's the best way to learn a new language as an adult?",
+    "How do I make a sourdough starter?",
+    "How can I sleep better at night?",
+    # code
+    "How do I reverse a list in Python?",
+    "What is the difference between a list and a tuple in Python?",
+    "How do I undo my last git commit?",
+    "Can you explain what a REST API is?",
+    "How do I center a div in CSS?",
+    # opinions
+    "Is it worth learning to play chess as an adult?",
+    "Are electric cars really better for the environment?",
+    "What do you think makes a good friend?",
+    "Should I learn to cook or just buy ready meals?",
+)
+GENERAL_PER_CONVERSATION = 6
+# tuning: this module's templates; dev: a second set written apart (dev_phrasings.py), tuned on beside them
+# so that settings generalize; heldout: a third, written apart (heldout_phrasings.py), never tuned on.
+PHRASINGS = ("tuning", "dev", "heldout")
+
+
+def _phrasing_set(phrasing: str) -> tuple[dict[str, dict[str, tuple[str, ...]]], tuple[str, ...]]:
+    if phrasing not in PHRASINGS:
+        raise ValueError(f"unknown phrasing {phrasing!r}; use one of {', '.join(PHRASINGS)}")
+    if phrasing == "dev":
+        from .dev_phrasings import DEV_GENERAL, DEV_KINDS
+
+        return DEV_KINDS, DEV_GENERAL
+    from .heldout_phrasings import HELDOUT_GENERAL, HELDOUT_KINDS
+
+    return HELDOUT_KINDS, HELDOUT_GENERAL
+
+
+def fact_kinds(phrasing: str = "tuning") -> tuple[FactKind, ...]:
+    """The fact kinds with the templates of ``phrasing`` (see ``PHRASINGS``)."""
+    if phrasing == "tuning":
+        return FACT_KINDS
+    kinds, _ = _phrasing_set(phrasing)
+    return tuple(replace(kind, says=kinds[kind.name]["says"], asks=kinds[kind.name]["asks"],
+                         updates=kinds[kind.name].get("updates", ()) if kind.updates else ())
+                 for kind in FACT_KINDS)
+
+
+def general_questions(phrasing: str = "tuning") -> tuple[str, ...]:
+    """The general questions of ``phrasing`` (see ``PHRASINGS``)."""
+    return GENERAL_QUESTIONS if phrasing == "tuning" else _phrasing_set(phrasing)[1]
+
+
 # --- public API -----------------------------------------------------------------------------------
 
 
 def generate_conversation(
-    seed: int, n_turns: int = 160, revisiting: bool = False, conv_id: str | None = None
+    seed: int, n_turns: int = 160, revisiting: bool = False, conv_id: str | None = None,
+    phrasing: str = "tuning", general: int = GENERAL_PER_CONVERSATION,
 ) -> Transcript:
     """A conversation of ``n_turns`` (rounded up to even) with planted facts and one probe each.
 
     Forward conversations ask every probe at the end; revisiting ones ask most probes mid-way,
-    some turns after the fact, so paged-out facts get recalled during the conversation.
+    some turns after the fact, so paged-out facts get recalled during the conversation. ``general``
+    general questions (``GENERAL_QUESTIONS``) are asked at the end as probes of type ``general``; they
+    are drawn from a random stream of their own, so the conversation and its fact probes do not depend
+    on how many there are.
     """
     n_turns += n_turns % 2
     if n_turns < MIN_TURNS:
         raise ValueError(f"n_turns must be at least {MIN_TURNS}, got {n_turns}")
     rng = random.Random(seed)
-    facts = _draw_facts(rng)
+    facts = _draw_facts(rng, fact_kinds(phrasing))
     _place(rng, facts, n_turns)
     return Transcript(
         id=conv_id or f"synthetic-{seed}{'-revisiting' if revisiting else ''}",
         turns=_turns(rng, facts, n_turns),
-        probes=_probes(rng, facts, n_turns, revisiting),
+        probes=_probes(rng, facts, n_turns, revisiting) + _general_probes(seed, phrasing, general),
         source="synthetic",
-        meta={"seed": seed, "revisiting": revisiting},
+        meta={"seed": seed, "revisiting": revisiting, "phrasing": phrasing},
     )
 
 
 def generate_dataset(
-    n: int = 10, seed: int = 0, n_turns: int = 160, revisiting: bool | None = None
+    n: int = 10, seed: int = 0, n_turns: int = 160, revisiting: bool | None = None,
+    phrasing: str = "tuning", general: int = GENERAL_PER_CONVERSATION,
 ) -> list[Transcript]:
     """``n`` conversations from one seed; ``revisiting=None`` alternates forward and revisiting."""
     rng = random.Random(seed)
@@ -802,6 +929,8 @@ def generate_dataset(
             n_turns,
             revisiting=i % 2 == 1 if revisiting is None else revisiting,
             conv_id=f"synthetic-{seed}-{i:03d}",
+            phrasing=phrasing,
+            general=general,
         )
         for i in range(n)
     ]
@@ -838,11 +967,11 @@ class _Fact:
     statements: list[_Statement]  # the original first, then its corrections
 
 
-def _draw_facts(rng: random.Random) -> list[_Fact]:
+def _draw_facts(rng: random.Random, kinds: tuple[FactKind, ...] = FACT_KINDS) -> list[_Fact]:
     """One fact for each of 6-8 distinct types, so no two probes ask for the same kind of thing."""
     facts: list[_Fact] = []
     for fact_type in rng.sample(FACT_TYPES, rng.randint(*FACTS_PER_CONVERSATION)):
-        kind = rng.choice(KINDS_BY_TYPE[fact_type])
+        kind = rng.choice([k for k in kinds if k.type == fact_type])
         facts.append(_Fact(kind, [_draw(rng, kind, kind.says, facts)]))
     return facts
 
@@ -961,6 +1090,14 @@ def _probe(rng: random.Random, fact: _Fact) -> Probe:
             "old_answers": [a for s in fact.statements[:-1] for a in s.value.answers],
         },
     )
+
+
+def _general_probes(seed: int, phrasing: str, n: int) -> list[Probe]:
+    """``n`` distinct general questions, asked at the end; drawn from their own stream (see above)."""
+    pool = general_questions(phrasing)
+    rng = random.Random(f"general:{phrasing}:{seed}")
+    return [Probe(question=q, answers=[], evidence=[], type=GENERAL_PROBE)
+            for q in rng.sample(pool, min(n, len(pool)))]
 
 
 def _revisit_turn(rng: random.Random, evidence: int, n_turns: int) -> int | None:
