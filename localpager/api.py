@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Sequence
 from .backends import DEFAULT_BACKEND, default_backend, load_backend
 from .backends.base import BackendError, ChatBackend, TextCallback
 from .checks import check_text
+from .dates import now_stamp
 from .eviction import Cooperative
 from .loaders import load_conversations
 from .locks import LockTimeout, conversation_lock
@@ -611,15 +612,20 @@ class Conversation:
             self.store.update_pages(self.id, [page])
             return page
 
-    def add_turn(self, role: str, text: str, time: str | None = None, speaker: str | None = None) -> Turn:
-        """Append a turn and make it durable (with the paging it caused) before returning."""
+    def add_turn(self, role: str, text: str, time: str | None = None, speaker: str | None = None, *,
+                 stamp: bool = True) -> Turn:
+        """Append a turn and make it durable (with the paging it caused) before returning.
+
+        A turn without a ``time`` is stamped with the present moment (``stamp``), so that what it says
+        about time ("yesterday", "next Friday") can be resolved later (``localpager.dates``); replaying a
+        transcript that has no times, pass ``stamp=False``."""
         if role not in ("user", "assistant"):
             raise ValueError(f"role must be 'user' or 'assistant', got {role!r}")
         if not text.strip():
             raise ValueError("a turn needs some text")
         check_text(text)
         with self._writing(settle=True):
-            return self._append(role, text, time, speaker)
+            return self._append(role, text, time or (now_stamp() if stamp else None), speaker)
 
     def _append(self, role: str, text: str, time: str | None = None, speaker: str | None = None, *,
                 unanswered: bool = False, answers: tuple[int, dict] | None = None,
@@ -682,7 +688,7 @@ class Conversation:
                 )
             with self._budget_for_call(budget):
                 if remember:  # durable before the model runs, marked unanswered until the answer is stored
-                    self._append("user", question, unanswered=True)
+                    self._append("user", question, now_stamp(), unanswered=True)
                 self.lp.prefix_states.switch_to(self.id, runtime.backend)  # resume this chat's KV cache if saved
                 try:
                     trace = runtime.answer(self.pager, question, pending=not remember, on_text=on_text,
@@ -694,7 +700,7 @@ class Conversation:
                 if getattr(runtime.backend, "estimated", False):  # token counts are an estimate: say so
                     trace.tokens["estimated"] = 1
                 if remember:  # the answer, the pages it used and its trace: one transaction
-                    self._append("assistant", trace.answer or "…", answers=(trace.turn, trace.to_dict()),
+                    self._append("assistant", trace.answer or "…", now_stamp(), answers=(trace.turn, trace.to_dict()),
                                  touch=trace.injected_page_ids)
             if remember:
                 try:

@@ -268,13 +268,19 @@ def ingest(ctx, file, fmt, boundary, eviction, keywords, worth, bookmark_format,
 @click.option("--turns", type=int, default=160, show_default=True, help="turns per conversation")
 @click.option("--revisiting/--forward", default=None,
               help="probes asked during the conversation / at the end (default: alternate)")
-def generate(out, count, seed, turns, revisiting):
+@click.option("--phrasing", type=RegistryChoice(Registry("eval.synthetic", "PHRASINGS")), default="tuning",
+              show_default=True, help="the templates facts are stated and asked in: tuning (settings were chosen on "
+                                      "it, with dev), or heldout (written apart, never tuned on)")
+@click.option("--general", type=click.IntRange(min=0), default=None,
+              help="general questions asked at the end of each conversation, which should page nothing in (default 6)")
+def generate(out, count, seed, turns, revisiting, phrasing, general):
     """Write COUNT synthetic long conversations with planted facts and probes to OUT (JSONL)."""
-    from .eval.synthetic import generate_dataset
+    from .eval.synthetic import GENERAL_PER_CONVERSATION, generate_dataset
     from .loaders import dump_jsonl
 
     with friendly_errors():
-        conversations = generate_dataset(count, seed=seed, n_turns=turns, revisiting=revisiting)
+        conversations = generate_dataset(count, seed=seed, n_turns=turns, revisiting=revisiting, phrasing=phrasing,
+                                         general=GENERAL_PER_CONVERSATION if general is None else general)
         Path(out).parent.mkdir(parents=True, exist_ok=True)
         dump_jsonl(conversations, out)
     probes = sum(len(c.probes) for c in conversations)
@@ -770,8 +776,9 @@ def simulate(dataset, fmt, boundaries, evictions, retrievers, old_retrievers, bu
               help="N: the first N conversations; A-B: conversations A to B (1-based, inclusive)")
 @click.option("--categories", default=None,
               help="LoCoMo question categories to ask, comma-separated (e.g. 1,2,3,4); default: all with evidence")
-@click.option("--trigger", type=RegistryChoice(Registry("rerank", "TRIGGERS")), default="question", show_default=True,
-              help="question: page in every question while pages are evicted; off: only when the model asks")
+@click.option("--trigger", type=RegistryChoice(Registry("rerank", "TRIGGERS")), default="gate", show_default=True,
+              help="gate: page in when the recall gate says memory is relevant; question: every question while "
+                   "pages are evicted (the rule before the gate); off: only when the model asks")
 @click.option("--recall", "recall_mode", type=RegistryChoice(EVAL_RECALL_MODES), default="auto", show_default=True,
               help="always: the model must name pages on every probe (compares page choices on the same recalls)")
 @click.option("--excerpt", default="0", show_default=True,
@@ -783,6 +790,8 @@ def simulate(dataset, fmt, boundaries, evictions, retrievers, old_retrievers, bu
               help="comma-separated answer layouts (one run each): " + ", ".join(LAYOUTS))
 @click.option("--pages", "max_pages", type=click.IntRange(1, 8), default=None,
               help="pages one recall injects at most (default: the reranker's)")
+@click.option("--several-pages", type=click.IntRange(1, 8), default=None,
+              help="pages a recall injects at most when the question asks for several things (default: the reranker's)")
 @click.option("--repeat-penalty", type=float, default=1.0, show_default=True,
               help="llama.cpp repeat penalty for answers (the repetition guard runs regardless)")
 @click.option("--model", type=click.Path(), envvar="LOCALPAGER_MODEL")
@@ -791,7 +800,7 @@ def simulate(dataset, fmt, boundaries, evictions, retrievers, old_retrievers, bu
 @click.pass_context
 def evaluate_cmd(ctx, dataset, fmt, strategies, page_choice, old_page_choice, boundary, evictions, keyword_strategies,
                  worth, signal, bookmark_format, budget, limit, which_conversations, categories, trigger, recall_mode, excerpt, no_oracle,
-                 hide_bookmarks, layouts, max_pages, repeat_penalty, model, json_out):
+                 hide_bookmarks, layouts, max_pages, several_pages, repeat_penalty, model, json_out):
     """Answer DATASET's probes with the local model and score them, for each strategy."""
     from tqdm import tqdm
 
@@ -810,6 +819,7 @@ def evaluate_cmd(ctx, dataset, fmt, strategies, page_choice, old_page_choice, bo
                             excerpt=None if excerpt == "page" else int(excerpt), trigger=trigger, signal=signal,
                             show_bookmarks=not hide_bookmarks, repeat_penalty=repeat_penalty,
                             max_pages=max_pages or RerankSettings.max_pages,
+                            pages_when_several=several_pages or RerankSettings.pages_when_several,
                             categories=list(positive_ints(categories, "--categories")) if categories else None)
         sweep = EvalSweep(split_list(strategies), split_list(evictions), split_list(keyword_strategies),
                           split_list(layouts), paging, config)

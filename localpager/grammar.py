@@ -65,6 +65,13 @@ def recall_grammar(page_ids: Sequence[int], max_pages: int = 2, allow_answer: bo
     return "\n".join(rules) + "\n"
 
 
+def choice_grammar(options: Sequence[str]) -> str:
+    """Exactly one of ``options`` (written as escaped string literals, so any text is safe)."""
+    if not options:
+        raise ValueError("a choice grammar needs at least one option")
+    return "root ::= " + " | ".join(json.dumps(o, ensure_ascii=False) for o in dict.fromkeys(options)) + "\n"
+
+
 def is_recall_prefix(text: str) -> bool:
     """Whether ``text`` can still become a recall call (the decision is not made yet)."""
     return RECALL_PREFIX.startswith(text) or text.startswith(RECALL_PREFIX)

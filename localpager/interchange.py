@@ -403,9 +403,9 @@ def _merge(lp: LocalPager, entry: _Entry) -> int:
     added = 0
     for t in incoming[len(chat.turns):]:
         if t.text:
-            chat.add_turn(t.role, t.text, t.time, t.speaker)
+            chat.add_turn(t.role, t.text, t.time, t.speaker, stamp=False)
         else:  # forgotten in the file: keep its place, without text
-            chat.add_turn(t.role, FORGOTTEN_TEXT, t.time, t.speaker)
+            chat.add_turn(t.role, FORGOTTEN_TEXT, t.time, t.speaker, stamp=False)
             chat.forget(turn=t.index)
         added += 1
     chat.reload()

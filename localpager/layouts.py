@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Sequence
 
 from .backends.base import Message
+from .dates import annotate, format_time
 from .records import Page, Turn
 
 # focused: system line, the recalled turns, the question (default);
@@ -46,10 +47,11 @@ class Injection:
 
 
 def turn_line(turn: Turn, label: str = "") -> str:
-    """One recalled turn as the model reads it: ``[time] speaker: text (label)``."""
-    when = f"[{turn.time}] " if turn.time else ""
+    """One recalled turn as the model reads it: ``[time] speaker: text (label)``, each relative date in
+    the text followed by the date it means ("yesterday [7 May 2023]", ``dates.annotate``)."""
+    when = f"[{format_time(turn.time)}] " if turn.time else ""
     mark = f" ({label})" if label else ""
-    return f"{when}{turn.render()}{mark}"
+    return f"{when}{turn.speaker or turn.role}: {annotate(turn.text, turn.time)}{mark}"
 
 
 def recalled_notes(turns: Sequence[Turn], injections: Sequence[Injection]) -> str:

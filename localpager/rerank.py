@@ -19,6 +19,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Sequence
 
+from .answer_types import asks_for_several
+from .gate import DEFAULT_MODEL, GateDecision, GateModel, decide, gate_features
 from .index import Hit, PageIndex
 from .layouts import CHANGED, LATEST
 from .memory import newest
@@ -39,7 +41,10 @@ PAGE_CHOICES = ("model", "rerank", "model+rerank")
 # generated probes: e2e 0.36 without, 0.39 with; the latest value for 7 of 16 update probes against 5.
 CHANGE_CUE = re.compile(r"\b(?:actually|no longer|any ?more|instead|chang\w*|switch\w*|moved?|swapp?\w*|"
                         r"new one|re(?:assign|book|schedul)\w*|correction|update[ds]?)\b", re.I)
-TRIGGERS = ("question", "off")
+# When a message pages in without the model asking: "gate" (the recall gate, ``gate.py``: does it ask about
+# something said before?), "question" (any message with a question's form, the rule before the gate), "off"
+# (only when the model asks).
+TRIGGERS = ("gate", "question", "off")
 
 
 @dataclass
@@ -54,10 +59,14 @@ class RerankSettings:
     # One page: on 36 generated probes, a second close page was injected for 32 of them and e2e fell from
     # 0.36 to 0.28 (the 135M model answers from the wrong turn); eval --pages 2 measures it.
     max_pages: int = 1
-    # Page in although the model did not ask: "question" pages in a message with a question's form when
-    # pages are evicted (ranking.should_recall; benchmarks/retrieval_fusion.py: every probe, 27% of
-    # LoCoMo's small talk); "off": only when the model asks.
-    trigger: str = "question"
+    # ... and this many when the question asks for several things ("What books has Melanie read?", "Which
+    # cities have both visited?", ``answer_types.asks_for_several``); the second page still has to score
+    # within ``second_page_margin`` of the first.
+    pages_when_several: int = 1
+    # Page in although the model did not ask (see TRIGGERS): "gate" asks the recall gate; "question" pages
+    # in any message with a question's form (every probe, but also every general question: "How do I tie a
+    # tie?" answered from an unrelated memory); "off": only when the model asks.
+    trigger: str = "gate"
     # turns on each side of the best-matching turn; None: the whole page. Measured (3 generated
     # conversations, SmolLM2-135M): the best turn alone answered 0.26 of probes, with one neighbour
     # each side 0.16, in less time.
@@ -73,6 +82,7 @@ class RerankSettings:
     # only the newest answered 0.40 (16 update probes: latest value 0.44), both 0.36 (0.25).
     show_changed: bool = False
     hybrid: HybridSettings = field(default_factory=HybridSettings)
+    gate: GateModel = field(default_factory=lambda: DEFAULT_MODEL)  # the recall gate's model (trigger "gate")
 
     def __post_init__(self) -> None:
         if self.page_choice not in PAGE_CHOICES:
@@ -91,6 +101,8 @@ class RerankSelector:
         self.settings = settings or RerankSettings()
         self.lexical = lexical or LexicalIndex(conv_id)
         self._rankings: dict[tuple, list[TurnHit]] = {}
+        self._telling: dict[int, bool] = {}  # turn index -> ranking.tells, kept across questions
+        self.last_gate: GateDecision | None = None
 
     # -- ranking -------------------------------------------------------------------------------
     def _dense(self, pager: Pager):
@@ -138,10 +150,17 @@ class RerankSelector:
         return pages
 
     def should_recall(self, question: str, pager: Pager) -> bool:
+        """Whether ``question`` pages in without the model asking (``RerankSettings.trigger``); the gate's
+        verdict, when it was asked, is kept in ``last_gate`` for the trace."""
+        self.last_gate = None
         if self.settings.trigger == "off" or self.settings.page_choice == "model" or not pager.evicted:
             return False
-        hits = self._ranked(question, pager, pager.evicted)
-        return should_recall(trigger_features(question, hits), self.settings.hybrid)
+        if self.settings.trigger == "question":
+            hits = self._ranked(question, pager, pager.evicted)
+            return should_recall(trigger_features(question, hits), self.settings.hybrid)
+        hits = self._ranked(question, pager, self._searchable(pager, question))
+        self.last_gate = decide(gate_features(question, hits, pager.turns, self._telling), self.settings.gate)
+        return self.last_gate.recall
 
     # -- selection -----------------------------------------------------------------------------
     def _page_hits(self, question: str, pager: Pager) -> dict[int, TurnHit | Hit]:
@@ -170,9 +189,10 @@ class RerankSelector:
                                         named_by_model=is_named))
         candidates.sort(key=lambda c: -c.score)
         injections: list[Injection] = []
+        most = max(s.max_pages, s.pages_when_several) if asks_for_several(question) else s.max_pages
         for c in candidates:
-            if len(injections) >= s.max_pages:
-                c.reason = f"at most {s.max_pages} pages"
+            if len(injections) >= most:
+                c.reason = f"at most {most} pages"
             elif injections and s.page_choice != "model" and c.score < candidates[0].score - s.second_page_margin:
                 c.reason = f"scores {candidates[0].score - c.score:.3f} below the best"
             else:

@@ -18,8 +18,10 @@ import time
 from dataclasses import dataclass, replace
 from typing import Callable, Protocol, Sequence
 
+from .answer_types import asks_when, asks_when_past
 from .backends.base import BackendError, ChatBackend, Message, TextCallback
-from .grammar import Decision, is_recall_prefix, parse_decision, recall_grammar
+from .dates import turn_dates
+from .grammar import Decision, choice_grammar, is_recall_prefix, parse_decision, recall_grammar
 from .guard import RepetitionGuard
 from .layouts import DEFAULT_LAYOUT, INLINE_PROMPT, Injection, answer_messages, check_layout, recalled_notes
 from .pager import Pager
@@ -53,6 +55,9 @@ class RecallSettings:
     decision_tokens: int = 24  # enough for a recall call naming max_pages ids
     show_bookmarks: bool | None = None  # bookmarks in the system message; None: unless mode is never
     layout: str = DEFAULT_LAYOUT  # how a recall is answered (see localpager.layouts)
+    # A question asking when is answered with one of the dates the recalled turns speak of (``dates.turn_dates``:
+    # "yesterday" said on 8 May 2023 is "7 May 2023"), chosen by the model under a grammar, when they have any.
+    date_answers: bool = True
     repeat_penalty: float = 1.0  # llama.cpp's penalty on recent tokens; the repetition guard runs regardless
 
     def __post_init__(self) -> None:
@@ -241,6 +246,9 @@ class Runtime:
         start = time.perf_counter()
         triggered = selector.should_recall(question, pager)
         trace.timings_ms["rerank"] += _ms(start)
+        gate = getattr(selector, "last_gate", None)  # the recall gate's verdict, when the selector asked it
+        if gate is not None:
+            trace.gate = gate.to_dict()
         return triggered
 
     def _recall(self, pager, question, named, messages, prompt, trace, on_text, selector, s, shown_ids) -> bool:
@@ -263,7 +271,10 @@ class Runtime:
         answer_prompt = backend.render(answer_messages(s.layout, notes, question, recent))
         trace.timings_ms["recall_fetch"] += _ms(start)
         self._record_injections(pager, injections, trace)
-        gen, text = self._generate_answer(backend, answer_prompt, s.max_answer_tokens, on_text, s)
+        # a server that takes no GBNF (JSON schemas only, or nothing) answers freely
+        gbnf = getattr(backend, "constraint", "gbnf") == "gbnf"
+        grammar = self._date_grammar(pager, question, injections) if s.date_answers and gbnf else None
+        gen, text = self._generate_answer(backend, answer_prompt, s.max_answer_tokens, on_text, s, grammar=grammar)
         trace.timings_ms["injection_prefill"] += gen.prefill_ms
         trace.timings_ms["answer_decode"] += gen.decode_ms
         trace.add_tokens(gen.evaluated, gen.reused, len(gen.tokens), gen.prompt_tokens, kind="answer")
@@ -337,13 +348,28 @@ class Runtime:
             for i in injections for t in i.turns
         ]
 
+    @staticmethod
+    def _date_grammar(pager: Pager, question: str, injections: Sequence[Injection]) -> str | None:
+        """For a question asking when: a grammar allowing exactly one of the dates the recalled turns speak of
+        (a small model given "yesterday" and the day it was said answers "yesterday"). The day a turn was said
+        is one of them only when the question asks when something happened ("when did…"); "when is my yoga
+        class?" is answered from the turn's words. None when no such date is there."""
+        if not asks_when(question):
+            return None
+        past = asks_when_past(question)
+        dates = [d for i in injections for t in i.turns
+                 for d in turn_dates(pager.turns[t].text, pager.turns[t].time, said=past)]
+        return choice_grammar(dates) if dates else None
+
     def _generate_answer(self, backend: ChatBackend, prompt: Sequence[int], max_tokens: int,
-                         on_text: TextCallback | None, s: RecallSettings, lead: str = ""):
+                         on_text: TextCallback | None, s: RecallSettings, lead: str = "", grammar: str | None = None):
         """Generate under the repetition guard; the answer text is what the guard keeps."""
         guard = RepetitionGuard(on_text)
         if lead:
             guard(lead)
         options = {"repeat_penalty": s.repeat_penalty} if s.repeat_penalty != 1.0 else {}
+        if grammar is not None:
+            options["grammar"] = grammar
         gen = backend.generate(prompt, max_tokens=max(1, max_tokens), on_text=guard, **options)
         guard.flush()
         return gen, guard.text.strip()

@@ -92,6 +92,8 @@ class Trace:
     # what started the recall: "retrieval" (the ranking of evicted turns), "model" (it asked), "forced"
     # (recall mode always), "selector" (recall mode selector) or "none"
     trigger: str = "none"
+    # the recall gate's verdict (trigger "gate"): whether memory is relevant, its probability and what it saw
+    gate: dict[str, Any] | None = None
     model_page_ids: list[int] = field(default_factory=list)
     injected_page_ids: list[int] = field(default_factory=list)
     injected_turns: list[int] = field(default_factory=list)
@@ -145,6 +147,8 @@ def format_trace(data: dict[str, Any]) -> str:
         f"turn {data['turn']}: {data['question'][:70]!r}",
         f"  decision {data['decision']} (trigger {data.get('trigger', 'model')}); model named "
         f"{data['model_page_ids'] or '-'}; injected {data['injected_page_ids'] or '-'}",
+        *([f"  gate: memory {'relevant' if g['recall'] else 'not relevant'} (p {g['probability']:.2f}, "
+           f"threshold {g['threshold']:.2f})"] if (g := data.get("gate")) else []),
         f"  tokens: prompt {tok['prompt']}, evaluated {tok['evaluated']}, reused {tok['reused']}, "
         f"generated {tok['generated']}"
         + "".join(f"; {kind} pass: prompt {p['prompt']}, evaluated {p['evaluated']}, reused {p['reused']}"

@@ -96,6 +96,6 @@ def test_hidden_bookmarks_leave_recall_to_the_similarity_trigger():
     from localpager.eval.evaluate import _settings
 
     recall, rerank, _ = _settings(EvalConfig(show_bookmarks=False))
-    assert recall.mode == "auto" and recall.show_bookmarks is False and rerank.trigger == "question"
+    assert recall.mode == "auto" and recall.show_bookmarks is False and rerank.trigger == "gate"
     assert _settings(EvalConfig())[0].show_bookmarks is True
     assert _settings(EvalConfig(strategy="truncation"))[0].show_bookmarks is False

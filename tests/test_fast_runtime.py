@@ -43,8 +43,8 @@ def open_chat(fake_pager, script=(), *, talk=TALK, budget=160, evicted=(1, 2, 3)
     evicted before anything is asked."""
     lp = fake_pager(script, **options)
     chat = lp.conversation("c", create=True, config=PagingConfig(boundary="fixed_2", budget=budget))
-    for role, text, *when in talk:
-        chat.add_turn(role, text, time=when[0] if when else None)
+    for role, text, *when in talk:  # a transcript: a turn without a time keeps none
+        chat.add_turn(role, text, time=when[0] if when else None, stamp=False)
     assert [p.page_id for p in chat.pager.evicted] == list(evicted), "the precondition of this test"
     return lp, chat
 

@@ -63,7 +63,7 @@ def test_recalled_turns_carry_their_time_and_label():
     assert notes.splitlines() == [
         "user: Actually the budget is $23,500 now. (latest)",
         "user: My budget is $20,000. (changed later)",
-        "[1:56 pm on 8 May, 2023] Caroline: I went to a support group yesterday.",
+        "[1:56 pm on 8 May, 2023] Caroline: I went to a support group yesterday [7 May 2023].",  # the date it means, beside it
     ]
     system, user = answer_messages("focused", notes, "What is my budget?")
     assert system.role == "system" and user.content.endswith("Question: What is my budget?\nAnswer in a few words.")

@@ -144,7 +144,7 @@ def run_turns(backend, config: BenchConfig, rates: tuple[float, float], workdir:
         lp = LocalPager(workdir / f"{strategy}-{length}.db", backend=backend, recall=recall, n_ctx=config.n_ctx)
         chat = lp.conversation("bench", create=True, config=paging)
         for t in history:
-            chat.add_turn(t.role, t.text)
+            chat.add_turn(t.role, t.text, stamp=False)
         for i, (question, need) in enumerate(zip(questions, needs)):
             trace = chat.ask(question).trace
             stages = trace.to_dict()["timings_ms"]
@@ -182,7 +182,7 @@ def replayed_prompts(lp, chat, turns) -> Iterator[tuple[Any, list[int]]]:
     would read before answering (as tokens)."""
     runtime = lp.runtime
     for turn in turns:
-        chat.add_turn(turn.role, turn.text)
+        chat.add_turn(turn.role, turn.text, stamp=False)
         if turn.role != "user":
             continue
         pager = chat._count_with(lp.counter())

@@ -23,7 +23,7 @@ from ..keywords import STRATEGIES as STRATEGIES_LOCAL
 from ..keywords import extract_keywords
 from ..layouts import DEFAULT_LAYOUT, check_layout
 from ..pager import Pager, PagingConfig
-from ..records import Probe, Transcript
+from ..records import GENERAL_PROBE, Probe, Transcript
 from ..rerank import RerankSettings
 from ..runtime import Injection, RecallSettings, fit_turns, inject_in_order
 from ..trace import Candidate
@@ -57,6 +57,8 @@ class EvalConfig:
     layout: str = DEFAULT_LAYOUT  # how a recall is answered (localpager.layouts)
     max_pages: int = RerankSettings.max_pages  # pages one recall injects at most
     repeat_penalty: float = 1.0
+    date_answers: bool = RecallSettings.date_answers  # a question asking when is answered with a recalled date
+    pages_when_several: int = RerankSettings.pages_when_several
 
     def __post_init__(self) -> None:
         if self.strategy not in STRATEGIES:
@@ -82,6 +84,10 @@ class ProbeResult:
     trigger: str = "none"
     # update probes (the fact was stated, then changed): the answer gives the newest value, not an older one
     latest: bool | None = None
+    # a planted fact's value (an accepted answer) is among the keywords of the page holding it; None: not a
+    # planted fact (LoCoMo, general questions)
+    bookmark_covered: bool | None = None
+    gate_probability: float | None = None
     oracle_output: str | None = None
     oracle_score: float | None = None
 
@@ -159,17 +165,22 @@ def _settings(config: EvalConfig) -> tuple[RecallSettings, RerankSettings, Pagin
     if config.strategy == "full":
         paging.budget = config.n_ctx - RecallSettings.max_answer_tokens - 64
     rerank = RerankSettings(page_choice=config.page_choice, trigger=config.trigger, max_pages=config.max_pages,
+                            pages_when_several=config.pages_when_several,
                             excerpt=config.excerpt, signal=config.signal)
     # the oracle run changes the mode, not the prompt: it keeps the strategy's system message, so both
     # runs share the prompt prefix (and the KV cache)
     recall = RecallSettings(mode=mode, show_bookmarks=mode != "never" and config.show_bookmarks,
-                            layout=config.layout, repeat_penalty=config.repeat_penalty)
+                            layout=config.layout, repeat_penalty=config.repeat_penalty,
+                            date_answers=config.date_answers)
     return recall, rerank, paging
 
 
 def _ask_points(conv: Transcript, limit: int | None, categories: Sequence[int] | None = None) -> dict[int, list[Probe]]:
+    """Where each probe is asked: fact probes (they have evidence) up to ``limit`` a conversation, then every
+    general question (``GENERAL_PROBE``: what should page nothing in)."""
     probes = [p for p in conv.probes if p.evidence
               and (categories is None or p.extra.get("category") in categories)][:limit]
+    probes += [p for p in conv.probes if p.type == GENERAL_PROBE and not p.evidence]
     points: dict[int, list[Probe]] = defaultdict(list)
     for p in probes:
         points[len(conv.turns) - 1 if p.at is None else p.at].append(p)
@@ -196,7 +207,7 @@ def evaluate(conversations: Sequence[Transcript], config: EvalConfig, workdir: s
             points = _ask_points(conv, config.limit, config.categories)
             chat = scratch.conversation(conv.id, create=True, config=paging)
             for turn in conv.turns:
-                chat.add_turn(turn.role, turn.text, turn.time, turn.speaker)
+                chat.add_turn(turn.role, turn.text, turn.time, turn.speaker, stamp=False)
                 if turn.index in points:
                     chat.maintain()  # the model's side work, done between turns in a real chat
                 for probe in points.get(turn.index, []):
@@ -237,12 +248,42 @@ def _ask(lp, chat, conv_id: str, probe: Probe, config: EvalConfig) -> ProbeResul
         recalled=trace.decision == "recall", latency_ms=trace.to_dict()["timings_ms"]["total"],
         named_pages=list(trace.model_page_ids), answer_tokens=trace.tokens["generated"], trigger=trace.trigger,
         latest=_gives_latest(result.answer, probe),
+        bookmark_covered=_bookmark_covers(pager, probe),
+        gate_probability=(trace.gate or {}).get("probability"),
     )
-    if config.oracle:
+    if config.oracle and probe.evidence:
         oracle = chat.ask(probe.question, remember=False, selector=EvidenceSelector(probe.evidence), mode="selector")
         out.oracle_output = oracle.answer
         out.oracle_score = score_answer(oracle.answer, probe.answers, probe.extra)
     return out
+
+
+def _bookmark_covers(pager: Pager, probe: Probe) -> bool | None:
+    """For a planted fact (a generated probe): whether the bookmark of a page holding its evidence names
+    its value (``keyword_covers``)."""
+    if not probe.evidence or not probe.answers or "category" in probe.extra:
+        return None
+    pages = {pager.page_of_turn(i).page_id for i in probe.evidence if i < len(pager.turns)}
+    keywords = [k for pid in pages for k in pager.page(pid).keywords]
+    return any(keyword_covers(k, probe.answers) for k in keywords)
+
+
+def keyword_covers(keyword: str, answers: Sequence[str]) -> bool:
+    """A keyword names a value when, ignoring case, ``$`` and thousands commas (and a bookmark's "3.30pm"
+    for "3:30pm"), it is an accepted answer, holds one as whole words ("Priya Mensah" holds "Mensah"), or
+    is a number within one ("12" in "12 units")."""
+    def norm(text: str) -> str:
+        return " ".join(re.sub(r"[$,]", "", text.lower()).replace(":", ".").split())
+
+    kw = norm(keyword)
+    for answer in map(norm, answers):
+        if not answer or not kw:
+            continue
+        if kw == answer or re.search(rf"(?<!\w){re.escape(answer)}(?!\w)", kw):
+            return True
+        if any(c.isdigit() for c in kw) and re.search(rf"(?<!\w){re.escape(kw)}(?!\w)", answer):
+            return True
+    return False
 
 
 def _gives_latest(output: str, probe: Probe) -> bool | None:
@@ -258,6 +299,10 @@ def _mean(values: Sequence[float]) -> float | None:
 
 
 def summarize(results: Sequence[ProbeResult]) -> dict[str, Any]:
+    """The figures of a run; general questions count only in ``general_recall_rate`` (the share of them that
+    paged anything in), every other figure is over the fact probes."""
+    general = [r for r in results if r.type == GENERAL_PROBE]
+    results = [r for r in results if r.type != GENERAL_PROBE]
     needing = [r for r in results if r.needs_recall]
     not_needing = [r for r in results if not r.needs_recall]
     injected = [p for r in results for p in r.injected_pages]
@@ -283,6 +328,9 @@ def summarize(results: Sequence[ProbeResult]) -> dict[str, Any]:
         "mean_answer_chars": _mean([float(len(r.output)) for r in results]),
         "mean_answer_tokens": _mean([float(r.answer_tokens) for r in results]),
         "latest_value_rate": _mean([float(r.latest) for r in results if r.latest is not None]),
+        "bookmark_fact_coverage": _mean([float(r.bookmark_covered) for r in results if r.bookmark_covered is not None]),
+        "general_questions": len(general),
+        "general_recall_rate": _mean([float(bool(r.injected_pages)) for r in general]),
         "latency_ms": {
             "p50": round(statistics.median(latencies), 1) if latencies else None,
             "p95": round(latencies[min(len(latencies) - 1, int(0.95 * len(latencies)))], 1) if latencies else None,
@@ -300,7 +348,8 @@ class EvalReport:
     def to_dict(self) -> dict[str, Any]:
         by_type: dict[str, list[ProbeResult]] = defaultdict(list)
         for r in self.results:
-            by_type[r.type or "untyped"].append(r)
+            if r.type != GENERAL_PROBE:
+                by_type[r.type or "untyped"].append(r)
         return {
             **summarize(self.results),
             "by_type": {t: summarize(rs) for t, rs in sorted(by_type.items())},
