@@ -162,12 +162,16 @@ def retried(stored: Sequence[Msg], client: Sequence[Msg], question: str) -> int 
 
 
 def message_text(content: Any) -> str:
-    """The text of an OpenAI message ``content``: a string, or the text parts of a list of parts."""
+    """The text of an OpenAI message ``content``: a string, or the text parts of a list of parts. A text
+    part whose ``text`` is not a string is a client's error (400), not the server's."""
     if content is None:
         return ""
     if isinstance(content, str):
         return content
-    return "\n".join(p.get("text", "") for p in content if isinstance(p, dict) and p.get("type") == "text")
+    texts = [p.get("text", "") for p in content if isinstance(p, dict) and p.get("type") == "text"]
+    if not all(isinstance(t, str) for t in texts):
+        raise ApiError(400, "a text part's text must be a string", param="messages")
+    return "\n".join(texts)
 
 
 def is_loopback(host: str) -> bool:

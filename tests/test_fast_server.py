@@ -202,6 +202,12 @@ def test_a_malformed_request_is_a_one_line_4xx(client, lp, payload, headers, cod
     assert not lp.store.has_conversation("c")  # nothing stored, no conversation created
 
 
+def test_a_text_part_that_is_no_string_is_a_400_and_stores_nothing(client, lp):
+    r = ask(client, [("user", [{"type": "text", "text": 5}])])
+    assert r.status_code == 400 and "string" in error_of(r)["message"]
+    assert not lp.store.has_conversation("c") or stored(lp) == []
+
+
 def test_a_body_over_the_limit_is_413(lp):
     with TestClient(create_app(lp, max_body_bytes=2000, log=lambda s: None)) as c:
         r = ask(c, [("user", "x" * 5000)])
