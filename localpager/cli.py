@@ -7,6 +7,7 @@ inside the command that needs it.
 from __future__ import annotations
 
 import json
+import os
 import sys
 from contextlib import contextmanager
 from pathlib import Path
@@ -215,10 +216,17 @@ class StoreGroup(click.Group):
               default=None, help="openai-http: how recall decisions are constrained (default auto: probe the server)")
 @click.option("--allow-estimate", envvar="LOCALPAGER_ALLOW_ESTIMATE", is_flag=True, default=False,
               help="openai-http: estimate token counts when the server has no tokenizer (flagged in the trace)")
+@click.option("--threads", type=click.IntRange(min=1), envvar="LOCALPAGER_THREADS", default=None,
+              help="llama.cpp threads (default: the cores other work leaves free when the model loads, by the "
+                   "one-minute load average; llama.cpp's threads spin, so taking a busy core costs far more than it "
+                   "gives); env LOCALPAGER_THREADS")
 @click.pass_context
 def cli(ctx: click.Context, store: str | None, key_env: str | None, backend: str | None, base_url: str | None,
-        api_key: str | None, tokenizer: str | None, constraint: str | None, allow_estimate: bool) -> None:
+        api_key: str | None, tokenizer: str | None, constraint: str | None, allow_estimate: bool,
+        threads: int | None) -> None:
     """Long-conversation memory for local LLMs: pages old turns out, recalls them by bookmark."""
+    if threads:
+        os.environ["LOCALPAGER_THREADS"] = str(threads)  # read where the model loads, in this process and its workers
     ctx.obj = {"store": store, "key_env": key_env,
                "backend": {"backend": backend, "base_url": base_url, "api_key": api_key, "tokenizer": tokenizer,
                            "constraint": constraint, "allow_estimate": allow_estimate}}
@@ -868,6 +876,9 @@ def bench(ctx, quick, probe_turns, cold_turns, eviction_turns, eviction_budgets,
     click.echo("tokens evaluated on eviction turns (p50, spliced / full re-read): " + ", ".join(
         f"budget {b}: {e['eviction_tokens_evaluated']} / {e['eviction_tokens_full']}" for b, e in result["evictions"].items()))
     click.echo(f"peak RSS {result['peak_rss_mb']} MB, --help {result['help_ms']} ms")
+    busy = result["busy"]
+    click.echo(f"beside a busy process: p50 {busy['p50_busy_ms']} ms against {busy['p50_idle_ms']} ms idle "
+               f"(busy_ratio {result['busy_ratio']}; threads {busy['threads_busy']} against {busy['threads_idle']})")
     if json_out:
         Path(json_out).parent.mkdir(parents=True, exist_ok=True)
         Path(json_out).write_text(json.dumps(result, indent=2))

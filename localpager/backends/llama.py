@@ -32,6 +32,41 @@ def cpu_threads() -> int:
         return max(1, os.cpu_count() or 1)
 
 
+def thread_counts(n_threads: int | None = None) -> tuple[int, int]:
+    """(generation threads, prompt-reading threads): ``n_threads`` for both if given; else
+    ``LOCALPAGER_THREADS`` (both) and ``LOCALPAGER_BATCH_THREADS`` (prompt reading); else the cores other
+    work leaves free when the model loads (``free_cores``).
+
+    llama.cpp's threads spin while they wait: two processes that each take every core slow each other down
+    by an order of magnitude (benchmarks/threads.py measures the defaults idle and beside a busy process)."""
+    if n_threads:
+        return n_threads, n_threads
+    free = free_cores()
+    generation = _env_threads("LOCALPAGER_THREADS") or free
+    return generation, _env_threads("LOCALPAGER_BATCH_THREADS") or _env_threads("LOCALPAGER_THREADS") or free
+
+
+def free_cores() -> int:
+    """The cores not kept busy by other work: this process's cores minus the machine's one-minute load average
+    (rounded half up: a passing spike hardly moves it), at least one. On two cores with one other busy process, one
+    thread answered in 533 ms p50 against 995 ms with two (idle: 559 and 331 ms; benchmarks/threads.py)."""
+    cores = cpu_threads()
+    try:
+        load = os.getloadavg()[0]
+    except (AttributeError, OSError):  # Windows
+        return cores
+    return max(1, cores - int(load + 0.5))
+
+
+def _env_threads(name: str) -> int:
+    value = os.environ.get(name, "").strip()
+    if not value:
+        return 0
+    if not value.isdigit() or int(value) < 1:
+        raise BackendError(f"{name} must be a positive number of threads, got {value!r}")
+    return int(value)
+
+
 _PARAMS_LOCK = threading.Lock()
 
 
@@ -129,7 +164,7 @@ class LlamaCppBackend:
     name = "llama-cpp"
 
     def __init__(self, model_path: str | os.PathLike | None = None, n_ctx: int = DEFAULT_N_CTX,
-                 n_threads: int | None = None, kv_shift: bool | None = None):
+                 n_threads: int | None = None, kv_shift: bool | None = None, n_threads_batch: int | None = None):
         """``kv_shift``: when a prompt drops a run of cached tokens (an evicted page) and inserts a few (its
         bookmark), move the cached tokens after it instead of re-reading them (see ``Splice``). The moved
         tokens keep what they computed while the dropped ones were there, as after llama.cpp's context
@@ -138,13 +173,12 @@ class LlamaCppBackend:
         if kv_shift is None:
             kv_shift = os.environ.get("LOCALPAGER_KV_SHIFT", "1").strip().lower() not in ("0", "false", "no", "off")
         self.model_path = chat_model_path(model_path)
-        # All cores by default; LOCALPAGER_THREADS lowers it when other work shares the machine: two
-        # llama.cpp processes each using every core slow each other down by an order of magnitude.
-        self.n_threads = n_threads or int(os.environ.get("LOCALPAGER_THREADS", 0)) or cpu_threads()
+        self.n_threads, self.n_threads_batch = thread_counts(n_threads)
+        self.n_threads_batch = n_threads_batch or self.n_threads_batch
         self.n_ctx = n_ctx
         self.lock = threading.RLock()
         self._llm = load_llama(
-            self.model_path, n_ctx=n_ctx, n_threads=self.n_threads, n_threads_batch=self.n_threads,
+            self.model_path, n_ctx=n_ctx, n_threads=self.n_threads, n_threads_batch=self.n_threads_batch,
             n_batch=min(512, n_ctx), sequences=2 if kv_shift else 1,
         )
         self.model_name = self.model_path.name
@@ -161,7 +195,8 @@ class LlamaCppBackend:
     def fork(self) -> "LlamaCppBackend":
         """Another context on the same model file (llama.cpp maps the weights, so they are shared):
         side work such as keyword extraction runs there and leaves this context's KV cache alone."""
-        return LlamaCppBackend(self.model_path, n_ctx=self.n_ctx, n_threads=self.n_threads, kv_shift=self.kv_shift)
+        return LlamaCppBackend(self.model_path, n_ctx=self.n_ctx, n_threads=self.n_threads, kv_shift=self.kv_shift,
+                               n_threads_batch=self.n_threads_batch)
 
     # -- the KV cache on disk -------------------------------------------------------------------
     def state_key(self) -> str:

@@ -15,6 +15,7 @@ the chat model and the embedder loaded, read before the rerank-at-scale measurem
 from __future__ import annotations
 
 import json
+import os
 import platform
 import resource
 import shutil
@@ -373,6 +374,69 @@ def _peak_rss_mb() -> float:
     return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
 
 
+_LATENCY_WORKER = r"""
+import json, sys, time
+from localpager import LocalPager
+from localpager.eval.synthetic import generate_conversation
+
+store, n, model = sys.argv[1], int(sys.argv[2]), sys.argv[3] or None
+conv = generate_conversation(11, n_turns=120)
+lp = LocalPager(store, model)
+chat = lp.conversation("c", create=True)
+for t in conv.turns:
+    chat.add_turn(t.role, t.text, stamp=False)
+times = []
+for i, q in enumerate([p.question for p in conv.probes][:n] * 2):
+    start = time.perf_counter()
+    chat.ask(q, remember=False)
+    if i:  # the first answer loads the models
+        times.append((time.perf_counter() - start) * 1000)
+print(json.dumps({"threads": lp.backend.n_threads, "batch_threads": lp.backend.n_threads_batch, "ms": times}))
+lp.close()
+"""
+
+
+def answer_latencies(model: str | None = None, questions: int = 6, env: dict[str, str] | None = None) -> dict[str, Any]:
+    """A fresh process asks ``questions`` of a generated conversation twice each (``remember=False``): its
+    threads and the milliseconds of every answer but the first (which loads the models)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        out = subprocess.run([sys.executable, "-c", _LATENCY_WORKER, str(Path(tmp) / "t.db"), str(questions), model or ""],
+                             env=env, capture_output=True, text=True, check=True)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def settle(limit: float = 0.5, wait: float = 240) -> None:
+    """Wait until the one-minute load average falls below ``limit`` (the default thread count reads it)."""
+    deadline = time.monotonic() + wait
+    while _load() >= limit and time.monotonic() < deadline:
+        time.sleep(5)
+
+
+def _load() -> float:
+    try:
+        return os.getloadavg()[0]
+    except (AttributeError, OSError):
+        return 0.0
+
+
+def busy_ratio(model: str | None = None, questions: int = 6, env: dict[str, str] | None = None) -> dict[str, Any]:
+    """p50 answer latency beside one process that keeps a core busy (started a minute before, as a competing
+    program would have been), over the p50 on the machine left idle; under the threads ``env`` sets."""
+    settle()
+    idle = answer_latencies(model, questions, env)
+    hog = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        time.sleep(60)  # the load average sees it
+        loaded = answer_latencies(model, questions, env)
+    finally:
+        hog.kill()
+        hog.wait()
+    p50_idle, p50_busy = statistics.median(idle["ms"]), statistics.median(loaded["ms"])
+    return {"busy_ratio": round(p50_busy / p50_idle, 2), "p50_idle_ms": round(p50_idle, 1),
+            "p50_busy_ms": round(p50_busy, 1), "threads_idle": [idle["threads"], idle["batch_threads"]],
+            "threads_busy": [loaded["threads"], loaded["batch_threads"]]}
+
+
 def run_bench(config: BenchConfig, progress=None, log: Callable[[str], None] = lambda s: None) -> dict[str, Any]:
     from ..backends import load_backend
 
@@ -389,6 +453,8 @@ def run_bench(config: BenchConfig, progress=None, log: Callable[[str], None] = l
         log("tokens evaluated on eviction turns")
         evictions = {str(b): eviction_cost(config.model, b, n, Path(tmp), compare=config.compare).summary()
                      for b, n in config.eviction_runs}
+    log("answers idle and beside a busy process (threads)")
+    busy = busy_ratio(config.model, 3 if config.quick else 6)
     result = {
         **summarize(timings, config),
         "rerank_ms": rerank,
@@ -403,6 +469,8 @@ def run_bench(config: BenchConfig, progress=None, log: Callable[[str], None] = l
         "eviction_tokens_full": evictions.get(str(config.budget), next(iter(evictions.values())))["eviction_tokens_full"],
         "evictions": evictions,
         "help_ms": help_ms(),
+        "busy_ratio": busy["busy_ratio"],
+        "busy": busy,
         "floor_rates": {"prefill_tok_s": round(rates[0], 1), "decode_tok_s": round(rates[1], 1)},
         "machine": machine(backend),
         "config": {"quick": config.quick, "lengths": list(config.lengths), "probe_turns": config.probe_turns,
