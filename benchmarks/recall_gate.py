@@ -12,8 +12,9 @@ Messages:
   repeat earlier filler nearly word for word; LoCoMo: turns of the last third that do not point back).
 
 Sets. Tuning: generated seed 0 with the tuning phrasings and LoCoMo 1-5, with the tuning general
-questions. Dev: generated seed 50 with the dev phrasings (``dev_phrasings.py``, written apart), with its
-own general questions: tuned on beside the tuning set, so that what is chosen holds for other words. Held
+questions. Dev and dev2: generated seeds 50 and 70 with the dev phrasings (``dev_phrasings.py``,
+``dev2_phrasings.py``, each written apart), with their own general questions: tuned on beside the tuning
+set, so that what is chosen holds for other words. Held
 out: generated seed 100 with the held-out phrasings (``heldout_phrasings.py``, written apart again),
 LoCoMo 6-10, the held-out general questions: reported, never used. The gate's logistic model is fitted on
 the tuning and dev probes against their general questions and LoCoMo's small talk (the generated small
@@ -46,8 +47,8 @@ from localpager.records import GENERAL_PROBE, Page, Transcript
 
 LOCOMO = Path(__file__).resolve().parents[2] / "shared" / "data" / "locomo" / "locomo10.json"
 BOUNDARY = "fixed_20"
-SPLITS = ("tuning", "dev", "held-out")
-FITTED = ("tuning", "dev")
+SPLITS = ("tuning", "dev", "dev2", "held-out")
+FITTED = ("tuning", "dev", "dev2")
 DATASETS = ("generated", "locomo")
 KINDS = ("probe", "general", "small talk")
 TARGET_PROBES = 0.95  # the threshold keeps at least this share of the tuning probes on both sets
@@ -201,6 +202,7 @@ def load_sets(quick: bool) -> dict:
         ("generated", "tuning"): (generate_dataset(n, seed=0), "tuning"),
         ("locomo", "tuning"): (locomo[:2] if quick else locomo[:5], "tuning"),
         ("generated", "dev"): (generate_dataset(n, seed=50, phrasing="dev"), "dev"),
+        ("generated", "dev2"): (generate_dataset(n, seed=70, phrasing="dev2"), "dev2"),
         ("generated", "held-out"): (generate_dataset(n, seed=100, phrasing="heldout"), "heldout"),
         ("locomo", "held-out"): (locomo[5:7] if quick else locomo[5:10], "heldout"),
     }

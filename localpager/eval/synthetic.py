@@ -855,9 +855,9 @@ GENERAL_QUESTIONS: tuple[str, ...] = (
     "Should I learn to cook or just buy ready meals?",
 )
 GENERAL_PER_CONVERSATION = 6
-# tuning: this module's templates; dev: a second set written apart (dev_phrasings.py), tuned on beside them
-# so that settings generalize; heldout: a third, written apart (heldout_phrasings.py), never tuned on.
-PHRASINGS = ("tuning", "dev", "heldout")
+# tuning: this module's templates; dev and dev2: sets written apart (dev_phrasings.py, dev2_phrasings.py), tuned
+# on beside them so that settings generalize; heldout: another, written apart (heldout_phrasings.py), never tuned on.
+PHRASINGS = ("tuning", "dev", "dev2", "heldout")
 
 
 def _phrasing_set(phrasing: str) -> tuple[dict[str, dict[str, tuple[str, ...]]], tuple[str, ...]]:
@@ -867,6 +867,10 @@ def _phrasing_set(phrasing: str) -> tuple[dict[str, dict[str, tuple[str, ...]]],
         from .dev_phrasings import DEV_GENERAL, DEV_KINDS
 
         return DEV_KINDS, DEV_GENERAL
+    if phrasing == "dev2":
+        from .dev2_phrasings import DEV2_GENERAL, DEV2_KINDS
+
+        return DEV2_KINDS, DEV2_GENERAL
     from .heldout_phrasings import HELDOUT_GENERAL, HELDOUT_KINDS
 
     return HELDOUT_KINDS, HELDOUT_GENERAL
