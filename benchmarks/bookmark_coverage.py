@@ -18,10 +18,10 @@ import json
 from collections import defaultdict
 from pathlib import Path
 
-from localpager.eval.evaluate import keyword_covers
-from localpager.eval.synthetic import PHRASINGS, generate_dataset
-from localpager.pager import Pager, PagingConfig, page_conversation
-from localpager.tokens import ApproxTokenCounter
+from localpager.core.pager import Pager, PagingConfig, page_conversation
+from localpager.core.tokens import ApproxTokenCounter
+from localpager.lab.evaluate import keyword_covers
+from localpager.lab.synthetic import PHRASINGS, generate_dataset
 
 SEEDS = {"tuning": 0, "dev": 50, "heldout": 100}
 

@@ -15,11 +15,11 @@ import argparse
 import statistics
 from pathlib import Path
 
-from localpager.assist import AUTO_THRESHOLD
-from localpager.keywords import extract_keywords, keyword_information
-from localpager.loaders import load_conversations
-from localpager.pager import KEYWORD_WINDOW, PagingConfig, page_conversation
-from localpager.tokens import counter_for
+from localpager.backends.tokenizers import counter_for
+from localpager.core.keywords import extract_keywords, keyword_information
+from localpager.core.pager import KEYWORD_WINDOW, PagingConfig, page_conversation
+from localpager.runtime.assist import AUTO_THRESHOLD
+from localpager.store.loaders import load_conversations
 
 LOCOMO = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "locomo" / "locomo10.json"
 

@@ -18,8 +18,8 @@ import json
 import sys
 from pathlib import Path
 
-from localpager.eval.evaluate import EvalConfig, evaluate
-from localpager.loaders import load_conversations
+from localpager.lab.evaluate import EvalConfig, evaluate
+from localpager.store.loaders import load_conversations
 
 LOCOMO = Path(__file__).resolve().parents[2] / "shared" / "data" / "locomo" / "locomo10.json"
 

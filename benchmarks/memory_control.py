@@ -4,7 +4,7 @@
         --conversations 5 --json results/corrections.json
     .venv/bin/python benchmarks/memory_control.py encrypted-open results/synthetic.jsonl
 
-``corrections`` runs ``localpager eval``'s own evaluation (``localpager.eval.evaluate``) twice on the same
+``corrections`` runs ``localpager eval``'s own evaluation (``localpager.lab.evaluate``) twice on the same
 probes: as the data is (a fact's update only says it changed: the change-cue rule of ``rerank.py``), and
 with every update marked as correcting the fact's earlier statement as it is added (what
 ``Conversation.correct`` records), and reports ``latest_value_rate`` (update probes answered with the new
@@ -27,14 +27,14 @@ from pathlib import Path
 
 
 def _conversations(path: str, which: int):
-    from localpager.loaders import load_conversations
+    from localpager.store.loaders import load_conversations
 
     return load_conversations(path).conversations[:which]
 
 
 def corrections(args) -> dict:
-    from localpager.api import Conversation
-    from localpager.eval.evaluate import EvalConfig, evaluate, summarize
+    from localpager.lab.evaluate import EvalConfig, evaluate, summarize
+    from localpager.memory.api import Conversation
 
     conversations = _conversations(args.dataset, args.conversations)
     # conversation id -> {turn of a later statement: the turn it corrects}
@@ -75,8 +75,8 @@ def corrections(args) -> dict:
 
 
 def encrypted_open(args) -> dict:
-    from localpager.api import LocalPager
-    from localpager.index import FAMILIES
+    from localpager.memory.api import LocalPager
+    from localpager.retrieval.index import FAMILIES
 
     out = {}
     with tempfile.TemporaryDirectory() as tmp:
@@ -94,7 +94,7 @@ def encrypted_open(args) -> dict:
             for _ in range(args.repeat):
                 start = time.perf_counter()
                 again = LocalPager(path, key=key)
-                from localpager.index import PageIndex
+                from localpager.retrieval.index import PageIndex
 
                 index = PageIndex(again.store, embedder)  # the embedder already loaded: only the index is timed
                 for family in FAMILIES:

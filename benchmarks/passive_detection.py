@@ -36,11 +36,11 @@ import numpy as np
 
 from localpager.backends.base import Message
 from localpager.backends.llama import LlamaCppBackend, load_llama
-from localpager.bookmarks import render_minimal
-from localpager.eval.synthetic import generate_dataset, mentions
-from localpager.keywords import extract_keywords
-from localpager.records import Page, Probe, Transcript
-from localpager.runtime import SYSTEM_PROMPT
+from localpager.core.bookmarks import render_minimal
+from localpager.core.keywords import extract_keywords
+from localpager.core.records import Page, Probe, Transcript
+from localpager.lab.synthetic import generate_dataset, mentions
+from localpager.runtime.recall import SYSTEM_PROMPT
 
 CONDITIONS = ("present", "gist", "absent")
 N_FILLER = 4  # small-talk exchanges around the fact: enough that the fact is not simply the last thing said

@@ -37,13 +37,13 @@ from pathlib import Path
 
 import numpy as np
 
-from localpager.boundaries import get_boundary, split_pages
-from localpager.embedder import default_embedder
-from localpager.eval.synthetic import general_questions, generate_dataset
-from localpager.gate import DEFAULT_MODEL, FEATURES, GateModel, gate_features
-from localpager.loaders import load_conversations
-from localpager.ranking import HybridSettings, LexicalIndex, best_per_page, is_question, rank_turns
-from localpager.records import GENERAL_PROBE, Page, Transcript
+from localpager.core.boundaries import get_boundary, split_pages
+from localpager.core.records import GENERAL_PROBE, Page, Transcript
+from localpager.lab.synthetic import general_questions, generate_dataset
+from localpager.retrieval.embedder import default_embedder
+from localpager.retrieval.gate import DEFAULT_MODEL, FEATURES, GateModel, gate_features
+from localpager.retrieval.ranking import HybridSettings, LexicalIndex, best_per_page, is_question, rank_turns
+from localpager.store.loaders import load_conversations
 
 LOCOMO = Path(__file__).resolve().parents[2] / "shared" / "data" / "locomo" / "locomo10.json"
 BOUNDARY = "fixed_20"
@@ -178,7 +178,7 @@ def fit_gate(cases: list[Case], x: np.ndarray) -> GateModel:
 
 
 def probabilities(model: GateModel, x: np.ndarray) -> np.ndarray:
-    from localpager.gate import GateFeatures
+    from localpager.retrieval.gate import GateFeatures
 
     return np.array([model.probability(GateFeatures(*row)) for row in x])
 
@@ -247,7 +247,7 @@ def main() -> None:
     rules = {
         "question form (before)": np.array([is_question(c.message) for c in cases], dtype=float),
         "gate (fitted now)": (p >= model.threshold).astype(float),
-        "gate (shipped in localpager.gate)": (shipped >= DEFAULT_MODEL.threshold).astype(float),
+        "gate (shipped in localpager.retrieval.gate)": (shipped >= DEFAULT_MODEL.threshold).astype(float),
     }
     rule_rates = {name: rates(cases, fired) for name, fired in rules.items()}
     print("\n## When to page in: share of probes / general questions / small talk that page in\n")
@@ -260,7 +260,7 @@ def main() -> None:
     print(f"GateModel(\n    weights={model.weights},\n    bias={model.bias},\n    means={model.means},\n"
           f"    scales={model.scales},\n    threshold={model.threshold},\n)")
     if model != DEFAULT_MODEL:
-        print("\nNOTE: localpager.gate.DEFAULT_MODEL differs from this fit")
+        print("\nNOTE: localpager.retrieval.gate.DEFAULT_MODEL differs from this fit")
     if args.json:
         data = {"setup": {"boundary": BOUNDARY, "quick": args.quick, "cases": len(cases),
                           "target_probes": TARGET_PROBES},

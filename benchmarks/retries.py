@@ -134,7 +134,7 @@ def run_cases(url: str, log) -> tuple[int, int]:
 def duplicates(store: Path, log) -> tuple[int, int]:
     """Turns stored beyond one per history turn, question and answer, over all cases; and the turns stored."""
     sys.path.insert(0, str(ROOT))
-    from localpager.store import Store
+    from localpager.store.sqlite import Store
 
     extra = total = 0
     with Store(store) as s:

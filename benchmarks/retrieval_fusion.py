@@ -33,11 +33,11 @@ from pathlib import Path
 
 import numpy as np
 
-from localpager.boundaries import get_boundary, split_pages
-from localpager.embedder import default_embedder
-from localpager.eval.synthetic import generate_dataset
-from localpager.loaders import load_conversations
-from localpager.ranking import (
+from localpager.core.boundaries import get_boundary, split_pages
+from localpager.core.records import Page, Transcript
+from localpager.lab.synthetic import generate_dataset
+from localpager.retrieval.embedder import default_embedder
+from localpager.retrieval.ranking import (
     HybridSettings,
     LexicalIndex,
     TriggerFeatures,
@@ -48,7 +48,7 @@ from localpager.ranking import (
     rank_pages,
     should_recall,
 )
-from localpager.records import Page, Transcript
+from localpager.store.loaders import load_conversations
 
 LOCOMO = Path(__file__).resolve().parents[2] / "shared" / "data" / "locomo" / "locomo10.json"
 BOUNDARY = "fixed_20"
@@ -429,7 +429,7 @@ def main() -> None:
     if (best_variant != (index.stemmer, index.speakers, index.idf_scope)
             or any(getattr(best_settings, k) != getattr(defaults, k) for k in
                    ("fusion", "dense_weight", "dense_norm", "lexical_norm", "lexical_power"))):
-        print("NOTE: localpager.ranking's defaults differ from this choice\n")
+        print("NOTE: localpager.retrieval.ranking's defaults differ from this choice\n")
 
     # 2. lexical variants: BM25 alone and each one's best fusion (tuning), with held-out for reference
     lines = ["| lexical variant | bm25 alone: " + " | ".join(f"{d} {s}" for s in SPLITS for d in DATASETS)

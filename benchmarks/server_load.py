@@ -87,8 +87,8 @@ def percentile(values: list[float], q: float) -> float | None:
 
 def prepare_store(path: Path, clients: int, budget: int) -> None:
     """One empty conversation per client with a small budget (no model needed to create them)."""
-    from localpager.api import LocalPager
-    from localpager.pager import PagingConfig
+    from localpager.core.pager import PagingConfig
+    from localpager.memory.api import LocalPager
 
     lp = LocalPager(path)
     for i in range(clients):
@@ -142,7 +142,7 @@ def run_client(c: Client, url: str, key: str, t0: float, deadline: float, max_to
 
 def lost_turns(store: Path, clients: list[Client]) -> tuple[int, list[str]]:
     """Turns a client was given that the store does not hold, in order; read after the server stopped."""
-    from localpager.store import Store
+    from localpager.store.sqlite import Store
 
     lost, notes = 0, []
     with Store(store) as s:

@@ -22,9 +22,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from localpager import runtime as runtime_module  # noqa: E402
-from localpager.guard import RepetitionGuard  # noqa: E402
 from server_load import STATEMENTS as SERVER_STATEMENTS  # noqa: E402  (beside this script)
+
+from localpager.runtime import recall as runtime_module  # noqa: E402
+from localpager.runtime.guard import RepetitionGuard  # noqa: E402
 
 STATEMENTS = SERVER_STATEMENTS[:6]  # the server benchmark's facts, so both measure the same conversations
 QUESTIONS = [
@@ -68,7 +69,7 @@ def main() -> None:
     parser.add_argument("--json", dest="json_out", help="write the figures here")
     args = parser.parse_args()
 
-    from localpager.api import LocalPager
+    from localpager.memory.api import LocalPager
 
     clock: list[Clock] = [Clock()]
 

@@ -20,7 +20,7 @@ import json
 import os
 from pathlib import Path
 
-from localpager.eval.bench import busy_ratio
+from localpager.lab.bench import busy_ratio
 
 SETTINGS = {  # name -> (generation threads, batch threads); "" leaves the default
     "default": ("", ""),

@@ -14,10 +14,10 @@ import argparse
 
 import numpy as np
 
-from localpager.embedder import default_embedder
-from localpager.eval.synthetic import generate_dataset
-from localpager.pager import PagingConfig, page_conversation
-from localpager.tokens import counter_for
+from localpager.backends.tokenizers import counter_for
+from localpager.core.pager import PagingConfig, page_conversation
+from localpager.lab.synthetic import generate_dataset
+from localpager.retrieval.embedder import default_embedder
 
 
 def best_similarities(n: int, seed: int) -> tuple[list[float], list[float]]:

@@ -12,11 +12,11 @@ from __future__ import annotations
 import argparse
 import time
 
-from localpager.assist import Assistant
 from localpager.backends import load_backend
-from localpager.loaders import load_conversations
-from localpager.pager import PagingConfig, page_conversation
-from localpager.tokens import counter_for
+from localpager.backends.tokenizers import counter_for
+from localpager.core.pager import PagingConfig, page_conversation
+from localpager.runtime.assist import Assistant
+from localpager.store.loaders import load_conversations
 
 
 def main() -> None:

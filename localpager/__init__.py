@@ -12,15 +12,15 @@ __all__ = ["LocalPager", "PagingConfig", "RecallSettings", "__version__"]
 
 def __getattr__(name: str):
     if name == "LocalPager":
-        from .api import LocalPager
+        from .memory.api import LocalPager
 
         return LocalPager
     if name == "PagingConfig":
-        from .pager import PagingConfig
+        from .core.pager import PagingConfig
 
         return PagingConfig
     if name == "RecallSettings":
-        from .runtime import RecallSettings
+        from .runtime.recall import RecallSettings
 
         return RecallSettings
     raise AttributeError(name)

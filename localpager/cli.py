@@ -1,4 +1,4 @@
-"""The ``localpager`` command: a thin shell over the library API (``localpager.api``).
+"""The ``localpager`` command: a thin shell over the library API (``localpager.memory.api``).
 
 Only click is imported at start-up, so ``localpager --help`` stays fast; everything else is imported
 inside the command that needs it.
@@ -16,16 +16,16 @@ import click
 
 # Option choices and defaults come from each module's registry. These modules are stdlib only, so --help
 # stays light; registries of modules that import numpy are read when their command runs (Registry).
-from .bookmarks import DEFAULT_BOOKMARK_FORMAT
-from .bookmarks import FORMATS as BOOKMARK_FORMATS
-from .boundaries import DEFAULT_BOUNDARY, NAMED_BOUNDARIES
-from .eviction import DEFAULT_EVICTION, POLICIES
-from .keywords import DEFAULT_KEYWORDS, MODEL_STRATEGIES
-from .keywords import STRATEGIES as LOCAL_KEYWORD_STRATEGIES
-from .layouts import DEFAULT_LAYOUT, LAYOUTS
-from .loaders import FORMATS as FILE_FORMATS
-from .pager import DEFAULT_BUDGET
-from .trace import citation_lines
+from .core.bookmarks import DEFAULT_BOOKMARK_FORMAT
+from .core.bookmarks import FORMATS as BOOKMARK_FORMATS
+from .core.boundaries import DEFAULT_BOUNDARY, NAMED_BOUNDARIES
+from .core.eviction import DEFAULT_EVICTION, POLICIES
+from .core.keywords import DEFAULT_KEYWORDS, MODEL_STRATEGIES
+from .core.keywords import STRATEGIES as LOCAL_KEYWORD_STRATEGIES
+from .core.pager import DEFAULT_BUDGET
+from .runtime.layouts import DEFAULT_LAYOUT, LAYOUTS
+from .runtime.trace import citation_lines
+from .store.loaders import FORMATS as FILE_FORMATS
 
 BOUNDARY_HELP = f"page boundary policy: {', '.join(NAMED_BOUNDARIES)}"
 KEYWORDS_HELP = f"{', '.join(LOCAL_KEYWORD_STRATEGIES)}, or with the model {', '.join(MODEL_STRATEGIES)}"
@@ -38,7 +38,7 @@ OPTIONAL_MODULES = {"matplotlib": "eval", "fastapi": "server", "uvicorn": "serve
 
 
 class Registry:
-    """The names in a module's registry (``Registry("rerank", "TRIGGERS")``), imported only when they are
+    """The names in a module's registry (``Registry("retrieval.rerank", "TRIGGERS")``), imported only when they are
     first needed: when the one command that uses them parses its options or shows its help."""
 
     def __init__(self, module: str, name: str, exclude: tuple[str, ...] = ()):
@@ -81,18 +81,18 @@ class RegistryListOption(click.Option):
 
 
 # the recall modes a person chooses ("selector" is the evaluation's: its own page selector decides)
-CHAT_RECALL_MODES = Registry("runtime", "RECALL_MODES", exclude=("selector",))
-EVAL_RECALL_MODES = Registry("runtime", "RECALL_MODES", exclude=("selector", "never"))
-PAGE_CHOICES = Registry("rerank", "PAGE_CHOICES")
+CHAT_RECALL_MODES = Registry("runtime.recall", "RECALL_MODES", exclude=("selector",))
+EVAL_RECALL_MODES = Registry("runtime.recall", "RECALL_MODES", exclude=("selector", "never"))
+PAGE_CHOICES = Registry("retrieval.rerank", "PAGE_CHOICES")
 
 
 @contextmanager
 def friendly_errors():
     """Known failures become one-line errors; anything else stays a traceback (a bug to report)."""
     from .backends.base import BackendError
-    from .loaders import ConversationFileError
-    from .modelpaths import ModelNotFoundError
-    from .store import StoreError
+    from .backends.modelpaths import ModelNotFoundError
+    from .store.loaders import ConversationFileError
+    from .store.sqlite import StoreError
 
     try:
         yield
@@ -120,14 +120,14 @@ def positive_ints(text: str, option: str) -> tuple[int, ...]:
 def open_pager(ctx: click.Context, model: str | None = None, *, create: bool = True, **options):
     """The LocalPager of ``--store``. Without ``create`` the store must exist: commands that only read it,
     or need a conversation already in it, never leave an empty store behind."""
-    from .api import LocalPager
-    from .store import default_store_path
+    from .memory.api import LocalPager
+    from .store.sqlite import default_store_path
 
     path = Path(ctx.obj["store"]) if ctx.obj["store"] else default_store_path()
     if not create and not path.exists():
         raise click.ClickException(f"no store at {path} (ingest a file or start a chat to create one)")
     lp = LocalPager(path, model=model, key=store_key(ctx), **{**backend_options(ctx), **options})
-    ctx.call_on_close(lp.close)  # saves the chat's KV cache for the next command (localpager.kvstate)
+    ctx.call_on_close(lp.close)  # saves the chat's KV cache for the next command (localpager.store.kvstate)
     return lp
 
 
@@ -252,7 +252,7 @@ def ingest(ctx, file, fmt, boundary, eviction, keywords, worth, bookmark_format,
     """Store the conversations of FILE (interchange JSONL or LoCoMo JSON), paged."""
     from tqdm import tqdm
 
-    from .pager import PagingConfig
+    from .core.pager import PagingConfig
 
     with friendly_errors():
         config = PagingConfig(boundary=boundary, eviction=eviction, keywords=keywords,
@@ -276,15 +276,15 @@ def ingest(ctx, file, fmt, boundary, eviction, keywords, worth, bookmark_format,
 @click.option("--turns", type=int, default=160, show_default=True, help="turns per conversation")
 @click.option("--revisiting/--forward", default=None,
               help="probes asked during the conversation / at the end (default: alternate)")
-@click.option("--phrasing", type=RegistryChoice(Registry("eval.synthetic", "PHRASINGS")), default="tuning",
+@click.option("--phrasing", type=RegistryChoice(Registry("lab.synthetic", "PHRASINGS")), default="tuning",
               show_default=True, help="the templates facts are stated and asked in: tuning (settings were chosen on "
                                       "it, with dev), or heldout (written apart, never tuned on)")
 @click.option("--general", type=click.IntRange(min=0), default=None,
               help="general questions asked at the end of each conversation, which should page nothing in (default 6)")
 def generate(out, count, seed, turns, revisiting, phrasing, general):
     """Write COUNT synthetic long conversations with planted facts and probes to OUT (JSONL)."""
-    from .eval.synthetic import GENERAL_PER_CONVERSATION, generate_dataset
-    from .loaders import dump_jsonl
+    from .lab.synthetic import GENERAL_PER_CONVERSATION, generate_dataset
+    from .store.loaders import dump_jsonl
 
     with friendly_errors():
         conversations = generate_dataset(count, seed=seed, n_turns=turns, revisiting=revisiting, phrasing=phrasing,
@@ -383,7 +383,7 @@ def model_options(f):
 
 
 def _chat_conversation(ctx, conv_id, model, budget, save, recall_mode, n_ctx, layout, create=False):
-    from .runtime import RecallSettings
+    from .runtime.recall import RecallSettings
 
     if save and budget is None:
         raise click.UsageError("--save stores --budget: give --budget N")
@@ -432,7 +432,7 @@ def chat(ctx, conv_id, model, budget, save, recall_mode, n_ctx, layout):
 
     --budget N pages the conversation under N tokens for this session only; with --save it becomes the
     conversation's budget."""
-    from .trace import format_trace
+    from .runtime.trace import format_trace
 
     with friendly_errors():
         conv = _chat_conversation(ctx, conv_id, model, budget, save, recall_mode, n_ctx, layout, create=True)
@@ -546,7 +546,7 @@ def chat_memory_command(conv, line: str) -> None:
 @click.pass_context
 def log(ctx, conv_id, as_json):
     """The stored traces of CONV_ID's answered turns."""
-    from .trace import format_trace
+    from .runtime.trace import format_trace
 
     with friendly_errors():
         traces = _conversation(ctx, conv_id).traces()
@@ -605,7 +605,7 @@ def forget(ctx, conv_id, turn, page, match, dry_run, yes, finish, as_json):
     with friendly_errors():
         lp = open_pager(ctx, create=False)
         if finish:
-            from .memory import ForgetReport
+            from .memory.controls import ForgetReport
 
             done = lp.finish_erase()
             report = ForgetReport(conv_id, rewritten=done, erased=done, rewrite_pending=not done)
@@ -715,7 +715,7 @@ def conversation_slice(spec: str | None) -> slice:
 
 
 def _dataset(path: str, fmt: str):
-    from .loaders import load_conversations
+    from .store.loaders import load_conversations
 
     loaded = load_conversations(path, fmt)
     for warning in loaded.warnings:
@@ -731,7 +731,7 @@ def _dataset(path: str, fmt: str):
 @click.option("--eviction", "evictions", default="fifo,lru,lfu,hybrid,belady", show_default=True,
               help=f"comma-separated eviction policies: {EVICTION_HELP}, belady (the clairvoyant reference)")
 @click.option("--retriever", "retrievers", default="rerank,bm25,overlap,oracle", show_default=True,
-              cls=RegistryListOption, registry=Registry("eval.retrievers", "RETRIEVERS"),
+              cls=RegistryListOption, registry=Registry("lab.retrievers", "RETRIEVERS"),
               help="comma-separated retrievers ({names}) scored on the probes that need a recall")
 @click.option("--selector", "old_retrievers", default=None, hidden=True, help="the old name of --retriever")
 @click.option("--budget", type=click.IntRange(min=1), default=DEFAULT_BUDGET, show_default=True)
@@ -746,9 +746,9 @@ def simulate(dataset, fmt, boundaries, evictions, retrievers, old_retrievers, bu
         retrievers = old_retrievers
     from tqdm import tqdm
 
-    from .eval.simulate import simulate as run
-    from .eval.sweep import simulation_report, write_simulation
-    from .tokens import counter_for
+    from .backends.tokenizers import counter_for
+    from .lab.simulate import simulate as run
+    from .lab.sweep import simulation_report, write_simulation
 
     with friendly_errors():
         conversations = _dataset(dataset, fmt)[:limit]
@@ -763,7 +763,7 @@ def simulate(dataset, fmt, boundaries, evictions, retrievers, old_retrievers, bu
 @click.argument("dataset", type=click.Path(dir_okay=False))
 @click.option("--format", "fmt", type=click.Choice(FILE_FORMATS), default="auto", show_default=True)
 @click.option("--strategy", "strategies", default="bookmarks", show_default=True,
-              cls=RegistryListOption, registry=Registry("eval.evaluate", "STRATEGIES"), help="comma-separated: {names}")
+              cls=RegistryListOption, registry=Registry("lab.evaluate", "STRATEGIES"), help="comma-separated: {names}")
 @click.option("--page-choice", type=RegistryChoice(PAGE_CHOICES), default="model+rerank",
               show_default=True, help="who picks the pages the bookmarks strategy injects: the model, the ranking or both")
 @click.option("--selector", "old_page_choice", type=RegistryChoice(PAGE_CHOICES), default=None,
@@ -774,7 +774,7 @@ def simulate(dataset, fmt, boundaries, evictions, retrievers, old_retrievers, bu
 @click.option("--keywords", "keyword_strategies", default=DEFAULT_KEYWORDS, show_default=True,
               help="comma-separated: " + KEYWORDS_HELP + " (one run each)")
 @click.option("--worth", is_flag=True, help="the model judges each closed page; pages not worth keeping leave first")
-@click.option("--signal", type=RegistryChoice(Registry("index", "FAMILIES")), default="turn", show_default=True,
+@click.option("--signal", type=RegistryChoice(Registry("retrieval.index", "FAMILIES")), default="turn", show_default=True,
               help="what of an evicted page reranking compares with the question")
 @click.option("--bookmark-format", type=click.Choice(BOOKMARK_FORMATS), default=DEFAULT_BOOKMARK_FORMAT,
               show_default=True)
@@ -784,7 +784,7 @@ def simulate(dataset, fmt, boundaries, evictions, retrievers, old_retrievers, bu
               help="N: the first N conversations; A-B: conversations A to B (1-based, inclusive)")
 @click.option("--categories", default=None,
               help="LoCoMo question categories to ask, comma-separated (e.g. 1,2,3,4); default: all with evidence")
-@click.option("--trigger", type=RegistryChoice(Registry("rerank", "TRIGGERS")), default="gate", show_default=True,
+@click.option("--trigger", type=RegistryChoice(Registry("retrieval.rerank", "TRIGGERS")), default="gate", show_default=True,
               help="gate: page in when the recall gate says memory is relevant; question: every question while "
                    "pages are evicted (the rule before the gate); off: only when the model asks")
 @click.option("--recall", "recall_mode", type=RegistryChoice(EVAL_RECALL_MODES), default="auto", show_default=True,
@@ -813,11 +813,11 @@ def evaluate_cmd(ctx, dataset, fmt, strategies, page_choice, old_page_choice, bo
     from tqdm import tqdm
 
     export_backend(ctx)
-    from .eval.evaluate import EvalConfig
-    from .eval.report import eval_markdown
-    from .eval.sweep import EvalSweep, run_eval_sweep
-    from .pager import PagingConfig
-    from .rerank import RerankSettings
+    from .core.pager import PagingConfig
+    from .lab.evaluate import EvalConfig
+    from .lab.report import eval_markdown
+    from .lab.sweep import EvalSweep, run_eval_sweep
+    from .retrieval.rerank import RerankSettings
 
     with friendly_errors():
         conversations = _dataset(dataset, fmt)[conversation_slice(which_conversations)]
@@ -856,7 +856,7 @@ def bench(ctx, quick, probe_turns, cold_turns, eviction_turns, eviction_budgets,
     from tqdm import tqdm
 
     export_backend(ctx)
-    from .eval.bench import BenchConfig, plot, run_bench
+    from .lab.bench import BenchConfig, plot, run_bench
 
     config = BenchConfig(quick=quick, probe_turns=probe_turns or (6 if quick else 20), model=model,
                          cold_turns=cold_turns, eviction_turns=eviction_turns,
@@ -922,7 +922,7 @@ def serve(ctx, host, port, api_key, api_key_file, cors_origins, allow_remote, bu
     goes percent-encoded as UTF-8 (%C5%81ukasz), and the server's headers send ids the same way.
 
     The API key: LOCALPAGER_API_KEY=KEY localpager serve, or --api-key-file FILE."""
-    from .serving import check_bind, check_conversation_id, check_cors
+    from .serving.protocol import check_bind, check_conversation_id, check_cors
 
     api_key = serve_api_key(ctx, api_key, api_key_file)
     try:
@@ -934,7 +934,8 @@ def serve(ctx, host, port, api_key, api_key_file, cors_origins, allow_remote, bu
                                "question and the answer")
 
     try:
-        from .server import ServerOptions, serve as run_server
+        from .serving.app import ServerOptions
+        from .serving.app import serve as run_server
     except ImportError as exc:
         if (exc.name or "").split(".")[0] in ("fastapi", "uvicorn", "sse_starlette", "starlette", "pydantic", "anyio"):
             click.echo("localpager serve needs the server extra: pip install 'localpager[server]'", err=True)

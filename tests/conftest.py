@@ -52,7 +52,7 @@ def _models_only_when_marked(request, monkeypatch):
         monkeypatch.setattr(llama, "load_llama", no_gguf)
     heavy_before = {m for m in HEAVY_MODULES if m in sys.modules}
     if node.get_closest_marker("embedder") is None:
-        import localpager.embedder as embedder
+        import localpager.retrieval.embedder as embedder
 
         def no_embedder(self):
             pytest.fail(f"{node.nodeid} loads the real embedder but is not marked @pytest.mark.embedder",
@@ -79,14 +79,14 @@ def backend():
 @pytest.fixture(scope="session")
 def counter():
     """The real SmolLM2 tokenizer (vocabulary only)."""
-    from localpager.tokens import counter_for
+    from localpager.backends.tokenizers import counter_for
 
     return counter_for()
 
 
 @pytest.fixture
 def store(tmp_path):
-    from localpager.store import Store
+    from localpager.store.sqlite import Store
 
     s = Store(tmp_path / "store.db")
     yield s
@@ -111,8 +111,8 @@ def fake_pager(tmp_path):
 
     ``fake_pager(script=(), *, backend=None, path=None, embedder=None, **LocalPager_options)``; a
     second call with the same ``path`` reopens the store (as another process would)."""
-    from localpager.api import LocalPager
-    from localpager.index import PageIndex
+    from localpager.memory.api import LocalPager
+    from localpager.retrieval.index import PageIndex
 
     opened = []
 

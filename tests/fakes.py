@@ -7,7 +7,7 @@ and need no model file.
 (a KV cache of the tokens it "evaluated", reused as a common prefix with at least one token re-run, as
 the llama.cpp backend does), replies from a script, refuses a scripted reply that the call's GBNF
 grammar does not allow, and records every call. ``HashEmbedder`` is a deterministic stand-in for
-``localpager.embedder.Embedder``: texts sharing words are similar.
+``localpager.retrieval.embedder.Embedder``: texts sharing words are similar.
 """
 
 from __future__ import annotations

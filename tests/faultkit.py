@@ -54,8 +54,8 @@ def _pager(store: str, *, states: bool = False):
     """A LocalPager on the fakes; ``states``: its backend saves and loads KV caches (``StatefulBackend``)."""
     from fakes import HashEmbedder
 
-    from localpager.api import LocalPager
-    from localpager.index import PageIndex
+    from localpager.memory.api import LocalPager
+    from localpager.retrieval.index import PageIndex
 
     backend = (StatefulBackend if states else ScriptedBackend)(_reply, model_name="fake.gguf")
     lp = LocalPager(store, backend=backend)
@@ -64,7 +64,7 @@ def _pager(store: str, *, states: bool = False):
 
 
 def _config(keywords: str = "heuristic"):
-    from localpager.pager import PagingConfig
+    from localpager.core.pager import PagingConfig
 
     return PagingConfig(boundary="fixed_5", budget=120, keywords=keywords)
 
@@ -80,8 +80,8 @@ def worker(op: str, store: str, conv: str, n: int, tag: str) -> None:
     ``ingest``: a generated file of conversations ``<tag>-*``, acknowledged per conversation."""
     lp = _pager(store)
     if op == "ingest":
-        from localpager.eval.synthetic import generate_dataset
-        from localpager.loaders import dump_jsonl
+        from localpager.lab.synthetic import generate_dataset
+        from localpager.store.loaders import dump_jsonl
 
         path = Path(store).with_name(f"{tag}.jsonl")
         conversations = generate_dataset(n, seed=len(tag), n_turns=60)
@@ -335,7 +335,7 @@ def _check_turns(lp, acked: list[Acked], check: Check) -> None:
 
 def _check_indexes(lp, check: Check) -> None:
     """Every FAISS family loads from its file or is rebuilt from the store, and holds what the store holds."""
-    from localpager.index import FAMILIES, FamilyIndex
+    from localpager.retrieval.index import FAMILIES, FamilyIndex
 
     for family in FAMILIES:
         stored = lp.store.embedding_rows(family)
@@ -413,7 +413,7 @@ def leaks(store: Path, needle: str, decode: Callable[[list[int]], str] | None = 
 def model_decoder() -> Callable[[list[int]], str]:
     """Token ids to text with the default chat model's tokenizer (vocabulary only): what a real saved KV
     cache holds."""
-    from localpager.tokens import counter_for
+    from localpager.backends.tokenizers import counter_for
 
     vocab = counter_for()._llama
     return lambda ids: vocab.detokenize(ids).decode("utf-8", errors="replace")

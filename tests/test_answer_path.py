@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-from localpager.api import LocalPager
-from localpager.guard import RepetitionGuard, loop_start, repeated_sentence
-from localpager.layouts import LATEST, answer_messages
-from localpager.pager import PagingConfig
+from localpager.core.pager import PagingConfig
+from localpager.memory.api import LocalPager
+from localpager.runtime.guard import RepetitionGuard, loop_start, repeated_sentence
+from localpager.runtime.layouts import LATEST, answer_messages
 
 pytestmark = [pytest.mark.model, pytest.mark.embedder]
 

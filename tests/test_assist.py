@@ -9,15 +9,23 @@ import time
 
 import pytest
 
-from localpager.api import LocalPager
-from localpager.assist import BATCH_PROMPT, WORTH_PROMPT, Assistant, fill_keywords, maintain, parse_batch, parse_keywords
-from localpager.eval.synthetic import generate_conversation
-from localpager.eviction import Cooperative, EvictionContext
-from localpager.keywords import MODEL_STRATEGIES, candidate_terms, keyword_information
-from localpager.pager import Pager, PagingConfig, page_conversation
-from localpager.records import Page, Turn
-from localpager.text import term_key, tokenize_words
-from localpager.tokens import ApproxTokenCounter
+from localpager.core.eviction import Cooperative, EvictionContext
+from localpager.core.keywords import MODEL_STRATEGIES, candidate_terms, keyword_information
+from localpager.core.pager import Pager, PagingConfig, page_conversation
+from localpager.core.records import Page, Turn
+from localpager.core.text import term_key, tokenize_words
+from localpager.core.tokens import ApproxTokenCounter
+from localpager.lab.synthetic import generate_conversation
+from localpager.memory.api import LocalPager
+from localpager.runtime.assist import (
+    BATCH_PROMPT,
+    WORTH_PROMPT,
+    Assistant,
+    fill_keywords,
+    maintain,
+    parse_batch,
+    parse_keywords,
+)
 
 CHINESE = [
     "user: 我对花生过敏，上次吃了花生酱差点进医院。\nassistant: 记住了，你对花生过敏，点菜时要避开花生。",
@@ -213,7 +221,7 @@ class _BrokenSide:
 
 @pytest.mark.model
 def test_a_failing_side_context_loses_no_turn_and_no_answer(tmp_path, backend):
-    from localpager.runtime import RecallSettings
+    from localpager.runtime.recall import RecallSettings
 
     lp = LocalPager(tmp_path / "s.db", backend=_BrokenSide(backend), recall=RecallSettings(mode="never"))
     chat = lp.conversation("c", create=True, config=PagingConfig(boundary="fixed_10", keywords="llm-batch",

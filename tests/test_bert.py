@@ -9,8 +9,8 @@ import sys
 import numpy as np
 import pytest
 
-from localpager.bert import NumpyBertEncoder, supports
-from localpager.modelpaths import embedder_path
+from localpager.backends.modelpaths import embedder_path
+from localpager.retrieval.bert import NumpyBertEncoder, supports
 
 TEXTS = [
     "What snack should I avoid?",
@@ -37,7 +37,7 @@ def test_vectors_equal_sentence_transformers():
 
 @pytest.mark.embedder
 def test_the_default_embedder_answers_without_importing_torch():
-    code = ("import sys; from localpager.embedder import Embedder; e = Embedder(); v = e.encode(['peanut allergy']); "
+    code = ("import sys; from localpager.retrieval.embedder import Embedder; e = Embedder(); v = e.encode(['peanut allergy']); "
             "print(v.shape[1], 'torch' in sys.modules, 'sentence_transformers' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
     assert out == ["384", "False", "False"]

@@ -60,7 +60,7 @@ def small_store(tmp_path, fake_pager):
     its counts are the scripted model's, so recounting them would need a model."""
     from fakes import ScriptedBackend, shortest_sentence
 
-    from localpager.pager import PagingConfig
+    from localpager.core.pager import PagingConfig
 
     path = tmp_path / "s.db"
     lp = fake_pager(backend=ScriptedBackend(lambda p, g: shortest_sentence(g) if g else "Noted."), path=path)
@@ -160,7 +160,7 @@ def test_bad_files_are_one_line_errors_and_store_nothing(tmp_path, content, mess
 
 
 def test_unknown_conversation_and_missing_file(tmp_path):
-    from localpager.store import Store
+    from localpager.store.sqlite import Store
 
     store = tmp_path / "s.db"
     Store(store).close()
@@ -185,9 +185,9 @@ def fake_models(monkeypatch):
     model, the hashing embedder."""
     from fakes import HashEmbedder, ScriptedBackend, shortest_sentence
 
-    import localpager.api as api
-    import localpager.embedder as embedder
-    from localpager.tokens import BackendTokenCounter
+    import localpager.memory.api as api
+    import localpager.retrieval.embedder as embedder
+    from localpager.backends.tokenizers import BackendTokenCounter
 
     backend = ScriptedBackend(lambda p, g: shortest_sentence(g) if g else "Noted.")
     monkeypatch.setattr(api, "load_backend", lambda name, **options: backend)
@@ -205,7 +205,7 @@ def invoke(*args, store, input=None):
 
 
 def stored_budget(path) -> int:
-    from localpager.store import Store
+    from localpager.store.sqlite import Store
 
     with Store(path) as s:
         return s.settings("c")["budget"]

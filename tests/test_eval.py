@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from localpager.eval.evaluate import EvalConfig, ProbeResult, evaluate, summarize
-from localpager.eval.metrics import contains_answer, locomo_score, partial_f1, score_answer, token_f1
-from localpager.eval.report import write_eval
-from localpager.eval.synthetic import generate_conversation
-from localpager.pager import PagingConfig
+from localpager.core.pager import PagingConfig
+from localpager.lab.evaluate import EvalConfig, ProbeResult, evaluate, summarize
+from localpager.lab.metrics import contains_answer, locomo_score, partial_f1, score_answer, token_f1
+from localpager.lab.report import write_eval
+from localpager.lab.synthetic import generate_conversation
 
 
 def result(score=1.0, needs=True, evidence=(3,), injected=(3,), recalled=True, latency=100.0):
@@ -85,7 +85,7 @@ def test_search_tool_query_is_grammar_constrained(backend):
     import re
 
     from localpager.backends.base import Message
-    from localpager.eval.evaluate import SEARCH_GRAMMAR, SEARCH_PROMPT
+    from localpager.lab.evaluate import SEARCH_GRAMMAR, SEARCH_PROMPT
 
     prompt = backend.render([Message("system", SEARCH_PROMPT), Message("user", "Who should fix the dripping tap?")])
     text = backend.generate(prompt, max_tokens=40, grammar=SEARCH_GRAMMAR).text
@@ -93,7 +93,7 @@ def test_search_tool_query_is_grammar_constrained(backend):
 
 
 def test_hidden_bookmarks_leave_recall_to_the_similarity_trigger():
-    from localpager.eval.evaluate import _settings
+    from localpager.lab.evaluate import _settings
 
     recall, rerank, _ = _settings(EvalConfig(show_bookmarks=False))
     assert recall.mode == "auto" and recall.show_bookmarks is False and rerank.trigger == "gate"

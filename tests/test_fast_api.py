@@ -9,11 +9,11 @@ import re
 import pytest
 from fakes import ScriptedBackend, shortest_sentence
 
-from localpager.assist import WORTH_GRAMMAR
 from localpager.backends.base import BackendError
-from localpager.eval.synthetic import generate_dataset
-from localpager.loaders import dump_jsonl
-from localpager.pager import PagingConfig
+from localpager.core.pager import PagingConfig
+from localpager.lab.synthetic import generate_dataset
+from localpager.runtime.assist import WORTH_GRAMMAR
+from localpager.store.loaders import dump_jsonl
 
 TOPICS = ["the garden fence", "my sister Hartley", "the Lisbon flight", "a peanut allergy", "the kitchen budget",
           "the Tuesday dentist", "the router password", "the piano lessons", "the rent increase", "the car service"]
@@ -306,7 +306,7 @@ def test_ingest_warns_of_a_turn_no_prompt_can_hold_and_stores_it(fake_pager, tmp
 
 
 def test_saved_kv_caches_beside_a_store_are_capped(tmp_path):
-    from localpager.kvstate import PrefixStates
+    from localpager.store.kvstate import PrefixStates
 
     class Saving:
         """Just enough of a backend to be saved: it writes the tokens it holds."""
@@ -339,7 +339,7 @@ def test_saved_kv_caches_beside_a_store_are_capped(tmp_path):
 def test_replacing_a_conversation_another_writer_holds_waits_then_says_it_is_busy(fake_pager, generated):
     import threading
 
-    from localpager.locks import LockTimeout, conversation_lock
+    from localpager.store.locks import LockTimeout, conversation_lock
 
     conv, path = generated
     lp = fake_pager()

@@ -9,15 +9,15 @@ import re
 import pytest
 from fakes import ScriptedBackend, shortest_sentence
 
-from localpager.assist import Assistant, maintain
-from localpager.eval.synthetic import generate_conversation
-from localpager.eviction import Cooperative, EvictionContext
-from localpager.grammar import WORTH_GRAMMAR, batch_grammar, keywords_grammar, pages_grammar
-from localpager.keywords import MODEL_STRATEGIES, candidate_terms, extract_keywords
-from localpager.pager import Pager, PagingConfig, page_conversation
-from localpager.records import Page, Turn
-from localpager.text import term_key
-from localpager.tokens import ApproxTokenCounter
+from localpager.core.eviction import Cooperative, EvictionContext
+from localpager.core.keywords import MODEL_STRATEGIES, candidate_terms, extract_keywords
+from localpager.core.pager import Pager, PagingConfig, page_conversation
+from localpager.core.records import Page, Turn
+from localpager.core.text import term_key
+from localpager.core.tokens import ApproxTokenCounter
+from localpager.lab.synthetic import generate_conversation
+from localpager.runtime.assist import Assistant, maintain
+from localpager.runtime.grammar import WORTH_GRAMMAR, batch_grammar, keywords_grammar, pages_grammar
 
 CHINESE = [
     "user: 我对花生过敏，上次吃了花生酱差点进医院。\nassistant: 记住了，你对花生过敏，点菜时要避开花生。",

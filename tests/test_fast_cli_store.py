@@ -8,7 +8,7 @@ import pytest
 from click.testing import CliRunner
 
 from localpager.cli import StoreGroup, cli
-from localpager.pager import PagingConfig
+from localpager.core.pager import PagingConfig
 
 
 def run(*args: str, env: dict[str, str] | None = None):

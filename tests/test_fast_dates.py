@@ -1,4 +1,4 @@
-"""Relative dates resolved against a turn's own time (localpager.dates), in LoCoMo's words."""
+"""Relative dates resolved against a turn's own time (localpager.core.dates), in LoCoMo's words."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from localpager.dates import annotate, date_terms, format_time, parse_time, resolve
-from localpager.ranking import LexicalIndex
-from localpager.records import Turn
+from localpager.core.dates import annotate, date_terms, format_time, parse_time, resolve
+from localpager.core.records import Turn
+from localpager.retrieval.ranking import LexicalIndex
 
 LOCOMO = Path(__file__).resolve().parents[2] / "shared" / "data" / "locomo" / "locomo10.json"
 SAID = "1:56 pm on 8 May, 2023"  # a Monday
@@ -72,8 +72,8 @@ def test_times_are_parsed_and_shown_in_one_style() -> None:
 def test_locomo_temporal_answers_are_the_resolved_dates() -> None:
     """On LoCoMo 1-5, of the temporal questions whose evidence holds a relative expression, the resolved date is
     the answer itself for most; the rest are answers that are no date or typos ("21Janury")."""
-    from localpager.eval.metrics import normalize
-    from localpager.loaders import load_conversations
+    from localpager.lab.metrics import normalize
+    from localpager.store.loaders import load_conversations
 
     def norm(text: str) -> str:
         text = re.sub(r"(?<=\d)(?=[A-Za-z])|(?<=[A-Za-z])(?=\d)", " ", str(text))

@@ -4,10 +4,17 @@ from __future__ import annotations
 
 import pytest
 
-from localpager.eval.evaluate import EvalConfig, EvalReport, ProbeResult, _ask_points, summarize
-from localpager.eval.metrics import (contains_answer, locomo_score, normalize, partial_f1, says_not_mentioned,
-                                     score_answer, token_f1)
-from localpager.records import Probe, Transcript, Turn
+from localpager.core.records import Probe, Transcript, Turn
+from localpager.lab.evaluate import EvalConfig, EvalReport, ProbeResult, _ask_points, summarize
+from localpager.lab.metrics import (
+    contains_answer,
+    locomo_score,
+    normalize,
+    partial_f1,
+    says_not_mentioned,
+    score_answer,
+    token_f1,
+)
 
 
 # -- metrics -----------------------------------------------------------------------------------------------

@@ -8,7 +8,7 @@ import pytest
 from fakes import IM_END, IM_START, HashEmbedder, ScriptedBackend, ScriptError
 
 from localpager.backends.base import BackendError, ChatBackend, Message
-from localpager.grammar import is_recall_prefix, recall_grammar
+from localpager.runtime.grammar import is_recall_prefix, recall_grammar
 
 MESSAGES = [Message("system", "Be brief."), Message("user", "Which snack should I avoid?")]
 

@@ -11,14 +11,14 @@ import threading
 
 import pytest
 from click.testing import CliRunner
-from faultkit import StatefulBackend, decode_fake, kv_tokens, leaks, run_forget_across, store_files
 from fakes import HashEmbedder
+from faultkit import StatefulBackend, decode_fake, kv_tokens, leaks, run_forget_across, store_files
 
-from localpager.api import LocalPager
 from localpager.cli import cli
-from localpager.index import PageIndex
-from localpager.locks import FileLock, LockTimeout
-from localpager.pager import PagingConfig
+from localpager.core.pager import PagingConfig
+from localpager.memory.api import LocalPager
+from localpager.retrieval.index import PageIndex
+from localpager.store.locks import FileLock, LockTimeout
 
 SECRET = "Quillonfrazzle"
 SMALL = PagingConfig(boundary="fixed_5", budget=60)
@@ -150,7 +150,7 @@ def test_forget_across_two_processes_leaves_nothing(tmp_path):
 @pytest.fixture(autouse=True)
 def short_waits(monkeypatch):
     """A forget waits for readers as long as any write waits (10 s); here a reader never finishes."""
-    monkeypatch.setattr("localpager.store.BUSY_TIMEOUT_MS", 300)
+    monkeypatch.setattr("localpager.store.sqlite.BUSY_TIMEOUT_MS", 300)
 
 
 def hold_a_reader(path) -> sqlite3.Connection:
@@ -273,7 +273,7 @@ def test_a_served_conversation_forgotten_elsewhere_starts_afresh_and_forget_says
     pytest.importorskip("fastapi")
     from fastapi.testclient import TestClient
 
-    from localpager.server import create_app
+    from localpager.serving.app import create_app
 
     served, other = pagers(), pagers()
 

@@ -17,11 +17,11 @@ from fakes import HashEmbedder, ScriptedBackend, shortest_sentence
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from localpager.api import LocalPager
-from localpager.index import PageIndex
-from localpager.loaders import LoaderError, load_conversations
-from localpager.pager import PagingConfig
-from localpager.store import StoreError
+from localpager.core.pager import PagingConfig
+from localpager.memory.api import LocalPager
+from localpager.retrieval.index import PageIndex
+from localpager.store.loaders import LoaderError, load_conversations
+from localpager.store.sqlite import StoreError
 
 NASTY = ["<|im_end|>", "<|im_start|>system\n", "\ud800", "\udcff", "\x00", "\u200f", "\u202e", "\x1b[2J", "\t",
          "\n", "\r\n", "::=", "root ::= ", "[^\"]*", "|", "\\", '"', "'", "recall(page_ids=[1])", "\ufeff",

@@ -6,8 +6,18 @@ from __future__ import annotations
 import pytest
 from fakes import Grammar, GrammarError, allows, shortest_sentence
 
-from localpager.grammar import (RECALL_PREFIX, SEARCH_GRAMMAR, WORTH_GRAMMAR, Decision, batch_grammar, is_recall_prefix,
-                                keywords_grammar, pages_grammar, parse_decision, recall_grammar)
+from localpager.runtime.grammar import (
+    RECALL_PREFIX,
+    SEARCH_GRAMMAR,
+    WORTH_GRAMMAR,
+    Decision,
+    batch_grammar,
+    is_recall_prefix,
+    keywords_grammar,
+    pages_grammar,
+    parse_decision,
+    recall_grammar,
+)
 
 
 # -- the recall grammar --------------------------------------------------------------------------------

@@ -14,7 +14,7 @@ import pytest
 from localpager.backends import available_backends
 from localpager.backends.base import BackendError, Message
 from localpager.backends.openai_http import PROBE_GRAMMAR, OpenAIHTTPBackend, RecallSchema
-from localpager.grammar import parse_decision, recall_grammar
+from localpager.runtime.grammar import parse_decision, recall_grammar
 
 CHATML = ("{% for m in messages %}{{'<|im_start|>' + m['role'] + '\n' + m['content'] + '<|im_end|>\n'}}{% endfor %}"
           "{% if add_generation_prompt %}{{'<|im_start|>assistant\n'}}{% endif %}")

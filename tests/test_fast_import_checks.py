@@ -14,8 +14,8 @@ from click.testing import CliRunner
 from fakes import ScriptedBackend, shortest_sentence
 
 from localpager.cli import cli
-from localpager.loaders import ConversationFileError
-from localpager.pager import PagingConfig
+from localpager.core.pager import PagingConfig
+from localpager.store.loaders import ConversationFileError
 
 SMALL = PagingConfig(boundary="fixed_5", budget=60)
 

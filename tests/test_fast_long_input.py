@@ -27,8 +27,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from localpager import keywords as K
-from localpager.text import tokenize_words
+from localpager.core import keywords as K
+from localpager.core.text import tokenize_words
 
 MB = 1_000_000
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import json
 import os
-import stat
 import sqlite3
+import stat
 
 import pytest
 from click.testing import CliRunner
@@ -14,10 +14,10 @@ from fakes import HashEmbedder, ScriptedBackend
 from faultkit import leaks
 
 from localpager.cli import cli
-from localpager.layouts import CHANGED, LATEST
-from localpager.pager import PagingConfig
-from localpager.rerank import RerankSelector, RerankSettings
-from localpager.store import Store, StoreError
+from localpager.core.pager import PagingConfig
+from localpager.retrieval.rerank import RerankSelector, RerankSettings
+from localpager.runtime.layouts import CHANGED, LATEST
+from localpager.store.sqlite import Store, StoreError
 
 MARKER = "Zorblaxquintessa"
 SMALL = PagingConfig(boundary="fixed_5", budget=60)
@@ -53,7 +53,7 @@ def chat(fake_pager):
 def test_forget_match_removes_text_vectors_bookmark_and_traces_and_leaves_no_bytes(chat):
     lp, store = chat.lp, chat.store
     assert chat.search(MARKER, 1)[0].turn == 7  # embeds the evicted pages: vectors and FAISS files exist
-    from localpager.index import FAMILIES
+    from localpager.retrieval.index import FAMILIES
 
     pager = chat.pager  # and the whole-page and bookmark vectors a measurement signal would embed
     lp.index.update("c", pager.evicted, pager.turns, pager.bookmark, FAMILIES)
@@ -132,8 +132,8 @@ def test_forgetting_one_conversation_never_touches_another(fake_pager):
 
 
 def test_forget_deletes_probes_whose_evidence_goes(fake_pager, tmp_path):
-    from localpager.eval.synthetic import generate_dataset
-    from localpager.loaders import dump_jsonl
+    from localpager.lab.synthetic import generate_dataset
+    from localpager.store.loaders import dump_jsonl
 
     lp = fake_pager()
     conv = generate_dataset(1, seed=5, n_turns=60)[0]
@@ -264,7 +264,7 @@ def test_merge_appends_what_the_store_lacks_and_refuses_divergence(chat, fake_pa
 
 
 def test_an_export_is_also_an_ingestible_file(chat, fake_pager, tmp_path):
-    from localpager.loaders import load_conversations
+    from localpager.store.loaders import load_conversations
 
     chat.lp.export(tmp_path / "e.jsonl")
     loaded = load_conversations(tmp_path / "e.jsonl")
@@ -326,7 +326,7 @@ def test_every_file_the_store_creates_is_private(fake_pager, tmp_path):
 
 
 def test_schema_migration_adds_the_superseded_column(tmp_path):
-    from localpager.store import MIGRATIONS
+    from localpager.store.sqlite import MIGRATIONS
 
     path = tmp_path / "old.db"
     conn = sqlite3.connect(path)

@@ -8,8 +8,8 @@ import sqlite3
 import pytest
 from fakes import ScriptedBackend, shortest_sentence
 
-from localpager.api import LocalPager
-from localpager.pager import PagingConfig
+from localpager.core.pager import PagingConfig
+from localpager.memory.api import LocalPager
 
 TOPICS = ["the garden fence", "my sister Hartley", "the Lisbon flight", "a peanut allergy", "the kitchen budget",
           "the Tuesday dentist", "the router password", "the piano lessons"]

@@ -7,10 +7,18 @@ import math
 import numpy as np
 import pytest
 
-from localpager.answer_types import asked_groups, asks_for_several, match, stated_types
-from localpager.gate import DEFAULT_MODEL, FEATURES, GateFeatures, GateModel, decide, gate_features, message_features
-from localpager.ranking import HybridSettings, LexicalIndex, TurnHit, rank_turns, tells
-from localpager.records import Page, Turn
+from localpager.core.answer_types import asked_groups, asks_for_several, match, stated_types
+from localpager.core.records import Page, Turn
+from localpager.retrieval.gate import (
+    DEFAULT_MODEL,
+    FEATURES,
+    GateFeatures,
+    GateModel,
+    decide,
+    gate_features,
+    message_features,
+)
+from localpager.retrieval.ranking import HybridSettings, LexicalIndex, TurnHit, rank_turns, tells
 
 
 # -- answer types ------------------------------------------------------------------------------------------

@@ -17,12 +17,12 @@ import pytest
 from conftest import NetworkRefused
 from fakes import HashEmbedder, ScriptedBackend, shortest_sentence
 
-from localpager.api import NO_ANSWER, LocalPager
-from localpager.index import PageIndex
-from localpager.loaders import LoaderError, load_conversations
-from localpager.locks import conversation_lock
-from localpager.pager import PagingConfig
-from localpager.store import SCHEMA_VERSION, ConversationBusy, Store, StoreError
+from localpager.core.pager import PagingConfig
+from localpager.memory.api import NO_ANSWER, LocalPager
+from localpager.retrieval.index import PageIndex
+from localpager.store.loaders import LoaderError, load_conversations
+from localpager.store.locks import conversation_lock
+from localpager.store.sqlite import SCHEMA_VERSION, ConversationBusy, Store, StoreError
 
 ROOT = Path(__file__).resolve().parents[1]
 NO_MODELS = {"LOCALPAGER_MODEL": "/nonexistent.gguf", "LOCALPAGER_EMBEDDER": "/nonexistent-embedder"}
@@ -80,7 +80,7 @@ def test_the_network_guard_refuses_outbound_and_allows_loopback():
 # -- many writers ----------------------------------------------------------------------------------------
 def test_processes_opening_a_new_store_at_once_migrate_it_once(tmp_path):
     path = tmp_path / "new.db"
-    code = ("import sys; from localpager.store import Store; s = Store(sys.argv[1]); "
+    code = ("import sys; from localpager.store.sqlite import Store; s = Store(sys.argv[1]); "
             "print(s.schema_version); s.close()")
     procs = [subprocess.Popen([sys.executable, "-c", code, str(path)], stdout=subprocess.PIPE,
                               stderr=subprocess.PIPE, text=True, cwd=ROOT) for _ in range(6)]
@@ -128,7 +128,7 @@ def test_a_second_asker_waits_then_is_told_the_conversation_is_busy(chat):
 
 
 def test_a_store_locked_by_another_writer_is_a_one_line_busy_error(chat, monkeypatch):
-    import localpager.store as store_module
+    import localpager.store.sqlite as store_module
 
     monkeypatch.setattr(store_module, "BUSY_TIMEOUT_MS", 200)
     store = Store(chat.store.path)
@@ -148,7 +148,7 @@ def interrupted(prompt, grammar):
 
 
 def test_a_question_left_by_a_dead_process_is_marked_and_the_next_prompt_knows(chat, fake_pager, tmp_path):
-    from localpager.records import Turn
+    from localpager.core.records import Turn
 
     store = chat.store
     n = len(store.turns("c"))
@@ -179,8 +179,8 @@ def test_a_failed_answer_is_marked_at_once(chat, fake_pager):
 
 # -- stale indexes -----------------------------------------------------------------------------------------
 def test_the_saved_index_is_stale_after_a_delete_and_a_re_insert(tmp_path):
-    from localpager.index import FamilyIndex
-    from localpager.records import Page, Turn
+    from localpager.core.records import Page, Turn
+    from localpager.retrieval.index import FamilyIndex
 
     path = tmp_path / "s.db"
     store = Store(path)
@@ -335,8 +335,8 @@ FULL_DISK = r"""
 import resource, signal, sys
 sys.path[:0] = [sys.argv[2]]
 from fakes import ScriptedBackend
-from localpager.api import LocalPager
-from localpager.store import StoreError
+from localpager.memory.api import LocalPager
+from localpager.store.sqlite import StoreError
 signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the limit fails with EFBIG instead of killing us
 lp = LocalPager(sys.argv[1], backend=ScriptedBackend(fallback="ok", model_name="fake.gguf"))
 chat = lp.conversation("c")
@@ -371,7 +371,7 @@ def test_a_full_disk_is_a_one_line_error_and_every_acknowledged_turn_is_kept(cha
 
 
 def test_a_truncated_gguf_is_a_one_line_error_and_nothing_is_stored(tmp_path):
-    from localpager.modelpaths import chat_model_path
+    from localpager.backends.modelpaths import chat_model_path
 
     try:
         real = Path(chat_model_path(None))
@@ -390,7 +390,7 @@ def test_a_truncated_gguf_is_a_one_line_error_and_nothing_is_stored(tmp_path):
 
 
 def test_a_closed_store_says_so_in_one_line(tmp_path):
-    from localpager.store import Store, StoreError
+    from localpager.store.sqlite import Store, StoreError
 
     store = Store(tmp_path / "s.db")
     store.create_conversation("c")

@@ -11,10 +11,10 @@ import pytest
 from fakes import HashEmbedder, ScriptedBackend, allows
 
 from localpager.backends.base import Message
-from localpager.pager import PagingConfig
-from localpager.rerank import RerankSettings
-from localpager.runtime import ContextOverflowError, RecallSettings
-from localpager.trace import Candidate
+from localpager.core.pager import PagingConfig
+from localpager.retrieval.rerank import RerankSettings
+from localpager.runtime.recall import ContextOverflowError, RecallSettings
+from localpager.runtime.trace import Candidate
 
 # Two turns a page (boundary fixed_2), about 30 fake tokens a page: with a budget of 160, pages 1-3 are
 # evicted once the twelve turns are in, pages 4-6 stay, and so they are when a question is added.

@@ -15,15 +15,26 @@ from urllib.parse import quote
 import httpx
 import pytest
 from click.testing import CliRunner
+from fakes import ScriptedBackend, shortest_sentence
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from fakes import ScriptedBackend, shortest_sentence
 
 from localpager.cli import cli
-from localpager.pager import PagingConfig
-from localpager.server import ServerOptions, create_app
-from localpager.serving import (ApiError, Msg, check_bind, content_disposition, escape_controls, header_id,
-                                header_value, origin_allowed, reconcile, resolve_conversation_id, retried)
+from localpager.core.pager import PagingConfig
+from localpager.serving.app import ServerOptions, create_app
+from localpager.serving.protocol import (
+    ApiError,
+    Msg,
+    check_bind,
+    content_disposition,
+    escape_controls,
+    header_id,
+    header_value,
+    origin_allowed,
+    reconcile,
+    resolve_conversation_id,
+    retried,
+)
 
 pytest.importorskip("fastapi")
 from fastapi.testclient import TestClient  # noqa: E402
@@ -394,7 +405,7 @@ def test_serve_refuses_a_remote_bind_without_the_flag(tmp_path):
 
 def test_serve_without_the_server_extra_says_what_to_install(tmp_path, monkeypatch):
     monkeypatch.setitem(sys.modules, "fastapi", None)
-    monkeypatch.delitem(sys.modules, "localpager.server", raising=False)
+    monkeypatch.delitem(sys.modules, "localpager.serving.app", raising=False)
     result = CliRunner().invoke(cli, ["--store", str(tmp_path / "s.db"), "serve"])
     assert result.exit_code == 1
     assert result.output.strip() == "localpager serve needs the server extra: pip install 'localpager[server]'"
@@ -529,10 +540,10 @@ def test_cors_star_needs_an_api_key(lp, tmp_path):
 @pytest.fixture
 def served(monkeypatch):
     """`localpager serve` up to the point where it would listen: the options it would serve with."""
-    import localpager.server
+    import localpager.serving.app as server
 
     seen = {}
-    monkeypatch.setattr(localpager.server, "serve", lambda lp, host, port, options: seen.update(options=options))
+    monkeypatch.setattr(server, "serve", lambda lp, host, port, options: seen.update(options=options))
     monkeypatch.delenv("LOCALPAGER_API_KEY", raising=False)
     return seen
 

@@ -1,4 +1,4 @@
-"""localpager.eval.sweep: which runs an ``eval`` makes and how they are named, and the simulator's report."""
+"""localpager.lab.sweep: which runs an ``eval`` makes and how they are named, and the simulator's report."""
 
 from __future__ import annotations
 
@@ -6,10 +6,10 @@ import json
 
 import pytest
 
-from localpager.eval.evaluate import EvalConfig
-from localpager.eval.simulate import Cell, SimulationResult
-from localpager.eval.sweep import EvalSweep, run_eval_sweep, simulation_report, write_simulation
-from localpager.pager import PagingConfig
+from localpager.core.pager import PagingConfig
+from localpager.lab.evaluate import EvalConfig
+from localpager.lab.simulate import Cell, SimulationResult
+from localpager.lab.sweep import EvalSweep, run_eval_sweep, simulation_report, write_simulation
 
 
 def test_one_run_per_combination_named_by_the_settings_that_vary():

@@ -1,12 +1,21 @@
-"""localpager.text: the one tokenizer, stop-word list, stemmers and content-word helpers."""
+"""localpager.core.text: the one tokenizer, stop-word list, stemmers and content-word helpers."""
 
 from __future__ import annotations
 
 import pytest
 
-from localpager.eval.metrics import token_f1
-from localpager.text import (STEMMERS, content_words, f1_stem, fold_plural, is_small_talk, is_stopword, light_stem,
-                             term_key, tokenize_words)
+from localpager.core.text import (
+    STEMMERS,
+    content_words,
+    f1_stem,
+    fold_plural,
+    is_small_talk,
+    is_stopword,
+    light_stem,
+    term_key,
+    tokenize_words,
+)
+from localpager.lab.metrics import token_f1
 
 WORDS = ["running", "painted", "repeatedly", "quickly", "boxes", "peanuts", "parties", "studied", "hiking", "hike",
          "glass", "bus", "this", "sing", "red", "needed", "speed", "ies", "cities", "EpiPen", "1200", "花生"]

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from fakes import ScriptedBackend
 
-from localpager.api import LocalPager
-from localpager.tokens import ApproxTokenCounter, BackendTokenCounter
+from localpager.backends.tokenizers import BackendTokenCounter
+from localpager.core.tokens import ApproxTokenCounter
+from localpager.memory.api import LocalPager
 
 
 def test_a_backend_counter_counts_with_the_backends_tokenizer_under_its_models_name():

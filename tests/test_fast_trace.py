@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from test_fast_runtime import DOG, STATEMENT, open_chat
 
-from localpager.trace import PASSES, STAGES, Trace
+from localpager.runtime.trace import PASSES, STAGES, Trace
 
 
 def _passes_hold(tokens: dict) -> None:

@@ -14,9 +14,8 @@ import sys
 import time
 from pathlib import Path
 
-import pytest
-
 import faultkit
+import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -46,7 +45,7 @@ def test_several_processes_append_at_once_and_every_acknowledged_turn_is_stored_
     assert [len(a.turns) for a in acked] == [12, 12, 12, 12, 12]
     check = faultkit.check_store(store, acked, ask_after=False)
     assert check.ok, (check.lost, check.problems)
-    from localpager.store import Store
+    from localpager.store.sqlite import Store
 
     turns = Store(store).turns("shared")
     assert len(turns) == 36
@@ -76,7 +75,7 @@ def real_store(tmp_path_factory):
 @pytest.mark.embedder
 @pytest.mark.slow
 def test_the_real_ask_killed_mid_answer_leaves_a_marked_question_and_the_next_ask_works(real_store):
-    from localpager.store import Store
+    from localpager.store.sqlite import Store
 
     conv = "synthetic-5-000"
     before = len(Store(real_store).turns(conv))

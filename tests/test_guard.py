@@ -8,7 +8,7 @@ import re
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from localpager.guard import MIN_SENTENCE_CHARS, RepetitionGuard, loop_start, repeated_sentence
+from localpager.runtime.guard import MIN_SENTENCE_CHARS, RepetitionGuard, loop_start, repeated_sentence
 
 LOOP = ("That's a great question. In your conversation, I was referring to a situation where you were away. "
         "In your conversation, I was referring to a situation where you were away. In your conv")
@@ -52,8 +52,8 @@ def test_guard_forwards_a_callers_stop():
 
 
 def test_recalled_turns_carry_their_time_and_label():
-    from localpager.layouts import CHANGED, LATEST, Injection, answer_messages, recalled_notes
-    from localpager.records import Page, Turn
+    from localpager.core.records import Page, Turn
+    from localpager.runtime.layouts import CHANGED, LATEST, Injection, answer_messages, recalled_notes
 
     turns = [Turn("user", "My budget is $20,000.", 0), Turn("assistant", "Noted.", 1),
              Turn("user", "I went to a support group yesterday.", 2, time="1:56 pm on 8 May, 2023", speaker="Caroline"),

@@ -16,7 +16,7 @@ import pytest
 
 from localpager.backends import load_backend
 from localpager.backends.base import BackendError, Message
-from localpager.grammar import parse_decision, recall_grammar
+from localpager.runtime.grammar import parse_decision, recall_grammar
 
 pytestmark = [pytest.mark.model, pytest.mark.slow]
 httpx = pytest.importorskip("httpx")
@@ -30,7 +30,7 @@ def free_port() -> int:
 
 
 def start_server(log_path) -> tuple[subprocess.Popen, str]:
-    from localpager.modelpaths import chat_model_path
+    from localpager.backends.modelpaths import chat_model_path
 
     port = free_port()
     cmd = [sys.executable, "-m", "llama_cpp.server", "--model", str(chat_model_path()), "--host", "127.0.0.1",

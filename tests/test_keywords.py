@@ -1,11 +1,11 @@
-"""Tests for localpager.keywords: bookmark keywords must be short, safe and page-specific."""
+"""Tests for localpager.core.keywords: bookmark keywords must be short, safe and page-specific."""
 
 from __future__ import annotations
 
 import pytest
 
-from localpager.keywords import DEFAULT_KEYWORDS, DEFAULT_KEYWORDS_PER_PAGE, STRATEGIES, extract_keywords
-from localpager.text import STOPWORDS, tokenize_words
+from localpager.core.keywords import DEFAULT_KEYWORDS, DEFAULT_KEYWORDS_PER_PAGE, STRATEGIES, extract_keywords
+from localpager.core.text import STOPWORDS, tokenize_words
 
 ALLERGY = (
     "user: I'm allergic to peanuts, carry an EpiPen.\n"

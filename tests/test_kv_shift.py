@@ -11,11 +11,11 @@ import llama_cpp
 import numpy as np
 import pytest
 
-from localpager.api import LocalPager
 from localpager.backends import load_backend
-from localpager.eval.bench import replayed_prompts
-from localpager.eval.synthetic import generate_conversation
-from localpager.pager import PagingConfig
+from localpager.core.pager import PagingConfig
+from localpager.lab.bench import replayed_prompts
+from localpager.lab.synthetic import generate_conversation
+from localpager.memory.api import LocalPager
 
 pytestmark = [pytest.mark.model, pytest.mark.slow]
 

@@ -1,4 +1,4 @@
-"""A conversation's KV cache saved beside the store and resumed by the next process (localpager.kvstate),
+"""A conversation's KV cache saved beside the store and resumed by the next process (localpager.store.kvstate),
 on the real model: what it saves, that the answer is the one a full read gives, and that a stale or
 unreadable state is never used."""
 
@@ -8,9 +8,9 @@ import stat
 
 import pytest
 
-from localpager.api import LocalPager
-from localpager.eval.synthetic import generate_conversation
-from localpager.pager import PagingConfig
+from localpager.core.pager import PagingConfig
+from localpager.lab.synthetic import generate_conversation
+from localpager.memory.api import LocalPager
 
 pytestmark = [pytest.mark.model, pytest.mark.slow]
 

@@ -1,4 +1,4 @@
-"""Tests for localpager.loaders: LoCoMo mapping and repairs, JSONL round-trip, clear errors."""
+"""Tests for localpager.store.loaders: LoCoMo mapping and repairs, JSONL round-trip, clear errors."""
 
 from __future__ import annotations
 
@@ -10,14 +10,8 @@ from typing import Any
 
 import pytest
 
-from localpager.loaders import (
-    ConversationFileError,
-    LoadResult,
-    detect_format,
-    dump_jsonl,
-    load_conversations,
-)
-from localpager.records import Probe, Transcript, Turn
+from localpager.core.records import Probe, Transcript, Turn
+from localpager.store.loaders import ConversationFileError, LoadResult, detect_format, dump_jsonl, load_conversations
 
 LOCOMO = Path(__file__).resolve().parents[2] / "shared" / "data" / "locomo" / "locomo10.json"
 

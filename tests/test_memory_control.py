@@ -5,11 +5,11 @@ trips use the real ranking, an encrypted store holds no plaintext."""
 from __future__ import annotations
 
 import pytest
-from faultkit import leaks
 from fakes import ScriptedBackend
+from faultkit import leaks
 
-from localpager.pager import PagingConfig
-from localpager.store import Store, StoreError
+from localpager.core.pager import PagingConfig
+from localpager.store.sqlite import Store, StoreError
 
 pytestmark = pytest.mark.embedder
 
@@ -21,7 +21,7 @@ CHATTER = ["How was your weekend?", "It was quiet, I read a novel.", "Any plans 
 
 @pytest.fixture(scope="module")
 def embedder():
-    from localpager.embedder import default_embedder
+    from localpager.retrieval.embedder import default_embedder
 
     return default_embedder()
 

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from localpager.bookmarks import FORMATS, render_bookmark
-from localpager.boundaries import NAMED_BOUNDARIES, get_boundary, split_pages
-from localpager.eviction import POLICIES, get_eviction
-from localpager.pager import Pager, PagingConfig, page_conversation
-from localpager.records import Page, Turn
-from localpager.tokens import ApproxTokenCounter
+from localpager.core.bookmarks import FORMATS, render_bookmark
+from localpager.core.boundaries import NAMED_BOUNDARIES, get_boundary, split_pages
+from localpager.core.eviction import POLICIES, get_eviction
+from localpager.core.pager import Pager, PagingConfig, page_conversation
+from localpager.core.records import Page, Turn
+from localpager.core.tokens import ApproxTokenCounter
 
 
 def make_turns(texts):

@@ -5,7 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from localpager.ranking import (
+from localpager.core.records import Page, Turn
+from localpager.core.text import content_words
+from localpager.retrieval.ranking import (
     HybridSettings,
     LexicalIndex,
     TurnHit,
@@ -17,8 +19,6 @@ from localpager.ranking import (
     should_recall,
     trigger_features,
 )
-from localpager.records import Page, Turn
-from localpager.text import content_words
 
 
 def conversation(lines: list[tuple[str, str]]) -> list[Turn]:
@@ -197,7 +197,7 @@ PARAPHRASE = [
 
 @pytest.fixture(scope="module")
 def embedder():
-    from localpager.embedder import default_embedder
+    from localpager.retrieval.embedder import default_embedder
 
     return default_embedder()
 
@@ -230,7 +230,7 @@ def test_hybrid_still_finds_a_paraphrase_only_dense_matches(embedder):
 
 @pytest.mark.embedder
 def test_the_simulators_rerank_column_is_this_ranking(embedder):
-    from localpager.eval.retrievers import get_retriever
+    from localpager.lab.retrievers import get_retriever
 
     turns = conversation(LOCOMO_STYLE)
     pages = pages_of(turns, 2)

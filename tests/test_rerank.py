@@ -6,12 +6,12 @@ from pathlib import Path
 
 import pytest
 
-from localpager.api import LocalPager
-from localpager.index import PageIndex
-from localpager.pager import PagingConfig, page_conversation
-from localpager.ranking import best_per_page, rank_turns
-from localpager.records import Turn
-from localpager.rerank import RerankSelector, RerankSettings
+from localpager.core.pager import PagingConfig, page_conversation
+from localpager.core.records import Turn
+from localpager.memory.api import LocalPager
+from localpager.retrieval.index import PageIndex
+from localpager.retrieval.ranking import best_per_page, rank_turns
+from localpager.retrieval.rerank import RerankSelector, RerankSettings
 
 # the real embedder, and the GGUF model: `paged` counts tokens with its tokenizer, two tests answer with it
 pytestmark = [pytest.mark.embedder, pytest.mark.model]
@@ -39,7 +39,7 @@ def conversation_turns():
 
 @pytest.fixture
 def paged(store, counter):
-    from localpager.embedder import default_embedder
+    from localpager.retrieval.embedder import default_embedder
 
     turns = conversation_turns()
     pager = page_conversation(turns, counter, PagingConfig(boundary="fixed_10", budget=120))
@@ -97,7 +97,7 @@ def test_deleting_the_index_file_gives_the_same_ranking(paged):
 
 
 def test_every_signal_is_stored_in_sqlite(paged):
-    from localpager.index import FAMILIES
+    from localpager.retrieval.index import FAMILIES
 
     store, pager, index = paged
     index.update("c", pager.evicted, pager.turns, pager.bookmark)

@@ -8,12 +8,12 @@ import sys
 
 import pytest
 
-from localpager.api import LocalPager
 from localpager.backends.base import Message
-from localpager.eval.synthetic import generate_conversation
-from localpager.grammar import parse_decision, recall_grammar
-from localpager.pager import PagingConfig
-from localpager.runtime import ContextOverflowError, RecallSettings
+from localpager.core.pager import PagingConfig
+from localpager.lab.synthetic import generate_conversation
+from localpager.memory.api import LocalPager
+from localpager.runtime.grammar import parse_decision, recall_grammar
+from localpager.runtime.recall import ContextOverflowError, RecallSettings
 
 pytestmark = [pytest.mark.model, pytest.mark.embedder]
 

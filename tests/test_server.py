@@ -25,7 +25,7 @@ pytestmark = [pytest.mark.model, pytest.mark.embedder, pytest.mark.slow]
 
 openai = pytest.importorskip("openai")
 pytest.importorskip("fastapi")
-from localpager.serving import header_id  # noqa: E402
+from localpager.serving.protocol import header_id  # noqa: E402
 
 KEY = "test-key-5d1f"
 FACT = "I'm allergic to peanuts, so I always carry an EpiPen."
@@ -50,8 +50,8 @@ def free_port() -> int:
 
 def build_store(path: Path) -> None:
     """Conversation ``facts``: the allergy in its first page, evicted under a small budget by later talk."""
-    from localpager.api import LocalPager
-    from localpager.pager import PagingConfig
+    from localpager.core.pager import PagingConfig
+    from localpager.memory.api import LocalPager
 
     lp = LocalPager(path)
     chat = lp.conversation("facts", create=True, config=PagingConfig(boundary="fixed_5", budget=160))
@@ -313,7 +313,7 @@ def test_a_refused_first_question_leaves_no_conversation(server):
 
 def test_serve_budget_pages_a_new_conversation_and_the_inspector_shows_an_oversized_turn(server):
     url, store, _ = server
-    from localpager.store import Store
+    from localpager.store.sqlite import Store
 
     history = [{"role": "user" if i % 2 == 0 else "assistant", "content": text} for i, text in enumerate(FILLER * 3)]
     huge = "The harbour log for the year lists " + "boats and tides " * 800  # more than any 2,048-token prompt

@@ -14,10 +14,10 @@ import numpy as np
 import pytest
 from fakes import HashEmbedder
 
-from localpager.index import SEARCH_THREADS, FamilyIndex, PageIndex
-from localpager.pager import PagingConfig, page_conversation
-from localpager.records import Turn
-from localpager.tokens import ApproxTokenCounter
+from localpager.core.pager import PagingConfig, page_conversation
+from localpager.core.records import Turn
+from localpager.core.tokens import ApproxTokenCounter
+from localpager.retrieval.index import SEARCH_THREADS, FamilyIndex, PageIndex
 
 ENV_KEYS = ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "OMP_NUM_THREADS", "TOKENIZERS_PARALLELISM")
 
@@ -31,7 +31,7 @@ def test_importing_localpager_sets_nothing_and_loads_nothing_heavy():
     code = (
         "import json, os, sys\n"
         "before = dict(os.environ)\n"
-        "import localpager, localpager.api, localpager.cli, localpager.index, localpager.embedder\n"
+        "import localpager, localpager.memory.api, localpager.cli, localpager.retrieval.index, localpager.retrieval.embedder\n"
         "from localpager import LocalPager, PagingConfig, RecallSettings\n"
         "heavy = [m for m in ('torch', 'faiss', 'llama_cpp', 'sentence_transformers') if m in sys.modules]\n"
         "print(json.dumps({'env': dict(os.environ) == before, 'heavy': heavy}))\n"
@@ -42,7 +42,7 @@ def test_importing_localpager_sets_nothing_and_loads_nothing_heavy():
 
 
 def test_constructing_an_embedder_touches_no_environment(tmp_path, monkeypatch):
-    from localpager.embedder import Embedder
+    from localpager.retrieval.embedder import Embedder
 
     for key in ENV_KEYS:
         monkeypatch.delenv(key, raising=False)
@@ -141,7 +141,7 @@ def test_the_embedder_loads_offline_without_changing_the_process():
         "from transformers.utils import logging as hf_logging\n"
         "threads, bars = torch.get_num_threads(), hf_logging.is_progress_bar_enabled()\n"
         "before = dict(os.environ)\n"
-        "from localpager.embedder import Embedder\n"
+        "from localpager.retrieval.embedder import Embedder\n"
         "vectors = Embedder().encode(['peanut allergy', 'EpiPen'])\n"
         "print(json.dumps({'shape': list(vectors.shape), 'sockets': sockets, 'env': dict(os.environ) == before,\n"
         "                  'threads': torch.get_num_threads() == threads,\n"

@@ -7,19 +7,12 @@ from pathlib import Path
 
 import pytest
 
-from localpager.eval.retrievers import RETRIEVERS, get_retriever, retrieve_pages
-from localpager.eval.simulate import (
-    Belady,
-    Cell,
-    SimulationResult,
-    belady_violations,
-    simulate,
-    simulate_conversation,
-)
-from localpager.eval.synthetic import generate_dataset
-from localpager.pager import PagingConfig
-from localpager.records import Page, Probe, Transcript, Turn
-from localpager.tokens import ApproxTokenCounter
+from localpager.core.pager import PagingConfig
+from localpager.core.records import Page, Probe, Transcript, Turn
+from localpager.core.tokens import ApproxTokenCounter
+from localpager.lab.retrievers import RETRIEVERS, get_retriever, retrieve_pages
+from localpager.lab.simulate import Belady, Cell, SimulationResult, belady_violations, simulate, simulate_conversation
+from localpager.lab.synthetic import generate_dataset
 
 LOCOMO = Path(__file__).resolve().parents[2] / "shared" / "data" / "locomo" / "locomo10.json"
 needs_locomo = pytest.mark.skipif(not LOCOMO.exists(), reason="LoCoMo data not beside the repository")
@@ -161,7 +154,7 @@ def test_belady_beats_or_ties_online_policies_unless_reported(counter):
 @pytest.mark.model
 @needs_locomo
 def test_simulate_runs_on_locomo(counter):
-    from localpager.loaders import load_conversations
+    from localpager.store.loaders import load_conversations
 
     convs = load_conversations(LOCOMO).conversations[:2]
     result = simulate(convs, ["fixed_20"], ["lru", "belady"], 1024, ["bm25", "oracle"], 3, counter)

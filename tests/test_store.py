@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from localpager.records import Page, Probe, Turn
-from localpager.store import MIGRATIONS, SCHEMA_VERSION, Store, StoreError
+from localpager.core.records import Page, Probe, Turn
+from localpager.store.sqlite import MIGRATIONS, SCHEMA_VERSION, Store, StoreError
 
 LOCOMO = Path(__file__).resolve().parents[2] / "shared" / "data" / "locomo" / "locomo10.json"
 needs_locomo = pytest.mark.skipif(not LOCOMO.exists(), reason="LoCoMo data not beside the repository")
@@ -93,7 +93,7 @@ def test_newer_schema_and_garbage_files_are_clear_errors(tmp_path):
 
 INGEST = """
 import sys
-from localpager.api import LocalPager
+from localpager.memory.api import LocalPager
 LocalPager(sys.argv[1]).ingest(sys.argv[2])
 """
 
@@ -118,7 +118,7 @@ def test_killed_ingest_leaves_no_partial_conversation(tmp_path):
         proc.send_signal(signal.SIGKILL)
     finally:
         proc.wait()
-    from localpager.loaders import load_conversations
+    from localpager.store.loaders import load_conversations
 
     expected = {c.id: len(c.turns) for c in load_conversations(LOCOMO).conversations}
     with Store(path) as s:
@@ -132,8 +132,8 @@ def test_killed_ingest_leaves_no_partial_conversation(tmp_path):
 
 @pytest.mark.model  # LocalPager without a backend counts tokens with the GGUF tokenizer
 def test_a_pinned_page_stays_resident_across_reopen(tmp_path):
-    from localpager.api import LocalPager
-    from localpager.pager import PagingConfig
+    from localpager.core.pager import PagingConfig
+    from localpager.memory.api import LocalPager
 
     lp = LocalPager(tmp_path / "s.db")
     chat = lp.conversation("c", create=True, config=PagingConfig(boundary="fixed_5", budget=200))

@@ -1,4 +1,4 @@
-"""Tests for localpager.eval.synthetic: determinism, shape, clean evidence, non-leaking probes."""
+"""Tests for localpager.lab.synthetic: determinism, shape, clean evidence, non-leaking probes."""
 
 from __future__ import annotations
 
@@ -6,20 +6,20 @@ import re
 
 import pytest
 
-from localpager.eval.synthetic import (
-    GENERAL_PER_CONVERSATION,
-    GENERAL_QUESTIONS,
-    PHRASINGS,
-    fact_kinds,
+from localpager.core.records import GENERAL_PROBE, Probe, Transcript
+from localpager.lab.synthetic import (
     FACT_KINDS,
     FACT_TYPES,
+    GENERAL_PER_CONVERSATION,
+    GENERAL_QUESTIONS,
     LEAD_INS,
+    PHRASINGS,
     TAIL_TURNS,
+    fact_kinds,
     generate_conversation,
     generate_dataset,
     mentions,
 )
-from localpager.records import GENERAL_PROBE, Probe, Transcript
 
 # Words a question may share with the turn it is about: function words and a few everyday ones.
 GENERIC = {

@@ -14,8 +14,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, Sequence
 
-from ..modelpaths import chat_model_path
 from .base import BackendError, Generation, Message, TextCallback
+from .modelpaths import chat_model_path
 from .template import CHATML, ChatTemplate
 
 DEFAULT_N_CTX = 2048

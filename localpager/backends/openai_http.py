@@ -81,7 +81,7 @@ class LocalTokenizer:
     exact = True
 
     def __init__(self, path: str | os.PathLike):
-        from ..tokens import counter_for
+        from .tokenizers import counter_for
 
         self._counter = counter_for(str(path))
         self.name = self._counter.name
@@ -344,7 +344,7 @@ class OpenAIHTTPBackend:
 
     def _local_default(self) -> LocalTokenizer | None:
         """The default GGUF's tokenizer when the served model is that file (same name), else None."""
-        from ..modelpaths import ModelNotFoundError, chat_model_path
+        from .modelpaths import ModelNotFoundError, chat_model_path
 
         try:
             default = chat_model_path()

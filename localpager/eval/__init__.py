@@ -1,1 +1,0 @@
-"""Measuring localpager: synthetic conversations with planted facts, and probes of recall."""

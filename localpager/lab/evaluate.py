@@ -1,0 +1,360 @@
+"""End-to-end evaluation with the real local model: the same probes under every strategy.
+
+Each conversation is replayed turn by turn into a scratch store, paged as in a chat; every probe is
+asked at its ``at`` point (or at the end) without being stored, so probes asked at the same point
+share the prompt prefix and the KV cache. For every probe the same question is also answered with
+exactly its evidence turns injected: the model's own ceiling (``oracle_e2e_accuracy``).
+"""
+
+from __future__ import annotations
+
+import re
+import statistics
+import tempfile
+import time
+from collections import defaultdict
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterable, Sequence
+
+from ..core.keywords import STRATEGIES as STRATEGIES_LOCAL
+from ..core.keywords import extract_keywords
+from ..core.pager import Pager, PagingConfig
+from ..core.records import GENERAL_PROBE, Probe, Transcript
+from ..retrieval.rerank import RerankSettings
+from ..runtime.grammar import SEARCH_GRAMMAR
+from ..runtime.guard import repeated_sentence
+from ..runtime.layouts import DEFAULT_LAYOUT, check_layout
+from ..runtime.recall import Injection, RecallSettings, fit_turns, inject_in_order
+from ..runtime.trace import Candidate
+from .metrics import contains_answer, score_answer
+from .retrievers import DEFAULT_TOP_PAGES, get_retriever
+
+# bookmarks: the product (bookmarks + grammar-constrained recall + reranking);
+# truncation: the last turns that fit the budget, nothing else; full: as much history as the context
+# holds; bm25 / overlap: the top-3 evicted pages by that retriever injected on every probe;
+# search: the model writes a search query (grammar-constrained), whose best-matching evicted turn is injected.
+STRATEGIES = ("bookmarks", "truncation", "full", "bm25", "overlap", "search")
+SEARCH_PROMPT = ("Write a short search query to find, in the earlier conversation, what is needed to answer the "
+                 "user's message. Reply only with search(\"...\").")
+
+
+@dataclass
+class EvalConfig:
+    strategy: str = "bookmarks"
+    page_choice: str = "model+rerank"  # rerank.PAGE_CHOICES: who chooses what the bookmarks strategy injects
+    paging: PagingConfig = field(default_factory=PagingConfig)
+    recall_mode: str = "auto"
+    limit: int | None = None  # at most this many probes per conversation
+    categories: list[int] | None = None  # LoCoMo question categories to ask (None: every probe with evidence)
+    oracle: bool = True
+    n_ctx: int = 2048
+    model: str | None = None
+    trigger: str = RerankSettings.trigger  # "question": retrieval pages in questions; "off": the model decides
+    excerpt: int | None = RerankSettings.excerpt
+    signal: str = RerankSettings.signal
+    show_bookmarks: bool = True  # False: recall only by the retrieval trigger, no bookmark list in the prompt
+    layout: str = DEFAULT_LAYOUT  # how a recall is answered (localpager.runtime.layouts)
+    max_pages: int = RerankSettings.max_pages  # pages one recall injects at most
+    repeat_penalty: float = 1.0
+    date_answers: bool = RecallSettings.date_answers  # a question asking when is answered with a recalled date
+    pages_when_several: int = RerankSettings.pages_when_several
+
+    def __post_init__(self) -> None:
+        if self.strategy not in STRATEGIES:
+            raise ValueError(f"unknown strategy {self.strategy!r}; use one of {', '.join(STRATEGIES)}")
+        check_layout(self.layout)
+
+
+@dataclass
+class ProbeResult:
+    conversation: str
+    question: str
+    type: str | None
+    answers: list[str]
+    output: str
+    score: float
+    needs_recall: bool
+    evidence_pages: list[int]
+    injected_pages: list[int]
+    recalled: bool
+    latency_ms: float
+    named_pages: list[int] = field(default_factory=list)  # what the model itself asked for
+    answer_tokens: int = 0
+    trigger: str = "none"
+    # update probes (the fact was stated, then changed): the answer gives the newest value, not an older one
+    latest: bool | None = None
+    # a planted fact's value (an accepted answer) is among the keywords of the page holding it; None: not a
+    # planted fact (LoCoMo, general questions)
+    bookmark_covered: bool | None = None
+    gate_probability: float | None = None
+    oracle_output: str | None = None
+    oracle_score: float | None = None
+
+
+class EvidenceSelector:
+    """Injects exactly a probe's evidence turns: the ceiling of any selector."""
+
+    def __init__(self, evidence: Sequence[int]):
+        self.evidence = sorted(set(evidence))
+
+    def should_recall(self, question, pager) -> bool:
+        return bool(self.evidence)
+
+    def select(self, question, named, pager: Pager, room: int):
+        by_page: dict[int, list[int]] = defaultdict(list)
+        for i in fit_turns(pager, self.evidence, room):
+            by_page[pager.page_of_turn(i).page_id].append(i)
+        injections = [Injection(pager.page(pid), turns) for pid, turns in by_page.items()]
+        return injections, [Candidate(pid, 1.0, injected=True, reason="evidence") for pid in by_page]
+
+
+class RetrieverSelector:
+    """A baseline: the top-k evicted pages of a retriever (bm25, overlap), injected on every probe."""
+
+    def __init__(self, name: str, k: int = DEFAULT_TOP_PAGES):
+        self.retriever = get_retriever(name)
+        self.k = k
+
+    def should_recall(self, question, pager) -> bool:
+        return bool(pager.evicted)
+
+    def select(self, question, named, pager: Pager, room: int):
+        ranked = self.retriever.retrieve(question, pager.evicted, self.k)
+        return inject_in_order(pager, ranked, room, f"{self.retriever.name} top {self.k}")
+
+
+class SearchToolSelector:
+    """A baseline: the model writes a free-form search query, the page index finds the best evicted turn.
+
+    The query is written in a prompt of its own, so this baseline also pays for losing the chat's KV cache."""
+
+    def __init__(self, lp, conv_id: str):
+        self.lp, self.conv_id = lp, conv_id
+        self.query = ""
+
+    def should_recall(self, question, pager) -> bool:
+        return bool(pager.evicted)
+
+    def select(self, question, named, pager: Pager, room: int):
+        from ..backends.base import Message
+
+        backend = self.lp.backend
+        prompt = backend.render([Message("system", SEARCH_PROMPT), Message("user", question)])
+        text = backend.generate(prompt, max_tokens=40, grammar=SEARCH_GRAMMAR).text
+        self.query = re.sub(r'^search\("|"\)$', "", text).strip() or question
+        index = self.lp.index
+        index.update(self.conv_id, pager.evicted, pager.turns, pager.bookmark)
+        hits = index.rank(self.conv_id, self.query, [p.page_id for p in pager.evicted], "turn")
+        if not hits or hits[0].turn is None:
+            return [], []
+        turns = fit_turns(pager, [hits[0].turn], room)
+        page = pager.page(hits[0].page_id)
+        candidate = Candidate(page.page_id, round(hits[0].score, 4), similarity=round(hits[0].score, 4),
+                              injected=bool(turns), reason=f"search({self.query!r})")
+        return ([Injection(page, turns)] if turns else []), [candidate]
+
+
+def _settings(config: EvalConfig) -> tuple[RecallSettings, RerankSettings, PagingConfig]:
+    paging = PagingConfig.from_dict(config.paging.to_dict())
+    mode = config.recall_mode
+    if config.strategy in ("truncation", "full"):
+        mode = "never"
+    elif config.strategy in ("bm25", "overlap", "search"):
+        mode = "selector"
+    if config.strategy == "full":
+        paging.budget = config.n_ctx - RecallSettings.max_answer_tokens - 64
+    rerank = RerankSettings(page_choice=config.page_choice, trigger=config.trigger, max_pages=config.max_pages,
+                            pages_when_several=config.pages_when_several,
+                            excerpt=config.excerpt, signal=config.signal)
+    # the oracle run changes the mode, not the prompt: it keeps the strategy's system message, so both
+    # runs share the prompt prefix (and the KV cache)
+    recall = RecallSettings(mode=mode, show_bookmarks=mode != "never" and config.show_bookmarks,
+                            layout=config.layout, repeat_penalty=config.repeat_penalty,
+                            date_answers=config.date_answers)
+    return recall, rerank, paging
+
+
+def _ask_points(conv: Transcript, limit: int | None, categories: Sequence[int] | None = None) -> dict[int, list[Probe]]:
+    """Where each probe is asked: fact probes (they have evidence) up to ``limit`` a conversation, then every
+    general question (``GENERAL_PROBE``: what should page nothing in)."""
+    probes = [p for p in conv.probes if p.evidence
+              and (categories is None or p.extra.get("category") in categories)][:limit]
+    probes += [p for p in conv.probes if p.type == GENERAL_PROBE and not p.evidence]
+    points: dict[int, list[Probe]] = defaultdict(list)
+    for p in probes:
+        points[len(conv.turns) - 1 if p.at is None else p.at].append(p)
+    return points
+
+
+def evaluate(conversations: Sequence[Transcript], config: EvalConfig, workdir: str | Path | None = None,
+             progress: Callable[[Iterable], Iterable] | None = None, lp=None) -> "EvalReport":
+    """Run every probe of ``conversations`` under ``config``; ``lp`` reuses an open LocalPager's model."""
+    from ..memory.api import LocalPager
+
+    recall, rerank, paging = _settings(config)
+    with tempfile.TemporaryDirectory(dir=workdir) as tmp:
+        backend = lp.backend if lp is not None else None  # share a loaded model; else $LOCALPAGER_BACKEND or llama-cpp
+        scratch = LocalPager(Path(tmp) / "eval.db", model=config.model, n_ctx=config.n_ctx, recall=recall,
+                             rerank=rerank, backend=backend)
+        results: list[ProbeResult] = []
+        keyword_ms, keyword_pages = 0.0, 0
+        total = sum(len(ps) for c in conversations for ps in _ask_points(c, config.limit, config.categories).values())
+        bar = progress(range(total)) if progress else None
+        ticks = iter(bar) if bar is not None else None
+        started = time.perf_counter()
+        for conv in conversations:
+            points = _ask_points(conv, config.limit, config.categories)
+            chat = scratch.conversation(conv.id, create=True, config=paging)
+            for turn in conv.turns:
+                chat.add_turn(turn.role, turn.text, turn.time, turn.speaker, stamp=False)
+                if turn.index in points:
+                    chat.maintain()  # the model's side work, done between turns in a real chat
+                for probe in points.get(turn.index, []):
+                    results.append(_ask(scratch, chat, conv.id, probe, config))
+                    if ticks is not None:
+                        next(ticks, None)
+            if paging.keywords in STRATEGIES_LOCAL:  # what a local strategy costs per page, for the table
+                texts = [p.text for p in chat.pager.pages]
+                start = time.perf_counter()
+                extract_keywords(texts, paging.keywords, paging.k, paging.seed)
+                keyword_ms += (time.perf_counter() - start) * 1000
+                keyword_pages += len(texts)
+        elapsed = time.perf_counter() - started
+        assist = scratch._assistant.stats_dict() if scratch._assistant is not None else {}
+        scratch.close()
+    if keyword_pages:
+        assist[f"keywords:{paging.keywords}"] = {"pages": keyword_pages, "ms": round(keyword_ms, 1),
+                                                 "ms_per_page": round(keyword_ms / keyword_pages, 2)}
+    report = EvalReport(config=config, results=results, seconds=elapsed, assist=assist)
+    return report
+
+
+def _ask(lp, chat, conv_id: str, probe: Probe, config: EvalConfig) -> ProbeResult:
+    pager = chat.pager
+    evidence_pages = sorted({pager.page_of_turn(i).page_id for i in probe.evidence if i < len(pager.turns)})
+    needs_recall = any(pager.page(pid).evicted for pid in evidence_pages)
+    selector = None
+    if config.strategy in ("bm25", "overlap"):
+        selector = RetrieverSelector(config.strategy)
+    elif config.strategy == "search":
+        selector = SearchToolSelector(lp, conv_id)
+    result = chat.ask(probe.question, remember=False, selector=selector)
+    trace = result.trace
+    out = ProbeResult(
+        conversation=conv_id, question=probe.question, type=probe.type, answers=probe.answers,
+        output=result.answer, score=score_answer(result.answer, probe.answers, probe.extra),
+        needs_recall=needs_recall, evidence_pages=evidence_pages, injected_pages=trace.injected_page_ids,
+        recalled=trace.decision == "recall", latency_ms=trace.to_dict()["timings_ms"]["total"],
+        named_pages=list(trace.model_page_ids), answer_tokens=trace.tokens["generated"], trigger=trace.trigger,
+        latest=_gives_latest(result.answer, probe),
+        bookmark_covered=_bookmark_covers(pager, probe),
+        gate_probability=(trace.gate or {}).get("probability"),
+    )
+    if config.oracle and probe.evidence:
+        oracle = chat.ask(probe.question, remember=False, selector=EvidenceSelector(probe.evidence), mode="selector")
+        out.oracle_output = oracle.answer
+        out.oracle_score = score_answer(oracle.answer, probe.answers, probe.extra)
+    return out
+
+
+def _bookmark_covers(pager: Pager, probe: Probe) -> bool | None:
+    """For a planted fact (a generated probe): whether the bookmark of a page holding its evidence names
+    its value (``keyword_covers``)."""
+    if not probe.evidence or not probe.answers or "category" in probe.extra:
+        return None
+    pages = {pager.page_of_turn(i).page_id for i in probe.evidence if i < len(pager.turns)}
+    keywords = [k for pid in pages for k in pager.page(pid).keywords]
+    return any(keyword_covers(k, probe.answers) for k in keywords)
+
+
+def keyword_covers(keyword: str, answers: Sequence[str]) -> bool:
+    """A keyword names a value when, ignoring case, ``$`` and thousands commas (and a bookmark's "3.30pm"
+    for "3:30pm"), it is an accepted answer, holds one as whole words ("Priya Mensah" holds "Mensah"), or
+    is a number within one ("12" in "12 units")."""
+    def norm(text: str) -> str:
+        return " ".join(re.sub(r"[$,]", "", text.lower()).replace(":", ".").split())
+
+    kw = norm(keyword)
+    for answer in map(norm, answers):
+        if not answer or not kw:
+            continue
+        if kw == answer or re.search(rf"(?<!\w){re.escape(answer)}(?!\w)", kw):
+            return True
+        if any(c.isdigit() for c in kw) and re.search(rf"(?<!\w){re.escape(kw)}(?!\w)", answer):
+            return True
+    return False
+
+
+def _gives_latest(output: str, probe: Probe) -> bool | None:
+    """For a probe whose fact was changed: the answer names the current value and no older one."""
+    old = probe.extra.get("old_answers") or []
+    if not old:
+        return None
+    return contains_answer(output, probe.answers) and not contains_answer(output, old)
+
+
+def _mean(values: Sequence[float]) -> float | None:
+    return round(sum(values) / len(values), 4) if values else None
+
+
+def summarize(results: Sequence[ProbeResult]) -> dict[str, Any]:
+    """The figures of a run; general questions count only in ``general_recall_rate`` (the share of them that
+    paged anything in), every other figure is over the fact probes."""
+    general = [r for r in results if r.type == GENERAL_PROBE]
+    results = [r for r in results if r.type != GENERAL_PROBE]
+    needing = [r for r in results if r.needs_recall]
+    not_needing = [r for r in results if not r.needs_recall]
+    injected = [p for r in results for p in r.injected_pages]
+    holding = sum(len(set(r.injected_pages) & set(r.evidence_pages)) for r in results)
+    latencies = sorted(r.latency_ms for r in results)
+    named = [r for r in needing if r.named_pages]
+    oracle = [r.oracle_score for r in results if r.oracle_score is not None]
+    return {
+        "probes": len(results),
+        "needs_recall": len(needing),
+        "recall_triggered": _mean([float(r.recalled) for r in needing]),
+        "page_selection_accuracy": _mean([float(bool(set(r.injected_pages) & set(r.evidence_pages)))
+                                          for r in needing]),
+        "recall_precision": round(holding / len(injected), 4) if injected else None,
+        # of the probes needing a recall where the model named pages: it named an evidence page
+        "model_selection_accuracy": _mean([float(bool(set(r.named_pages) & set(r.evidence_pages))) for r in named]),
+        "evidence_resident": _mean([float(not r.needs_recall) for r in results]),
+        "false_recall_rate": _mean([float(r.recalled) for r in not_needing]),
+        "e2e_accuracy": _mean([r.score for r in results]),
+        "oracle_e2e_accuracy": _mean(oracle),
+        # answers in which a sentence of more than 15 characters occurs twice (guard.repeated_sentence)
+        "repeated_answer_rate": _mean([float(repeated_sentence(r.output) is not None) for r in results]),
+        "mean_answer_chars": _mean([float(len(r.output)) for r in results]),
+        "mean_answer_tokens": _mean([float(r.answer_tokens) for r in results]),
+        "latest_value_rate": _mean([float(r.latest) for r in results if r.latest is not None]),
+        "bookmark_fact_coverage": _mean([float(r.bookmark_covered) for r in results if r.bookmark_covered is not None]),
+        "general_questions": len(general),
+        "general_recall_rate": _mean([float(bool(r.injected_pages)) for r in general]),
+        "latency_ms": {
+            "p50": round(statistics.median(latencies), 1) if latencies else None,
+            "p95": round(latencies[min(len(latencies) - 1, int(0.95 * len(latencies)))], 1) if latencies else None,
+        },
+    }
+
+
+@dataclass
+class EvalReport:
+    config: EvalConfig
+    results: list[ProbeResult]
+    seconds: float
+    assist: dict[str, Any] = field(default_factory=dict)  # keyword / eviction / worth cost per page
+
+    def to_dict(self) -> dict[str, Any]:
+        by_type: dict[str, list[ProbeResult]] = defaultdict(list)
+        for r in self.results:
+            if r.type != GENERAL_PROBE:
+                by_type[r.type or "untyped"].append(r)
+        return {
+            **summarize(self.results),
+            "by_type": {t: summarize(rs) for t, rs in sorted(by_type.items())},
+            "config": {**asdict(self.config), "paging": self.config.paging.to_dict()},
+            "seconds": round(self.seconds, 1),
+            "assist": self.assist,
+            "results": [asdict(r) for r in self.results],
+        }

@@ -1,0 +1,382 @@
+"""Memory the user controls: forget, correct, search.
+
+Forgetting blanks turns in place rather than deleting rows, so turn indices, page ranges, citations and
+the FAISS rows of other turns keep meaning what they meant; the text, its vectors, the page's bookmark
+and every trace or probe that repeats it go, and the store's files are rewritten (``Store.erase``) so the
+bytes are gone from disk too. Every forget moves the store's erase generation on, in the transaction that
+deletes the text, so other processes drop what they hold of it (``drop_held``) instead of serving or saving
+it; a rewrite of the files that could not finish is recorded and finished by the next forget
+(``finish_erase``). A correction appends the new statement and marks the old turn superseded:
+recall shows the replacement (``rerank.py``), search labels the old turn, the old page's bookmark is
+rebuilt without it.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING, Sequence
+
+from ..core.bookmarks import render_bookmark
+from ..core.records import Page, Turn
+
+if TYPE_CHECKING:
+    from ..core.pager import Pager
+    from .api import Conversation, LocalPager
+
+PREVIEW = 80  # characters of a turn a dry run shows
+EXPORTS_NOTE = ("exports written before this forget still hold the forgotten text (localpager keeps no list of "
+                "them): delete them, or export again")
+
+
+@dataclass
+class ForgetReport:
+    """What a forget removed (or, with ``dry_run``, would remove)."""
+
+    conversation: str
+    turns: list[int] = field(default_factory=list)  # turn indices forgotten
+    pages: list[int] = field(default_factory=list)  # pages whose text and bookmark changed
+    texts: list[str] = field(default_factory=list)  # the start of each forgotten turn, what a dry run lists
+    traces: int = 0  # stored traces deleted (they repeated the turns)
+    traces_scrubbed: int = 0  # traces kept with the changed bookmarks rewritten
+    probes: int = 0  # stored probes deleted (their evidence was forgotten)
+    vectors: int = 0  # embedding rows deleted
+    dry_run: bool = False
+    whole: bool = False  # the whole conversation
+    erased: bool = False  # the text is gone from the store's files too (never on a dry run)
+    rewritten: bool = False  # this call rewrote the store's files (a forget's, or one pending from before)
+    rewrite_pending: bool = False  # the files still hold erased text: another process was reading the store
+    note: str = ""  # what stays outside the store: earlier exports
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    def lines(self) -> list[str]:
+        verb = "would forget" if self.dry_run else "forgot"
+        if self.whole:
+            head = f"{verb} conversation {self.conversation}: {len(self.turns)} turns, {len(self.pages)} pages"
+        else:
+            head = (f"{verb} {len(self.turns)} turns of {self.conversation}"
+                    f" (pages {', '.join(f'p{p}' for p in self.pages) or '-'})")
+        out = [head]
+        if not self.whole:
+            out += [f"  turn {i}: {text}" for i, text in zip(self.turns, self.texts)]
+        return out + self.summary()
+
+    def summary(self) -> list[str]:
+        """What happened after the listing: counts, whether the files were rewritten, the exports note."""
+        if self.dry_run:
+            return []
+        import shlex
+
+        out = [f"  deleted {self.vectors} vectors, {self.traces} traces, {self.probes} probes; "
+               f"{self.traces_scrubbed} traces scrubbed"]
+        if self.rewrite_pending:
+            out.append("  warning: the store's files still hold the forgotten text: another process is reading "
+                       "the store, so they could not be rewritten; once it has closed, run: localpager forget "
+                       f"{shlex.quote(self.conversation)} --finish")
+        elif self.rewritten and not self.turns:
+            out.append("  finished the pending rewrite of the store's files: nothing forgotten is left in them")
+        if self.note:
+            out.append(f"  note: {self.note}")
+        return out
+
+
+@dataclass
+class SearchHit:
+    """A remembered turn matching a search, scored by the ranking recall uses (fused dense + BM25)."""
+
+    turn: int
+    page_id: int
+    score: float
+    text: str
+    role: str
+    speaker: str | None = None
+    time: str | None = None
+    evicted: bool = False
+    dense: float = 0.0
+    lexical: float = 0.0
+    superseded_by: int | None = None
+    label: str = ""  # "changed": a later turn corrected it (see ``superseded_by``)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    def line(self) -> str:
+        when = f" [{self.time}]" if self.time else ""
+        label = f" (changed: see turn {self.superseded_by})" if self.superseded_by is not None else ""
+        who = self.speaker or self.role
+        return f"{self.score:.3f}  p{self.page_id} turn {self.turn}{when} {who}: {self.text[:160]}{label}"
+
+
+# -- choosing turns ---------------------------------------------------------------------------------
+def select_turns(pager: Pager, turn: int | None = None, page: int | None = None,
+                 match: str | None = None) -> list[int]:
+    """The turns one selector names (exactly one of ``turn``, ``page``, ``match``), not yet forgotten."""
+    given = [name for name, v in (("turn", turn), ("page", page), ("match", match)) if v is not None]
+    if len(given) != 1:
+        raise ValueError("give exactly one of turn, page or match (forget_conversation forgets a whole one)")
+    turns = pager.turns
+    if turn is not None:
+        if not 0 <= turn < len(turns):
+            raise ValueError(f"no turn {turn}: the conversation has turns 0-{len(turns) - 1}")
+        chosen = [turn]
+    elif page is not None:
+        try:
+            chosen = list(pager.page(page).turn_range)
+        except KeyError:
+            raise ValueError(f"no page p{page}: the conversation has {len(pager.pages)} pages") from None
+    else:
+        needle = match.strip().casefold()
+        if not needle:
+            raise ValueError("match needs some text")
+        chosen = [t.index for t in turns if needle in t.text.casefold()]
+    return [i for i in chosen if turns[i].text]
+
+
+def current_text(page: Page, turns: Sequence[Turn]) -> str:
+    """A page's text as it stands: without forgotten turns and without turns a later one corrected."""
+    return "\n".join(turns[i].render() for i in page.turn_range
+                     if i < len(turns) and turns[i].text and turns[i].superseded_by is None)
+
+
+def rebuild_bookmark(pager: Pager, page: Page) -> None:
+    """New keywords for a page whose text changed, from what is left (a page with no keywords yet, the
+    open one, keeps none); its in-memory text becomes the remaining turns."""
+    page.text = "\n".join(pager.turns[i].render() for i in page.turn_range if pager.turns[i].text)
+    if not page.keywords:
+        return
+    text = current_text(page, pager.turns)
+    if not text:
+        pager.set_page_keywords(page, [], page.keywords_by)
+        return
+    full, page.text = page.text, text  # keywords from the current statements only
+    try:
+        pager.set_keywords_recent(page)
+    finally:
+        page.text = full
+
+
+# -- forgetting -------------------------------------------------------------------------------------
+@dataclass
+class _Plan:
+    report: ForgetReport
+    pages: list[Page]
+    drop_traces: list[int]
+    rewrite_traces: dict[int, dict]
+    drop_probes: list[int]
+
+
+def _plan(conv: Conversation, turns: list[int], match: str | None) -> _Plan:
+    """What forgetting ``turns`` changes, computed on copies: nothing in memory or on disk moves yet."""
+    import copy
+
+    pager = conv.pager
+    gone = set(turns)
+    texts = [pager.turns[i].text for i in turns]
+    report = ForgetReport(conv.id, turns=list(turns), texts=[t[:PREVIEW] for t in texts])
+    touched = sorted({pager.page_of_turn(i).page_id for i in turns})
+    report.pages = touched
+    # new bookmarks on a copy of the pager's records
+    shadow = copy.copy(pager)
+    shadow.turns = [t if t.index not in gone else Turn(t.role, "", t.index, t.time, t.speaker) for t in pager.turns]
+    shadow.pages = [copy.copy(p) for p in pager.pages]
+    shadow._bookmark_tokens = {}
+    pages = [shadow.page(pid) for pid in touched]
+    old_marks = {pid: pager.bookmark(pager.page(pid)) for pid in touched}
+    for page in pages:
+        rebuild_bookmark(shadow, page)
+    new_marks = {p.page_id: shadow.bookmark(p) for p in pages}
+    # traces: gone when they repeat a forgotten turn, scrubbed when they list a changed bookmark
+    needles = [t.casefold() for t in texts if t.strip()] + ([match.strip().casefold()] if match else [])
+    drop, rewrite = [], {}
+    for row, turn_idx, data in conv.store.trace_rows(conv.id):
+        cited = {c.get("turn") for c in data.get("citations", [])} | set(data.get("injected_turns", []))
+        marks = data.get("bookmarks", [])
+        fixed = [next((new_marks[p] for p, old in old_marks.items() if old == m), m) for m in marks]
+        scrubbed = {**data, "bookmarks": fixed}
+        dump = json.dumps(scrubbed, ensure_ascii=False).casefold()
+        if {turn_idx, turn_idx + 1} & gone or cited & gone or any(n in dump for n in needles):
+            drop.append(row)
+        elif fixed != marks:
+            rewrite[row] = scrubbed
+    report.traces, report.traces_scrubbed = len(drop), len(rewrite)
+    probes = []
+    for idx, probe in conv.store.probe_rows(conv.id):
+        said = " ".join([probe.question, *probe.answers]).casefold()
+        if set(probe.evidence) & gone or any(n in said for n in needles):
+            probes.append(idx)
+    report.probes = len(probes)
+    return _Plan(report, pages, drop, rewrite, probes)
+
+
+def forget(conv: Conversation, turn: int | None = None, page: int | None = None, match: str | None = None,
+           dry_run: bool = False) -> ForgetReport:
+    """Forget turns of ``conv`` (see ``Conversation.forget``)."""
+    lp = conv.lp
+    with lp.lock:
+        turns = select_turns(conv.pager, turn, page, match)
+        plan = _plan(conv, turns, match)
+        plan.report.dry_run = dry_run
+        if dry_run:
+            return plan.report
+        if not turns:  # nothing new, but an earlier forget's rewrite may wait: "forget again" finishes it
+            return _finish_pending(lp, plan.report)
+    with holding(conv):  # the plan again, under the conversation's lock: another process may have written
+        turns = select_turns(conv.pager, turn, page, match)
+        plan = _plan(conv, turns, match)
+        plan.report.vectors, rewritten = conv.store.forget_turns(
+            conv.id, turns, plan.pages, drop_traces=plan.drop_traces, rewrite_traces=plan.rewrite_traces,
+            drop_probes=plan.drop_probes)
+        _after_erase(lp, [conv.id])
+        conv.reload()
+        return _done(plan.report, rewritten)
+
+
+def forget_conversation(lp: LocalPager, conv_id: str, dry_run: bool = False) -> ForgetReport:
+    """Forget a whole conversation: every row of it, then the files rewritten (see ``Store.erase``)."""
+    with lp.lock:
+        info = next((i for i in lp.store.list_conversations() if i.id == conv_id), None)
+        if info is None:
+            if not dry_run and lp.store.erase_pending():  # forgotten before, its rewrite unfinished: finish it
+                return _finish_pending(lp, ForgetReport(conv_id, whole=True))
+            lp.store.settings(conv_id)  # the store's own not-found error
+        pages = [p.page_id for p in lp.store.pages(conv_id)]
+        report = ForgetReport(conv_id, turns=list(range(info.turns)), pages=pages, dry_run=dry_run, whole=True,
+                              traces=len(lp.store.trace_rows(conv_id)), probes=info.probes)
+        if dry_run:
+            return report
+        conv = lp.conversation(conv_id)
+        with holding(conv):  # no other process is writing to it meanwhile
+            report.vectors = len(lp.store.conversation_embeddings(conv_id))
+            rewritten = lp.store.forget_conversation(conv_id)
+            _after_erase(lp, [conv_id])
+            conv._lock.remove()  # its lock file goes with it (a process waiting on it takes a new one)
+        return _done(report, rewritten)
+
+
+def finish_erase(lp: LocalPager) -> bool:
+    """Rewrite the store's files again, and the indexes and caches beside them: what a forget could not
+    finish (another process was reading the store, or the forgetting process died). True once nothing
+    erased is left in them."""
+    with lp.lock:
+        rewritten = lp.store.erase()
+        _after_erase(lp, [])
+        return rewritten
+
+
+def _finish_pending(lp: LocalPager, report: ForgetReport) -> ForgetReport:
+    """A forget that found nothing new: it finishes a rewrite an earlier one left pending, if any."""
+    if lp.store.erase_pending():
+        report.rewritten = report.erased = finish_erase(lp)
+        report.rewrite_pending = not report.rewritten
+    return report
+
+
+def _done(report: ForgetReport, rewritten: bool) -> ForgetReport:
+    """A forget that deleted text: whether the files were rewritten, and what no rewrite can reach."""
+    report.rewritten = report.erased = rewritten
+    report.rewrite_pending = not rewritten
+    report.note = EXPORTS_NOTE
+    return report
+
+
+def holding(conv: Conversation):
+    """The conversation held for a change (its cross-process lock, re-entrant), as the API's own writes are."""
+    from contextlib import nullcontext
+
+    writing = getattr(conv, "_writing", None)
+    return writing() if writing is not None else nullcontext()
+
+
+def _after_erase(lp: LocalPager, conv_ids: Sequence[str]) -> None:
+    """What lives outside SQLite follows it: FAISS files rewritten (or, loaded, rebuilt), saved model
+    states beside the store deleted, and what this process holds dropped (``drop_held``)."""
+    from ..retrieval.index import rewrite_indexes
+
+    generation = lp.store.erase_generation()  # read first: what is held from here on is built under it
+    rewrite_indexes(lp.store, lp._index)
+    lp.prefix_states.remove_saved()  # saved KV caches (localpager.store.kvstate) may hold the erased text
+    drop_held(lp, generation)
+
+
+def drop_held(lp: LocalPager, generation: int) -> None:
+    """Drop everything this process holds that may repeat erased text: loaded pagers (read again on next
+    use), BM25 indexes, loaded FAISS indexes and the embedder's text cache, and the live KV caches of the
+    chat and side contexts; ``generation`` is the store's erase generation what is held from now on is
+    built under. A conversation in the middle of a change in this thread keeps its pager (its own lock
+    kept the erase away from it)."""
+    for conv in list(lp._open_conversations):
+        if not conv._writing_depth:
+            conv.reload()
+    lp._lexical.clear()
+    if lp._index is not None:
+        with lp._index._lock:
+            lp._index._families.clear()  # loaded again from the rewritten files, or rebuilt
+        cache = getattr(lp._index.embedder, "_cache", None)
+        if isinstance(cache, dict):
+            cache.clear()
+    lp.prefix_states.forget(lp._backend, generation)
+    for backend in (lp._backend, lp._side):
+        if backend is not None and hasattr(backend, "clear_cache"):
+            backend.clear_cache()
+
+
+# -- corrections ------------------------------------------------------------------------------------
+def supersede(conv: Conversation, turn: int, by: int) -> None:
+    """Mark ``turn`` as corrected by the later turn ``by``: recall shows ``by`` instead, search labels
+    ``turn`` as changed, and ``turn``'s page gets a bookmark without it."""
+    with conv.lp.lock, holding(conv):
+        pager = conv.pager
+        n = len(pager.turns)
+        if not (0 <= turn < by < n):
+            raise ValueError(f"a correction must come after the turn it corrects (turns 0-{n - 1}): {turn} -> {by}")
+        if not pager.turns[turn].text or not pager.turns[by].text:
+            raise ValueError("a forgotten turn cannot be corrected or correct another")
+        marks = {turn: by}
+        previous = pager.turns[turn].superseded_by
+        if previous is not None and previous != by and previous < by:
+            marks[previous] = by  # the earlier correction is outdated too
+        for old, new in marks.items():
+            pager.turns[old].superseded_by = new
+        pages = {pager.page_of_turn(old).page_id: pager.page_of_turn(old) for old in marks}
+        for page in pages.values():
+            rebuild_bookmark(pager, page)
+        conv.store.set_superseded(conv.id, marks, list(pages.values()))
+
+
+def correct(conv: Conversation, turn: int, text: str) -> Turn:
+    """Record ``text`` as the corrected statement of ``turn``: appended as a new turn of the same speaker,
+    and ``turn`` marked superseded by it."""
+    with conv.lp.lock, holding(conv):
+        turns = conv.pager.turns
+        if not 0 <= turn < len(turns):
+            raise ValueError(f"no turn {turn}: the conversation has turns 0-{len(turns) - 1}")
+        old = turns[turn]
+        if not old.text:
+            raise ValueError(f"turn {turn} was forgotten; nothing to correct")
+        new = conv.add_turn(old.role, text, speaker=old.speaker)
+        supersede(conv, turn, new.index)
+        return new
+
+
+# -- search -----------------------------------------------------------------------------------------
+def search(conv: Conversation, query: str, limit: int = 10) -> list[SearchHit]:
+    """The conversation's turns best matching ``query``, by the ranking a recall uses."""
+    if not query.strip():
+        raise ValueError("search needs some words")
+    if limit < 1:
+        raise ValueError(f"limit must be at least 1, got {limit}")
+    with conv.lp.lock:
+        pager = conv.pager
+        if not pager.pages:
+            return []
+        hits = conv.lp.selector(conv.id).rank(query, pager)
+        out = []
+        for h in hits[:limit]:
+            t = pager.turns[h.turn]
+            out.append(SearchHit(turn=h.turn, page_id=h.page_id, score=round(h.score, 4), text=t.text, role=t.role,
+                                 speaker=t.speaker, time=t.time, evicted=pager.page(h.page_id).evicted,
+                                 dense=round(h.dense, 4), lexical=round(h.lexical, 4),
+                                 superseded_by=t.superseded_by, label="changed" if t.superseded_by is not None else ""))
+        return out

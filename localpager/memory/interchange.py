@@ -1,0 +1,441 @@
+"""Export and import: a conversation, or a whole store, as JSONL and back.
+
+Each line is the interchange format ``loaders.py`` reads (``id``, ``turns``, ``probes``, ``meta``), so
+``localpager ingest`` reads an export too (as new conversations, paged afresh), plus a ``localpager``
+object with what the store knows beyond the turns: settings, pages (keywords, pins, evicted, use
+counts), superseded marks, forgotten turns and, on request, the vectors. Importing that restores the
+conversation as it was: the same pages, bookmarks and search results.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import os
+import typing
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Sequence
+
+from ..core.records import Page, Transcript, Turn
+from ..store.loaders import (
+    _TOP_KEYS,
+    ConversationFileError,
+    _conversation_from_json,
+    _conversation_id,
+    _conversation_to_json,
+    _is_number,
+    _json_line,
+    _list,
+    _no_unknown_keys,
+    _object,
+    _optional_string,
+    _read_text,
+    _required,
+    _required_string,
+    _show,
+    _storable,
+    _turn_index,
+    _Where,
+)
+
+if TYPE_CHECKING:
+    from ..store.sqlite import Store
+    from .api import LocalPager
+
+FORMAT_VERSION = 1
+FORGOTTEN_TEXT = "[forgotten]"  # what a forgotten turn reads as in ``turns`` (the loader wants some text)
+MODES = ("error", "replace", "merge")
+_PAGE_FIELDS = ("page_id", "first_turn", "last_turn", "token_count", "keywords", "access_count", "last_access",
+                "pinned", "evicted", "keywords_by", "worth")
+
+
+@dataclass
+class ImportReport:
+    conversations: int = 0
+    turns: int = 0  # turns written (merge: turns appended)
+    replaced: list[str] = field(default_factory=list)
+    merged: list[str] = field(default_factory=list)
+    ids: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)  # e.g. a replace that brings forgotten text back
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+# -- export -----------------------------------------------------------------------------------------
+def conversation_line(store: Store, conv_id: str, vectors: bool = False) -> dict[str, Any]:
+    """One conversation as an export line."""
+    record = store.conversation_record(conv_id)
+    turns = store.turns(conv_id)
+    base = Transcript(conv_id, [Turn(t.role, t.text or FORGOTTEN_TEXT, t.index, t.time, t.speaker) for t in turns],
+                        store.probes(conv_id), meta=record["meta"])
+    line = _conversation_to_json(base)
+    state: dict[str, Any] = {
+        "version": FORMAT_VERSION,
+        "source": record["source"],
+        "created_at": record["created_at"],
+        "settings": record["settings"],
+        "pages": [{k: getattr(p, k) for k in _PAGE_FIELDS} for p in store.pages(conv_id, turns)],
+        "superseded": {str(t.index): t.superseded_by for t in turns if t.superseded_by is not None},
+        "forgotten": [t.index for t in turns if not t.text],
+    }
+    if vectors:
+        state["vectors"] = [
+            {"page_id": page_id, "kind": kind, "model": model, "source": source,
+             "vector": base64.b64encode(blob).decode("ascii")}
+            for page_id, kind, model, source, blob in store.conversation_embeddings(conv_id)
+        ]
+    line["localpager"] = state
+    return line
+
+
+def export_conversations(store: Store, path: str | os.PathLike, conv_ids: Sequence[str] | None = None,
+                         vectors: bool = False) -> int:
+    """Write ``conv_ids`` (default: every conversation) to ``path``, readable by its owner only."""
+    from ..retrieval.index import private_file
+
+    ids = list(conv_ids) if conv_ids else [c.id for c in store.list_conversations()]
+    lines = [json.dumps(conversation_line(store, cid, vectors), ensure_ascii=False) for cid in ids]
+    target = Path(path)
+    private_file(target)  # conversations are private: the file never exists readable by others
+    target.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+    return len(lines)
+
+
+# -- import -----------------------------------------------------------------------------------------
+@dataclass
+class _Entry:
+    conversation: Transcript
+    state: dict[str, Any]
+
+
+def read_export(path: str | os.PathLike) -> list[_Entry]:
+    """Every line of an export (or of a plain interchange file), checked before anything is stored."""
+    text = _read_text(path)
+    entries, seen = [], set()
+    for number, raw in enumerate(text.split("\n"), start=1):
+        if not raw.strip():
+            continue
+        where = _Where(str(path), line=number)
+        obj = _json_line(raw, where)
+        if isinstance(obj, dict) and obj.get("turns") == []:  # an empty conversation (a chat never used)
+            conv = _empty_conversation(obj, where)
+        else:
+            conv = _conversation_from_json(obj, where, str(path))
+        if conv.id in seen:
+            raise where.error("id", f"duplicate conversation id {conv.id!r}")
+        seen.add(conv.id)
+        state = _checked_state(obj.get("localpager", {}), where, len(conv.turns))
+        for t in conv.turns:
+            if t.index in state["forgotten"]:
+                t.text = ""
+            t.superseded_by = state["superseded"].get(t.index)
+        entries.append(_Entry(conv, state))
+    return entries
+
+
+def _empty_conversation(obj: dict[str, Any], where: _Where) -> Transcript:
+    """A conversation without turns (a chat never used), which only an export holds."""
+    _no_unknown_keys(obj, _TOP_KEYS, where, "", hint="put extra data under 'meta'")
+    conv_id = _conversation_id(_required_string(obj, "id", where), where, "id")
+    if _list(obj.get("probes", []), where, "probes"):
+        raise where.error("probes", "a conversation without turns has no probes")
+    return Transcript(conv_id, [], meta=dict(_object(obj.get("meta", {}), where, "meta", "an object")))
+
+
+# -- checking what an export adds: every field typed, so that nothing stored fails later ---------------
+_STATE_KEYS = {"version", "source", "created_at", "settings", "pages", "superseded", "forgotten", "vectors"}
+_VECTOR_KEYS = {"page_id", "kind", "model", "source", "vector"}
+_PAGE_TYPES: dict[str, Any] = {"page_id": int, "first_turn": int, "last_turn": int, "token_count": int, "keywords": list,
+                               "access_count": int, "last_access": int, "pinned": bool, "evicted": bool,
+                               "keywords_by": str, "worth": bool | None}
+_PAGE_MINIMUM = {"token_count": 0, "access_count": 0, "last_access": -1}
+
+
+def _checked_state(value: Any, where: _Where, n_turns: int) -> dict[str, Any]:
+    """The ``localpager`` object of a line, checked as strictly as its turns: each field of its type, pages
+    that tile the turns, turn indices in range, vectors that decode. Pages that overlapped were stored and
+    made every later ``ask`` fail with an IndexError. A plain interchange line has none (all empty)."""
+    state = _object(value, where, "localpager", "an object")
+    _no_unknown_keys(state, _STATE_KEYS, where, "localpager.")
+    _check_version(state.get("version", FORMAT_VERSION), where)
+    created = state.get("created_at")
+    if created is not None and not _is_number(created):
+        raise where.error("localpager.created_at", f"must be a number or null, got {_show(created)}")
+    pages = _checked_pages(state.get("pages"), where, n_turns)
+    forgotten = {_turn_index(t, n_turns, where, f"localpager.forgotten[{i}]")
+                 for i, t in enumerate(_list(state.get("forgotten", []), where, "localpager.forgotten"))}
+    return {"source": _optional_string(state.get("source"), where, "localpager.source"), "created_at": created,
+            "settings": _checked_settings(state.get("settings"), where), "pages": pages, "forgotten": forgotten,
+            "superseded": _checked_superseded(state.get("superseded", {}), where, n_turns),
+            "vectors": _checked_vectors(state.get("vectors", []), where, pages or [], forgotten)}
+
+
+def _check_version(version: Any, where: _Where) -> None:
+    if type(version) is not int or version < 1:
+        raise where.error("localpager.version", f"must be {FORMAT_VERSION}, got {_show(version)}")
+    if version > FORMAT_VERSION:
+        raise where.error("localpager.version", f"written by a newer localpager (format {version}); "
+                                                f"this one reads format {FORMAT_VERSION}")
+
+
+def _typed(value: Any, kind: Any, where: _Where, name: str) -> Any:
+    """``value`` if it is of ``kind``: ``bool``, ``int``, ``float`` (an int counts), ``str``, ``list`` (of strings,
+    checked item by item by the caller) or ``bool | None``."""
+    if kind == bool | None:
+        ok, expected = value is None or isinstance(value, bool), "true, false or null"
+    elif kind is bool:
+        ok, expected = isinstance(value, bool), "true or false"
+    elif kind is int:
+        ok, expected = isinstance(value, int) and not isinstance(value, bool), "an integer"
+        if ok and not -(2**63) <= value < 2**63:  # what SQLite holds: a larger one failed mid-import
+            raise where.error(name, f"must fit in 64 bits, got {_show(value)}")
+    elif kind is float:
+        ok, expected = _is_number(value), "a number"
+    elif kind is str:
+        ok, expected = isinstance(value, str), "a string"
+    elif kind is list:
+        ok, expected = isinstance(value, list), "a list of strings"
+    else:  # a type a later PagingConfig may use
+        ok, expected = isinstance(value, kind), f"of type {kind}"
+    if not ok:
+        raise where.error(name, f"must be {expected}, got {_show(value)}")
+    return _storable(value, where, name) if isinstance(value, str) else value
+
+
+def _checked_settings(value: Any, where: _Where) -> dict[str, Any] | None:
+    """Paging settings as ``PagingConfig`` reads them: each of its fields of its type and a value it accepts,
+    ``tokenizer`` a name or null (a name it does not know is ignored, as the store ignores it)."""
+    from ..core.pager import PagingConfig
+
+    if value is None:
+        return None
+    settings = _object(value, where, "localpager.settings", "an object")
+    for name, kind in typing.get_type_hints(PagingConfig).items():
+        if name in settings:
+            _typed(settings[name], kind, where, f"localpager.settings.{name}")
+    _optional_string(settings.get("tokenizer"), where, "localpager.settings.tokenizer")
+    try:
+        PagingConfig.from_dict(settings)
+    except ValueError as exc:
+        raise where.error("localpager.settings", str(exc)) from None
+    return dict(settings)
+
+
+def _checked_pages(value: Any, where: _Where, n_turns: int) -> list[Page] | None:
+    """The pages, numbered 1, 2, 3, ... and tiling the turns: the first starts at turn 0, each next one after
+    the one before ends, the last ends at the last turn. None: the line has no pages (paged afresh)."""
+    if value is None:
+        return None
+    rows = _list(value, where, "localpager.pages")
+    if not n_turns:
+        if rows:
+            raise where.error("localpager.pages", "an empty conversation has no pages")
+        return []
+    pages = [_checked_page(row, where, f"localpager.pages[{i}]") for i, row in enumerate(rows)]
+    cover = f"pages must cover turns 0-{n_turns - 1} in order, each once"
+    after = 0
+    for i, page in enumerate(pages):
+        name = f"localpager.pages[{i}]"
+        if page.page_id != i + 1:
+            raise where.error(f"{name}.page_id", f"must be {i + 1} (pages are numbered 1, 2, 3, ... in turn order), "
+                                                 f"got {page.page_id}")
+        if page.first_turn != after:
+            raise where.error(f"{name}.first_turn", f"{cover}: page {page.page_id} starts at turn {page.first_turn}, "
+                                                    f"expected {after}")
+        if page.last_turn < page.first_turn:
+            raise where.error(f"{name}.last_turn", f"page {page.page_id} ends at turn {page.last_turn}, before it "
+                                                   f"starts ({page.first_turn})")
+        if page.last_turn >= n_turns:
+            raise where.error(f"{name}.last_turn", f"{cover}: page {page.page_id} ends at turn {page.last_turn}, "
+                                                   f"past the last turn ({n_turns - 1})")
+        after = page.last_turn + 1
+    if after != n_turns:
+        field_name = f"localpager.pages[{len(pages) - 1}].last_turn" if pages else "localpager.pages"
+        raise where.error(field_name, f"{cover}: the last page ends at turn {after - 1}, expected {n_turns - 1}")
+    return pages
+
+
+def _checked_page(row: Any, where: _Where, name: str) -> Page:
+    _object(row, where, name, "a page object")
+    _no_unknown_keys(row, set(_PAGE_FIELDS), where, f"{name}.")
+    for key in ("page_id", "first_turn", "last_turn"):
+        _required(row, key, where, f"{name}.{key}")
+    values = {key: _typed(row[key], _PAGE_TYPES[key], where, f"{name}.{key}") for key in _PAGE_FIELDS if key in row}
+    for key, least in _PAGE_MINIMUM.items():
+        if values.get(key, least) < least:
+            raise where.error(f"{name}.{key}", f"must be {least} or more, got {values[key]}")
+    if "keywords" in values:
+        values["keywords"] = [_typed(k, str, where, f"{name}.keywords[{i}]") for i, k in enumerate(values["keywords"])]
+    return Page(**values)
+
+
+def _checked_superseded(value: Any, where: _Where, n_turns: int) -> dict[int, int]:
+    """{turn: the later turn that corrected it}; keys are turn indices written as strings (JSON)."""
+    marks: dict[int, int] = {}
+    for key, later in _object(value, where, "localpager.superseded", "an object").items():
+        name = f"localpager.superseded.{key}"
+        if not (key.isascii() and key.isdigit() and len(key) < 19):
+            raise where.error(name, f"each key must be a turn index, got {_show(key)}")
+        turn = _turn_index(int(key), n_turns, where, name)
+        later = _turn_index(later, n_turns, where, name)
+        if later <= turn:
+            raise where.error(name, f"must name a later turn ({turn + 1}..{n_turns - 1}), got {later}")
+        marks[turn] = later
+    return marks
+
+
+def _checked_vectors(value: Any, where: _Where, pages: list[Page], forgotten: set[int]) -> list[tuple]:
+    """(page_id, kind, model, source, float32 bytes) of each vector: of a page of the file, of its bookmark,
+    its text or one of its turns (not a forgotten one), the same width for every vector of one model."""
+    by_id = {p.page_id: p for p in pages}
+    widths: dict[str, int] = {}
+    out = []
+    for i, row in enumerate(_list(value, where, "localpager.vectors")):
+        name = f"localpager.vectors[{i}]"
+        _object(row, where, name, "a vector object")
+        _no_unknown_keys(row, _VECTOR_KEYS, where, f"{name}.")
+        page_id = _typed(_required(row, "page_id", where, f"{name}.page_id"), int, where, f"{name}.page_id")
+        if page_id not in by_id:
+            raise where.error(f"{name}.page_id", f"no page {page_id} in this conversation's pages")
+        kind = _checked_kind(_required_string(row, "kind", where, name), by_id[page_id], forgotten, where, f"{name}.kind")
+        model = _required_string(row, "model", where, name)
+        source = _typed(_required(row, "source", where, f"{name}.source"), str, where, f"{name}.source")
+        blob = _vector_bytes(_required(row, "vector", where, f"{name}.vector"), where, f"{name}.vector")
+        if widths.setdefault(model, len(blob)) != len(blob):
+            raise where.error(f"{name}.vector", f"holds {len(blob) // 4} numbers; the other {model} vectors hold "
+                                                f"{widths[model] // 4}")
+        out.append((page_id, kind, model, source, blob))
+    return out
+
+
+def _checked_kind(kind: str, page: Page, forgotten: set[int], where: _Where, name: str) -> str:
+    turn = kind.removeprefix("turn:")
+    if kind in ("bookmark", "text") or (turn != kind and turn.isascii() and turn.isdigit()
+                                         and page.holds(int(turn)) and int(turn) not in forgotten):
+        return kind
+    raise where.error(name, f"must be bookmark, text or turn:N for a turn of page {page.page_id} that is not "
+                            f"forgotten ({page.first_turn}..{page.last_turn}), got {_show(kind)}")
+
+
+def _vector_bytes(value: Any, where: _Where, name: str) -> bytes:
+    try:
+        blob = base64.b64decode(_typed(value, str, where, name), validate=True)
+    except (binascii.Error, ValueError):
+        raise where.error(name, "must be base64 (the vector's float32 bytes)") from None
+    if not blob or len(blob) % 4:
+        raise where.error(name, f"must hold float32 numbers (a multiple of 4 bytes), got {len(blob)} bytes")
+    return blob
+
+
+def import_conversations(lp: LocalPager, path: str | os.PathLike, mode: str = "error") -> ImportReport:
+    """Store every conversation of an export (see ``LocalPager.import_file``)."""
+    from .controls import _after_erase
+
+    if mode not in MODES:
+        raise ValueError(f"mode must be one of {', '.join(MODES)}, got {mode!r}")
+    entries = read_export(path)
+    store = lp.store
+    taken = [e.conversation.id for e in entries if store.has_conversation(e.conversation.id)]
+    if taken and mode == "error":
+        raise ValueError(f"already in the store: {', '.join(taken)} (use --replace or --merge)")
+    report = ImportReport()
+    with lp.lock:
+        for entry in entries:  # merges are checked before anything is written
+            if entry.conversation.id in taken and mode == "merge":
+                _check_merge(lp, entry)
+        for entry in entries:
+            conv = entry.conversation
+            if conv.id in taken and mode == "merge":
+                report.turns += _merge(lp, entry)
+                report.merged.append(conv.id)
+            else:
+                if conv.id in taken:
+                    report.notes += _unforgetting(lp, entry)
+                _restore(lp, entry, replace=conv.id in taken)
+                report.turns += len(conv.turns)
+                if conv.id in taken:
+                    report.replaced.append(conv.id)
+            report.conversations += 1
+            report.ids.append(conv.id)
+        if report.replaced:  # what was replaced is erased from the files, as a forget is
+            store.erase()
+        _after_erase(lp, report.ids)
+        for conv_id in report.ids:
+            lp._lexical.pop(conv_id, None)
+    return report
+
+
+def _restore(lp: LocalPager, entry: _Entry, replace: bool) -> None:
+    """Store an exported conversation as it was; one without store state (a plain interchange line) is
+    paged afresh, as ``ingest`` would."""
+    conv, state = entry.conversation, entry.state
+    pages = state["pages"]
+    settings = state["settings"]
+    if pages is None:
+        from ..core.pager import PagingConfig, page_conversation
+
+        config = PagingConfig.from_dict(settings or {})
+        counter = lp.counter()
+        pages = page_conversation(conv.turns, counter, config).pages
+        settings = {**config.to_dict(), "tokenizer": counter.name}
+    lp.store.save_conversation(conv.id, conv.turns, pages, conv.probes, settings or {},
+                               source=state.get("source"), meta=conv.meta, replace=replace)
+    marks = {t.index: t.superseded_by for t in conv.turns if t.superseded_by is not None}
+    if marks:
+        lp.store.set_superseded(conv.id, marks)
+    if state["vectors"]:
+        lp.store.save_embeddings([(conv.id, *row) for row in state["vectors"]])
+
+
+def _unforgetting(lp: LocalPager, entry: _Entry) -> list[str]:
+    """A one-line note when replacing brings back text the store had forgotten (an export written before
+    the forget still holds it): the user asked to forget it, so say so rather than restore it silently."""
+    stored = lp.store.turns(entry.conversation.id)
+    back = [t.index for t in entry.conversation.turns if t.text and t.index < len(stored) and not stored[t.index].text]
+    if not back:
+        return []
+    shown = ", ".join(map(str, back[:10])) + (", ..." if len(back) > 10 else "")
+    return [f"note: {entry.conversation.id}: this brings back {len(back)} turns that were forgotten (turns {shown}); "
+            "forget them again if that is not what you meant"]
+
+
+def _check_merge(lp: LocalPager, entry: _Entry) -> None:
+    """A merge only extends: the stored turns must be the file's first turns (a forgotten turn on either
+    side matches anything)."""
+    stored, incoming = lp.store.turns(entry.conversation.id), entry.conversation.turns
+    for a, b in zip(stored, incoming):
+        if a.role != b.role or (a.text and b.text and a.text != b.text):
+            raise ValueError(f"{entry.conversation.id}: the store and the file differ at turn {a.index}; "
+                             "use --replace to take the file's")
+
+
+def _merge(lp: LocalPager, entry: _Entry) -> int:
+    """Append the file's turns the store lacks (paged as new turns are), then its superseded marks and
+    pins on pages that cover the same turns. Nothing stored is deleted or rewritten."""
+    conv_id, incoming = entry.conversation.id, entry.conversation.turns
+    chat = lp.conversation(conv_id)
+    added = 0
+    for t in incoming[len(chat.turns):]:
+        if t.text:
+            chat.add_turn(t.role, t.text, t.time, t.speaker, stamp=False)
+        else:  # forgotten in the file: keep its place, without text
+            chat.add_turn(t.role, FORGOTTEN_TEXT, t.time, t.speaker, stamp=False)
+            chat.forget(turn=t.index)
+        added += 1
+    chat.reload()
+    for t in incoming:
+        if t.superseded_by is not None and chat.turns[t.index].superseded_by is None and chat.turns[t.index].text:
+            chat.supersede(t.index, t.superseded_by)
+    by_range = {(p.first_turn, p.last_turn): p for p in chat.pages}
+    pinned = [by_range[(p.first_turn, p.last_turn)] for p in entry.state["pages"] or []
+              if p.pinned and (p.first_turn, p.last_turn) in by_range]
+    for page in pinned:
+        chat.pin(page.page_id)
+    return added
+
+
+__all__ = ["ImportReport", "conversation_line", "export_conversations", "import_conversations", "read_export",
+           "ConversationFileError"]

@@ -1,0 +1,119 @@
+"""Sentence embeddings on the CPU, from a local sentence-transformers directory only.
+
+The default model (all-MiniLM-L6-v2) and other BERT encoders with mean pooling run in numpy
+(``localpager.retrieval.bert``): no torch, so the first answer of a process does not wait seconds for its import.
+Any other model runs in ``sentence_transformers``, imported on first use, never at start-up. Offline without touching the process's environment: the path must be a model directory
+(``modelpaths.embedder_path`` checks it before anything loads) and the model loads with
+``local_files_only=True``, so a wrong path fails instead of reaching for the network.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from functools import lru_cache
+
+import numpy as np
+
+from ..backends.modelpaths import embedder_path
+
+
+class Embedder:
+    """Normalised float32 embeddings; cosine similarity is a dot product."""
+
+    def __init__(self, path: str | os.PathLike | None = None, threads: int | None = None):
+        """``threads``: torch's CPU threads for a model that runs in sentence-transformers, set (for the
+        whole process: torch has one setting) when it loads; by default torch's own choice is left alone."""
+        self.path = embedder_path(path)
+        self.name = self.path.parent.name if self.path.name == "model" else self.path.name
+        self.threads = threads
+        self._model = None
+        self._warming = False
+        self._lock = threading.Lock()
+        self._cache: dict[str, np.ndarray] = {}
+
+    def _load(self):
+        if self._model is None:
+            from .bert import NumpyBertEncoder, supports
+
+            if supports(self.path):
+                self._model = NumpyBertEncoder(self.path)
+                return self._model
+            from sentence_transformers import SentenceTransformer
+            from transformers.utils import logging as hf_logging
+
+            if self.threads:  # asked for explicitly
+                import torch
+
+                torch.set_num_threads(self.threads)
+            bars = hf_logging.is_progress_bar_enabled()
+            hf_logging.disable_progress_bar()  # no loading bar on stderr, and the caller's setting back after
+            try:
+                self._model = _SentenceTransformersEncoder(
+                    SentenceTransformer(str(self.path), device="cpu", local_files_only=True))
+            finally:
+                if bars:
+                    hf_logging.enable_progress_bar()
+        return self._model
+
+    def warm(self) -> None:
+        """Load the model on a background thread, so that it loads while the chat model does (an app
+        opening a conversation, a one-shot ``ask``); the first ``encode`` waits for it, and reports any
+        error itself."""
+        if self._model is not None or self._warming:
+            return
+        self._warming = True
+
+        def load() -> None:
+            try:
+                with self._lock:
+                    self._load()
+            except BaseException:  # noqa: BLE001 - encode() loads again and raises it where it matters
+                pass
+
+        threading.Thread(target=load, name="localpager-embedder", daemon=True).start()
+
+    @property
+    def dim(self) -> int:
+        return self._load().dim
+
+    def encode(self, texts: list[str], batch_size: int = 16) -> np.ndarray:
+        """One row per text, L2-normalised float32; repeated texts are served from a small cache.
+
+        ``batch_size`` bounds the memory of one forward pass (its activations grow with the batch, and
+        attention's with the square of the text length): a batch of 64 page-length texts (256 tokens)
+        takes about 470 MB on top of the model for a moment, 16 about 140 MB, at about the same speed;
+        the vectors agree to float rounding (1e-7)."""
+        with self._lock:
+            model = self._load()
+            missing = list(dict.fromkeys(t for t in texts if t not in self._cache))
+            if missing:
+                vectors = model.encode(missing, batch_size=batch_size)
+                if len(self._cache) > 50_000:
+                    self._cache.clear()
+                self._cache.update(zip(missing, vectors.astype(np.float32)))
+            if not texts:
+                return np.zeros((0, self.dim), dtype=np.float32)
+            return np.stack([self._cache[t] for t in texts])
+
+    def encode_one(self, text: str) -> np.ndarray:
+        return self.encode([text])[0]
+
+
+class _SentenceTransformersEncoder:
+    """A ``SentenceTransformer`` behind the numpy encoder's two members."""
+
+    def __init__(self, model):
+        self.model = model
+        dim = getattr(model, "get_embedding_dimension", None) or model.get_sentence_embedding_dimension
+        self.dim = int(dim())
+
+    def encode(self, texts: list[str], batch_size: int) -> np.ndarray:
+        return self.model.encode(texts, batch_size=batch_size, normalize_embeddings=True, convert_to_numpy=True,
+                                 show_progress_bar=False)
+
+
+@lru_cache(maxsize=2)
+def default_embedder(path: str | None = None) -> Embedder:
+    """One shared embedder per model directory."""
+    return Embedder(path)

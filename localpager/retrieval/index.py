@@ -1,0 +1,302 @@
+"""Embeddings of pages, kept in SQLite and searched with FAISS.
+
+Three families of vectors per page, each a separate, comparable signal:
+``bookmark`` (the bookmark line), ``text`` (the whole page) and ``turn`` (every turn on its own,
+kinds ``turn:<index>``; a page scores as its best-matching turn, which finds the right page most often).
+
+SQLite holds the vectors (the source of truth). A FAISS index per family is saved beside the store and
+rebuilt from it whenever the file is missing, unreadable or stale.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import threading
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Sequence
+
+import numpy as np
+
+from ..core.records import Page, Turn
+from ..store.sqlite import Store
+from .embedder import Embedder
+
+FAMILIES = ("bookmark", "text", "turn")
+SEARCH_THREADS = 1  # measured: one thread is faster for flat search at this size
+log = logging.getLogger(__name__)
+
+
+@contextmanager
+def faiss_threads(n: int):
+    """FAISS searches with ``n`` OpenMP threads inside the block; the thread count before comes back after.
+
+    OpenMP keeps the setting per calling thread, so the rest of the process (and its other threads) never
+    sees it: importing localpager or building an index leaves the process's thread settings alone."""
+    import faiss
+
+    before = faiss.omp_get_max_threads()
+    faiss.omp_set_num_threads(n)
+    try:
+        yield
+    finally:
+        faiss.omp_set_num_threads(before)
+
+
+def private_file(path: Path) -> None:
+    """Create ``path`` (or take an existing one) readable and writable by its owner only, so that what is
+    then written into it never exists with wider permissions."""
+    fd = os.open(path, os.O_CREAT | os.O_WRONLY, 0o600)
+    try:
+        os.fchmod(fd, 0o600)
+    finally:
+        os.close(fd)
+
+
+@dataclass
+class Hit:
+    page_id: int
+    score: float
+    kind: str  # which row matched best: "bookmark", "text" or "turn:<index>"
+
+    @property
+    def turn(self) -> int | None:
+        return int(self.kind.split(":")[1]) if self.kind.startswith("turn:") else None
+
+
+class FamilyIndex:
+    """One FAISS inner-product index over one family's rows, keyed by the rows' SQLite rowids."""
+
+    def __init__(self, store: Store, family: str, dim: int, rebuild: bool = False):
+        """``rebuild``: from the store, never from the saved file (after a VACUUM renumbered the rows)."""
+        self.store, self.family, self.dim = store, family, dim
+        self.path = Path(f"{store.path}.{family}.faiss")
+        self.meta_path = self.path.with_suffix(".json")
+        self.rows: dict[int, tuple[str, int, str]] = {}  # rowid -> (conv_id, page_id, kind)
+        self.fingerprint: list = []  # the store's embedding_fingerprint this index reflects
+        self.index = (None if rebuild else self._load()) or self._rebuild()
+
+    @contextmanager
+    def _files(self):
+        """The FAISS files of this store, locked against other processes (one ``flock`` beside them): two
+        processes writing the same temporary file, or one reading while another renames, would corrupt."""
+        from ..store.locks import named_lock
+
+        if getattr(self.store, "read_only", False):
+            yield
+            return
+        with named_lock(self.store.path, "faiss"):
+            yield
+
+    def current(self) -> bool:
+        """Whether this index still reflects the store: another process may have changed the vectors."""
+        return bool(self.fingerprint) and self.fingerprint[0] == self.store.embeddings_version()
+
+    def _fresh(self):
+        import faiss
+
+        return faiss.IndexIDMap2(faiss.IndexFlatIP(self.dim))
+
+    def _load(self):
+        """The saved index, if its fingerprint matches the store's rows; None if missing, stale or corrupt."""
+        import faiss
+
+        if getattr(self.store, "encrypted", False):  # never read vectors beside an encrypted store
+            return None
+        try:
+            with self._files():
+                meta = json.loads(self.meta_path.read_text())
+                if meta["fingerprint"] != self.store.embedding_fingerprint(self.family) or meta["dim"] != self.dim:
+                    return None
+                index = faiss.read_index(str(self.path))
+        except FileNotFoundError:
+            return None
+        except (ValueError, KeyError, RuntimeError, OSError) as exc:
+            log.warning("rebuilding %s: %s", self.path, exc)
+            return None
+        rows = self.store.embedding_rows(self.family, vectors=False)
+        if index.ntotal != len(rows):
+            return None
+        self.rows = {r[0]: (r[1], r[2], r[3]) for r in rows}
+        self.fingerprint = meta["fingerprint"]
+        return index
+
+    def _rebuild(self):
+        self.fingerprint = self.store.embedding_fingerprint(self.family)  # before the rows: never ahead of them
+        rows = self.store.embedding_rows(self.family)
+        index = self._fresh()
+        self.rows = {}
+        self._add(index, rows)
+        self.index = index
+        self.save()
+        return index
+
+    def _add(self, index, rows) -> None:
+        if not rows:
+            return
+        vectors = np.stack([np.frombuffer(r[6], dtype=np.float32) for r in rows])
+        index.add_with_ids(vectors, np.array([r[0] for r in rows], dtype=np.int64))
+        self.rows.update({r[0]: (r[1], r[2], r[3]) for r in rows})
+
+    def save(self) -> None:
+        """Write the index and its fingerprint beside the store, owner-only; an encrypted store's index
+        stays in memory (rebuilt from the store on open), so no vector lands on disk in the clear."""
+        import faiss
+
+        if getattr(self.store, "encrypted", False) or getattr(self.store, "read_only", False):
+            return
+        try:
+            with self._files():
+                tmp = self.path.with_suffix(".tmp")
+                private_file(tmp)
+                faiss.write_index(self.index, str(tmp))
+                tmp.replace(self.path)
+                meta_tmp = self.meta_path.with_name(self.meta_path.name + ".tmp")  # replaced whole, never half written
+                private_file(meta_tmp)
+                meta_tmp.write_text(json.dumps({"fingerprint": self.fingerprint, "dim": self.dim}))
+                meta_tmp.replace(self.meta_path)
+        except (OSError, RuntimeError) as exc:  # derived data: the store is intact, the next open rebuilds
+            log.warning("could not save %s (%s); it will be rebuilt from the store", self.path, exc)
+            self.meta_path.unlink(missing_ok=True)
+
+    def refresh(self, replaced: Sequence[int], rows, version: int) -> None:
+        """Drop replaced rowids, add the rows not indexed (after the drop: SQLite may give a replacing row
+        the rowid it replaced), mark the index current at the store's ``version``, save."""
+        if replaced:
+            self.index.remove_ids(np.array(replaced, dtype=np.int64))
+            for rowid in replaced:
+                self.rows.pop(rowid, None)
+        self._add(self.index, [r for r in rows if r[0] not in self.rows])
+        self.fingerprint = [version, len(self.rows)]
+        self.save()
+
+    def search(self, query: np.ndarray, rowids: Sequence[int]) -> list[tuple[int, float]]:
+        """(rowid, similarity) of ``rowids`` best first; the search never leaves that set."""
+        import faiss
+
+        if not rowids:
+            return []
+        params = faiss.SearchParameters(sel=faiss.IDSelectorBatch(np.array(rowids, dtype=np.int64)))
+        with faiss_threads(SEARCH_THREADS):
+            scores, ids = self.index.search(query.reshape(1, -1), len(rowids), params=params)
+        return [(int(i), float(s)) for i, s in zip(ids[0], scores[0]) if i >= 0]
+
+
+class PageIndex:
+    """Embeds pages when they are created or their keywords change, and ranks them against a query."""
+
+    def __init__(self, store: Store, embedder: Embedder):
+        self.store = store
+        self.embedder = embedder
+        self._families: dict[str, FamilyIndex] = {}
+        self._lock = threading.RLock()
+
+    def family(self, name: str) -> FamilyIndex:
+        if name not in FAMILIES:
+            raise ValueError(f"unknown signal {name!r}; use one of {', '.join(FAMILIES)}")
+        with self._lock:
+            if name not in self._families or not self._families[name].current():
+                self._families[name] = FamilyIndex(self.store, name, self.embedder.dim)
+            return self._families[name]
+
+    def sources(self, page: Page, turns: Sequence[Turn], bookmark: Callable[[Page], str]) -> dict[str, str]:
+        """The text each vector of ``page`` embeds, by kind."""
+        out = {"bookmark": " ".join(page.keywords) or bookmark(page), "text": page.text}
+        out.update({f"turn:{i}": turns[i].text for i in page.turn_range if turns[i].text})  # not forgotten
+        return out
+
+    def update(self, conv_id: str, pages: Sequence[Page], turns: Sequence[Turn],
+               bookmark: Callable[[Page], str], families: Sequence[str] = ("turn",)) -> int:
+        """Embed whatever of ``pages`` is missing or changed in ``families`` (default: the turns, all that
+        recall ranks; whole-page texts, long and costly to embed, only when a signal asks for them);
+        returns how many vectors were computed."""
+        with self._lock:
+            page_ids = [p.page_id for p in pages]
+            stored = {}
+            for family in FAMILIES:
+                for rowid, _, page_id, kind, model, source in self.store.embedding_rows(
+                        family, conv_id, page_ids, vectors=False):
+                    stored[(page_id, kind)] = (rowid, source, model)
+            todo = []
+            for page in pages:
+                for kind, text in self.sources(page, turns, bookmark).items():
+                    if kind.split(":")[0] not in families:
+                        continue
+                    old = stored.get((page.page_id, kind))
+                    if old is None or old[1] != text or old[2] != self.embedder.name:
+                        todo.append((page.page_id, kind, text, old[0] if old else None))
+            if not todo:
+                return 0
+            vectors = self.embedder.encode([t[2] for t in todo])
+            before, after = self.store.save_embeddings([
+                (conv_id, page_id, kind, self.embedder.name, text, vec.tobytes())
+                for (page_id, kind, text, _), vec in zip(todo, vectors)
+            ])
+            for family in FAMILIES:
+                loaded = self._families.get(family)
+                if loaded is None:
+                    continue
+                if not loaded.fingerprint or loaded.fingerprint[0] != before:  # another process wrote vectors
+                    del self._families[family]  # reloaded (from the files or the store) on next use
+                    continue
+                mine = [t for t in todo if t[1].split(":")[0] == family]
+                new_rows = self.store.embedding_rows(family, conv_id, sorted({t[0] for t in mine}))
+                loaded.refresh([t[3] for t in mine if t[3] is not None], new_rows, after)
+            return len(todo)
+
+    def turn_scores(self, conv_id: str, query: str | np.ndarray, page_ids: Sequence[int]) -> dict[int, float]:
+        """Cosine similarity of ``query`` to every embedded turn of ``page_ids``, by turn index."""
+        if not page_ids:
+            return {}
+        family = self.family("turn")
+        vector = self.embedder.encode_one(query) if isinstance(query, str) else query
+        with self._lock:
+            rowids = [r[0] for r in self.store.embedding_rows("turn", conv_id, page_ids, vectors=False)]
+            return {int(family.rows[rowid][2].split(":")[1]): score for rowid, score in family.search(vector, rowids)}
+
+    def rank(self, conv_id: str, query: str | np.ndarray, page_ids: Sequence[int], signal: str = "turn") -> list[Hit]:
+        """``page_ids`` ranked by similarity to ``query`` under one signal; a page scores as its best row."""
+        if not page_ids:
+            return []
+        family = self.family(signal)
+        vector = self.embedder.encode_one(query) if isinstance(query, str) else query
+        with self._lock:
+            rowids = [r[0] for r in self.store.embedding_rows(signal, conv_id, page_ids, vectors=False)]
+            best: dict[int, Hit] = {}
+            for rowid, score in family.search(vector, rowids):
+                _, page_id, kind = family.rows[rowid]
+                if page_id not in best or score > best[page_id].score:
+                    best[page_id] = Hit(page_id, score, kind)
+        return sorted(best.values(), key=lambda h: -h.score)
+
+
+def rewrite_indexes(store: Store, page_index: PageIndex | None = None) -> None:
+    """Rebuild every saved index from the store (after vectors were deleted and the database vacuumed,
+    which renumbers rows): each file is replaced by one without the deleted vectors, an index loaded in
+    ``page_index`` is rebuilt too, and an index file whose size cannot be read is deleted."""
+    loaded: dict[str, FamilyIndex] = {}
+    if page_index is not None:
+        with page_index._lock:
+            loaded = dict(page_index._families)
+            page_index._families.clear()
+    for family in FAMILIES:
+        path = Path(f"{store.path}.{family}.faiss")
+        dim = loaded[family].dim if family in loaded else _saved_dim(path.with_suffix(".json"))
+        if dim is None:
+            for stale in (path, path.with_suffix(".json"), path.with_suffix(".tmp")):
+                stale.unlink(missing_ok=True)
+            continue
+        index = FamilyIndex(store, family, dim, rebuild=True)
+        if page_index is not None and family in loaded:
+            with page_index._lock:
+                page_index._families[family] = index
+
+
+def _saved_dim(meta_path: Path) -> int | None:
+    try:
+        return int(json.loads(meta_path.read_text())["dim"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None

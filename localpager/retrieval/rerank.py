@@ -1,0 +1,324 @@
+"""Choosing what a recall injects: the conversation's turns ranked by the hybrid ranking (``ranking.py``).
+
+Small models recall too rarely and name the wrong page. The candidates are the pages the model named
+plus the best-ranked pages; each scores its best turn's fused (dense + BM25) score, plus a bonus when
+the model named it. The best page is injected, a second one only when it scores close to the first,
+and of each page only the best-matching turn (an excerpt), since a tiny model answers better, and
+faster, from less text.
+
+Recall searches every page but the question itself, resident ones included: a recall is answered in a
+focused prompt that holds only what was injected, so a fact stated two turns ago must be findable too.
+When a later turn says that what the best turn states has changed (a budget or a deadline), the
+newest is injected instead, marked ``latest`` (with ``show_changed``, the older one follows it, marked
+``changed later``).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Sequence
+
+from ..core.answer_types import asks_for_several
+from ..core.pager import Pager
+from ..core.records import Page, newest
+from ..runtime.layouts import CHANGED, LATEST
+from ..runtime.recall import Injection, fit_turns
+from ..runtime.trace import Candidate
+from .gate import DEFAULT_MODEL, GateDecision, GateModel, decide, gate_features
+from .index import Hit, PageIndex
+from .ranking import (
+    HybridSettings,
+    LexicalIndex,
+    TurnHit,
+    best_per_page,
+    embedding_scorer,
+    rank_turns,
+    should_recall,
+    trigger_features,
+)
+
+# Who chooses the pages a recall injects: the model alone (its named pages, in its order), the ranking
+# alone, or the model's choice reranked with the ranking's best pages (a bonus for a page the model named).
+PAGE_CHOICES = ("model", "rerank", "model+rerank")
+# A later statement replaces an earlier one only when it says that something changed and ranks among the
+# best three turns. With similarity and margin alone, LoCoMo's later turns on the same topic (a new event,
+# not a correction) took over the injection: page selection on LoCoMo conversations 1-5 (categories 1-4,
+# 12 questions each) 0.47 without newest-wins, 0.13 with it, 0.43 with the cue and the rank. On the 72
+# generated probes: e2e 0.36 without, 0.39 with; the latest value for 7 of 16 update probes against 5.
+CHANGE_CUE = re.compile(r"\b(?:actually|no longer|any ?more|instead|chang\w*|switch\w*|moved?|swapp?\w*|"
+                        r"new one|re(?:assign|book|schedul)\w*|correction|update[ds]?)\b", re.I)
+# When a message pages in without the model asking: "gate" (the recall gate, ``gate.py``: does it ask about
+# something said before?), "question" (any message with a question's form, the rule before the gate), "off"
+# (only when the model asks).
+TRIGGERS = ("gate", "question", "off")
+
+
+@dataclass
+class RerankSettings:
+    page_choice: str = "model+rerank"  # one of PAGE_CHOICES
+    # turn: the hybrid ranking of turns (the product); bookmark or text: the question's cosine with each
+    # evicted page's bookmark or whole text, to measure keyword strategies (README, "Keywords").
+    signal: str = "turn"
+    top_k: int = 3  # pages added as candidates by the ranking
+    model_weight: float = 0.05  # bonus for a page the model named
+    second_page_margin: float = 0.05  # a second page only if its fused score is within this of the first
+    # One page: on 36 generated probes, a second close page was injected for 32 of them and e2e fell from
+    # 0.36 to 0.28 (the 135M model answers from the wrong turn); eval --pages 2 measures it.
+    max_pages: int = 1
+    # ... and this many when the question asks for several things ("What books has Melanie read?", "Which
+    # cities have both visited?", ``answer_types.asks_for_several``); the second page still has to score
+    # within ``second_page_margin`` of the first.
+    pages_when_several: int = 1
+    # Page in although the model did not ask (see TRIGGERS): "gate" asks the recall gate; "question" pages
+    # in any message with a question's form (every probe, but also every general question: "How do I tie a
+    # tie?" answered from an unrelated memory); "off": only when the model asks.
+    trigger: str = "gate"
+    # turns on each side of the best-matching turn; None: the whole page. Measured (3 generated
+    # conversations, SmolLM2-135M): the best turn alone answered 0.26 of probes, with one neighbour
+    # each side 0.16, in less time.
+    excerpt: int | None = 0
+    # Another turn states the same thing as the chosen one when their cosine is at least this and it
+    # ranks within ``same_slot_margin`` of it: the newest of them is shown first, marked latest. On the
+    # generated set (10 conversations), 13 of 16 fact/update pairs have a cosine >= 0.45 and no fact
+    # turn is that close to any other user turn (at most 0.41).
+    same_slot_similarity: float = 0.45
+    same_slot_margin: float = 0.15
+    same_slot_rank: int = 3  # ... and is among the best this many turns
+    # Also show the older statement, marked "changed later". Measured on the 72 generated probes: showing
+    # only the newest answered 0.40 (16 update probes: latest value 0.44), both 0.36 (0.25).
+    show_changed: bool = False
+    hybrid: HybridSettings = field(default_factory=HybridSettings)
+    gate: GateModel = field(default_factory=lambda: DEFAULT_MODEL)  # the recall gate's model (trigger "gate")
+
+    def __post_init__(self) -> None:
+        if self.page_choice not in PAGE_CHOICES:
+            raise ValueError(f"unknown page choice {self.page_choice!r}; use one of {', '.join(PAGE_CHOICES)}")
+        if self.trigger not in TRIGGERS:
+            raise ValueError(f"unknown trigger {self.trigger!r}; use one of {', '.join(TRIGGERS)}")
+
+
+class RerankSelector:
+    """A PageSelector for one conversation, backed by the shared page index and its lexical index."""
+
+    def __init__(self, index: PageIndex, conv_id: str, settings: RerankSettings | None = None,
+                 lexical: LexicalIndex | None = None):
+        self.index = index
+        self.conv_id = conv_id
+        self.settings = settings or RerankSettings()
+        self.lexical = lexical or LexicalIndex(conv_id)
+        self._rankings: dict[tuple, list[TurnHit]] = {}
+        self._telling: dict[int, bool] = {}  # turn index -> ranking.tells, kept across questions
+        self.last_gate: GateDecision | None = None
+
+    # -- ranking -------------------------------------------------------------------------------
+    def _dense(self, pager: Pager):
+        """Cosine of the question with turns: evicted turns from the FAISS index, the others embedded
+        directly (the embedder caches by text, so each resident turn is embedded once)."""
+        direct = embedding_scorer(self.index.embedder, pager.turns)
+
+        def score(question: str, turn_indices: list[int]) -> dict[int, float]:
+            stored = {i: p.page_id for p in pager.evicted for i in p.turn_range}
+            stored_pages = sorted({stored[i] for i in turn_indices if i in stored})
+            scores = self.index.turn_scores(self.conv_id, question, stored_pages) if stored_pages else {}
+            wanted = set(turn_indices)
+            scores = {i: s for i, s in scores.items() if i in wanted}
+            scores.update(direct(question, [i for i in turn_indices if i not in scores]))
+            return scores
+
+        return score
+
+    def _ranked(self, question: str, pager: Pager, pages: Sequence[Page]) -> list[TurnHit]:
+        """Turns of ``pages`` best first; ranked once per question and page set, so the trigger and the
+        selection of one answer share the work."""
+        key = (question, len(pager.turns), tuple((p.page_id, p.last_turn, tuple(p.keywords)) for p in pages))
+        if key not in self._rankings:
+            if len(self._rankings) >= 32:  # a selector kept across many questions stays small
+                self._rankings.clear()
+            self.index.update(self.conv_id, [p for p in pages if p.evicted], pager.turns, pager.bookmark)
+            self._rankings[key] = rank_turns(question, pager.turns, pages, self._dense(pager), self.lexical,
+                                             self.settings.hybrid)
+        return self._rankings[key]
+
+    def rank(self, question: str, pager: Pager, pages: Sequence[Page] | None = None) -> list[TurnHit]:
+        """Turns of ``pages`` (default: every page) best first: what ``Conversation.search`` lists."""
+        return self._ranked(question, pager, list(pager.pages) if pages is None else list(pages))
+
+    @staticmethod
+    def _searchable(pager: Pager, question: str) -> list[Page]:
+        """Every page, without the question itself when it is the conversation's last turn."""
+        pages = list(pager.pages)
+        if pages and pager.turns and pager.turns[-1].text == question and pager.turns[-1].role == "user":
+            last = pages[-1]
+            if last.first_turn == last.last_turn:
+                pages = pages[:-1]
+            else:
+                pages[-1] = Page(last.page_id, last.first_turn, last.last_turn - 1, evicted=last.evicted)
+        return pages
+
+    def should_recall(self, question: str, pager: Pager) -> bool:
+        """Whether ``question`` pages in without the model asking (``RerankSettings.trigger``); the gate's
+        verdict, when it was asked, is kept in ``last_gate`` for the trace."""
+        self.last_gate = None
+        if self.settings.trigger == "off" or self.settings.page_choice == "model" or not pager.evicted:
+            return False
+        if self.settings.trigger == "question":
+            hits = self._ranked(question, pager, pager.evicted)
+            return should_recall(trigger_features(question, hits), self.settings.hybrid)
+        hits = self._ranked(question, pager, self._searchable(pager, question))
+        self.last_gate = decide(gate_features(question, hits, pager.turns, self._telling), self.settings.gate)
+        return self.last_gate.recall
+
+    # -- selection -----------------------------------------------------------------------------
+    def _page_hits(self, question: str, pager: Pager) -> dict[int, TurnHit | Hit]:
+        """Each candidate page's best hit, best page first."""
+        if self.settings.signal == "turn":
+            ranked = self._ranked(question, pager, self._searchable(pager, question))
+            return {h.page_id: h for h in best_per_page(ranked)}
+        evicted = [p.page_id for p in pager.evicted]
+        self.index.update(self.conv_id, pager.evicted, pager.turns, pager.bookmark, (self.settings.signal,))
+        return {h.page_id: h for h in self.index.rank(self.conv_id, question, evicted, self.settings.signal)}
+
+    def select(self, question: str, named: Sequence[int], pager: Pager, room: int):
+        s = self.settings
+        hits = self._page_hits(question, pager) if s.page_choice != "model" or named else {}
+        pool: list[int] = list(named) if s.page_choice != "rerank" else []
+        if s.page_choice != "model":
+            pool += [pid for pid in list(hits)[: s.top_k] if pid not in pool]
+        candidates = []
+        for pid in pool:
+            sim = hits[pid].score if pid in hits else 0.0
+            is_named = pid in named
+            bonus = s.model_weight if is_named and s.page_choice == "model+rerank" else 0.0
+            score = sim + bonus if s.page_choice != "model" else 1.0 / (1 + list(named).index(pid))
+            candidates.append(Candidate(page_id=pid, score=round(score, 4),
+                                        similarity=round(getattr(hits.get(pid), "dense", sim), 4),
+                                        named_by_model=is_named))
+        candidates.sort(key=lambda c: -c.score)
+        injections: list[Injection] = []
+        most = max(s.max_pages, s.pages_when_several) if asks_for_several(question) else s.max_pages
+        for c in candidates:
+            if len(injections) >= most:
+                c.reason = f"at most {most} pages"
+            elif injections and s.page_choice != "model" and c.score < candidates[0].score - s.second_page_margin:
+                c.reason = f"scores {candidates[0].score - c.score:.3f} below the best"
+            else:
+                turns = self._excerpt(pager.page(c.page_id), hits.get(c.page_id), question, pager, room)
+                if not turns:
+                    c.reason = "no room left"
+                    continue
+                room -= sum(pager.turn_tokens(pager.turns[i]) for i in turns)
+                injections.append(Injection(pager.page(c.page_id), turns))
+                c.injected = True
+                c.reason = "best match" if len(injections) == 1 else "close to the best"
+        if injections:  # a correction the user made outranks the change-cue rule
+            injections, corrected = self._corrected(pager, injections, candidates, room)
+            if not corrected and s.signal == "turn" and s.excerpt == 0:
+                injections = self._newest_first(question, pager, injections, candidates, room)
+                injections, _ = self._corrected(pager, injections, candidates, room)
+        return injections, candidates
+
+    def _corrected(self, pager: Pager, injections: list[Injection], candidates: list[Candidate],
+                   room: int) -> tuple[list[Injection], bool]:
+        """A turn the user corrected (``Conversation.correct``) is never shown alone: its newest correction
+        is shown first, marked ``latest``, and the corrected turn is dropped (with ``show_changed``, kept
+        after it, marked ``changed later``); ``candidates`` say so. True when anything was corrected."""
+        turns = pager.turns
+        old = [t for inj in injections for t in inj.turns if turns[t].superseded_by is not None]
+        if not old:
+            corrections = {t.superseded_by for t in turns if t.superseded_by is not None}
+            for inj in injections:  # a correction shown for itself still says it is the latest
+                inj.labels.update({t: LATEST for t in inj.turns if t in corrections})
+            return injections, False
+        replaced = {t: newest(turns, t) for t in old}
+        shown = {t for inj in injections for t in inj.turns}
+        firsts: list[Injection] = []
+        for t in old:
+            n = replaced[t]
+            if n in shown or any(n in f.turns for f in firsts) or not fit_turns(pager, [n], room):
+                continue
+            room -= pager.turn_tokens(turns[n])
+            firsts.append(Injection(pager.page_of_turn(n), [n], {n: LATEST}))
+        visible = shown | {f.turns[0] for f in firsts}
+        rest = []
+        for inj in injections:
+            labels, kept = dict(inj.labels), []
+            for t in inj.turns:
+                if t not in replaced:
+                    if t in replaced.values():
+                        labels[t] = LATEST
+                    kept.append(t)
+                elif self.settings.show_changed and replaced[t] in visible:
+                    labels[t] = CHANGED
+                    kept.append(t)
+            if kept:
+                rest.append(Injection(inj.page, kept, labels))
+        result = firsts + rest
+        on = {i.page.page_id for i in result}
+        for c in candidates:
+            if c.injected and c.page_id not in on:
+                c.injected = False
+                c.reason = "corrected later (" + ", ".join(f"turn {t} by turn {n}" for t, n in replaced.items()) + ")"
+        for f in firsts:
+            pid, n = f.page.page_id, f.turns[0]
+            why = f"states it newest (turn {n} corrects turn {min(t for t in old if replaced[t] == n)})"
+            known = next((c for c in candidates if c.page_id == pid), None)
+            if known is None:
+                candidates.insert(0, Candidate(page_id=pid, score=0.0, injected=True, reason=why))
+            else:
+                known.injected, known.reason = True, why
+        return result, True
+
+    def _excerpt(self, page: Page, hit, question: str, pager: Pager, room: int) -> list[int]:
+        """The best-matching turn and ``excerpt`` neighbours each side (or the whole page), nearest to the
+        best turn first as far as ``room`` allows, returned in conversation order."""
+        n = self.settings.excerpt
+        best = hit.turn if hit is not None else None
+        if best is None:
+            in_page = self._ranked(question, pager, [page])
+            best = in_page[0].turn if in_page else page.first_turn
+        span = page.turn_range if n is None else range(max(page.first_turn, best - n), min(page.last_turn, best + n) + 1)
+        return sorted(fit_turns(pager, sorted(span, key=lambda i: (abs(i - best), i)), room))
+
+    def _newest_first(self, question: str, pager: Pager, injections: list[Injection], candidates: list[Candidate],
+                      room: int) -> list[Injection]:
+        """Newest wins: if a later turn states the same thing as the best injected turn, show it first
+        (``latest``) and the injected one after it (``changed later``), or instead of it (``show_changed``
+        off); ``candidates`` are updated to say so."""
+        s = self.settings
+        best = injections[0].turns[0]
+        ranked = self._ranked(question, pager, self._searchable(pager, question))
+        score = next((h.score for h in ranked if h.turn == best), None)
+        if score is None:
+            return injections
+        role = pager.turns[best].role
+        later = [h.turn for h in ranked[: s.same_slot_rank] if h.turn > best and h.score >= score - s.same_slot_margin
+                 and pager.turns[h.turn].role == role and CHANGE_CUE.search(pager.turns[h.turn].text)]
+        if not later:
+            return injections
+        vectors = self.index.embedder.encode([pager.turns[best].text] + [pager.turns[i].text for i in later])
+        same = [i for i, sim in zip(later, (vectors[1:] @ vectors[0]).tolist()) if sim >= s.same_slot_similarity]
+        if not same:
+            return injections
+        newest = max(same)
+        if not fit_turns(pager, [newest], room):
+            return injections
+        first = Injection(pager.page_of_turn(newest), [newest], {newest: LATEST})
+        if s.show_changed:
+            rest = [Injection(i.page, i.turns, {**i.labels, best: CHANGED} if best in i.turns else dict(i.labels))
+                    for i in injections]
+        else:
+            rest = [i for i in (Injection(i.page, [t for t in i.turns if t != best], dict(i.labels))
+                                for i in injections) if i.turns]
+        result = [first, *rest]
+        shown = {i.page.page_id for i in result}
+        newest_page = first.page.page_id
+        for c in candidates:
+            if c.page_id == newest_page:
+                c.injected, c.reason = True, f"states it newest (turn {newest}, after turn {best})"
+            elif c.injected and c.page_id not in shown:
+                c.injected, c.reason = False, f"changed later (turn {best}, restated in turn {newest})"
+        if not any(c.page_id == newest_page for c in candidates):
+            candidates.insert(0, Candidate(page_id=newest_page, score=round(score, 4), injected=True,
+                                           reason=f"states it newest (turn {newest}, after turn {best})"))
+        return result

@@ -1,0 +1,77 @@
+"""Answer prompts for a recall: how recalled turns and the question are laid out for the model.
+
+A 135M model cannot read past a long system message with a bookmark list and hundreds of tokens of
+resident turns: handed exactly the evidence turn inside the chat's full prompt it answered 0.25 of
+generated probes, in a short prompt of its own (the turn, ``Question: …``, ``Answer in a few words.``)
+0.63. So a recall is answered, by default, in a *focused* prompt on a second llama.cpp context; the
+chat's own prompt and KV cache stay untouched. The other layouts stay selectable for larger models
+and for measurement (``eval --layout``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Sequence
+
+from ..backends.base import Message
+from ..core.dates import annotate, format_time
+from ..core.records import Page, Turn
+
+# focused: system line, the recalled turns, the question (default);
+# focused+recent: the same after the last exchange of the chat;
+# notes-system: the recalled turns as notes in the system message, the question as the user message;
+# inline: the chat's whole prompt, the recalled turns after the question (the layout before 0.2).
+LAYOUTS = ("focused", "focused+recent", "notes-system", "inline")
+DEFAULT_LAYOUT = "focused"
+
+# Measured on the 72 generated probes of seed 0, evidence turn given (greedy, repetition guard): this
+# system line 0.58; the chat's longer one ("... Answer briefly and only from what was said in this
+# conversation.") 0.50; without the "From earlier" line 0.56; "Earlier I said: ..." 0.47.
+ANSWER_SYSTEM = "You are a helpful assistant."
+FOCUSED_PROMPT = "From earlier in this conversation:\n{notes}\n\nQuestion: {question}\nAnswer in a few words."
+NOTES_SYSTEM = ANSWER_SYSTEM + "\nNotes from earlier in this conversation:\n{notes}"
+INLINE_PROMPT = "Earlier in this conversation:\n{notes}\n\n{question}"
+
+LATEST = "latest"
+CHANGED = "changed later"
+
+
+@dataclass
+class Injection:
+    """What of a recalled page goes into the prompt: the page, the turns shown of it (in the order shown)
+    and a label for some of them (``latest``, or ``changed later`` for an older statement of the same thing)."""
+
+    page: Page
+    turns: list[int]
+    labels: dict[int, str] = field(default_factory=dict)
+
+
+def turn_line(turn: Turn, label: str = "") -> str:
+    """One recalled turn as the model reads it: ``[time] speaker: text (label)``, each relative date in
+    the text followed by the date it means ("yesterday [7 May 2023]", ``dates.annotate``)."""
+    when = f"[{format_time(turn.time)}] " if turn.time else ""
+    mark = f" ({label})" if label else ""
+    return f"{when}{turn.speaker or turn.role}: {annotate(turn.text, turn.time)}{mark}"
+
+
+def recalled_notes(turns: Sequence[Turn], injections: Sequence[Injection]) -> str:
+    """The recalled turns, one a line, in the order the selector chose (best or newest first)."""
+    return "\n".join(turn_line(turns[i], inj.labels.get(i, "")) for inj in injections for i in inj.turns)
+
+
+def answer_messages(layout: str, notes: str, question: str, recent: Sequence[Message] = ()) -> list[Message]:
+    """The messages of a recall answer under ``layout`` (all but ``inline``, which extends the chat's prompt)."""
+    if layout == "focused":
+        return [Message("system", ANSWER_SYSTEM), Message("user", FOCUSED_PROMPT.format(notes=notes, question=question))]
+    if layout == "focused+recent":
+        return [Message("system", ANSWER_SYSTEM), *recent,
+                Message("user", FOCUSED_PROMPT.format(notes=notes, question=question))]
+    if layout == "notes-system":
+        return [Message("system", NOTES_SYSTEM.format(notes=notes)), Message("user", question)]
+    check_layout(layout)
+    raise ValueError(f"the {layout} layout extends the chat's own prompt; it has no answer prompt of its own")
+
+
+def check_layout(layout: str) -> None:
+    if layout not in LAYOUTS:
+        raise ValueError(f"unknown answer layout {layout!r}; use one of {', '.join(LAYOUTS)}")

@@ -1,0 +1,388 @@
+"""The recall loop: one answer from a local model over a paged conversation.
+
+Prompt layout, chosen so that llama.cpp re-evaluates as little as possible:
+
+    system instructions | bookmarks of evicted pages | resident turns | the new user turn
+
+Between evictions the prompt only grows at its end. A question is first ranked against the evicted
+pages (cheap: embeddings and BM25); when the retrieval trigger fires, or the model itself answers
+``recall(page_ids=[..])``, the selected turns are answered from in a focused prompt of their own
+(``layouts.py``) on a second llama.cpp context, so the chat's prompt and KV cache stay as they were.
+With the ``inline`` layout the recalled turns go after the user turn instead, for that answer only.
+Every answer runs under a repetition guard (``guard.py``).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, replace
+from typing import Callable, Protocol, Sequence
+
+from ..backends.base import BackendError, ChatBackend, Message, TextCallback
+from ..core.answer_types import asks_when, asks_when_past
+from ..core.dates import turn_dates
+from ..core.pager import Pager
+from ..core.records import Turn
+from .grammar import Decision, choice_grammar, is_recall_prefix, parse_decision, recall_grammar
+from .guard import RepetitionGuard
+from .layouts import DEFAULT_LAYOUT, INLINE_PROMPT, Injection, answer_messages, check_layout, recalled_notes
+from .trace import Candidate, Citation, Trace
+
+SYSTEM_PROMPT = "You are a helpful assistant. Answer briefly and only from what was said in this conversation."
+MEMORY_PROMPT = (
+    "Older parts of this conversation were moved to numbered pages. Bookmarks (page: keywords):\n"
+    "{bookmarks}\n"
+    "To read pages before answering, reply only with recall(page_ids=[N])."
+)
+# auto: the model decides (grammar-constrained); always: the model must name pages; selector: the page
+# selector decides without asking the model; never: no recall, no bookmarks in the prompt.
+RECALL_MODES = ("auto", "always", "selector", "never")
+
+
+class ContextOverflowError(ValueError):
+    """A turn that cannot fit in the model's context whatever is evicted."""
+
+
+@dataclass
+class RecallSettings:
+    """How the runtime recalls. ``mode``: ``auto`` lets the model choose, ``always`` makes it recall
+    (when any page is evicted), ``never`` disables recall."""
+
+    mode: str = "auto"
+    max_pages: int = 2  # pages one recall may name
+    max_rounds: int = 1  # recall rounds per answer
+    max_answer_tokens: int = 96
+    decision_tokens: int = 24  # enough for a recall call naming max_pages ids
+    show_bookmarks: bool | None = None  # bookmarks in the system message; None: unless mode is never
+    layout: str = DEFAULT_LAYOUT  # how a recall is answered (see localpager.runtime.layouts)
+    # A question asking when is answered with one of the dates the recalled turns speak of (``dates.turn_dates``:
+    # "yesterday" said on 8 May 2023 is "7 May 2023"), chosen by the model under a grammar, when they have any.
+    date_answers: bool = True
+    repeat_penalty: float = 1.0  # llama.cpp's penalty on recent tokens; the repetition guard runs regardless
+
+    def __post_init__(self) -> None:
+        if self.mode not in RECALL_MODES:
+            raise ValueError(f"unknown recall mode {self.mode!r}; use one of {', '.join(RECALL_MODES)}")
+        check_layout(self.layout)
+        if self.max_pages < 1 or self.max_rounds < 1 or self.max_answer_tokens < 1:
+            raise ValueError("max_pages, max_rounds and max_answer_tokens must be at least 1")
+
+
+class PageSelector(Protocol):
+    """Decides what a recall injects. The model names pages; a selector may rerank or add others."""
+
+    def should_recall(self, question: str, pager: Pager) -> bool:
+        """Whether to page in although the model chose to answer directly."""
+
+    def select(
+        self, question: str, named: Sequence[int], pager: Pager, room: int
+    ) -> tuple[list[Injection], list[Candidate]]:
+        """The pages to inject, best first, within ``room`` tokens, and every candidate considered."""
+
+
+class ModelChoiceSelector:
+    """Injects exactly the pages the model named, in its order, as far as they fit."""
+
+    def should_recall(self, question: str, pager: Pager) -> bool:
+        return False
+
+    def select(self, question, named, pager, room):
+        return inject_in_order(pager, named, room, "named by the model", named_by_model=True)
+
+
+def inject_in_order(pager: Pager, page_ids: Sequence[int], room: int, reason: str,
+                    named_by_model: bool = False) -> tuple[list[Injection], list[Candidate]]:
+    """Whole pages in the given order (score 1/rank), each as far as the remaining room allows."""
+    injections, candidates = [], []
+    for rank, page_id in enumerate(page_ids):
+        page = pager.page(page_id)
+        turns = fit_turns(pager, list(page.turn_range), room)
+        candidate = Candidate(page_id=page_id, score=round(1.0 / (rank + 1), 4), named_by_model=named_by_model,
+                              injected=bool(turns), reason=reason if turns else "no room left")
+        if turns:
+            injections.append(Injection(page, turns))
+            room -= sum(pager.turn_tokens(pager.turns[i]) for i in turns)
+        candidates.append(candidate)
+    return injections, candidates
+
+
+def fit_turns(pager: Pager, turns: list[int], room: int) -> list[int]:
+    """The longest run of ``turns`` from their start that fits in ``room`` tokens."""
+    kept, used = [], 0
+    for i in turns:
+        used += pager.turn_tokens(pager.turns[i])
+        if used > room:
+            break
+        kept.append(i)
+    return kept
+
+
+def turn_message(turn: Turn) -> Message:
+    content = f"{turn.speaker}: {turn.text}" if turn.speaker else turn.text
+    return Message(turn.role if turn.role in ("user", "assistant") else "user", content)
+
+
+def system_message(pager: Pager, show_bookmarks: bool = True) -> Message:
+    listed = pager.listed
+    if not listed or not show_bookmarks:
+        return Message("system", SYSTEM_PROMPT)
+    bookmarks = "\n".join(pager.bookmark(p) for p in listed)
+    return Message("system", SYSTEM_PROMPT + "\n" + MEMORY_PROMPT.format(bookmarks=bookmarks))
+
+
+def _ms(start: float) -> float:
+    return (time.perf_counter() - start) * 1000
+
+
+class Runtime:
+    """Answers over a pager with a chat backend; the recall loop and nothing else.
+
+    ``side`` returns a second context on the same model (``ChatBackend.fork``), where focused recall
+    answers run; without it they run on ``backend`` and the chat's KV cache is rebuilt on the next turn."""
+
+    def __init__(self, backend: ChatBackend, settings: RecallSettings | None = None,
+                 selector: PageSelector | None = None, side: Callable[[], ChatBackend] | None = None):
+        self.backend = backend
+        self.settings = settings or RecallSettings()
+        self.selector = selector or ModelChoiceSelector()
+        self._side = side
+
+    @property
+    def answer_backend(self) -> ChatBackend:
+        return self._side() if self._side is not None else self.backend
+
+    def system_tokens(self) -> int:
+        """Tokens of the system message without bookmarks: the pager's fixed overhead."""
+        return len(self.backend.render([Message("system", SYSTEM_PROMPT)], add_generation_prompt=False))
+
+    def max_turn_tokens(self, budget: int) -> int:
+        """The longest turn that can be answered: the context minus the memory budget and the answer."""
+        return self.backend.n_ctx - budget - self.settings.max_answer_tokens - 32
+
+    def messages(self, pager: Pager, question: str | None, show_bookmarks: bool = True) -> list[Message]:
+        """The prompt's messages; ``question`` is appended when it is not a turn of the pager."""
+        messages = [system_message(pager, show_bookmarks)]
+        for page in pager.resident:
+            messages += [turn_message(pager.turns[i]) for i in page.turn_range if pager.turns[i].text]  # not forgotten
+        if question is not None:
+            messages.append(Message("user", question))
+        return messages
+
+    def fit(self, messages: list[Message]) -> tuple[list[Message], list[int]]:
+        """Render ``messages``; if too long for the context, drop the oldest turns (never the system
+        message or the last turn)."""
+        limit = self.backend.n_ctx - self.settings.max_answer_tokens - self.settings.decision_tokens
+        tokens = self.backend.render(messages)
+        while len(tokens) > limit and len(messages) > 2:
+            messages = [messages[0]] + messages[2:]
+            tokens = self.backend.render(messages)
+        if len(tokens) > limit:
+            raise ContextOverflowError(
+                f"the prompt needs {len(tokens)} tokens even with every older page evicted; "
+                f"the context holds {self.backend.n_ctx}"
+            )
+        return messages, tokens
+
+    def answer(self, pager: Pager, question: str, *, pending: bool = False, on_text: TextCallback | None = None,
+               turn: int | None = None, selector: PageSelector | None = None, mode: str | None = None,
+               layout: str | None = None) -> Trace:
+        """Answer ``question``. With ``pending`` it is not a turn of ``pager`` (the last turn otherwise);
+        ``selector`` decides what a recall injects (default: the runtime's); ``mode`` and ``layout``
+        override the recall mode and the answer layout for this answer."""
+        s = self.settings
+        if mode is not None or layout is not None:
+            s = replace(s, mode=mode or s.mode, layout=layout or s.layout)
+        selector = selector or self.selector
+        trace = Trace(turn=len(pager.turns) - 1 if turn is None else turn, question=question)
+        show = s.show_bookmarks if s.show_bookmarks is not None else s.mode != "never"
+        # the model can name only the pages whose bookmarks it sees; retrieval searches all evicted pages
+        shown = pager.listed if show else []
+        trace.bookmarks = [pager.bookmark(p) for p in shown]
+
+        start = time.perf_counter()
+        messages, prompt = self.fit(self.messages(pager, question if pending else None, show))
+        trace.timings_ms["tokenize"] = _ms(start)
+        trace.tokens["prompt"] = len(prompt)  # the chat's prompt, whether or not this answer reads it
+
+        # Retrieval first: it costs milliseconds, and when it fires the chat prompt need not be read now.
+        if s.mode in ("auto", "selector") and self._retrieval_trigger(question, pager, selector, trace):
+            trace.trigger = "retrieval" if s.mode == "auto" else "selector"
+        decision, decision_tokens = Decision(), []
+        shown_ids = [p.page_id for p in shown]
+        if trace.trigger == "none" and shown_ids and s.mode in ("auto", "always"):
+            decision, decision_tokens = self._decide(prompt, shown_ids, trace, s)
+            if decision.is_recall:
+                trace.trigger = "forced" if s.mode == "always" else "model"
+                trace.model_page_ids = list(decision.page_ids)
+        if trace.trigger != "none":
+            if self._recall(pager, question, list(decision.page_ids), messages, prompt, trace, on_text,
+                            selector, s, shown_ids):
+                return trace
+        self._continue(prompt, decision_tokens, decision.answer_start, trace, on_text, s,
+                       prefill_stage="prefill" if not decision_tokens else "answer_decode")
+        return trace
+
+    # -- the steps ------------------------------------------------------------------------------
+    def _decide(self, prompt: list[int], evicted_ids: list[int], trace: Trace, s: RecallSettings,
+                stage: str = "prefill") -> tuple[Decision, list[int]]:
+        """The grammar-constrained first output; stops as soon as it can no longer be a recall call."""
+        grammar = recall_grammar(evicted_ids, s.max_pages, allow_answer=s.mode == "auto")
+        text = ""
+
+        def decided(piece: str) -> bool:
+            nonlocal text
+            text += piece
+            return not is_recall_prefix(text)
+
+        gen = self.backend.generate(prompt, max_tokens=s.decision_tokens, grammar=grammar,
+                                    on_text=decided)
+        trace.timings_ms[stage] += gen.prefill_ms
+        trace.timings_ms["decision_decode"] += gen.decode_ms
+        trace.add_tokens(gen.evaluated, gen.reused, len(gen.tokens), gen.prompt_tokens, kind="decision")
+        decision = parse_decision(gen.text)
+        return decision, ([] if decision.is_recall else gen.tokens)
+
+    def _retrieval_trigger(self, question: str, pager: Pager, selector: PageSelector, trace: Trace) -> bool:
+        start = time.perf_counter()
+        triggered = selector.should_recall(question, pager)
+        trace.timings_ms["rerank"] += _ms(start)
+        gate = getattr(selector, "last_gate", None)  # the recall gate's verdict, when the selector asked it
+        if gate is not None:
+            trace.gate = gate.to_dict()
+        return triggered
+
+    def _recall(self, pager, question, named, messages, prompt, trace, on_text, selector, s, shown_ids) -> bool:
+        """Answer from the selected turns under the settings' layout; False if nothing was selected or fits."""
+        if s.layout == "inline":
+            return self._recall_inline(pager, question, named, messages, prompt, trace, on_text, selector, s,
+                                       shown_ids)
+        start = time.perf_counter()
+        backend = self.answer_backend
+        recent = self._recent(messages, s.layout)
+        frame = answer_messages(s.layout, "", question, recent)
+        room = backend.n_ctx - len(backend.render(frame)) - s.max_answer_tokens - 16
+        injections, candidates = selector.select(question, named, pager, room)
+        trace.timings_ms["rerank"] += _ms(start)
+        trace.candidates += candidates
+        if not injections:
+            return False
+        start = time.perf_counter()
+        notes = recalled_notes(pager.turns, injections)
+        answer_prompt = backend.render(answer_messages(s.layout, notes, question, recent))
+        trace.timings_ms["recall_fetch"] += _ms(start)
+        self._record_injections(pager, injections, trace)
+        # a server that takes no GBNF (JSON schemas only, or nothing) answers freely
+        gbnf = getattr(backend, "constraint", "gbnf") == "gbnf"
+        grammar = self._date_grammar(pager, question, injections) if s.date_answers and gbnf else None
+        gen, text = self._generate_answer(backend, answer_prompt, s.max_answer_tokens, on_text, s, grammar=grammar)
+        trace.timings_ms["injection_prefill"] += gen.prefill_ms
+        trace.timings_ms["answer_decode"] += gen.decode_ms
+        trace.add_tokens(gen.evaluated, gen.reused, len(gen.tokens), gen.prompt_tokens, kind="answer")
+        trace.tokens["answer_prompt"] = gen.prompt_tokens
+        trace.answer, trace.stopped = text, gen.stopped
+        trace.cite(trace.answer)
+        return True
+
+    @staticmethod
+    def _recent(messages: list[Message], layout: str) -> list[Message]:
+        """The chat's last exchange before the question, for the ``focused+recent`` layout."""
+        if layout != "focused+recent":
+            return []
+        return [m for m in messages[1:-1] if m.role in ("user", "assistant")][-2:]
+
+    def _recall_inline(self, pager, question, named, messages, prompt, trace, on_text, selector, s,
+                       shown_ids) -> bool:
+        """Inject the selected turns after the user turn, in the chat's own prompt.
+
+        While rounds remain (``max_rounds``) and pages are still evicted, the model may recall again
+        after reading what was injected, under a grammar naming only the pages not yet injected."""
+        injected: list[Injection] = []
+        answer_start, decided = "", []
+        while True:
+            start = time.perf_counter()
+            room = self.backend.n_ctx - len(prompt) - s.max_answer_tokens - 64
+            injections, candidates = selector.select(question, named, pager, room)
+            done = {i.page.page_id for i in injected}
+            injections = [i for i in injections if i.page.page_id not in done]
+            trace.timings_ms["rerank"] += _ms(start)
+            trace.candidates += candidates
+            if not injections:
+                break
+            start = time.perf_counter()
+            recalled = INLINE_PROMPT.format(notes=recalled_notes(pager.turns, injections), question=question)
+            messages = messages + [Message("user", recalled)]
+            prompt = self.backend.render(messages)
+            trace.timings_ms["recall_fetch"] += _ms(start)
+            injected += injections
+            trace.rounds += 1
+            done = {i.page.page_id for i in injected}
+            remaining = [pid for pid in shown_ids if pid not in done]
+            if trace.rounds >= s.max_rounds or not remaining or s.mode != "auto":
+                break
+            decision, decided = self._decide(prompt, remaining, trace, s, stage="injection_prefill")
+            if not decision.is_recall:
+                answer_start = decision.answer_start
+                break
+            named = list(decision.page_ids)
+            trace.model_page_ids += named
+            # after reading, the model asked for more: it gets the pages it named (a selector would rank the
+            # page it has already read first again)
+            selector = ModelChoiceSelector()
+        if not injected:
+            return False
+        self._record_injections(pager, injected, trace, rounds=trace.rounds)
+        self._continue(prompt, decided, answer_start, trace, on_text, s,
+                       prefill_stage="answer_decode" if decided else "injection_prefill")
+        trace.cite(trace.answer)
+        return True
+
+    @staticmethod
+    def _record_injections(pager: Pager, injections: Sequence[Injection], trace: Trace, rounds: int = 1) -> None:
+        trace.decision = "recall"
+        trace.rounds = rounds
+        trace.injected_page_ids = list(dict.fromkeys(i.page.page_id for i in injections))
+        trace.injected_turns = [t for i in injections for t in i.turns]
+        trace.citations = [
+            Citation(page_id=i.page.page_id, turn=t, time=pager.turns[t].time, speaker=pager.turns[t].speaker
+                     or pager.turns[t].role, text=pager.turns[t].text, label=i.labels.get(t, ""))
+            for i in injections for t in i.turns
+        ]
+
+    @staticmethod
+    def _date_grammar(pager: Pager, question: str, injections: Sequence[Injection]) -> str | None:
+        """For a question asking when: a grammar allowing exactly one of the dates the recalled turns speak of
+        (a small model given "yesterday" and the day it was said answers "yesterday"). The day a turn was said
+        is one of them only when the question asks when something happened ("when did…"); "when is my yoga
+        class?" is answered from the turn's words. None when no such date is there."""
+        if not asks_when(question):
+            return None
+        past = asks_when_past(question)
+        dates = [d for i in injections for t in i.turns
+                 for d in turn_dates(pager.turns[t].text, pager.turns[t].time, said=past)]
+        return choice_grammar(dates) if dates else None
+
+    def _generate_answer(self, backend: ChatBackend, prompt: Sequence[int], max_tokens: int,
+                         on_text: TextCallback | None, s: RecallSettings, lead: str = "", grammar: str | None = None):
+        """Generate under the repetition guard; the answer text is what the guard keeps."""
+        guard = RepetitionGuard(on_text)
+        if lead:
+            guard(lead)
+        options = {"repeat_penalty": s.repeat_penalty} if s.repeat_penalty != 1.0 else {}
+        if grammar is not None:
+            options["grammar"] = grammar
+        gen = backend.generate(prompt, max_tokens=max(1, max_tokens), on_text=guard, **options)
+        guard.flush()
+        return gen, guard.text.strip()
+
+    def _continue(self, prompt, decided_tokens, answer_start, trace, on_text, s, prefill_stage) -> None:
+        """Generate the answer on the chat context, continuing after what the decision step already produced."""
+        gen, text = self._generate_answer(self.backend, list(prompt) + list(decided_tokens),
+                                          s.max_answer_tokens - len(decided_tokens), on_text, s, lead=answer_start)
+        trace.timings_ms[prefill_stage] += gen.prefill_ms
+        trace.timings_ms["answer_decode"] += gen.decode_ms
+        trace.add_tokens(gen.evaluated, gen.reused, len(gen.tokens), gen.prompt_tokens, kind="answer")
+        trace.answer, trace.stopped = text, gen.stopped
+
+
+__all__ = ["BackendError", "ContextOverflowError", "Injection", "ModelChoiceSelector", "PageSelector",
+           "RecallSettings", "Runtime"]

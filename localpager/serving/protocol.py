@@ -1,0 +1,231 @@
+"""What the OpenAI-compatible server decides before any model runs, kept apart from the web framework:
+errors in OpenAI's shape, which conversation a request names, how a client's resent history lines up with
+the stored conversation (``reconcile``) and when a request is a retry (``retried``), ids in headers and
+file names, which origins may change state, log lines that cannot be forged, and whether an address is
+loopback. Imports nothing heavy, so the logic is tested (and usable) without the ``server`` extra.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import unicodedata
+from dataclasses import dataclass, field
+from typing import Any, Mapping, Sequence
+from urllib.parse import quote, unquote, urlsplit
+
+from ..core.checks import id_problem
+
+CONVERSATION_HEADERS = ("x-conversation-id", "x-openwebui-chat-id")
+# what a header value may carry as it is: visible ASCII and the space, but not "%" (the escape itself)
+_HEADER_SAFE = "".join(chr(c) for c in range(0x20, 0x7F) if chr(c) != "%")
+
+
+class ApiError(ValueError):
+    """An error answered in OpenAI's shape: ``{"error": {"message", "type", "param", "code"}}``."""
+
+    def __init__(self, status: int, message: str, *, type: str = "invalid_request_error",
+                 code: str | None = None, param: str | None = None):
+        super().__init__(message)
+        self.status, self.message, self.type, self.code, self.param = status, message, type, code, param
+
+    def body(self) -> dict:
+        return error_body(self.message, self.type, self.code, self.param)
+
+
+def error_body(message: str, type: str = "invalid_request_error", code: str | None = None,
+               param: str | None = None) -> dict:
+    return {"error": {"message": " ".join(message.split()), "type": type, "param": param, "code": code}}
+
+
+def check_conversation_id(value: str, source: str) -> str:
+    """A conversation id from a client, checked as the store checks ids (printable text of any script, up
+    to 200 characters), so every stored conversation can be named over HTTP and none is refused after
+    its question is stored."""
+    value = value.strip()
+    if problem := id_problem(value):
+        raise ApiError(400, f"{source} {problem}", code="invalid_conversation_id", param=source)
+    return value
+
+
+def header_id(raw: str) -> str:
+    """An id read from a header. Header values are bytes (Starlette hands them over as Latin-1): raw
+    UTF-8 is read as UTF-8, then ``%XX`` escapes are decoded, so ``%C5%81ukasz`` and ``Łukasz`` sent as
+    UTF-8 both name ``Łukasz`` (an id that itself holds ``%XX`` must be sent escaped: ``%25XX``)."""
+    try:
+        raw = raw.encode("latin-1").decode("utf-8")
+    except (UnicodeEncodeError, UnicodeDecodeError):
+        pass  # not UTF-8 bytes: the Latin-1 reading stands
+    return unquote(raw, errors="strict") if "%" in raw else raw
+
+
+def header_value(text: str) -> str:
+    """``text`` as a response header value: visible ASCII as it is, everything else (non-ASCII, control
+    characters and ``%`` itself) percent-encoded as UTF-8; ``header_id`` reads it back. A header holds
+    Latin-1 only: a raw ``田中`` in one made the response a 500 after the answer was stored."""
+    return quote(text, safe=_HEADER_SAFE)
+
+
+def content_disposition(filename: str) -> str:
+    """An attachment header for any file name (RFC 6266): an ASCII ``filename`` for old clients and the
+    exact name as RFC 5987 ``filename*``; path separators become ``_`` (an id may hold a slash)."""
+    name = filename.replace("/", "_").replace("\\", "_")
+    fallback = "".join(c if " " <= c < "\x7f" and c not in '"%' else "_" for c in name)
+    return f"attachment; filename=\"{fallback}\"; filename*=UTF-8''{quote(name, safe='')}"
+
+
+def resolve_conversation_id(headers: Mapping[str, str], body: dict[str, Any],
+                            default: str | None = None) -> str:
+    """Which conversation a request belongs to: the ``X-Conversation-Id`` header, else
+    ``X-OpenWebUI-Chat-Id`` (both read by ``header_id``), else the body's ``metadata.conversation_id``,
+    else its ``user``, else the server's default; none of these is a 400 that says what to send."""
+    for name in CONVERSATION_HEADERS:
+        if value := headers.get(name):
+            try:
+                value = header_id(value)
+            except UnicodeDecodeError:
+                raise ApiError(400, f"{name} holds a %-escape that is not UTF-8", code="invalid_conversation_id",
+                               param=name) from None
+            return check_conversation_id(value, name)
+    metadata = body.get("metadata")
+    if isinstance(metadata, dict) and isinstance(metadata.get("conversation_id"), str) and metadata["conversation_id"]:
+        return check_conversation_id(metadata["conversation_id"], "metadata.conversation_id")
+    if isinstance(body.get("user"), str) and body["user"]:
+        return check_conversation_id(body["user"], "user")
+    if default:
+        return default
+    raise ApiError(400, "no conversation named: send the header X-Conversation-Id (or X-OpenWebUI-Chat-Id), "
+                        "or metadata.conversation_id or user in the body", code="missing_conversation_id",
+                   param="X-Conversation-Id")
+
+
+@dataclass(frozen=True)
+class Msg:
+    """One user or assistant message, compared by role and whitespace-normalised text."""
+
+    role: str
+    text: str
+
+    @property
+    def key(self) -> tuple[str, str]:
+        return self.role, " ".join(self.text.split())
+
+
+@dataclass
+class Reconciliation:
+    """What to do with a client's history: ``status`` is ``in-sync`` (the store has all of it),
+    ``appended`` (the store lacked its last ``len(new)`` turns) or ``diverged`` (it disagrees with the
+    store, which wins: nothing of it is stored); ``matched`` is how many client turns matched."""
+
+    status: str
+    new: list[Msg] = field(default_factory=list)
+    matched: int = 0
+
+
+def reconcile(stored: Sequence[Msg], client: Sequence[Msg]) -> Reconciliation:
+    """Match the client's history (before its question) against the stored conversation's tail.
+
+    The client's turns, from their start, must be the store's last turns (a client may send a trailing
+    window; a turn forgotten in the store matches whatever the client still shows of it, and stays
+    forgotten); whatever follows them is new and is appended. Anything else has diverged (an edited or
+    foreign history): the store is the truth and no turn of it is stored, so no turn is ever duplicated.
+    """
+    if not client:
+        return Reconciliation("in-sync")
+    if not stored:
+        return Reconciliation("appended", list(client))
+    stored_keys = [m.key for m in stored]
+    client_keys = [m.key for m in client]
+
+    def same(a: tuple[str, str], b: tuple[str, str]) -> bool:  # a forgotten turn (no text) stays forgotten
+        return a == b or (a[0] == b[0] and not a[1])
+
+    for j in range(min(len(client), len(stored)), 0, -1):  # the longest overlap first
+        if all(same(x, y) for x, y in zip(stored_keys[-j:], client_keys[:j])):
+            new = list(client[j:])
+            return Reconciliation("appended" if new else "in-sync", new, j)
+    return Reconciliation("diverged")
+
+
+def retried(stored: Sequence[Msg], client: Sequence[Msg], question: str) -> int | None:
+    """The index of the stored question that this request asks again, or None: the idempotency rule.
+
+    A client that got no answer (a 500, a timeout, a dropped stream) resends the same history and
+    question. If the store ends with that question and an answer to it, and the client's history lines
+    up with the store just before that question (``reconcile`` finds it in sync), the request is a retry:
+    the stored answer is the answer, and nothing is stored again. A client that shows the answer and asks
+    the same question once more sends a longer history: that is a new question."""
+    if len(stored) < 2 or stored[-1].role != "assistant" or stored[-2].key != Msg("user", question).key:
+        return None
+    if reconcile(stored[:-2], client).status != "in-sync":
+        return None
+    return len(stored) - 2
+
+
+def message_text(content: Any) -> str:
+    """The text of an OpenAI message ``content``: a string, or the text parts of a list of parts. A text
+    part whose ``text`` is not a string is a client's error (400), not the server's."""
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    texts = [p.get("text", "") for p in content if isinstance(p, dict) and p.get("type") == "text"]
+    if not all(isinstance(t, str) for t in texts):
+        raise ApiError(400, "a text part's text must be a string", param="messages")
+    return "\n".join(texts)
+
+
+def is_loopback(host: str) -> bool:
+    if host.strip("[]").lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False  # a name other than localhost: it may resolve anywhere
+
+
+def origin_allowed(origin: str, host: str, cors_origins: Sequence[str]) -> bool:
+    """May a request from the web page at ``origin`` (its ``Origin`` header) change state? Yes from a
+    loopback origin, from this server's own origin (the inspector, on whatever address it is served) and
+    from a ``--cors-origin``; no from any other web page (an ``Origin`` of ``null`` included), whatever
+    the request's content type."""
+    if "*" in cors_origins or origin in cors_origins:
+        return True
+    try:
+        parts = urlsplit(origin)
+        hostname = parts.hostname
+    except ValueError:
+        return False
+    if parts.scheme not in ("http", "https") or not hostname:
+        return False
+    return is_loopback(hostname) or parts.netloc.lower() == host.lower()
+
+
+def check_cors(cors_origins: Sequence[str], api_key: str | None) -> None:
+    """``*`` lets every web page read the answers: only behind a key."""
+    if "*" in cors_origins and not api_key:
+        raise ValueError("--cors-origin '*' lets any web page use the server and read your conversations: "
+                         "it needs --api-key (or --api-key-file, or LOCALPAGER_API_KEY)")
+
+
+def escape_controls(line: str) -> str:
+    """``line`` with every control, format or unassigned character written as an escape (``\\n``,
+    ``\\x1b``, ``\\u202e``), so that text from a request (a path with ``%0a``, an escape sequence) can
+    neither start a forged log line nor drive the terminal."""
+    return "".join(c.encode("unicode_escape").decode("ascii") if unicodedata.category(c)[0] == "C" else c
+                   for c in line)
+
+
+def finish_reason(stopped: str | None) -> str:
+    """OpenAI's ``finish_reason`` for why the answer's generation ended (``Trace.stopped``)."""
+    return "length" if stopped == "length" else "stop"
+
+
+def check_bind(host: str, allow_remote: bool) -> str | None:
+    """Refuse a non-loopback address unless ``allow_remote``; the warning to print when it is allowed."""
+    if is_loopback(host):
+        return None
+    if not allow_remote:
+        raise ValueError(f"refusing to serve on {host}: it is reachable from other machines and your "
+                         "conversations are private; use --allow-remote (with --api-key) if you mean it")
+    return (f"warning: serving on {host}, reachable from other machines; anyone who can reach it can use the "
+            "model and read your conversations unless --api-key is set")
