@@ -268,15 +268,51 @@ class LocalPager:
 
     def check_erasures(self) -> bool:
         """If another process erased text since what this one holds was built (the store's erase generation
-        moved on), drop it all rather than serve or save it (``memory.drop_held``). True if it did."""
-        from .controls import drop_held
-
+        moved on), drop it all rather than serve or save it (``drop_held``). True if it did."""
         with self.lock:
             current = self.store.erase_generation()
             if current == self.prefix_states.generation:
                 return False
-            drop_held(self, current)
+            self.drop_held(current)
             return True
+
+    def invalidate(self, conv_ids: Sequence[str] | None = None) -> None:
+        """Let go of what this process has loaded of ``conv_ids`` (default: every conversation): their pages
+        and turns are read from the store again on next use, their BM25 indexes rebuilt. For a change made to
+        the store beside this ``LocalPager`` (an import); another process's writes are noticed unasked."""
+        with self.lock:
+            wanted = None if conv_ids is None else set(conv_ids)
+            for conv in list(self._open_conversations):
+                if (wanted is None or conv.id in wanted) and not conv._writing_depth:
+                    conv.reload()
+            for conv_id in list(self._lexical) if wanted is None else wanted:
+                self._lexical.pop(conv_id, None)
+
+    def drop_held(self, generation: int) -> None:
+        """Drop everything this process holds that may repeat erased text: loaded pages (read again on next
+        use), BM25 indexes, loaded FAISS indexes and the embedder's text cache, and the live KV caches of the
+        chat and side contexts; ``generation`` is the store's erase generation what is held from now on is
+        built under. A conversation in the middle of a change in this thread keeps its pages (its own lock
+        kept the erase away from it)."""
+        with self.lock:
+            self.invalidate()
+            if self._index is not None:
+                self._index.unload()  # loaded again from the rewritten files, or rebuilt
+            self.prefix_states.forget(self._backend, generation)
+            for backend in (self._backend, self._side):
+                if backend is not None and hasattr(backend, "clear_cache"):
+                    backend.clear_cache()
+
+    def after_erase(self) -> None:
+        """What lives outside SQLite follows an erase made by this process: FAISS files rewritten (a loaded
+        index rebuilt), saved model states beside the store deleted, and what this process holds dropped."""
+        from ..retrieval.index import rewrite_indexes
+
+        with self.lock:
+            generation = self.store.erase_generation()  # read first: what is held from here on is built under it
+            rewrite_indexes(self.store, self._index)
+            self.prefix_states.remove_saved()  # saved KV caches (store.kvstate) may hold the erased text
+            self.drop_held(generation)
 
     def finish_erase(self) -> bool:
         """Finish rewriting the store's files after a forget that could not (another process was reading

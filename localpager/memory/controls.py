@@ -4,7 +4,7 @@ Forgetting blanks turns in place rather than deleting rows, so turn indices, pag
 the FAISS rows of other turns keep meaning what they meant; the text, its vectors, the page's bookmark
 and every trace or probe that repeats it go, and the store's files are rewritten (``Store.erase``) so the
 bytes are gone from disk too. Every forget moves the store's erase generation on, in the transaction that
-deletes the text, so other processes drop what they hold of it (``drop_held``) instead of serving or saving
+deletes the text, so other processes drop what they hold of it (``LocalPager.drop_held``) instead of serving or saving
 it; a rewrite of the files that could not finish is recorded and finished by the next forget
 (``finish_erase``). A correction appends the new statement and marks the old turn superseded:
 recall shows the replacement (``rerank.py``), search labels the old turn, the old page's bookmark is
@@ -17,7 +17,6 @@ import json
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Sequence
 
-from ..core.bookmarks import render_bookmark
 from ..core.records import Page, Turn
 
 if TYPE_CHECKING:
@@ -228,7 +227,7 @@ def forget(conv: Conversation, turn: int | None = None, page: int | None = None,
         plan.report.vectors, rewritten = conv.store.forget_turns(
             conv.id, turns, plan.pages, drop_traces=plan.drop_traces, rewrite_traces=plan.rewrite_traces,
             drop_probes=plan.drop_probes)
-        _after_erase(lp, [conv.id])
+        lp.after_erase()
         conv.reload()
         return _done(plan.report, rewritten)
 
@@ -250,7 +249,7 @@ def forget_conversation(lp: LocalPager, conv_id: str, dry_run: bool = False) -> 
         with holding(conv):  # no other process is writing to it meanwhile
             report.vectors = len(lp.store.conversation_embeddings(conv_id))
             rewritten = lp.store.forget_conversation(conv_id)
-            _after_erase(lp, [conv_id])
+            lp.after_erase()
             conv._lock.remove()  # its lock file goes with it (a process waiting on it takes a new one)
         return _done(report, rewritten)
 
@@ -261,7 +260,7 @@ def finish_erase(lp: LocalPager) -> bool:
     erased is left in them."""
     with lp.lock:
         rewritten = lp.store.erase()
-        _after_erase(lp, [])
+        lp.after_erase()
         return rewritten
 
 
@@ -287,39 +286,6 @@ def holding(conv: Conversation):
 
     writing = getattr(conv, "_writing", None)
     return writing() if writing is not None else nullcontext()
-
-
-def _after_erase(lp: LocalPager, conv_ids: Sequence[str]) -> None:
-    """What lives outside SQLite follows it: FAISS files rewritten (or, loaded, rebuilt), saved model
-    states beside the store deleted, and what this process holds dropped (``drop_held``)."""
-    from ..retrieval.index import rewrite_indexes
-
-    generation = lp.store.erase_generation()  # read first: what is held from here on is built under it
-    rewrite_indexes(lp.store, lp._index)
-    lp.prefix_states.remove_saved()  # saved KV caches (localpager.store.kvstate) may hold the erased text
-    drop_held(lp, generation)
-
-
-def drop_held(lp: LocalPager, generation: int) -> None:
-    """Drop everything this process holds that may repeat erased text: loaded pagers (read again on next
-    use), BM25 indexes, loaded FAISS indexes and the embedder's text cache, and the live KV caches of the
-    chat and side contexts; ``generation`` is the store's erase generation what is held from now on is
-    built under. A conversation in the middle of a change in this thread keeps its pager (its own lock
-    kept the erase away from it)."""
-    for conv in list(lp._open_conversations):
-        if not conv._writing_depth:
-            conv.reload()
-    lp._lexical.clear()
-    if lp._index is not None:
-        with lp._index._lock:
-            lp._index._families.clear()  # loaded again from the rewritten files, or rebuilt
-        cache = getattr(lp._index.embedder, "_cache", None)
-        if isinstance(cache, dict):
-            cache.clear()
-    lp.prefix_states.forget(lp._backend, generation)
-    for backend in (lp._backend, lp._side):
-        if backend is not None and hasattr(backend, "clear_cache"):
-            backend.clear_cache()
 
 
 # -- corrections ------------------------------------------------------------------------------------

@@ -20,24 +20,24 @@ from typing import TYPE_CHECKING, Any, Sequence
 
 from ..core.records import Page, Transcript, Turn
 from ..store.loaders import (
-    _TOP_KEYS,
+    TOP_KEYS,
     ConversationFileError,
-    _conversation_from_json,
-    _conversation_id,
-    _conversation_to_json,
-    _is_number,
-    _json_line,
-    _list,
-    _no_unknown_keys,
-    _object,
-    _optional_string,
-    _read_text,
-    _required,
-    _required_string,
-    _show,
-    _storable,
-    _turn_index,
-    _Where,
+    Where,
+    checked_conversation_id,
+    checked_turn_index,
+    conversation_from_json,
+    conversation_to_json,
+    is_number,
+    json_line,
+    list_of,
+    no_unknown_keys,
+    object_of,
+    optional_string,
+    read_text,
+    required_field,
+    required_string,
+    show_value,
+    storable_text,
 )
 
 if TYPE_CHECKING:
@@ -71,7 +71,7 @@ def conversation_line(store: Store, conv_id: str, vectors: bool = False) -> dict
     turns = store.turns(conv_id)
     base = Transcript(conv_id, [Turn(t.role, t.text or FORGOTTEN_TEXT, t.index, t.time, t.speaker) for t in turns],
                         store.probes(conv_id), meta=record["meta"])
-    line = _conversation_to_json(base)
+    line = conversation_to_json(base)
     state: dict[str, Any] = {
         "version": FORMAT_VERSION,
         "source": record["source"],
@@ -113,17 +113,17 @@ class _Entry:
 
 def read_export(path: str | os.PathLike) -> list[_Entry]:
     """Every line of an export (or of a plain interchange file), checked before anything is stored."""
-    text = _read_text(path)
+    text = read_text(path)
     entries, seen = [], set()
     for number, raw in enumerate(text.split("\n"), start=1):
         if not raw.strip():
             continue
-        where = _Where(str(path), line=number)
-        obj = _json_line(raw, where)
+        where = Where(str(path), line=number)
+        obj = json_line(raw, where)
         if isinstance(obj, dict) and obj.get("turns") == []:  # an empty conversation (a chat never used)
             conv = _empty_conversation(obj, where)
         else:
-            conv = _conversation_from_json(obj, where, str(path))
+            conv = conversation_from_json(obj, where, str(path))
         if conv.id in seen:
             raise where.error("id", f"duplicate conversation id {conv.id!r}")
         seen.add(conv.id)
@@ -136,13 +136,13 @@ def read_export(path: str | os.PathLike) -> list[_Entry]:
     return entries
 
 
-def _empty_conversation(obj: dict[str, Any], where: _Where) -> Transcript:
+def _empty_conversation(obj: dict[str, Any], where: Where) -> Transcript:
     """A conversation without turns (a chat never used), which only an export holds."""
-    _no_unknown_keys(obj, _TOP_KEYS, where, "", hint="put extra data under 'meta'")
-    conv_id = _conversation_id(_required_string(obj, "id", where), where, "id")
-    if _list(obj.get("probes", []), where, "probes"):
+    no_unknown_keys(obj, TOP_KEYS, where, "", hint="put extra data under 'meta'")
+    conv_id = checked_conversation_id(required_string(obj, "id", where), where, "id")
+    if list_of(obj.get("probes", []), where, "probes"):
         raise where.error("probes", "a conversation without turns has no probes")
-    return Transcript(conv_id, [], meta=dict(_object(obj.get("meta", {}), where, "meta", "an object")))
+    return Transcript(conv_id, [], meta=dict(object_of(obj.get("meta", {}), where, "meta", "an object")))
 
 
 # -- checking what an export adds: every field typed, so that nothing stored fails later ---------------
@@ -154,34 +154,34 @@ _PAGE_TYPES: dict[str, Any] = {"page_id": int, "first_turn": int, "last_turn": i
 _PAGE_MINIMUM = {"token_count": 0, "access_count": 0, "last_access": -1}
 
 
-def _checked_state(value: Any, where: _Where, n_turns: int) -> dict[str, Any]:
+def _checked_state(value: Any, where: Where, n_turns: int) -> dict[str, Any]:
     """The ``localpager`` object of a line, checked as strictly as its turns: each field of its type, pages
     that tile the turns, turn indices in range, vectors that decode. Pages that overlapped were stored and
     made every later ``ask`` fail with an IndexError. A plain interchange line has none (all empty)."""
-    state = _object(value, where, "localpager", "an object")
-    _no_unknown_keys(state, _STATE_KEYS, where, "localpager.")
+    state = object_of(value, where, "localpager", "an object")
+    no_unknown_keys(state, _STATE_KEYS, where, "localpager.")
     _check_version(state.get("version", FORMAT_VERSION), where)
     created = state.get("created_at")
-    if created is not None and not _is_number(created):
-        raise where.error("localpager.created_at", f"must be a number or null, got {_show(created)}")
+    if created is not None and not is_number(created):
+        raise where.error("localpager.created_at", f"must be a number or null, got {show_value(created)}")
     pages = _checked_pages(state.get("pages"), where, n_turns)
-    forgotten = {_turn_index(t, n_turns, where, f"localpager.forgotten[{i}]")
-                 for i, t in enumerate(_list(state.get("forgotten", []), where, "localpager.forgotten"))}
-    return {"source": _optional_string(state.get("source"), where, "localpager.source"), "created_at": created,
+    forgotten = {checked_turn_index(t, n_turns, where, f"localpager.forgotten[{i}]")
+                 for i, t in enumerate(list_of(state.get("forgotten", []), where, "localpager.forgotten"))}
+    return {"source": optional_string(state.get("source"), where, "localpager.source"), "created_at": created,
             "settings": _checked_settings(state.get("settings"), where), "pages": pages, "forgotten": forgotten,
             "superseded": _checked_superseded(state.get("superseded", {}), where, n_turns),
             "vectors": _checked_vectors(state.get("vectors", []), where, pages or [], forgotten)}
 
 
-def _check_version(version: Any, where: _Where) -> None:
+def _check_version(version: Any, where: Where) -> None:
     if type(version) is not int or version < 1:
-        raise where.error("localpager.version", f"must be {FORMAT_VERSION}, got {_show(version)}")
+        raise where.error("localpager.version", f"must be {FORMAT_VERSION}, got {show_value(version)}")
     if version > FORMAT_VERSION:
         raise where.error("localpager.version", f"written by a newer localpager (format {version}); "
                                                 f"this one reads format {FORMAT_VERSION}")
 
 
-def _typed(value: Any, kind: Any, where: _Where, name: str) -> Any:
+def _typed(value: Any, kind: Any, where: Where, name: str) -> Any:
     """``value`` if it is of ``kind``: ``bool``, ``int``, ``float`` (an int counts), ``str``, ``list`` (of strings,
     checked item by item by the caller) or ``bool | None``."""
     if kind == bool | None:
@@ -191,9 +191,9 @@ def _typed(value: Any, kind: Any, where: _Where, name: str) -> Any:
     elif kind is int:
         ok, expected = isinstance(value, int) and not isinstance(value, bool), "an integer"
         if ok and not -(2**63) <= value < 2**63:  # what SQLite holds: a larger one failed mid-import
-            raise where.error(name, f"must fit in 64 bits, got {_show(value)}")
+            raise where.error(name, f"must fit in 64 bits, got {show_value(value)}")
     elif kind is float:
-        ok, expected = _is_number(value), "a number"
+        ok, expected = is_number(value), "a number"
     elif kind is str:
         ok, expected = isinstance(value, str), "a string"
     elif kind is list:
@@ -201,22 +201,22 @@ def _typed(value: Any, kind: Any, where: _Where, name: str) -> Any:
     else:  # a type a later PagingConfig may use
         ok, expected = isinstance(value, kind), f"of type {kind}"
     if not ok:
-        raise where.error(name, f"must be {expected}, got {_show(value)}")
-    return _storable(value, where, name) if isinstance(value, str) else value
+        raise where.error(name, f"must be {expected}, got {show_value(value)}")
+    return storable_text(value, where, name) if isinstance(value, str) else value
 
 
-def _checked_settings(value: Any, where: _Where) -> dict[str, Any] | None:
+def _checked_settings(value: Any, where: Where) -> dict[str, Any] | None:
     """Paging settings as ``PagingConfig`` reads them: each of its fields of its type and a value it accepts,
     ``tokenizer`` a name or null (a name it does not know is ignored, as the store ignores it)."""
     from ..core.pager import PagingConfig
 
     if value is None:
         return None
-    settings = _object(value, where, "localpager.settings", "an object")
+    settings = object_of(value, where, "localpager.settings", "an object")
     for name, kind in typing.get_type_hints(PagingConfig).items():
         if name in settings:
             _typed(settings[name], kind, where, f"localpager.settings.{name}")
-    _optional_string(settings.get("tokenizer"), where, "localpager.settings.tokenizer")
+    optional_string(settings.get("tokenizer"), where, "localpager.settings.tokenizer")
     try:
         PagingConfig.from_dict(settings)
     except ValueError as exc:
@@ -224,12 +224,12 @@ def _checked_settings(value: Any, where: _Where) -> dict[str, Any] | None:
     return dict(settings)
 
 
-def _checked_pages(value: Any, where: _Where, n_turns: int) -> list[Page] | None:
+def _checked_pages(value: Any, where: Where, n_turns: int) -> list[Page] | None:
     """The pages, numbered 1, 2, 3, ... and tiling the turns: the first starts at turn 0, each next one after
     the one before ends, the last ends at the last turn. None: the line has no pages (paged afresh)."""
     if value is None:
         return None
-    rows = _list(value, where, "localpager.pages")
+    rows = list_of(value, where, "localpager.pages")
     if not n_turns:
         if rows:
             raise where.error("localpager.pages", "an empty conversation has no pages")
@@ -258,11 +258,11 @@ def _checked_pages(value: Any, where: _Where, n_turns: int) -> list[Page] | None
     return pages
 
 
-def _checked_page(row: Any, where: _Where, name: str) -> Page:
-    _object(row, where, name, "a page object")
-    _no_unknown_keys(row, set(_PAGE_FIELDS), where, f"{name}.")
+def _checked_page(row: Any, where: Where, name: str) -> Page:
+    object_of(row, where, name, "a page object")
+    no_unknown_keys(row, set(_PAGE_FIELDS), where, f"{name}.")
     for key in ("page_id", "first_turn", "last_turn"):
-        _required(row, key, where, f"{name}.{key}")
+        required_field(row, key, where, f"{name}.{key}")
     values = {key: _typed(row[key], _PAGE_TYPES[key], where, f"{name}.{key}") for key in _PAGE_FIELDS if key in row}
     for key, least in _PAGE_MINIMUM.items():
         if values.get(key, least) < least:
@@ -272,38 +272,38 @@ def _checked_page(row: Any, where: _Where, name: str) -> Page:
     return Page(**values)
 
 
-def _checked_superseded(value: Any, where: _Where, n_turns: int) -> dict[int, int]:
+def _checked_superseded(value: Any, where: Where, n_turns: int) -> dict[int, int]:
     """{turn: the later turn that corrected it}; keys are turn indices written as strings (JSON)."""
     marks: dict[int, int] = {}
-    for key, later in _object(value, where, "localpager.superseded", "an object").items():
+    for key, later in object_of(value, where, "localpager.superseded", "an object").items():
         name = f"localpager.superseded.{key}"
         if not (key.isascii() and key.isdigit() and len(key) < 19):
-            raise where.error(name, f"each key must be a turn index, got {_show(key)}")
-        turn = _turn_index(int(key), n_turns, where, name)
-        later = _turn_index(later, n_turns, where, name)
+            raise where.error(name, f"each key must be a turn index, got {show_value(key)}")
+        turn = checked_turn_index(int(key), n_turns, where, name)
+        later = checked_turn_index(later, n_turns, where, name)
         if later <= turn:
             raise where.error(name, f"must name a later turn ({turn + 1}..{n_turns - 1}), got {later}")
         marks[turn] = later
     return marks
 
 
-def _checked_vectors(value: Any, where: _Where, pages: list[Page], forgotten: set[int]) -> list[tuple]:
+def _checked_vectors(value: Any, where: Where, pages: list[Page], forgotten: set[int]) -> list[tuple]:
     """(page_id, kind, model, source, float32 bytes) of each vector: of a page of the file, of its bookmark,
     its text or one of its turns (not a forgotten one), the same width for every vector of one model."""
     by_id = {p.page_id: p for p in pages}
     widths: dict[str, int] = {}
     out = []
-    for i, row in enumerate(_list(value, where, "localpager.vectors")):
+    for i, row in enumerate(list_of(value, where, "localpager.vectors")):
         name = f"localpager.vectors[{i}]"
-        _object(row, where, name, "a vector object")
-        _no_unknown_keys(row, _VECTOR_KEYS, where, f"{name}.")
-        page_id = _typed(_required(row, "page_id", where, f"{name}.page_id"), int, where, f"{name}.page_id")
+        object_of(row, where, name, "a vector object")
+        no_unknown_keys(row, _VECTOR_KEYS, where, f"{name}.")
+        page_id = _typed(required_field(row, "page_id", where, f"{name}.page_id"), int, where, f"{name}.page_id")
         if page_id not in by_id:
             raise where.error(f"{name}.page_id", f"no page {page_id} in this conversation's pages")
-        kind = _checked_kind(_required_string(row, "kind", where, name), by_id[page_id], forgotten, where, f"{name}.kind")
-        model = _required_string(row, "model", where, name)
-        source = _typed(_required(row, "source", where, f"{name}.source"), str, where, f"{name}.source")
-        blob = _vector_bytes(_required(row, "vector", where, f"{name}.vector"), where, f"{name}.vector")
+        kind = _checked_kind(required_string(row, "kind", where, name), by_id[page_id], forgotten, where, f"{name}.kind")
+        model = required_string(row, "model", where, name)
+        source = _typed(required_field(row, "source", where, f"{name}.source"), str, where, f"{name}.source")
+        blob = _vector_bytes(required_field(row, "vector", where, f"{name}.vector"), where, f"{name}.vector")
         if widths.setdefault(model, len(blob)) != len(blob):
             raise where.error(f"{name}.vector", f"holds {len(blob) // 4} numbers; the other {model} vectors hold "
                                                 f"{widths[model] // 4}")
@@ -311,16 +311,16 @@ def _checked_vectors(value: Any, where: _Where, pages: list[Page], forgotten: se
     return out
 
 
-def _checked_kind(kind: str, page: Page, forgotten: set[int], where: _Where, name: str) -> str:
+def _checked_kind(kind: str, page: Page, forgotten: set[int], where: Where, name: str) -> str:
     turn = kind.removeprefix("turn:")
     if kind in ("bookmark", "text") or (turn != kind and turn.isascii() and turn.isdigit()
                                          and page.holds(int(turn)) and int(turn) not in forgotten):
         return kind
     raise where.error(name, f"must be bookmark, text or turn:N for a turn of page {page.page_id} that is not "
-                            f"forgotten ({page.first_turn}..{page.last_turn}), got {_show(kind)}")
+                            f"forgotten ({page.first_turn}..{page.last_turn}), got {show_value(kind)}")
 
 
-def _vector_bytes(value: Any, where: _Where, name: str) -> bytes:
+def _vector_bytes(value: Any, where: Where, name: str) -> bytes:
     try:
         blob = base64.b64decode(_typed(value, str, where, name), validate=True)
     except (binascii.Error, ValueError):
@@ -332,8 +332,6 @@ def _vector_bytes(value: Any, where: _Where, name: str) -> bytes:
 
 def import_conversations(lp: LocalPager, path: str | os.PathLike, mode: str = "error") -> ImportReport:
     """Store every conversation of an export (see ``LocalPager.import_file``)."""
-    from .controls import _after_erase
-
     if mode not in MODES:
         raise ValueError(f"mode must be one of {', '.join(MODES)}, got {mode!r}")
     entries = read_export(path)
@@ -362,9 +360,8 @@ def import_conversations(lp: LocalPager, path: str | os.PathLike, mode: str = "e
             report.ids.append(conv.id)
         if report.replaced:  # what was replaced is erased from the files, as a forget is
             store.erase()
-        _after_erase(lp, report.ids)
-        for conv_id in report.ids:
-            lp._lexical.pop(conv_id, None)
+        lp.after_erase()
+        lp.invalidate(report.ids)
     return report
 
 

@@ -194,6 +194,21 @@ class PageIndex:
         self._families: dict[str, FamilyIndex] = {}
         self._lock = threading.RLock()
 
+    def unload(self) -> dict[str, FamilyIndex]:
+        """Drop the loaded FAISS indexes (read again from their files, or rebuilt, on next use) and the
+        embedder's cache of texts; returns what was loaded."""
+        with self._lock:
+            loaded, self._families = self._families, {}
+        cache = getattr(self.embedder, "_cache", None)
+        if isinstance(cache, dict):
+            cache.clear()
+        return loaded
+
+    def adopt(self, index: FamilyIndex) -> None:
+        """Use ``index`` (just rebuilt) for its family."""
+        with self._lock:
+            self._families[index.family] = index
+
     def family(self, name: str) -> FamilyIndex:
         if name not in FAMILIES:
             raise ValueError(f"unknown signal {name!r}; use one of {', '.join(FAMILIES)}")
@@ -277,11 +292,7 @@ def rewrite_indexes(store: Store, page_index: PageIndex | None = None) -> None:
     """Rebuild every saved index from the store (after vectors were deleted and the database vacuumed,
     which renumbers rows): each file is replaced by one without the deleted vectors, an index loaded in
     ``page_index`` is rebuilt too, and an index file whose size cannot be read is deleted."""
-    loaded: dict[str, FamilyIndex] = {}
-    if page_index is not None:
-        with page_index._lock:
-            loaded = dict(page_index._families)
-            page_index._families.clear()
+    loaded = page_index.unload() if page_index is not None else {}
     for family in FAMILIES:
         path = Path(f"{store.path}.{family}.faiss")
         dim = loaded[family].dim if family in loaded else _saved_dim(path.with_suffix(".json"))
@@ -291,8 +302,7 @@ def rewrite_indexes(store: Store, page_index: PageIndex | None = None) -> None:
             continue
         index = FamilyIndex(store, family, dim, rebuild=True)
         if page_index is not None and family in loaded:
-            with page_index._lock:
-                page_index._families[family] = index
+            page_index.adopt(index)
 
 
 def _saved_dim(meta_path: Path) -> int | None:

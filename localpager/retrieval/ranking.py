@@ -12,7 +12,6 @@ page-level average.
 from __future__ import annotations
 
 import math
-import re
 import threading
 from collections import Counter, OrderedDict
 from collections.abc import Callable, Sequence

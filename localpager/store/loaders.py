@@ -29,7 +29,7 @@ LOCOMO_CATEGORIES = {
 ADVERSARIAL_ANSWER = "not mentioned"
 
 # "localpager": what an export (localpager.memory.interchange) adds; reading a conversation ignores it
-_TOP_KEYS = {"id", "turns", "probes", "meta", "localpager"}
+TOP_KEYS = {"id", "turns", "probes", "meta", "localpager"}
 _TURN_KEYS = {"role", "text", "time", "speaker"}
 _PROBE_KEYS = {"question", "answer", "evidence", "type", "at"}
 _SESSION_KEY = re.compile(r"session_(\d+)")
@@ -75,7 +75,7 @@ class LoadResult:
 
 
 @dataclass(frozen=True)
-class _Where:
+class Where:
     """Where a value sits in the file, so that every error can say so."""
 
     path: str
@@ -98,7 +98,7 @@ def load_conversations(path: str | Path, format: str = "auto") -> LoadResult:
     """
     if format not in FORMATS:
         raise ValueError(f"format must be one of {', '.join(FORMATS)}, got {format!r}")
-    text = _read_text(path)
+    text = read_text(path)
     if format == "auto":
         format = _detect(text, str(path))
     if format == "jsonl":
@@ -108,21 +108,21 @@ def load_conversations(path: str | Path, format: str = "auto") -> LoadResult:
 
 def detect_format(path: str | Path) -> str:
     """``jsonl`` or ``locomo``, from the file's first character (``{`` or ``[``)."""
-    return _detect(_read_text(path), str(path))
+    return _detect(read_text(path), str(path))
 
 
 def dump_jsonl(conversations: Iterable[Transcript], path: str | Path) -> None:
     """Write conversations in the interchange format; :func:`load_conversations` reads them back."""
-    lines = [json.dumps(_conversation_to_json(c), ensure_ascii=False) for c in conversations]
+    lines = [json.dumps(conversation_to_json(c), ensure_ascii=False) for c in conversations]
     Path(path).write_text("".join(line + "\n" for line in lines), encoding="utf-8")
 
 
 # --- reading the file -----------------------------------------------------------------------
 
 
-def _read_text(path: str | Path) -> str:
+def read_text(path: str | Path) -> str:
     """The file's text, or an error for the ways a file can be unreadable before parsing."""
-    where = _Where(str(path))
+    where = Where(str(path))
     p = Path(path)
     if not p.exists():
         raise where.error(None, "no such file")
@@ -167,8 +167,8 @@ def _parse_jsonl(text: str, path: str) -> list[Transcript]:
     for number, raw in enumerate(text.split("\n"), start=1):
         if not raw.strip():
             continue
-        where = _Where(path, line=number)
-        conversation = _conversation_from_json(_json_line(raw, where), where, path)
+        where = Where(path, line=number)
+        conversation = conversation_from_json(json_line(raw, where), where, path)
         if conversation.id in first_line:
             raise where.error(
                 "id",
@@ -180,68 +180,68 @@ def _parse_jsonl(text: str, path: str) -> list[Transcript]:
     return conversations
 
 
-def _json_line(raw: str, where: _Where) -> Any:
+def json_line(raw: str, where: Where) -> Any:
     try:
         return json.loads(raw)
     except json.JSONDecodeError as e:
         raise where.error(None, f"invalid JSON: {e.msg} (column {e.colno})") from e
 
 
-def _conversation_from_json(obj: Any, where: _Where, path: str) -> Transcript:
-    _object(obj, where, None, "a conversation")
-    _no_unknown_keys(obj, _TOP_KEYS, where, "", hint="put extra data under 'meta'")
-    conversation_id = _conversation_id(_required_string(obj, "id", where), where, "id")
+def conversation_from_json(obj: Any, where: Where, path: str) -> Transcript:
+    object_of(obj, where, None, "a conversation")
+    no_unknown_keys(obj, TOP_KEYS, where, "", hint="put extra data under 'meta'")
+    conversation_id = checked_conversation_id(required_string(obj, "id", where), where, "id")
     turns = [
         _turn_from_json(t, i, where)
-        for i, t in enumerate(_list(_required(obj, "turns", where, "turns"), where, "turns"))
+        for i, t in enumerate(list_of(required_field(obj, "turns", where, "turns"), where, "turns"))
     ]
     if not turns:
         raise where.error("turns", "must hold at least one turn")
     probes = [
         _probe_from_json(p, f"probes[{i}]", len(turns), where)
-        for i, p in enumerate(_list(obj.get("probes", []), where, "probes"))
+        for i, p in enumerate(list_of(obj.get("probes", []), where, "probes"))
     ]
-    meta = _object(obj.get("meta", {}), where, "meta", "an object")
+    meta = object_of(obj.get("meta", {}), where, "meta", "an object")
     return Transcript(conversation_id, turns, probes, source=path, meta=dict(meta))
 
 
-def _turn_from_json(obj: Any, index: int, where: _Where) -> Turn:
+def _turn_from_json(obj: Any, index: int, where: Where) -> Turn:
     name = f"turns[{index}]"
-    _object(obj, where, name, "a turn object")
-    _no_unknown_keys(obj, _TURN_KEYS, where, f"{name}.")
-    role = _required(obj, "role", where, f"{name}.role")
+    object_of(obj, where, name, "a turn object")
+    no_unknown_keys(obj, _TURN_KEYS, where, f"{name}.")
+    role = required_field(obj, "role", where, f"{name}.role")
     if role not in ROLES:
-        raise where.error(f"{name}.role", f"must be 'user' or 'assistant', got {_show(role)}")
+        raise where.error(f"{name}.role", f"must be 'user' or 'assistant', got {show_value(role)}")
     return Turn(
         role=role,
-        text=_required_string(obj, "text", where, name),
+        text=required_string(obj, "text", where, name),
         index=index,
-        time=_optional_string(obj.get("time"), where, f"{name}.time"),
-        speaker=_optional_string(obj.get("speaker"), where, f"{name}.speaker"),
+        time=optional_string(obj.get("time"), where, f"{name}.time"),
+        speaker=optional_string(obj.get("speaker"), where, f"{name}.speaker"),
     )
 
 
-def _probe_from_json(obj: Any, name: str, n_turns: int, where: _Where) -> Probe:
-    _object(obj, where, name, "a probe object")
-    evidence = _list(obj.get("evidence", []), where, f"{name}.evidence")
+def _probe_from_json(obj: Any, name: str, n_turns: int, where: Where) -> Probe:
+    object_of(obj, where, name, "a probe object")
+    evidence = list_of(obj.get("evidence", []), where, f"{name}.evidence")
     at = obj.get("at")
-    probe_type = _optional_string(obj.get("type"), where, f"{name}.type")
+    probe_type = optional_string(obj.get("type"), where, f"{name}.type")
     # a general question (GENERAL_PROBE) needs nothing said before: it has no answer to check, only the
     # expectation that nothing is paged in for it
     general = probe_type == GENERAL_PROBE and obj.get("answer", []) == [] and not evidence
     return Probe(
-        question=_required_string(obj, "question", where, name),
-        answers=[] if general else _answers(_required(obj, "answer", where, f"{name}.answer"), where, name),
+        question=required_string(obj, "question", where, name),
+        answers=[] if general else _answers(required_field(obj, "answer", where, f"{name}.answer"), where, name),
         evidence=[
-            _turn_index(e, n_turns, where, f"{name}.evidence[{i}]") for i, e in enumerate(evidence)
+            checked_turn_index(e, n_turns, where, f"{name}.evidence[{i}]") for i, e in enumerate(evidence)
         ],
         type=probe_type,
-        at=None if at is None else _turn_index(at, n_turns, where, f"{name}.at"),
+        at=None if at is None else checked_turn_index(at, n_turns, where, f"{name}.at"),
         extra={k: v for k, v in obj.items() if k not in _PROBE_KEYS},
     )
 
 
-def _answers(value: Any, where: _Where, probe: str) -> list[str]:
+def _answers(value: Any, where: Where, probe: str) -> list[str]:
     """A single answer or a list of accepted ones; numbers count, as LoCoMo has integer answers."""
     name = f"{probe}.answer"
     if not isinstance(value, list):
@@ -251,13 +251,13 @@ def _answers(value: Any, where: _Where, probe: str) -> list[str]:
     return [_answer_text(v, where, f"{name}[{i}]") for i, v in enumerate(value)]
 
 
-def _answer_text(value: Any, where: _Where, name: str) -> str:
-    if _is_number(value):
+def _answer_text(value: Any, where: Where, name: str) -> str:
+    if is_number(value):
         return str(value)
     return _string(value, where, name, expected="a non-empty string or a number")
 
 
-def _conversation_to_json(conversation: Transcript) -> dict[str, Any]:
+def conversation_to_json(conversation: Transcript) -> dict[str, Any]:
     obj: dict[str, Any] = {
         "id": conversation.id,
         "turns": [_turn_to_json(t) for t in conversation.turns],
@@ -300,13 +300,13 @@ def _parse_locomo(text: str, path: str) -> LoadResult:
         raise ConversationFileError(
             path, f"invalid JSON: {e.msg} (column {e.colno})", line=e.lineno
         ) from e
-    samples = _list(data, _Where(path), None)
+    samples = list_of(data, Where(path), None)
     result = LoadResult([])
     seen: set[str] = set()
     for i, sample in enumerate(samples):
         conversation = _locomo_sample(sample, i, path, result.warnings)
         if conversation.id in seen:
-            raise _Where(path, conversation=conversation.id).error(
+            raise Where(path, conversation=conversation.id).error(
                 "sample_id", "duplicate conversation id"
             )
         seen.add(conversation.id)
@@ -315,18 +315,18 @@ def _parse_locomo(text: str, path: str) -> LoadResult:
 
 
 def _locomo_sample(sample: Any, position: int, path: str, warnings: list[str]) -> Transcript:
-    where = _Where(path, conversation=f"#{position}")
-    _object(sample, where, None, "a LoCoMo sample object")
-    sample_id = _conversation_id(_required_string(sample, "sample_id", where), where, "sample_id")
-    where = _Where(path, conversation=sample_id)
-    body = _required(sample, "conversation", where, "conversation")
-    _object(body, where, "conversation", "an object")
+    where = Where(path, conversation=f"#{position}")
+    object_of(sample, where, None, "a LoCoMo sample object")
+    sample_id = checked_conversation_id(required_string(sample, "sample_id", where), where, "sample_id")
+    where = Where(path, conversation=sample_id)
+    body = required_field(sample, "conversation", where, "conversation")
+    object_of(body, where, "conversation", "an object")
     speakers = {
-        _required_string(body, key, where, "conversation"): role
+        required_string(body, key, where, "conversation"): role
         for key, role in (("speaker_a", "user"), ("speaker_b", "assistant"))
     }
     turns, dia_index = _locomo_turns(body, speakers, where)
-    qa = _list(_required(sample, "qa", where, "qa"), where, "qa")
+    qa = list_of(required_field(sample, "qa", where, "qa"), where, "qa")
     probes = [_locomo_probe(q, i, dia_index, where, warnings) for i, q in enumerate(qa)]
     meta = {"speaker_a": body["speaker_a"], "speaker_b": body["speaker_b"]}
     return Transcript(sample_id, turns, probes, source=path, meta=meta)
@@ -343,14 +343,14 @@ def _locomo_sessions(body: dict[str, Any]) -> list[tuple[int, list[Any]]]:
 
 
 def _locomo_turns(
-    body: dict[str, Any], speakers: dict[str, str], where: _Where
+    body: dict[str, Any], speakers: dict[str, str], where: Where
 ) -> tuple[list[Turn], dict[str, int]]:
     """Turns in session order, and the dia_id -> global index map taken from the ids seen."""
     turns: list[Turn] = []
     dia_index: dict[str, int] = {}
     for number, session in _locomo_sessions(body):
         date_key = f"session_{number}_date_time"
-        time = _optional_string(body.get(date_key), where, f"conversation.{date_key}")
+        time = optional_string(body.get(date_key), where, f"conversation.{date_key}")
         for j, raw in enumerate(session):
             name = f"conversation.session_{number}[{j}]"
             turn, dia_id = _locomo_turn(raw, len(turns), time, speakers, where, name)
@@ -364,33 +364,33 @@ def _locomo_turns(
 
 
 def _locomo_turn(
-    raw: Any, index: int, time: str | None, speakers: dict[str, str], where: _Where, name: str
+    raw: Any, index: int, time: str | None, speakers: dict[str, str], where: Where, name: str
 ) -> tuple[Turn, str]:
-    _object(raw, where, name, "a turn object")
-    speaker = _required_string(raw, "speaker", where, name)
+    object_of(raw, where, name, "a turn object")
+    speaker = required_string(raw, "speaker", where, name)
     if speaker not in speakers:
         raise where.error(
-            f"{name}.speaker", f"must be one of {sorted(speakers)}, got {_show(speaker)}"
+            f"{name}.speaker", f"must be one of {sorted(speakers)}, got {show_value(speaker)}"
         )
-    text = _required_string(raw, "text", where, name)
-    caption = _optional_string(raw.get("blip_caption"), where, f"{name}.blip_caption")
+    text = required_string(raw, "text", where, name)
+    caption = optional_string(raw.get("blip_caption"), where, f"{name}.blip_caption")
     if caption:
         text += f" [shares a photo: {caption}]"
-    dia_id = _required_string(raw, "dia_id", where, name)
+    dia_id = required_string(raw, "dia_id", where, name)
     return Turn(speakers[speaker], text, index, time=time, speaker=speaker), dia_id
 
 
 def _locomo_probe(
-    raw: Any, i: int, dia_index: dict[str, int], where: _Where, warnings: list[str]
+    raw: Any, i: int, dia_index: dict[str, int], where: Where, warnings: list[str]
 ) -> Probe:
     name = f"qa[{i}]"
-    _object(raw, where, name, "a question object")
-    question = _required_string(raw, "question", where, name)
-    category = _required(raw, "category", where, f"{name}.category")
+    object_of(raw, where, name, "a question object")
+    question = required_string(raw, "question", where, name)
+    category = required_field(raw, "category", where, f"{name}.category")
     if type(category) is not int or category not in LOCOMO_CATEGORIES:
-        raise where.error(f"{name}.category", f"must be an integer 1-5, got {_show(category)}")
+        raise where.error(f"{name}.category", f"must be an integer 1-5, got {show_value(category)}")
     label = f"{where.conversation} {name} ({question!r})"
-    evidence_ids = _list(raw.get("evidence", []), where, f"{name}.evidence")
+    evidence_ids = list_of(raw.get("evidence", []), where, f"{name}.evidence")
     evidence = _locomo_evidence(evidence_ids, dia_index, where, f"{name}.evidence", label, warnings)
     answers, extra = _locomo_answers(raw, category, where, name)
     extra = {"category": category, **extra}
@@ -398,7 +398,7 @@ def _locomo_probe(
 
 
 def _locomo_answers(
-    raw: dict[str, Any], category: int, where: _Where, name: str
+    raw: dict[str, Any], category: int, where: Where, name: str
 ) -> tuple[list[str], dict[str, Any]]:
     """Adversarial questions are about things never said, so the right reply is 'not mentioned'.
 
@@ -406,9 +406,9 @@ def _locomo_answers(
     rather than lost (``extra["answer"]`` would clash with the probe's own field on dump).
     """
     if category != 5:
-        answer = _required(raw, "answer", where, f"{name}.answer")
+        answer = required_field(raw, "answer", where, f"{name}.answer")
         return [_answer_text(answer, where, f"{name}.answer")], {}
-    adversarial = _required(raw, "adversarial_answer", where, f"{name}.adversarial_answer")
+    adversarial = required_field(raw, "adversarial_answer", where, f"{name}.adversarial_answer")
     extra = {"adversarial_answer": _answer_text(adversarial, where, f"{name}.adversarial_answer")}
     if "answer" in raw:
         extra["locomo_answer"] = _answer_text(raw["answer"], where, f"{name}.answer")
@@ -418,7 +418,7 @@ def _locomo_answers(
 def _locomo_evidence(
     ids: list[Any],
     dia_index: dict[str, int],
-    where: _Where,
+    where: Where,
     name: str,
     label: str,
     warnings: list[str],
@@ -460,7 +460,7 @@ def _repair_evidence(
 # --- field checks ---------------------------------------------------------------------------
 
 
-def _show(value: Any) -> str:
+def show_value(value: Any) -> str:
     """A short, one-line picture of a bad value for an error message."""
     if value is None or isinstance(value, (str, int, float, bool)):
         text = repr(value)
@@ -468,64 +468,64 @@ def _show(value: Any) -> str:
     return f"a {type(value).__name__}"
 
 
-def _is_number(value: Any) -> bool:
+def is_number(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
-def _required(obj: dict[str, Any], key: str, where: _Where, name: str) -> Any:
+def required_field(obj: dict[str, Any], key: str, where: Where, name: str) -> Any:
     if key not in obj:
         raise where.error(name, "missing")
     return obj[key]
 
 
-def _object(value: Any, where: _Where, name: str | None, expected: str) -> dict[str, Any]:
+def object_of(value: Any, where: Where, name: str | None, expected: str) -> dict[str, Any]:
     if not isinstance(value, dict):
-        raise where.error(name, f"must be {expected} (JSON object), got {_show(value)}")
+        raise where.error(name, f"must be {expected} (JSON object), got {show_value(value)}")
     return value
 
 
-def _list(value: Any, where: _Where, name: str | None) -> list[Any]:
+def list_of(value: Any, where: Where, name: str | None) -> list[Any]:
     if not isinstance(value, list):
-        raise where.error(name, f"must be a list, got {_show(value)}")
+        raise where.error(name, f"must be a list, got {show_value(value)}")
     return value
 
 
-def _string(value: Any, where: _Where, name: str, expected: str = "a non-empty string") -> str:
+def _string(value: Any, where: Where, name: str, expected: str = "a non-empty string") -> str:
     if not isinstance(value, str) or not value.strip():
-        raise where.error(name, f"must be {expected}, got {_show(value)}")
-    return _storable(value, where, name)
+        raise where.error(name, f"must be {expected}, got {show_value(value)}")
+    return storable_text(value, where, name)
 
 
-def _storable(value: str, where: _Where, name: str) -> str:
+def storable_text(value: str, where: Where, name: str) -> str:
     """Text the store can hold: no lone surrogate (a JSON ``"\\ud800"``) and no NUL."""
     if problem := text_problem(value):
         raise where.error(name, problem)
     return value
 
 
-def _conversation_id(value: str, where: _Where, name: str) -> str:
+def checked_conversation_id(value: str, where: Where, name: str) -> str:
     """An id a listing can show on one line: printable, no control characters (see localpager.core.checks)."""
     if problem := id_problem(value):
-        raise where.error(name, f"conversation id {_show(value)} {problem}")
+        raise where.error(name, f"conversation id {show_value(value)} {problem}")
     return value
 
 
-def _required_string(obj: dict[str, Any], key: str, where: _Where, parent: str = "") -> str:
+def required_string(obj: dict[str, Any], key: str, where: Where, parent: str = "") -> str:
     name = f"{parent}.{key}" if parent else key
-    return _string(_required(obj, key, where, name), where, name)
+    return _string(required_field(obj, key, where, name), where, name)
 
 
-def _optional_string(value: Any, where: _Where, name: str) -> str | None:
+def optional_string(value: Any, where: Where, name: str) -> str | None:
     if value is None:
         return None
     if not isinstance(value, str):
-        raise where.error(name, f"must be a string or null, got {_show(value)}")
-    return _storable(value, where, name)
+        raise where.error(name, f"must be a string or null, got {show_value(value)}")
+    return storable_text(value, where, name)
 
 
-def _turn_index(value: Any, n_turns: int, where: _Where, name: str) -> int:
+def checked_turn_index(value: Any, n_turns: int, where: Where, name: str) -> int:
     if not isinstance(value, int) or isinstance(value, bool):
-        raise where.error(name, f"must be a turn index (integer), got {_show(value)}")
+        raise where.error(name, f"must be a turn index (integer), got {show_value(value)}")
     if not 0 <= value < n_turns:
         raise where.error(
             name, f"turn index {value} out of range: the conversation has turns 0..{n_turns - 1}"
@@ -533,8 +533,8 @@ def _turn_index(value: Any, n_turns: int, where: _Where, name: str) -> int:
     return value
 
 
-def _no_unknown_keys(
-    obj: dict[str, Any], known: set[str], where: _Where, prefix: str, hint: str = ""
+def no_unknown_keys(
+    obj: dict[str, Any], known: set[str], where: Where, prefix: str, hint: str = ""
 ) -> None:
     """Reject unknown keys so a typo ('probe' for 'probes') is not silently ignored."""
     unknown = sorted(set(obj) - known)
