@@ -1,4 +1,7 @@
-"""The llama.cpp backend (llama-cpp-python), for any GGUF chat model on the CPU."""
+"""The llama.cpp backend (llama-cpp-python), for any GGUF chat model on the CPU.
+
+It uses ``Llama``'s public API; what it needs beyond that (KV-cache moves, saved sequences, a second
+sequence) is in ``llama_internals``, behind a check of the installed llama-cpp-python version."""
 
 from __future__ import annotations
 
@@ -7,7 +10,7 @@ import os
 import threading
 import time
 import weakref
-from contextlib import contextmanager, nullcontext
+from contextlib import nullcontext
 from dataclasses import dataclass
 from difflib import SequenceMatcher
 from functools import lru_cache
@@ -67,32 +70,6 @@ def _env_threads(name: str) -> int:
     return int(value)
 
 
-_PARAMS_LOCK = threading.Lock()
-
-
-@contextmanager
-def _two_sequences():
-    """Contexts created inside have room for a second sequence in one shared KV buffer (``Splice`` parks
-    the tokens it moves there). ``Llama()`` takes no such option, so its default parameters are
-    amended for the duration of the call, under a lock."""
-    import llama_cpp.llama_cpp as raw
-
-    default = raw.llama_context_default_params
-
-    def amended():
-        params = default()
-        params.n_seq_max = 2
-        params.kv_unified = True
-        return params
-
-    with _PARAMS_LOCK:
-        raw.llama_context_default_params = amended
-        try:
-            yield
-        finally:
-            raw.llama_context_default_params = default
-
-
 _OPEN: "weakref.WeakSet[Any]" = weakref.WeakSet()
 
 
@@ -107,14 +84,23 @@ def _close_open_models() -> None:
             pass
 
 
+def internals():
+    """``llama_internals``: llama-cpp-python beyond its public API, imported (and its version checked) on first
+    use, so that importing this module needs no llama-cpp-python."""
+    from . import llama_internals
+
+    return llama_internals
+
+
 def load_llama(path: Path, *, sequences: int = 1, **kwargs: Any):
-    """A ``Llama`` for ``path`` with llama.cpp's console output silenced; a one-line error if it fails.
-    ``sequences``: 2 gives its context the second sequence a KV splice needs."""
+    """A ``Llama`` for ``path`` with llama.cpp's console output silenced; a one-line error if it fails
+    (a llama-cpp-python outside the supported range included). ``sequences``: 2 gives its context the
+    second sequence a KV splice needs."""
+    raw = internals()
     import llama_cpp
-    from llama_cpp._utils import suppress_stdout_stderr
 
     try:
-        with suppress_stdout_stderr(disable=False), (_two_sequences() if sequences == 2 else nullcontext()):
+        with raw.quiet(), (raw.two_sequences() if sequences == 2 else nullcontext()):
             llm = llama_cpp.Llama(str(path), verbose=False, **kwargs)
     except (ValueError, RuntimeError, OSError) as exc:
         raise BackendError(f"cannot load model {path}: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}") from None
@@ -182,10 +168,7 @@ class LlamaCppBackend:
             n_batch=min(512, n_ctx), sequences=2 if kv_shift else 1,
         )
         self.model_name = self.model_path.name
-        import llama_cpp
-
-        memory = llama_cpp.llama_get_memory(self._llm._ctx.ctx)
-        self.kv_shift = kv_shift and memory is not None and bool(llama_cpp.llama_memory_can_shift(memory))
+        self.kv_shift = kv_shift and internals().can_shift(self._llm)
         bos = [self._llm.token_bos()] if self._llm.metadata.get("tokenizer.ggml.add_bos_token") == "true" else []
         self.eos = {self._llm.token_eos()}
         template = self._llm.metadata.get("tokenizer.chat_template") or CHATML
@@ -213,59 +196,25 @@ class LlamaCppBackend:
     def cached_tokens(self) -> list[int]:
         """The tokens whose keys and values the context holds now, in order."""
         with self.lock:
-            return self._llm._input_ids.tolist()
+            return internals().cached_tokens(self._llm)
 
     def save_state(self, path: Path) -> bool:
         """Write the chat sequence's KV cache and its tokens to ``path`` (owner-only, replaced atomically)."""
-        import llama_cpp
-
         with self.lock:
-            n = self._llm.n_tokens
-            if n == 0:
-                return False
-            tokens = (llama_cpp.llama_token * n)(*self._llm.input_ids[:n].tolist())
-            tmp = path.with_name(path.name + ".tmp")
-            os.close(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600))
-            if not llama_cpp.llama_state_seq_save_file(self._llm._ctx.ctx, str(tmp).encode(), 0, tokens, n):
-                tmp.unlink(missing_ok=True)
-                return False
-            os.replace(tmp, path)
-            return True
+            return internals().save_sequence(self._llm, path)
 
     def load_state(self, path: Path) -> int:
         """Replace the KV cache with the one saved at ``path``; the number of tokens it holds (0: the file
         could not be read, and the cache is empty). Generation then reuses only the leading tokens it
         shares with the next prompt, so a state saved before the conversation changed costs nothing but
         the part that still matches."""
-        import ctypes
-
-        import llama_cpp
-
         with self.lock:
-            llm = self._llm
-            memory = llama_cpp.llama_get_memory(llm._ctx.ctx)
-            llama_cpp.llama_memory_clear(memory, True)
-            llm.n_tokens = 0
-            tokens = (llama_cpp.llama_token * self.n_ctx)()
-            count = ctypes.c_size_t(0)
-            read = llama_cpp.llama_state_seq_load_file(llm._ctx.ctx, str(path).encode(), 0, tokens, self.n_ctx,
-                                                       ctypes.byref(count))
-            if not read or not 0 < count.value <= self.n_ctx:
-                llama_cpp.llama_memory_clear(memory, True)
-                return 0
-            n = count.value
-            llm.input_ids[:n] = tokens[:n]
-            llm.n_tokens = n
-            llm._requires_eval = True
-            return n
+            return internals().load_sequence(self._llm, path, self.n_ctx)
 
     def clear_cache(self) -> None:
         """Forget every cached token (after the conversation it came from was erased)."""
-        import llama_cpp
-
         with self.lock:
-            llama_cpp.llama_memory_clear(llama_cpp.llama_get_memory(self._llm._ctx.ctx), True)
-            self._llm.n_tokens = 0
+            internals().clear(self._llm)
 
     # -- tokens -------------------------------------------------------------------------------
     def _tokenize_special(self, text: str) -> list[int]:
@@ -286,7 +235,7 @@ class LlamaCppBackend:
     # -- generation ---------------------------------------------------------------------------
     def cached_prefix(self, prompt: Sequence[int]) -> int:
         """How many leading prompt tokens are already in the KV cache (at least one is re-run)."""
-        cached = self._llm._input_ids
+        cached = internals().cached_tokens(self._llm)
         n = 0
         for a, b in zip(cached, prompt):
             if a != b:
@@ -300,41 +249,11 @@ class LlamaCppBackend:
 
         Afterwards the cache holds ``prompt[:insert + size]`` at positions 0.., so llama-cpp-python's
         own prefix reuse takes over from there."""
-        import llama_cpp
-
-        llm = self._llm
-        cached = llm._input_ids.tolist()
-        plan = plan_splice(cached, prompt)
+        plan = plan_splice(internals().cached_tokens(self._llm), prompt)
         if plan is None:
             return 0, 0
-        memory = llama_cpp.llama_get_memory(llm._ctx.ctx)
-        end = plan.moved + plan.size
-        # llama.cpp appends to a sequence only after its last position, so the kept run is parked in
-        # sequence 1 while the new tokens are appended to sequence 0, then moved and handed back.
-        llama_cpp.llama_memory_seq_cp(memory, 0, 1, plan.moved, end)
-        if not llama_cpp.llama_memory_seq_rm(memory, 0, plan.keep, -1):
-            llama_cpp.llama_memory_seq_rm(memory, 1, -1, -1)
-            llm.reset()  # a partial removal failed: start from an empty cache rather than a wrong one
-            return 0, 0
-        inserted = list(prompt[plan.keep:plan.insert])
-        try:
-            for i in range(0, len(inserted), llm.n_batch):
-                chunk = inserted[i:i + llm.n_batch]
-                llm._batch.set_batch(batch=chunk, n_past=plan.keep + i, logits_all=False)
-                llm._ctx.decode(llm._batch)
-        except RuntimeError:  # the cache is half spliced: empty it, and the prompt is read in full
-            llama_cpp.llama_memory_clear(memory, True)
-            llm.n_tokens = 0
-            return 0, 0
-        if plan.insert != plan.moved:
-            llama_cpp.llama_memory_seq_add(memory, 1, plan.moved, end, plan.insert - plan.moved)
-        llama_cpp.llama_memory_seq_cp(memory, 1, 0, plan.insert, plan.insert + plan.size)
-        llama_cpp.llama_memory_seq_rm(memory, 1, -1, -1)
-        held = plan.insert + plan.size
-        llm.input_ids[:held] = prompt[:held]
-        llm.n_tokens = held
-        llm._requires_eval = True
-        return plan.size, len(inserted)
+        inserted = internals().splice(self._llm, prompt, plan.keep, plan.moved, plan.insert, plan.size)
+        return (0, 0) if inserted < 0 else (plan.size, inserted)
 
     def generate(
         self,

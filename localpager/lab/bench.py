@@ -332,10 +332,11 @@ def machine(backend) -> dict[str, Any]:
         cpu = next(line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if line.startswith("model name"))
     except (OSError, StopIteration):
         pass
-    info = llama_cpp.llama_print_system_info()
+    from ..backends.llama_internals import system_info
+
     return {"cpu": cpu, "threads": getattr(backend, "n_threads", None), "python": platform.python_version(),
             "llama_cpp_python": llama_cpp.__version__, "model": getattr(backend, "model_name", backend.name),
-            "llama_system_info": info.decode() if isinstance(info, bytes) else str(info)}
+            "llama_system_info": system_info()}
 
 
 def summarize(timings: list[TurnTiming], config: BenchConfig) -> dict[str, Any]:
