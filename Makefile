@@ -22,7 +22,7 @@ LLAMA_CMAKE   := $(shell f=/proc/cpuinfo; if grep -qw amx_tile $$f 2>/dev/null; 
 	grep -qw avx_vnni $$f && a="$$a -DGGML_AVX_VNNI=ON"; echo "$$a"; fi)
 LLAMA_WHEELS  := $(WHEELHOUSE)/llama-cpp-python-$(LLAMA_VERSION)-$(shell echo '$(LLAMA_CMAKE)' | cksum | cut -d' ' -f1)
 
-.PHONY: setup demo test test-fast bench clean
+.PHONY: setup demo test test-fast bench docs docs-examples clean
 
 setup: $(STAMP)
 
@@ -61,6 +61,14 @@ test-fast: setup
 
 bench: setup
 	$(PY) benchmarks/recall_latency.py
+
+# The docs' tables, rewritten from the results JSON under docs/measurements/data (stdlib only: no setup).
+docs:
+	$(PYTHON) docs/tables.py
+
+# The README's examples, run as written in an empty folder; their real output is written back.
+docs-examples: setup
+	$(PY) docs/tables.py examples
 
 clean:
 	rm -rf $(VENV) results build *.egg-info

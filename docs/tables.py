@@ -1,0 +1,369 @@
+"""The docs' tables of figures, generated from results JSON so they cannot drift from the command.
+
+Each figure in the docs comes from a JSON file under ``docs/measurements/data/``: the output of a command
+(``localpager eval --json``, ``localpager bench --json``, ``benchmarks/*.py --json``) wrapped with the
+commands that made it and the commit it was measured on. A table lives between two markers in a Markdown
+file; this script rewrites what is between them:
+
+    <!-- table:eval-summary data=eval-heldout-1024,eval-heldout-1024-question -->
+    (generated: the commands, the table, where and when it was measured)
+    <!-- /table -->
+
+    python docs/tables.py            # rewrite every table (make docs)
+    python docs/tables.py --check    # exit 1 if a table is not what the data says (the fast test)
+    python docs/tables.py add results/eval-heldout-1024.json --kind eval --commit 1ceca01 \\
+        --label "held-out phrasings, budget 1024" \\
+        --command "localpager eval results/gen-heldout.jsonl --budget 1024 --json results/eval-heldout-1024.json"
+    .venv/bin/python docs/tables.py examples [--check]   # make docs-examples: rerun the README's examples
+
+``add`` copies a results file as it is (less its per-probe or per-request rows) with its provenance; a
+table names the files it shows.
+
+``examples`` runs the README's examples as written, in order, in one empty folder, and writes their real
+output back: a block between ``<!-- run -->`` and ``<!-- /run -->`` is either a ``console`` fence (lines
+``$ command``, each followed by its output) or a ``python`` fence followed by a ``text`` fence (its output).
+It needs the models (``make setup``); the tables need nothing but this file. Stdlib only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as _dt
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+DOCS = Path(__file__).resolve().parent
+ROOT = DOCS.parent
+DATA = DOCS / "measurements" / "data"
+MARKER = re.compile(r"(<!-- table:(?P<kind>[a-z0-9-]+)(?P<args>[^>]*?)-->\n)(?P<body>.*?)(<!-- /table -->)", re.S)
+# per-item rows a results file carries beside its summary; the docs show summaries only
+DETAIL_KEYS = {"eval": ("results",), "bench": ("turns",), "server-load": ("requests_detail",)}
+KINDS = ("eval", "bench", "faults", "recall-gate", "bookmark-coverage", "threads", "server-load")
+
+
+# -- data ----------------------------------------------------------------------------------------------
+def load(name: str) -> dict:
+    path = DATA / f"{name}.json"
+    if not path.exists():
+        raise SystemExit(f"{path.relative_to(ROOT)}: no such data file (python docs/tables.py add ... --name {name})")
+    data = json.loads(path.read_text(encoding="utf-8"))
+    for key in ("kind", "commands", "commit", "result"):
+        if key not in data:
+            raise SystemExit(f"{path.relative_to(ROOT)}: no {key!r} (write data files with `tables.py add`)")
+    data["name"] = name
+    return data
+
+
+def add(args: argparse.Namespace) -> None:
+    result = json.loads(Path(args.file).read_text(encoding="utf-8"))
+    dropped = [k for k in DETAIL_KEYS.get(args.kind, ()) if isinstance(result, dict) and k in result]
+    for key in dropped:
+        del result[key]
+    commit = subprocess.run(["git", "rev-parse", "--short", args.commit], cwd=ROOT, capture_output=True,
+                            text=True, check=True).stdout.strip()
+    measured = args.measured or _dt.datetime.fromtimestamp(Path(args.file).stat().st_mtime, _dt.timezone.utc).strftime("%Y-%m-%d")
+    data = {"kind": args.kind, "label": args.label or Path(args.file).stem, "commands": args.command,
+            "commit": commit, "measured": measured, "machine": args.machine, "note": args.note,
+            "source": str(args.file), "dropped": dropped, "result": result}
+    if args.metric:
+        data["metric"] = args.metric
+    DATA.mkdir(parents=True, exist_ok=True)
+    out = DATA / f"{args.name or Path(args.file).stem}.json"
+    out.write_text(json.dumps(data, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+    print(f"wrote {out.relative_to(ROOT)}")
+
+
+# -- formatting ----------------------------------------------------------------------------------------
+def frac(v) -> str:
+    return "–" if v is None else f"{v:.2f}"
+
+
+def ms(v) -> str:
+    return "–" if v is None else f"{v:,.0f}"
+
+
+def table(header: list[str], rows: list[list[str]], right_from: int = 1) -> str:
+    align = ["---" if i < right_from else "---:" for i in range(len(header))]
+    lines = ["| " + " | ".join(header) + " |", "|" + "|".join(align) + "|"]
+    lines += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def provenance(datas: list[dict], page: Path) -> tuple[str, str]:
+    """The commands (each once, in order) and where each file was measured, linked from ``page``."""
+    commands = []
+    for d in datas:
+        commands += [c for c in d["commands"] if c not in commands]
+    rel = lambda d: Path(os.path.relpath(DATA / f"{d['name']}.json", page.parent)).as_posix()
+    groups: dict[tuple, list[str]] = {}
+    for d in datas:
+        key = (d["commit"], d["measured"], d.get("machine") or "", d.get("note") or "")
+        groups.setdefault(key, []).append(f"[{d['name']}]({rel(d)})")
+    where = "; ".join(
+        f"{', '.join(files)}: commit {commit}, {measured}" + (f", {machine}" if machine else "")
+        + (f" ({note})" if note else "")
+        for (commit, measured, machine, note), files in groups.items())
+    return "```sh\n" + "\n".join(commands) + "\n```\n\n", f"Data {where}."
+
+
+# -- renderers: one per table kind, each (data files) -> Markdown ----------------------------------------
+def eval_summary(datas: list[dict]) -> str:
+    rows = []
+    for d in datas:
+        r = d["result"]
+        lat = r.get("latency_ms") or {}
+        rows.append([d["label"], r.get("probes"), frac(r.get("e2e_accuracy")), frac(r.get("oracle_e2e_accuracy")),
+                     frac(r.get("page_selection_accuracy")), frac(r.get("recall_precision")),
+                     frac(r.get("general_recall_rate")), frac(r.get("latest_value_rate")),
+                     frac(r.get("bookmark_fact_coverage")), frac(r.get("repeated_answer_rate")),
+                     f"{ms(lat.get('p50'))} / {ms(lat.get('p95'))}"])
+    return table(["run", "probes", "e2e", "oracle", "page selection", "recall precision",
+                  "general questions paged in", "latest value", "bookmark fact coverage", "repeated answers",
+                  "p50 / p95 ms"], rows)
+
+
+def eval_by_type(datas: list[dict]) -> str:
+    (d,) = datas
+    r, metric = d["result"], d.get("metric", "accuracy")
+    rows = [[f"{name}", t.get("probes"), frac(t.get("e2e_accuracy")), frac(t.get("oracle_e2e_accuracy")),
+             frac(t.get("page_selection_accuracy")), frac(t.get("recall_triggered"))]
+            for name, t in sorted((r.get("by_type") or {}).items())]
+    rows.append(["**all**", r.get("probes"), frac(r.get("e2e_accuracy")), frac(r.get("oracle_e2e_accuracy")),
+                 frac(r.get("page_selection_accuracy")), frac(r.get("recall_triggered"))])
+    return table(["type", "probes", f"e2e {metric}", f"oracle {metric}", "page selection", "recall triggered"], rows)
+
+
+def bench_latency(datas: list[dict]) -> str:
+    (d,) = datas
+    r = d["result"]
+    lengths = list((r.get("p50_ms") or {}).get("paging", {}))
+    names = {"paging": "paging (localpager)", "truncation": "truncation (same budget)", "full": "full context"}
+    rows = [[names.get(s, s)] + [f"{ms(r['p50_ms'][s].get(n))} / {ms(r['p95_ms'][s].get(n))}" for n in lengths]
+            + [" / ".join(ms(v) for v in (r.get("evaluated_tokens_p50") or {}).get(s, {}).values())]
+            for s in r.get("p50_ms", {})]
+    return table(["strategy"] + [f"{int(n):,} turns p50 / p95 ms" for n in lengths] + ["tokens evaluated (p50)"], rows)
+
+
+def bench_figures(datas: list[dict]) -> str:
+    (d,) = datas
+    r = d["result"]
+    rerank = r.get("rerank_ms") or {}
+    evictions = r.get("evictions") or {}
+    rows = [["warm answer, p50 ms", ms(r.get("warm_answer_ms"))],
+            ["p95 ms after each run's first answer / with it",
+             f"{ms(r.get('p95_ms_after_first'))} / {ms(r.get('p95_ms_with_first'))}"],
+            ["a new process's first answer from memory, ms", ms(r.get("cold_first_answer_ms"))],
+            ["small talk in a new process, without / with the saved KV cache, ms",
+             f"{ms((r.get('cold_small_talk_ms') or {}).get('unsaved'))} / {ms((r.get('cold_small_talk_ms') or {}).get('resumed'))}"]]
+    for budget, e in evictions.items():
+        rows.append([f"tokens evaluated on eviction turns at budget {budget} (p50), against a full re-read",
+                     f"{ms(e.get('eviction_tokens_evaluated'))} / {ms(e.get('eviction_tokens_full'))}"])
+    rows += [["ratio to the hardware floor, median turn", frac(r.get("ratio_to_floor"))],
+             ["flatness (paging p50 at the longest / shortest length)", frac(r.get("flatness"))],
+             ["rerank at " + " / ".join(f"{int(k):,}" for k in rerank) + " bookmarks, ms",
+              " / ".join(f"{v:.1f}" if isinstance(v, (int, float)) else str(v) for v in rerank.values())],
+             ["`localpager --help`, ms", ms(r.get("help_ms"))],
+             ["peak RSS of the chat workload, MB", ms(r.get("peak_rss_mb"))],
+             ["busy_ratio (p50 beside one busy process / idle)", frac(r.get("busy_ratio"))]]
+    return table(["figure", "value"], rows)
+
+
+FAULT_ROWS = (
+    ("runs", "kill runs (ingest, ask+maintain, maintain, add)"), ("kills", "killed mid-run (SIGKILL)"),
+    ("turns_acknowledged", "turns acknowledged"), ("turns_lost", "turns lost"),
+    ("integrity_failures", "integrity failures"), ("index_rebuilds", "index rebuilds"),
+    ("concurrent_writers", "concurrent writers"), ("concurrent_turns", "turns written concurrently"),
+    ("lost_writes", "lost writes"), ("writer_errors", "writer errors"),
+    ("fuzz_cases", "fuzz cases"), ("fuzz_failures", "fuzz failures"),
+    ("forget_across_processes_runs", "forgets while another process holds the conversation"),
+    ("forget_across_processes_leaks", "files holding the secret afterwards (leaks)"),
+    ("retry_cases", "requests retried on a real server"), ("duplicate_turns_on_retry", "turns stored twice by a retry"),
+)
+
+
+def faults(datas: list[dict]) -> str:
+    (d,) = datas
+    r = d["result"]
+    rows = [[label, f"{r[key]:,}"] for key, label in FAULT_ROWS if key in r]
+    rows += [[f"1 MB without a space through {path}, ms", ms(v)] for path, v in (r.get("pathological_input_ms") or {}).items()]
+    if "pathological_health_slowest_ms" in r:
+        rows.append(["slowest `/health` meanwhile, ms", ms(r["pathological_health_slowest_ms"])])
+    return table(["what", "value"], rows)
+
+
+def recall_gate(datas: list[dict]) -> str:
+    (d,) = datas
+    rates = ((d["result"].get("gate") or {}).get("rates")) or {}
+    columns = sorted({k.rsplit("/", 1)[0] for r in rates.values() for k in r},
+                     key=lambda k: (k.split("/")[1] == "held-out", k))
+    kinds = ("probe", "general", "small talk")
+    rows = [[rule] + [" / ".join(frac(r.get(f"{c}/{k}")) for k in kinds) for c in columns] for rule, r in rates.items()]
+    return table(["rule"] + [f"{c}: probes / general / small talk" for c in columns], rows)
+
+
+def recall_gate_ranking(datas: list[dict]) -> str:
+    (d,) = datas
+    ranking = d["result"].get("ranking") or []
+    names = list(ranking[0]["scores"]) if ranking else []
+    rows = [[f"{r['dataset']} {r['split']}", r["group"], r["probes"]]
+            + [" / ".join(frac(v) for v in r["scores"][n]) for n in names] for r in ranking]
+    return table(["set", "group", "probes"] + [f"{n}: top-1 / top-3" for n in names], rows, right_from=2)
+
+
+def bookmark_coverage(datas: list[dict]) -> str:
+    (d,) = datas
+    rows = []
+    for key, r in d["result"].items():
+        phrasing, strategy, path = key.split("/")
+        rows.append([phrasing, strategy, path, frac(r.get("all")),
+                     ", ".join(f"{k} {frac(v)}" for k, v in r.items() if k != "all")])
+    return table(["phrasing", "keywords", "paged as", "facts covered", "by type"], rows, right_from=3)
+
+
+def threads(datas: list[dict]) -> str:
+    (d,) = datas
+    rows = [[name, ms(r.get("p50_idle_ms")), ms(r.get("p50_busy_ms")), frac(r.get("busy_ratio"))]
+            for name, r in d["result"].get("settings", {}).items()]
+    return table(["threads (generation / prompt)", "p50 idle ms", "p50 beside a busy process ms", "busy_ratio"], rows)
+
+
+def server_load(datas: list[dict]) -> str:
+    rows = []
+    for d in datas:
+        r = d["result"]
+        rows.append([r.get("clients"), r.get("requests"), ms(r.get("cold_first_request_ms")),
+                     f"{ms(r.get('warm_p50_ms'))} / {ms(r.get('warm_p95_ms'))}",
+                     f"{ms(r.get('warm_server_p50_ms'))} / {ms(r.get('warm_server_p95_ms'))}",
+                     ms(r.get("stream_first_token_p50_ms")), r.get("recalls"), r.get("turns_lost")])
+    return table(["clients", "requests", "first request ms", "p50 / p95 ms", "server's answer p50 / p95 ms",
+                  "first streamed token p50 ms", "recalls", "turns lost"], rows, right_from=0)
+
+
+RENDERERS = {
+    "eval-summary": ("eval", eval_summary), "eval-by-type": ("eval", eval_by_type),
+    "bench-latency": ("bench", bench_latency), "bench-figures": ("bench", bench_figures),
+    "faults": ("faults", faults), "recall-gate": ("recall-gate", recall_gate),
+    "recall-gate-ranking": ("recall-gate", recall_gate_ranking),
+    "bookmark-coverage": ("bookmark-coverage", bookmark_coverage), "threads": ("threads", threads),
+    "server-load": ("server-load", server_load),
+}
+
+
+def render(kind: str, args: str, page: Path) -> str:
+    if kind not in RENDERERS:
+        raise SystemExit(f"{page.relative_to(ROOT)}: unknown table {kind!r}; known: {', '.join(RENDERERS)}")
+    names = dict(a.split("=", 1) for a in args.split()).get("data", "")
+    datas = [load(n) for n in names.split(",") if n]
+    if not datas:
+        raise SystemExit(f"{page.relative_to(ROOT)}: table {kind} names no data (data=NAME,...)")
+    want, renderer = RENDERERS[kind]
+    for d in datas:
+        if d["kind"] != want:
+            raise SystemExit(f"{page.relative_to(ROOT)}: table {kind} wants {want} data; {d['name']} is {d['kind']}")
+    commands, where = provenance(datas, page)
+    return f"{commands}{renderer(datas)}\n\n{where}\n"
+
+
+def pages() -> list[Path]:
+    return [ROOT / "README.md", *sorted(DOCS.rglob("*.md"))]
+
+
+def rewrite(path: Path) -> str:
+    text = path.read_text(encoding="utf-8")
+    return MARKER.sub(lambda m: m.group(1) + render(m.group("kind"), m.group("args"), path) + m.group(5), text)
+
+
+# -- the README's examples, run as written -----------------------------------------------------------------
+RUN = re.compile(r"(<!-- run -->\n)(?P<body>.*?)(<!-- /run -->)", re.S)
+FENCE = re.compile(r"```(?P<lang>\w*)\n(?P<code>.*?)```", re.S)
+
+
+def run_examples(path: Path, workdir: Path) -> str:
+    """``path``'s text with every run block's output replaced by what its commands print now."""
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
+
+    def run(argv: list[str], shown: str) -> str:
+        done = subprocess.run(argv, cwd=workdir, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        if done.returncode:
+            raise SystemExit(f"{path.name}: `{shown}` exited {done.returncode}:\n{done.stdout}")
+        return done.stdout.rstrip("\n")
+
+    def block(m: re.Match) -> str:
+        fences = list(FENCE.finditer(m.group("body")))
+        if fences and fences[0].group("lang") == "console":
+            out = []
+            for line in fences[0].group("code").splitlines():
+                if line.startswith("$ "):
+                    out += [line, run(["bash", "-c", line[2:]], line[2:])]
+            return m.group(1) + "```console\n" + "\n".join(o for o in out if o) + "\n```\n" + m.group(3)
+        if len(fences) == 2 and fences[0].group("lang") == "python":
+            code = fences[0].group("code")
+            output = run([sys.executable, "-c", code], "the python example")
+            return m.group(1) + f"```python\n{code}```\n\n```text\n{output}\n```\n" + m.group(3)
+        raise SystemExit(f"{path.name}: a run block holds a console fence, or a python fence and a text fence")
+
+    return RUN.sub(block, path.read_text(encoding="utf-8"))
+
+
+def examples(check: bool) -> int:
+    import tempfile
+
+    path = ROOT / "README.md"
+    with tempfile.TemporaryDirectory() as tmp:
+        new = run_examples(path, Path(tmp))
+    if new == path.read_text(encoding="utf-8"):
+        print("the README's examples print what it shows")
+        return 0
+    if check:
+        print("the README's examples print something else now (run `make docs-examples`)", file=sys.stderr)
+        return 1
+    path.write_text(new, encoding="utf-8")
+    print("README.md: examples' output rewritten")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--check", action="store_true", help="change nothing; exit 1 if a table is out of date")
+    sub = parser.add_subparsers(dest="cmd")
+    a = sub.add_parser("add", help="copy a results JSON into docs/measurements/data with its provenance")
+    a.add_argument("file")
+    a.add_argument("--kind", required=True, choices=KINDS)
+    a.add_argument("--command", action="append", required=True,
+                   help="a command that made it, in order (repeat: setup first, e.g. the generate)")
+    a.add_argument("--commit", required=True, help="the commit the figures were measured on")
+    a.add_argument("--name", help="data file name (default: the results file's)")
+    a.add_argument("--label", help="the run's name in a table")
+    a.add_argument("--metric", help="what e2e means for eval data (default accuracy; LoCoMo: token F1)")
+    a.add_argument("--measured", help="date (default: the results file's time)")
+    a.add_argument("--machine", default="2-core x86-64 (AVX-512), SmolLM2-135M-Instruct Q4_1, all-MiniLM-L6-v2")
+    a.add_argument("--note", default="")
+    e = sub.add_parser("examples", help="run the README's examples as written and write their output back")
+    e.add_argument("--check", action="store_true", help="change nothing; exit 1 if the output differs")
+    args = parser.parse_args(argv)
+    if args.cmd == "examples":
+        return examples(args.check)
+    if args.cmd == "add":
+        add(args)
+        return 0
+    stale = []
+    for path in pages():
+        new = rewrite(path)
+        if new != path.read_text(encoding="utf-8"):
+            stale.append(path.relative_to(ROOT).as_posix())
+            if not args.check:
+                path.write_text(new, encoding="utf-8")
+    if args.check and stale:
+        print("out of date (run `make docs`): " + ", ".join(stale), file=sys.stderr)
+        return 1
+    if not args.check:
+        print(f"{len(stale)} file(s) rewritten" + (f": {', '.join(stale)}" if stale else ""))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
