@@ -1,0 +1,260 @@
+"""The docs stay true: tables are what their data says, links resolve, and the README is a front door whose
+commands exist and whose quickstart asks about what the data it makes really holds.
+
+Figures are never typed into the current docs: ``make docs`` (``docs/tables.py``) writes every table from a
+results file under ``docs/measurements/data/``; this test fails when running it would change anything.
+``docs/measurements/history.md`` holds old figures and old commands, kept as measured: its links are
+checked, its commands are not.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import re
+import shlex
+from pathlib import Path
+
+import click
+import pytest
+from click.testing import CliRunner
+
+from localpager.cli import cli
+
+ROOT = Path(__file__).resolve().parents[1]
+DOCS = ROOT / "docs"
+README = ROOT / "README.md"
+HISTORY = DOCS / "measurements" / "history.md"
+PAGES = [README, *sorted(DOCS.rglob("*.md"))]
+CURRENT = [p for p in PAGES if p != HISTORY]
+README_LIMIT = 12_000  # bytes: "a README that is a front door (<= 12 KB)"
+FENCE = re.compile(r"^```(\w*)\n(.*?)^```", re.S | re.M)
+TABLE = re.compile(r"<!-- table:.*?<!-- /table -->", re.S)
+
+
+def tables():
+    spec = importlib.util.spec_from_file_location("docs_tables", DOCS / "tables.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def rel(path: Path) -> str:
+    return path.relative_to(ROOT).as_posix()
+
+
+# -- generated tables ----------------------------------------------------------------------------------
+def test_tables_are_what_their_data_says():
+    t = tables()
+    stale = [rel(p) for p in t.pages() if t.rewrite(p) != p.read_text(encoding="utf-8")]
+    assert not stale, f"run `make docs`: {stale}"
+
+
+def test_every_data_file_says_where_it_came_from_and_is_shown():
+    t = tables()
+    shown = " ".join(m.group(0) for p in PAGES for m in TABLE.finditer(p.read_text(encoding="utf-8")))
+    for path in sorted(t.DATA.glob("*.json")):
+        data = t.load(path.stem)
+        assert data["kind"] in t.KINDS and data["commands"] and re.fullmatch(r"[0-9a-f]{7,40}", data["commit"])
+        assert re.search(rf"data=[\w,-]*\b{re.escape(path.stem)}\b", shown), f"{rel(path)} is in no table"
+
+
+def test_no_figure_typed_by_hand_into_the_current_docs():
+    """A measured fraction (0.63) outside a generated table is a figure that can drift from its command."""
+    for page in CURRENT:
+        text = re.sub(r"`[^`\n]*`", "", TABLE.sub("", page.read_text(encoding="utf-8")))  # code: versions, settings
+        found = re.findall(r"\b0\.\d\d+\b", text)
+        assert not found, f"{rel(page)}: {found}: put figures in a generated table (docs/tables.py)"
+
+
+def test_every_table_kind_renders_its_format():
+    """Each renderer on a minimal results file of the shape its command writes (for kinds with no data yet)."""
+    t = tables()
+    samples = {
+        "bench": {"p50_ms": {"paging": {"50": 470.0}}, "p95_ms": {"paging": {"50": 956.0}},
+                  "evaluated_tokens_p50": {"paging": {"50": 51}}, "warm_answer_ms": 495.0,
+                  "evictions": {"512": {"eviction_tokens_evaluated": 60, "eviction_tokens_full": 128}},
+                  "rerank_ms": {"1000": 9.5}, "busy_ratio": 1.5},
+        "faults": {"runs": 24, "turns_lost": 0, "forget_across_processes_leaks": 0,
+                   "pathological_input_ms": {"ingest": 812.0}, "pathological_health_slowest_ms": 40.0},
+        "recall-gate": {"ranking": [{"dataset": "generated", "split": "tuning", "group": "all", "probes": 72,
+                                     "scores": {"chosen (priors)": [0.96, 0.99]}}],
+                        "gate": {"rates": {"gate": {"generated/tuning/probe": 0.97, "generated/tuning/general": 0.02,
+                                                    "generated/tuning/small talk": 0.5}}}},
+        "bookmark-coverage": {"tuning/heuristic/chat": {"all": 0.92, "allergy": 1.0}},
+        "threads": {"settings": {"1 / 1": {"p50_idle_ms": 480.1, "p50_busy_ms": 492.3, "busy_ratio": 1.03}}},
+        "server-load": {"clients": 4, "requests": 103, "warm_p50_ms": 2290.0, "turns_lost": 0},
+    }
+    for kind, (want, renderer) in t.RENDERERS.items():
+        if want == "eval":
+            continue  # rendered from the real data files
+        data = {"name": kind, "kind": want, "label": kind, "commands": ["x"], "commit": "abc1234", "measured": "",
+                "result": samples[want]}
+        lines = renderer([data]).splitlines()
+        assert lines[0].startswith("| ") and len(lines) >= 3, kind
+
+
+# -- links ---------------------------------------------------------------------------------------------
+def slug(heading: str) -> str:
+    """GitHub's anchor for a heading."""
+    return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+
+
+def anchors(page: Path) -> set[str]:
+    text = FENCE.sub("", page.read_text(encoding="utf-8"))
+    seen: dict[str, int] = {}
+    found = set()
+    for heading in re.findall(r"^#{1,6} (.+)$", text, re.M):
+        s = slug(heading)
+        found.add(s if s not in seen else f"{s}-{seen[s]}")
+        seen[s] = seen.get(s, 0) + 1
+    return found
+
+
+def links(page: Path):
+    text = FENCE.sub("", page.read_text(encoding="utf-8"))
+    text = re.sub(r"`[^`\n]*`", "", text)
+    return re.findall(r"\]\(([^)\s]+)\)", text)
+
+
+@pytest.mark.parametrize("page", PAGES, ids=rel)
+def test_every_link_between_pages_resolves(page):
+    for target in links(page):
+        if re.match(r"[a-z]+:", target):
+            continue  # http(s), mailto: not ours
+        path, _, anchor = target.partition("#")
+        dest = (page.parent / path).resolve() if path else page
+        assert dest.exists(), f"{rel(page)}: {target}: no such file"
+        if anchor:
+            assert dest.suffix == ".md" and anchor in anchors(dest), f"{rel(page)}: {target}: no such heading"
+
+
+# -- the README ----------------------------------------------------------------------------------------
+def test_the_readme_is_a_front_door():
+    text = README.read_text(encoding="utf-8")
+    assert len(text.encode()) <= README_LIMIT, f"README.md is {len(text.encode())} bytes; the rest goes to docs/"
+    first = FENCE.search(text)
+    commands = [line.split("#")[0].strip() for line in first.group(2).splitlines()]
+    assert text.index(first.group(0)) < 200 and commands == ["make demo", "make test"]
+    targets = {t.partition("#")[0] for t in links(README)}
+    for page in ("usage", "memory", "serving", "backends", "how-it-works", "measurements", "development"):
+        assert f"docs/{page}.md" in targets, f"the README links to no docs/{page}.md"
+    assert "docs/memory.md#forget-something" in links(README)  # forgetting is one click away
+
+
+# -- commands shown in the current docs exist ----------------------------------------------------------
+def shell_lines(page: Path):
+    """Each command line of the page's shell blocks (``$ `` lines of console blocks), continuations joined."""
+    for lang, body in FENCE.findall(page.read_text(encoding="utf-8")):
+        if lang not in ("", "sh", "bash", "console"):
+            continue
+        body = body.replace("\\\n", " ")
+        for line in body.splitlines():
+            if lang == "console":
+                if not line.startswith("$ "):
+                    continue
+                line = line[2:]
+            yield line
+
+
+def localpager_args(line: str) -> list[str] | None:
+    """The arguments of the ``localpager`` call on ``line``, or None when it calls something else."""
+    try:
+        words = shlex.split(line, comments=True)
+    except ValueError:
+        return None
+    while words and re.fullmatch(r"[A-Z_]+=.*", words[0]):
+        words.pop(0)
+    if not words or not (words[0] == "localpager" or words[0].endswith("/localpager")):
+        return None
+    args = []
+    for w in words[1:]:
+        if w in ("|", "||", "&&", ";", ">", "2>&1") or w.startswith(("2>", ">")):
+            break
+        args.append(w)
+    return args
+
+
+def takes_value(param: click.Parameter) -> bool:
+    return isinstance(param, click.Option) and not param.is_flag and not param.count
+
+
+def check_options(args: list[str], params: list[click.Parameter], where: str,
+                  stop_at_positional: bool = False) -> list[str]:
+    """Walk ``args`` against ``params``; return the positional words (or the first one, with
+    ``stop_at_positional``). Fails on an unknown option."""
+    by_name = {o: p for p in params for o in (*p.opts, *p.secondary_opts)} | {"--help": None, "-h": None}
+    positional, i = [], 0
+    while i < len(args):
+        word = args[i]
+        if word.startswith("-") and len(word) > 1:
+            name = word.split("=", 1)[0]
+            assert name in by_name, f"{where}: no option {name}"
+            if by_name[name] is not None and takes_value(by_name[name]) and "=" not in word:
+                i += 1
+        else:
+            positional.append(word)
+            if stop_at_positional:
+                break
+        i += 1
+    return positional
+
+
+@pytest.mark.parametrize("page", CURRENT, ids=rel)
+def test_every_localpager_command_and_option_shown_exists(page):
+    for line in shell_lines(page):
+        args = localpager_args(line)
+        if args is None:
+            continue
+        where = f"{rel(page)}: `{line.strip()}`"
+        # the group's options come before the command; the command's own (and --store, --key-env) after it
+        positional = check_options(args, cli.params, where, stop_at_positional=True)
+        if not positional:
+            continue
+        name = positional[0]
+        assert name in cli.commands, f"{where}: no command {name!r}"
+        check_options(args[args.index(name) + 1:], cli.commands[name].params, where)
+
+
+@pytest.mark.parametrize("page", CURRENT, ids=rel)
+def test_every_file_the_docs_name_exists(page):
+    text = page.read_text(encoding="utf-8")
+    for path in sorted(set(re.findall(r"(?<![\w./~-])((?:benchmarks|tests|localpager|docs)/[\w./-]*\w)", text))):
+        assert (ROOT / path).exists(), f"{rel(page)} names {path}, which does not exist"
+
+
+# -- the quickstart asks about what its data holds -----------------------------------------------------
+def quickstart() -> list[tuple[list[str], list[str]]]:
+    """The README's first run block: each command's arguments and the output the README shows for it."""
+    block = re.search(r"<!-- run -->\n```console\n(.*?)```", README.read_text(encoding="utf-8"), re.S).group(1)
+    steps = []
+    for line in block.splitlines():
+        if line.startswith("$ "):
+            steps.append((localpager_args(line[2:]), []))
+        else:
+            steps[-1][1].append(line)
+    return steps
+
+
+def test_the_quickstart_asks_about_what_the_data_it_makes_holds(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    steps = quickstart()
+    generate = next((args, out) for args, out in steps if args[0] == "generate")
+    result = CliRunner().invoke(cli, generate[0])
+    assert result.exit_code == 0, result.output
+    assert result.output.splitlines() == generate[1], "the README shows another output of its generate"
+    conversations = {}
+    for line in Path(generate[0][1]).read_text(encoding="utf-8").splitlines():
+        conv = json.loads(line)
+        conversations[conv["id"]] = [t["text"] for t in conv["turns"]]
+    for args, out in steps:
+        if args[0] in ("generate", "ingest"):
+            continue
+        conv_id = next(a for a in args[1:] if not a.startswith("-"))
+        assert conv_id in conversations, f"the quickstart's {args[0]} names {conv_id}, which generate does not make"
+        if "--match" in args:
+            word = args[args.index("--match") + 1].lower()
+            assert any(word in t.lower() for t in conversations[conv_id]), f"no turn of {conv_id} holds {word!r}"
+        for line in out:  # a citation must quote the turn it names
+            if m := re.match(r"\s*from memory: p\d+ turn (\d+) \w+: (.*)$", line):
+                assert conversations[conv_id][int(m.group(1))].startswith(m.group(2)), line
