@@ -5,9 +5,10 @@ and need no model file.
 
 ``ScriptedBackend`` implements ``localpager.backends.base.ChatBackend`` with honest token accounting
 (a KV cache of the tokens it "evaluated", reused as a common prefix with at least one token re-run, as
-the llama.cpp backend does), replies from a script, refuses a scripted reply that the call's GBNF
-grammar does not allow, and records every call. ``HashEmbedder`` is a deterministic stand-in for
-``localpager.retrieval.embedder.Embedder``: texts sharing words are similar.
+the llama.cpp backend does), replies from a script, refuses a scripted reply that the call's constraint
+(rendered to GBNF, as the llama.cpp backend renders it) does not allow, and records every call.
+``HashEmbedder`` is a deterministic stand-in for ``localpager.retrieval.embedder.Embedder``: texts sharing
+words are similar.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from typing import Any, Callable, Iterable, Sequence
 import numpy as np
 
 from localpager.backends.base import BackendError, Generation, Message, TextCallback
+from localpager.backends.constraints import Constraint
 
 __all__ = [
     "Call", "Grammar", "GrammarError", "HashEmbedder", "ScriptError", "ScriptedBackend", "allows",
@@ -381,11 +383,12 @@ class Call:
     backend: str  # "main" or "fork1", "fork2", ...: which context ran it
     prompt: list[int]
     text: str  # the prompt detokenized: ChatML with <|im_start|> / <|im_end|>
-    grammar: str | None
+    grammar: str | None  # the call's constraint rendered to GBNF (what the llama.cpp backend compiles)
     max_tokens: int
     options: dict[str, Any]
     output: str = ""  # the generated text
     generation: Generation | None = None
+    constraint: Constraint | None = None
 
 
 @dataclass
@@ -527,16 +530,17 @@ class ScriptedBackend:
         return max(0, min(n, len(prompt) - 1))
 
     # -- generation -------------------------------------------------------------------------------
-    def generate(self, prompt: Sequence[int], *, max_tokens: int, grammar: str | None = None,
+    def generate(self, prompt: Sequence[int], *, max_tokens: int, constraint: Constraint | None = None,
                  on_text: TextCallback | None = None, **options: Any) -> Generation:
         prompt = list(prompt)
+        grammar = constraint.gbnf() if constraint is not None else None  # what the llama.cpp backend compiles
         if not prompt:
             raise BackendError("an empty prompt")
         if len(prompt) + max_tokens > self.n_ctx:
             raise BackendError(
                 f"prompt of {len(prompt)} tokens plus {max_tokens} to generate exceeds the context of {self.n_ctx}")
         text = self.detokenize(prompt)
-        call = Call(self.label, prompt, text, grammar, max_tokens, dict(options))
+        call = Call(self.label, prompt, text, grammar, max_tokens, dict(options), constraint=constraint)
         self._shared.calls.append(call)
         if self._pending is not None and tuple(prompt) == self._pending[0]:
             reply = self._pending[1]  # the same model continues where it was stopped

@@ -85,10 +85,10 @@ def test_search_tool_query_is_grammar_constrained(backend):
     import re
 
     from localpager.backends.base import Message
-    from localpager.lab.evaluate import SEARCH_GRAMMAR, SEARCH_PROMPT
+    from localpager.lab.evaluate import SEARCH_PROMPT, SEARCH_QUERY
 
     prompt = backend.render([Message("system", SEARCH_PROMPT), Message("user", "Who should fix the dripping tap?")])
-    text = backend.generate(prompt, max_tokens=40, grammar=SEARCH_GRAMMAR).text
+    text = backend.generate(prompt, max_tokens=40, constraint=SEARCH_QUERY).text
     assert re.fullmatch(r'search\("[a-zA-Z0-9 ,\'-]{2,60}"\)', text), text
 
 

@@ -12,7 +12,7 @@ from fakes import ScriptedBackend, shortest_sentence
 from localpager.backends.base import BackendError
 from localpager.core.pager import PagingConfig
 from localpager.lab.synthetic import generate_dataset
-from localpager.runtime.assist import WORTH_GRAMMAR
+from localpager.runtime.assist import WORTH
 from localpager.store.loaders import dump_jsonl
 
 TOPICS = ["the garden fence", "my sister Hartley", "the Lisbon flight", "a peanut allergy", "the kitchen budget",
@@ -231,7 +231,7 @@ def test_maintain_runs_the_waiting_work_on_the_side_context_and_stores_it(fake_p
     verdicts = iter(["yes", "no"] * 20)
 
     def script(prompt, grammar):
-        return next(verdicts) if grammar == WORTH_GRAMMAR else shortest_sentence(grammar)
+        return next(verdicts) if grammar == WORTH.gbnf() else shortest_sentence(grammar)
 
     backend = ScriptedBackend(script)
     lp = fake_pager(backend=backend)

@@ -1,5 +1,5 @@
 """The assistant's logic (keyword strategies, eviction advice, worth, maintain) on a scripted backend: which
-calls it makes, what it offers the model, and what it does with any output the grammar allows."""
+calls it makes, what it offers the model, and what it does with any output its constraint allows."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from localpager.core.text import term_key
 from localpager.core.tokens import ApproxTokenCounter
 from localpager.lab.synthetic import generate_conversation
 from localpager.runtime.assist import Assistant, maintain
-from localpager.runtime.grammar import WORTH_GRAMMAR, batch_grammar, keywords_grammar, pages_grammar
+from localpager.runtime.grammar import WORTH, keyword_batch, keyword_list, page_list
 
 CHINESE = [
     "user: 我对花生过敏，上次吃了花生酱差点进医院。\nassistant: 记住了，你对花生过敏，点菜时要避开花生。",
@@ -112,7 +112,7 @@ def test_contextual_prompts_show_the_page_its_neighbours_and_only_its_candidates
     assert "p12: " not in call.text  # the page itself is not one of the other pages
     offered = re.search(r"Candidate keywords: (.*)", call.text).group(1).split(", ")
     assert offered == candidate_terms(english_pages, 24)[2]
-    assert call.grammar == keywords_grammar(offered, 2)
+    assert call.constraint == keyword_list(offered, 2)
 
 
 def test_a_small_context_splits_the_batch_into_calls_that_cover_every_page(english_pages):
@@ -131,7 +131,7 @@ def test_hybrid_keeps_the_heuristic_keywords_and_adds_one_from_the_model(english
     for i, keywords in out.items():
         assert keywords[:3] == base[i][:3] and len(keywords) == min(4, len(base[i]) + 1)
     (call,) = backend.calls
-    assert call.grammar == batch_grammar(list(listed_candidates(call.text).items()), 1)  # one word per page
+    assert call.constraint == keyword_batch(list(listed_candidates(call.text).items()), 1)  # one word per page
 
 
 def test_auto_chooses_hybrid_only_when_the_heuristic_keywords_tell_pages_apart():
@@ -173,7 +173,7 @@ def test_eviction_advice_names_only_candidates_once_each():
     assistant = Assistant(backend)
     assert assistant.advise_eviction(_pages(3), "When do I fly?") == [3]
     (call,) = backend.calls
-    assert call.grammar == pages_grammar([1, 2, 3])
+    assert call.constraint == page_list([1, 2, 3])
     assert "p1: topic1\np2: topic2\np3: topic3" in call.text and "New message: When do I fly?" in call.text
     assert assistant.advise_eviction(_pages(2), "x") == []
     assert assistant.advise_eviction([], "x") == [] and len(backend.calls) == 2  # no candidates: no call
@@ -187,7 +187,7 @@ def test_worth_is_decided_by_rule_for_small_talk_and_by_the_model_otherwise():
     assert backend.calls == []
     assert assistant.worth("user: my locker number is 4417") is True
     assert assistant.worth("user: the weather in Lisbon was nice") is False
-    assert [(c.grammar, c.max_tokens) for c in backend.calls] == [(WORTH_GRAMMAR, 2)] * 2
+    assert [(c.constraint, c.max_tokens) for c in backend.calls] == [(WORTH, 2)] * 2
     assert assistant.stats["worth"].calls == 2
 
 
@@ -214,7 +214,7 @@ def test_maintain_gives_closed_pages_model_keywords_and_verdicts_in_one_batch():
     conv = generate_conversation(seed=13, n_turns=60)
     pager = page_conversation(conv.turns, ApproxTokenCounter(),
                               PagingConfig(boundary="fixed_10", keywords="hybrid", worth=True))
-    backend = ScriptedBackend(lambda prompt, grammar: "yes" if grammar == WORTH_GRAMMAR else shortest_sentence(grammar))
+    backend = ScriptedBackend(lambda prompt, grammar: "yes" if grammar == WORTH.gbnf() else shortest_sentence(grammar))
     assistant = Assistant(backend)
     changed = maintain(pager, assistant)
     closed = pager.closed()

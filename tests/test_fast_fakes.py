@@ -8,7 +8,8 @@ import pytest
 from fakes import IM_END, IM_START, HashEmbedder, ScriptedBackend, ScriptError
 
 from localpager.backends.base import BackendError, ChatBackend, Message
-from localpager.runtime.grammar import is_recall_prefix, recall_grammar
+from localpager.backends.constraints import RecallChoice
+from localpager.runtime.grammar import is_recall_prefix
 
 MESSAGES = [Message("system", "Be brief."), Message("user", "Which snack should I avoid?")]
 
@@ -71,11 +72,11 @@ def test_a_scripted_exception_is_raised_and_a_fallback_answers_when_the_script_r
 def test_a_reply_the_grammar_does_not_allow_is_refused():
     backend = ScriptedBackend(["recall(page_ids=[4])", "recall(page_ids=[3])", "Peanuts."])
     prompt = backend.render(MESSAGES)
-    grammar = recall_grammar([3, 5])
+    choice = RecallChoice((3, 5))
     with pytest.raises(ScriptError, match="does not allow"):
-        backend.generate(prompt, max_tokens=24, grammar=grammar)  # page 4 is not evicted
-    assert backend.generate(prompt, max_tokens=24, grammar=grammar).text == "recall(page_ids=[3])"
-    assert backend.generate(prompt, max_tokens=24, grammar=grammar).text == "Peanuts."
+        backend.generate(prompt, max_tokens=24, constraint=choice)  # page 4 is not evicted
+    assert backend.generate(prompt, max_tokens=24, constraint=choice).text == "recall(page_ids=[3])"
+    assert backend.generate(prompt, max_tokens=24, constraint=choice).text == "Peanuts."
 
 
 def test_streaming_stops_when_the_caller_says_so_and_at_max_tokens():
@@ -100,7 +101,7 @@ def test_a_cut_reply_continues_when_the_prompt_continues_it():
         text += piece
         return not is_recall_prefix(text)
 
-    head = backend.generate(prompt, max_tokens=24, grammar=recall_grammar([3]), on_text=decided)
+    head = backend.generate(prompt, max_tokens=24, constraint=RecallChoice((3,)), on_text=decided)
     assert (head.text, head.stopped) == ("The", "caller")
     rest = backend.generate(prompt + head.tokens, max_tokens=96)
     assert rest.text == " snack is peanuts." and backend.remaining == 1

@@ -1,23 +1,42 @@
-"""The recall grammar and the decision parser, checked against a GBNF recogniser (tests/fakes.py): what
-the grammar lets the model say, not how the grammar text looks."""
+"""The runtime's constraints rendered to GBNF, and the decision parser, checked against a GBNF recogniser
+(tests/fakes.py): what each grammar lets the model say, not how its text looks (that it is byte for byte the
+grammar of before the typed constraints: test_fast_constraints.py)."""
 
 from __future__ import annotations
 
 import pytest
 from fakes import Grammar, GrammarError, allows, shortest_sentence
 
+from localpager.backends.constraints import RecallChoice
 from localpager.runtime.grammar import (
     RECALL_PREFIX,
-    SEARCH_GRAMMAR,
-    WORTH_GRAMMAR,
+    SEARCH_QUERY,
+    WORTH,
     Decision,
-    batch_grammar,
     is_recall_prefix,
-    keywords_grammar,
-    pages_grammar,
+    keyword_batch,
+    keyword_list,
+    page_list,
     parse_decision,
-    recall_grammar,
 )
+
+WORTH_GRAMMAR, SEARCH_GRAMMAR = WORTH.gbnf(), SEARCH_QUERY.gbnf()
+
+
+def recall_grammar(page_ids, max_pages=2, allow_answer=True) -> str:
+    return RecallChoice(tuple(page_ids), max_pages, allow_answer).gbnf()
+
+
+def keywords_grammar(candidates, k) -> str:
+    return keyword_list(candidates, k).gbnf()
+
+
+def batch_grammar(pages, k) -> str:
+    return keyword_batch(pages, k).gbnf()
+
+
+def pages_grammar(page_ids) -> str:
+    return page_list(page_ids).gbnf()
 
 
 # -- the recall grammar --------------------------------------------------------------------------------

@@ -10,11 +10,14 @@ import sys
 
 import httpx
 import pytest
+from fakes import allows, shortest_sentence
 
 from localpager.backends import available_backends
 from localpager.backends.base import BackendError, Message
-from localpager.backends.openai_http import PROBE_GRAMMAR, OpenAIHTTPBackend, RecallSchema
-from localpager.runtime.grammar import parse_decision, recall_grammar
+from localpager.backends.constraints import OneOf, RecallChoice
+from localpager.backends.openai_http import PROBE_GRAMMAR, OpenAIHTTPBackend
+from localpager.core.pager import PagingConfig
+from localpager.runtime.grammar import SEARCH_QUERY, WORTH, keyword_batch, keyword_list, page_list, parse_decision
 
 CHATML = ("{% for m in messages %}{{'<|im_start|>' + m['role'] + '\n' + m['content'] + '<|im_end|>\n'}}{% endfor %}"
           "{% if add_generation_prompt %}{{'<|im_start|>assistant\n'}}{% endif %}")
@@ -64,7 +67,7 @@ class MockServer:
             "json_schema", {}).get("schema")
         if self.schema and schema and "n" in schema.get("properties", {}):
             return '{"n": 7}'
-        return self.reply
+        return self.reply(body) if callable(self.reply) else self.reply
 
     def handle(self, request: httpx.Request) -> httpx.Response:
         path = request.url.path
@@ -177,9 +180,9 @@ def test_llama_cpp_python_gets_the_rendered_text_and_reuse_is_marked_unreported(
 def test_gbnf_recall_decision_is_sent_as_a_grammar():
     server = MockServer("llama-server", reply="recall(page_ids=[3])")
     b = backend(server)
-    grammar = recall_grammar([1, 3], 2)
-    gen = b.generate(b.render(MESSAGES), max_tokens=24, grammar=grammar)
-    assert server.completions()[-1]["grammar"] == grammar
+    choice = RecallChoice((1, 3), 2)
+    gen = b.generate(b.render(MESSAGES), max_tokens=24, constraint=choice)
+    assert server.completions()[-1]["grammar"] == choice.gbnf()
     assert parse_decision(gen.text).page_ids == (3,)
 
 
@@ -188,35 +191,28 @@ def test_json_schema_server_decides_through_a_schema():
     b = backend(server, chat_template=CHATML, allow_estimate=True)
     assert (b.kind, b.constraint) == ("ollama", "json-schema")
     seen = []
-    gen = b.generate(b.render(MESSAGES), max_tokens=24, grammar=recall_grammar([1, 3], 2),
+    gen = b.generate(b.render(MESSAGES), max_tokens=24, constraint=RecallChoice((1, 3), 2),
                      on_text=lambda piece: seen.append(piece))
     sent = server.completions()[-1]
     assert sent["raw"] is True and sent["format"]["properties"]["recall"]["items"]["enum"] == [1, 3]
     assert gen.text == "recall(page_ids=[3])" and seen == [gen.text]
     assert parse_decision(gen.text).page_ids == (3,)
     server.reply = '{"recall": []}'  # answer directly: no decision text, the answer starts fresh
-    assert b.generate(b.render(MESSAGES), max_tokens=24, grammar=recall_grammar([1, 3], 2)).text == ""
+    assert b.generate(b.render(MESSAGES), max_tokens=24, constraint=RecallChoice((1, 3), 2)).text == ""
     server.reply = '{"recall": [9]}'  # a page not offered: never taken as a decision
-    with pytest.raises(BackendError, match="JSON schema"):
-        b.generate(b.render(MESSAGES), max_tokens=24, grammar=recall_grammar([1, 3], 2))
-    with pytest.raises(BackendError, match="not GBNF"):  # side-work grammars need a GBNF server
-        b.generate(b.render(MESSAGES), max_tokens=24, grammar='root ::= "x"\n')
+    with pytest.raises(BackendError, match="JSON schema of the recall decision"):
+        b.generate(b.render(MESSAGES), max_tokens=24, constraint=RecallChoice((1, 3), 2))
+    server.reply = '{"answer": "yes"}'  # side work keeps to a schema too (test_fast_http_constraints.py)
+    assert b.generate(b.render(MESSAGES), max_tokens=2, constraint=WORTH).text == "yes"
 
 
 def test_openai_server_schema_goes_in_response_format():
     server = MockServer("openai", reply='{"recall": [1]}', grammar=False)
     b = backend(server, chat_template=CHATML)  # /tokenize in its API: vLLM, token ids
     assert (b.kind, b.constraint) == ("openai", "json-schema")
-    b.generate(b.render(MESSAGES), max_tokens=24, grammar=recall_grammar([1], 1, allow_answer=False))
+    b.generate(b.render(MESSAGES), max_tokens=24, constraint=RecallChoice((1,), 1, allow_answer=False))
     fmt = server.completions()[-1]["response_format"]
     assert fmt["type"] == "json_schema" and fmt["json_schema"]["schema"]["properties"]["recall"]["minItems"] == 1
-
-
-def test_recall_schema_reads_every_recall_grammar():
-    for ids, k, answer in (([4], 1, True), ([1, 2, 10], 2, False), ([7, 8], 3, True)):
-        schema = RecallSchema.from_grammar(recall_grammar(ids, k, allow_answer=answer))
-        assert schema == RecallSchema(tuple(ids), k, answer)
-    assert RecallSchema.from_grammar('root ::= "[" item "]"\nitem ::= "a"\n') is None
 
 
 def test_no_constraint_means_no_decision_and_selector_only_recall(fake_pager, caplog):
@@ -224,7 +220,7 @@ def test_no_constraint_means_no_decision_and_selector_only_recall(fake_pager, ca
     b = backend(server, chat_template=CHATML)
     assert b.constraint == "none"
     with pytest.raises(BackendError, match="cannot constrain"):
-        b.generate(b.render(MESSAGES), max_tokens=8, grammar=recall_grammar([1], 1))
+        b.generate(b.render(MESSAGES), max_tokens=8, constraint=RecallChoice((1,), 1))
     lp = fake_pager(backend=b)
     with caplog.at_level(logging.WARNING, logger="localpager"):
         assert lp.runtime.settings.mode == "selector"
@@ -334,3 +330,141 @@ def test_missing_httpx_names_the_extra(monkeypatch):
     monkeypatch.setitem(sys.modules, "httpx", None)
     with pytest.raises(BackendError, match=r"pip install 'localpager\[http\]'"):
         OpenAIHTTPBackend(base_url=BASE)
+
+
+# -- typed constraints: what each server gets, and what comes back --------------------------------------------
+CONSTRAINTS = [RecallChoice((3, 7), 2), RecallChoice((4,), 1, allow_answer=False), OneOf(("7 May 2023", "8 May 2023")),
+               WORTH, SEARCH_QUERY, keyword_list(["peanuts", "EpiPen", "café"], 2),
+               keyword_batch([(3, ["a", "b"]), (12, ["c"])], 1), page_list([5, 2])]
+
+
+def instance(schema: dict):
+    """A value that keeps to ``schema`` (the JSON schemas localpager sends): a server's answer."""
+    if "enum" in schema:
+        return schema["enum"][-1]
+    if schema.get("type") == "object":
+        return {key: instance(value) for key, value in schema["properties"].items()}
+    if schema.get("type") == "array":
+        items = schema["items"]["enum"]
+        return [items[i % len(items)] for i in range(max(schema.get("minItems", 0), 1 if items else 0))][
+            :schema.get("maxItems")]
+    if "pattern" in schema:
+        return "dripping tap"
+    raise AssertionError(f"no instance for {schema}")
+
+
+def schema_of(body: dict) -> dict | None:
+    return body.get("json_schema") or body.get("format") or (body.get("response_format") or {}).get(
+        "json_schema", {}).get("schema")
+
+
+def json_server(kind="ollama", **options) -> MockServer:
+    """A server that takes JSON schemas only and answers each with a value that keeps to it."""
+    server = MockServer(kind, grammar=False, **options)
+    server.reply = lambda body: json.dumps(instance(schema_of(body))) if schema_of(body) else "Free text."
+    return server
+
+
+@pytest.mark.parametrize("constraint", CONSTRAINTS, ids=lambda c: type(c).__name__)
+@pytest.mark.parametrize("kind, constraint_option, field", [
+    ("llama-server", None, "grammar"), ("llama-cpp-python", None, "grammar"), ("ollama", None, "format"),
+    ("openai", None, "response_format"), ("llama-server", "json-schema", "json_schema"),
+])
+def test_each_server_gets_each_constraint_in_the_form_it_takes(constraint, kind, constraint_option, field):
+    gbnf = field == "grammar"
+    server = MockServer(kind) if gbnf else json_server(kind)
+    b = backend(server, chat_template=CHATML, allow_estimate=True, constraint=constraint_option)
+    assert b.expresses(constraint)
+    expected = shortest_sentence(constraint.gbnf()) if gbnf else constraint.read_json(
+        json.dumps(instance(constraint.json_schema())))
+    if gbnf:
+        server.reply = expected  # what a server holding to the grammar says
+    seen = []
+    gen = b.generate(b.render(MESSAGES), max_tokens=24, constraint=constraint, on_text=seen.append)
+    sent = server.completions()[-1]
+    assert sent[field] == {
+        "grammar": constraint.gbnf(), "format": constraint.json_schema(), "json_schema": constraint.json_schema(),
+        "response_format": {"type": "json_schema", "json_schema": {
+            "name": constraint.schema_name, "strict": True, "schema": constraint.json_schema()}}}[field]
+    others = {"grammar", "json_schema", "format", "response_format"} - {field}
+    assert not others & set(sent)  # one form of the constraint, never two
+    assert gen.text == expected and "".join(seen) == expected
+    if expected:
+        assert allows(constraint.gbnf(), gen.text)  # the runtime reads one format whatever the server
+
+
+def test_json_gets_room_for_its_keys_and_never_past_the_context():
+    server = json_server("ollama")
+    b = backend(server, chat_template=CHATML, allow_estimate=True)
+    b.generate(b.render(MESSAGES), max_tokens=2, constraint=WORTH)  # "yes" is 2 tokens; {"answer": "yes"} more
+    assert server.completions()[-1]["options"]["num_predict"] > 2 + b.count_tokens('"answer"')
+    prompt = b.render(MESSAGES)
+    b.generate(prompt, max_tokens=b.n_ctx - len(prompt), constraint=WORTH)
+    assert server.completions()[-1]["options"]["num_predict"] == b.n_ctx - len(prompt)
+
+
+@pytest.mark.parametrize("constraint", CONSTRAINTS, ids=lambda c: type(c).__name__)
+def test_a_server_that_constrains_nothing_names_the_constraint_it_cannot_give(constraint):
+    b = backend(MockServer("llama-cpp-python", grammar=False, schema=False), chat_template=CHATML)
+    assert b.constraint == "none" and not b.expresses(constraint)
+    with pytest.raises(BackendError) as info:
+        b.generate(b.render(MESSAGES), max_tokens=8, constraint=constraint)
+    message = str(info.value)
+    assert "cannot constrain output" in message and constraint.what in message
+    assert type(constraint).__name__ in message and "\n" not in message
+
+
+def test_side_work_runs_on_a_server_that_takes_only_json_schemas(fake_pager):
+    """Keywords chosen by the model, worth verdicts and cooperative eviction advice, all on an Ollama-like server
+    (before the typed constraints, each was refused there: "takes JSON schemas, not GBNF grammars")."""
+    server = json_server("ollama")
+    lp = fake_pager(backend=backend(server, chat_template=CHATML, allow_estimate=True))
+    chat = lp.conversation("c", create=True, config=PagingConfig(boundary="fixed_5", keywords="llm-batch", worth=True,
+                                                                 eviction="cooperative", budget=400))
+    for i in range(30):
+        chat.add_turn("user" if i % 2 == 0 else "assistant", f"Turn {i}: the {['fence', 'Lisbon', 'cello'][i % 3]} "
+                      f"plan number {i * 7} with Hartley and the budget of {i * 100} euros.", stamp=False)
+    changed = chat.maintain()
+    assert changed and all(p.keywords_by == "llm-batch" for p in changed)
+    schemas = [schema_of(body) for body in server.completions()]
+    asked = {next(iter(s["properties"])) if len(s["properties"]) == 1 else "batch" for s in schemas if s}
+    assert {"batch", "answer"} <= asked  # keyword batches and worth verdicts, as JSON schemas
+    assert [p.worth for p in chat.pages if p.worth is not None]  # verdicts came back and were stored
+    offered = {int(k): v["items"]["enum"] for s in schemas if s and all(k.isdigit() for k in s["properties"])
+               for k, v in s["properties"].items()}
+    assert all(set(p.keywords) <= set(offered[p.page_id]) for p in changed)  # each page's own words
+
+
+def test_cooperative_eviction_asks_a_json_schema_server(fake_pager):
+    server = json_server("ollama")
+    lp = fake_pager(backend=backend(server, chat_template=CHATML, allow_estimate=True))
+    chat = lp.conversation("c", create=True, config=PagingConfig(boundary="fixed_5", eviction="cooperative",
+                                                                 budget=200))
+    for i in range(40):
+        chat.add_turn("user" if i % 2 == 0 else "assistant", f"Turn {i} about the garden and the fence.", stamp=False)
+    advice = [schema_of(b) for b in server.completions() if schema_of(b) and "pages" in schema_of(b)["properties"]]
+    assert advice and chat.pager.evicted  # asked, and it evicted (the answer [] names no page: FIFO decides)
+
+
+@pytest.mark.parametrize("kind, constrained", [("ollama", True), ("none", False)])
+def test_a_when_question_is_answered_with_one_of_the_recalled_dates_where_the_server_can_hold_it(
+        fake_pager, kind, constrained):
+    server = json_server("ollama") if kind == "ollama" else MockServer("llama-cpp-python", grammar=False, schema=False,
+                                                                        reply="Yesterday.")
+    b = backend(server, chat_template=CHATML, allow_estimate=True)
+    lp = fake_pager(backend=b)
+    chat = lp.conversation("c", create=True, config=PagingConfig(boundary="fixed_2", budget=120))
+    chat.add_turn("user", "I repaired the garden fence yesterday.", time="2023-05-08T10:00:00", stamp=False)
+    chat.add_turn("assistant", "Well done on the fence.", time="2023-05-08T10:00:05", stamp=False)
+    for i in range(8):
+        chat.add_turn("user" if i % 2 == 0 else "assistant", f"The piano lesson number {i} went fine.", stamp=False)
+    assert chat.pager.page(1).evicted, "the precondition of this test"
+    answer = chat.ask("When did I repair the garden fence?")
+    schemas = [schema_of(body) for body in server.completions() if schema_of(body)]
+    dates = [s for s in schemas if "2023" in json.dumps(s)]
+    if constrained:
+        assert answer.trace.trigger != "none" and dates
+        assert "7 May 2023" in dates[-1]["properties"]["answer"]["enum"]
+        assert answer.answer in dates[-1]["properties"]["answer"]["enum"]
+    else:
+        assert not dates and answer.answer == "Yesterday."

@@ -16,7 +16,8 @@ import pytest
 
 from localpager.backends import load_backend
 from localpager.backends.base import BackendError, Message
-from localpager.runtime.grammar import parse_decision, recall_grammar
+from localpager.backends.constraints import RecallChoice
+from localpager.runtime.grammar import parse_decision
 
 pytestmark = [pytest.mark.model, pytest.mark.slow]
 httpx = pytest.importorskip("httpx")
@@ -92,7 +93,7 @@ def test_grammar_constrained_recall_names_only_evicted_pages(http):
               "[p2:allergy,peanut,EpiPen]\n[p5:kitchen,budget,$23500]\n"
               "To read pages before answering, reply only with recall(page_ids=[N]).")
     prompt = http.render([Message("system", system), Message("user", "What is my kitchen budget?")])
-    gen = http.generate(prompt, max_tokens=24, grammar=recall_grammar(evicted, 2, allow_answer=False))
+    gen = http.generate(prompt, max_tokens=24, constraint=RecallChoice(tuple(evicted), 2, allow_answer=False))
     decision = parse_decision(gen.text)
     assert decision.is_recall and set(decision.page_ids) <= set(evicted)
 

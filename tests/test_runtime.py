@@ -9,10 +9,11 @@ import sys
 import pytest
 
 from localpager.backends.base import Message
+from localpager.backends.constraints import RecallChoice
 from localpager.core.pager import PagingConfig
 from localpager.lab.synthetic import generate_conversation
 from localpager.memory.api import LocalPager
-from localpager.runtime.grammar import parse_decision, recall_grammar
+from localpager.runtime.grammar import parse_decision
 from localpager.runtime.recall import ContextOverflowError, RecallSettings
 
 pytestmark = [pytest.mark.model, pytest.mark.embedder]
@@ -24,7 +25,7 @@ class Recording:
     def __init__(self, backend):
         self.inner = backend
         self.prompts: list[list[int]] = []
-        self.grammars: list[str | None] = []
+        self.constraints: list = []
         self.side: Recording | None = None
 
     def __getattr__(self, name):
@@ -32,7 +33,7 @@ class Recording:
 
     def generate(self, prompt, **kwargs):
         self.prompts.append(list(prompt))
-        self.grammars.append(kwargs.get("grammar"))
+        self.constraints.append(kwargs.get("constraint"))
         return self.inner.generate(prompt, **kwargs)
 
     def fork(self):
@@ -67,10 +68,10 @@ def test_forced_recall_parses_and_names_only_evicted_pages(tmp_path, backend):
 
 
 def test_decision_output_always_parses(backend):
-    grammar = recall_grammar([2, 4, 7], max_pages=2)
+    choice = RecallChoice((2, 4, 7), max_pages=2)
     prompt = backend.render([Message("system", "Bookmarks: [p2:car] [p4:allergy,peanut] [p7:flight]"),
                              Message("user", "Which pages would you read? reply recall(page_ids=[N])")])
-    gen = backend.generate(prompt, max_tokens=24, grammar=grammar)
+    gen = backend.generate(prompt, max_tokens=24, constraint=choice)
     decision = parse_decision(gen.text)
     if decision.is_recall:
         assert set(decision.page_ids) <= {2, 4, 7}
@@ -173,5 +174,5 @@ def test_hidden_bookmarks_are_never_offered_to_the_model(tmp_path, backend):
     lp.recall.show_bookmarks = False
     result = chat.ask("Which snack should I avoid?")
     assert result.trace.bookmarks == [] and result.trace.model_page_ids == []
-    assert all(g is None for g in lp.backend.grammars)  # no recall decision over pages it cannot see
+    assert all(c is None for c in lp.backend.constraints)  # no recall decision over pages it cannot see
     assert "recall(page_ids" not in lp.backend.inner.detokenize(lp.backend.prompts[0])

@@ -12,6 +12,7 @@ import os
 from typing import Any
 
 from .base import BackendError, ChatBackend, Generation, Message
+from .constraints import Constraint, JsonList, JsonObject, OneOf, Phrase, RecallChoice
 
 GROUP = "localpager.backends"
 DEFAULT_BACKEND = "llama-cpp"
@@ -21,8 +22,8 @@ _BUILTIN = {
     "openai-http": "localpager.backends.openai_http:OpenAIHTTPBackend",
 }
 
-__all__ = ["BackendError", "ChatBackend", "Generation", "Message", "available_backends", "default_backend",
-           "load_backend"]
+__all__ = ["BackendError", "ChatBackend", "Constraint", "Generation", "JsonList", "JsonObject", "Message", "OneOf",
+           "Phrase", "RecallChoice", "available_backends", "default_backend", "load_backend"]
 
 
 def default_backend() -> str:

@@ -1,14 +1,17 @@
 """The small interface every chat backend implements; the core talks to nothing else.
 
 A backend renders chat messages to tokens itself (so user text can never become control tokens),
-counts tokens with the model's own tokenizer, and generates with an optional GBNF grammar while
-reporting how many prompt tokens it evaluated and how many it reused from its KV cache.
+counts tokens with the model's own tokenizer, and generates under an optional constraint on its output
+(``constraints.py``: typed objects it renders for its engine, GBNF or a JSON schema) while reporting how many
+prompt tokens it evaluated and how many it reused from its KV cache.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Callable, Protocol, Sequence, runtime_checkable
+
+from .constraints import Constraint
 
 
 class BackendError(RuntimeError):
@@ -59,12 +62,17 @@ class ChatBackend(Protocol):
         prompt: Sequence[int],
         *,
         max_tokens: int,
-        grammar: str | None = None,
+        constraint: Constraint | None = None,
         on_text: TextCallback | None = None,
         repeat_penalty: float = 1.0,
     ) -> Generation:
         """Greedy generation from ``prompt`` tokens, reusing the KV cache for the common prefix;
+        ``constraint`` holds the output to a ``RecallChoice``, ``OneOf``, ``JsonList``, ``JsonObject`` or
+        ``Phrase`` (its text is what the constraint's ``gbnf()`` allows, whatever the engine took);
         ``repeat_penalty`` > 1 discourages recently generated tokens."""
+
+    # Optional: ``expresses(constraint) -> bool``, False for a constraint the backend cannot hold output to
+    # (``constraints.expresses`` asks it; a model server that takes neither GBNF nor a JSON schema).
 
     # Optional: ``fork() -> ChatBackend``, a second context on the same model for side work (keywords,
     # eviction advice). A backend without it shares its one context, and side work costs the chat its cache.

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from .base import BackendError, Generation, Message, TextCallback
+from .constraints import Constraint
 from .modelpaths import chat_model_path
 from .template import CHATML, ChatTemplate
 
@@ -260,10 +261,11 @@ class LlamaCppBackend:
         prompt: Sequence[int],
         *,
         max_tokens: int,
-        grammar: str | None = None,
+        constraint: Constraint | None = None,
         on_text: TextCallback | None = None,
         repeat_penalty: float = 1.0,
     ) -> Generation:
+        """``constraint`` is rendered to GBNF (``Constraint.gbnf``) and compiled by llama.cpp."""
         from llama_cpp import LlamaGrammar
 
         if len(prompt) + max_tokens > self.n_ctx:
@@ -271,7 +273,7 @@ class LlamaCppBackend:
                 f"prompt of {len(prompt)} tokens plus {max_tokens} to generate exceeds the context of {self.n_ctx}"
             )
         with self.lock:
-            compiled = LlamaGrammar.from_string(grammar, verbose=False) if grammar else None
+            compiled = LlamaGrammar.from_string(constraint.gbnf(), verbose=False) if constraint is not None else None
             start = time.perf_counter()
             shifted, inserted = self._splice(prompt) if self.kv_shift else (0, 0)
             reused = self.cached_prefix(prompt) - inserted

@@ -4,10 +4,11 @@ LM Studio or vLLM (``--backend openai-http --base-url http://127.0.0.1:8080/v1``
 The core hands a backend token ids, so this backend keeps the two things that make localpager work on a
 server too: the prompt is the model's own chat template with user text tokenized as text (rendered here,
 from the template the server reports or a local GGUF file's), and consecutive prompts share their prefix so
-the server's prompt cache applies. Recall decisions stay constrained: GBNF (``grammar``) where the server
-takes it, a JSON schema (``json_schema`` / ``format`` / ``response_format``) otherwise, and when it takes
-neither the backend says so and the runtime recalls by its selector alone; free text is never parsed as a
-decision.
+the server's prompt cache applies. The model's output stays constrained (``backends.constraints``: the
+recall decision, a "when" answer's dates, the side work's keywords, eviction advice and worth verdicts): GBNF
+(``grammar``) where the server takes it, a JSON schema (``json_schema`` / ``format`` / ``response_format``)
+otherwise, read back into the text the grammar would give; when it takes neither, the backend refuses every
+constraint by name and the runtime recalls by its selector alone; free text is never parsed as a decision.
 
 What each server gets (found once, at start):
 
@@ -37,6 +38,7 @@ from pathlib import Path
 from typing import Any, Iterator, Sequence
 
 from .base import BackendError, Generation, Message, TextCallback
+from .constraints import Constraint
 from .template import ChatTemplate
 
 DEFAULT_BASE_URL = "http://127.0.0.1:8080/v1"
@@ -176,43 +178,6 @@ class EstimateTokenizer:
 
     def detokenize(self, tokens: Sequence[int]) -> str | None:
         return "".join(self._pieces[t] for t in tokens)
-
-
-# -- JSON schema for recall decisions -------------------------------------------------------------------
-@dataclass(frozen=True)
-class RecallSchema:
-    """A recall grammar (``grammar.recall_grammar``) as a JSON schema: ``{"recall": [ids]}``, where an
-    empty list means "answer" when the grammar allows an answer."""
-
-    page_ids: tuple[int, ...]
-    max_pages: int
-    allow_answer: bool
-
-    @classmethod
-    def from_grammar(cls, grammar: str) -> "RecallSchema | None":
-        rules = dict(line.split(" ::= ", 1) for line in grammar.strip().splitlines() if " ::= " in line)
-        if not rules.get("root", "").startswith("recall") or "id" not in rules or "recall" not in rules:
-            return None
-        ids = tuple(int(i) for i in re.findall(r'"(\d+)"', rules["id"]))
-        return cls(ids, 1 + rules["recall"].count('("," id'), "answer" in rules["root"]) if ids else None
-
-    def schema(self) -> dict:
-        return {"type": "object", "additionalProperties": False, "required": ["recall"], "properties": {
-            "recall": {"type": "array", "items": {"type": "integer", "enum": list(self.page_ids)},
-                       "minItems": 0 if self.allow_answer else 1, "maxItems": self.max_pages}}}
-
-    def decode(self, text: str) -> str:
-        """The decision as the runtime reads it: a recall call, or "" (answer from the start)."""
-        try:
-            ids = json.loads(text)["recall"]
-            ok = (isinstance(ids, list) and len(ids) <= self.max_pages and (ids or self.allow_answer)
-                  and all(isinstance(i, int) and i in self.page_ids for i in ids))
-        except (ValueError, TypeError, KeyError):
-            ok = False
-        if not ok:
-            raise BackendError(f"the model server did not keep to the JSON schema of the recall decision "
-                               f"(got {_line(text, 80)!r}); use --constraint none")
-        return f"recall(page_ids=[{','.join(str(i) for i in ids)}])" if ids else ""
 
 
 # -- the backend ------------------------------------------------------------------------------------
@@ -484,36 +449,52 @@ class OpenAIHTTPBackend:
         most similar one; llama-cpp-python's server and Ollama keep one, which side work then replaces."""
         return self
 
-    def generate(self, prompt: Sequence[int], *, max_tokens: int, grammar: str | None = None,
+    def expresses(self, constraint: Constraint) -> bool:
+        """Whether this server can hold output to ``constraint``: every constraint renders to GBNF and to a JSON
+        schema, so any server but one that takes neither."""
+        return self.constraint in ("gbnf", "json-schema")
+
+    def generate(self, prompt: Sequence[int], *, max_tokens: int, constraint: Constraint | None = None,
                  on_text: TextCallback | None = None, repeat_penalty: float = 1.0) -> Generation:
+        """A greedy completion. ``constraint`` goes to the server as GBNF or as a JSON schema (what the server
+        took when probed); JSON comes back read into the text the GBNF would have produced
+        (``Constraint.read_json``), in one piece: ``on_text`` sees it whole, at the end."""
         if len(prompt) + max_tokens > self.n_ctx:
             raise BackendError(
                 f"prompt of {len(prompt)} tokens plus {max_tokens} to generate exceeds the context of {self.n_ctx}")
-        schema = None
-        constraint: dict[str, Any] = {}
-        if grammar:
+        sent: dict[str, Any] = {}
+        as_json = False
+        if constraint is not None:
             if self.constraint == "gbnf":
-                constraint = {"grammar": grammar}
+                sent = {"grammar": constraint.gbnf()}
             elif self.constraint == "json-schema":
-                schema = RecallSchema.from_grammar(grammar)
-                if schema is None:
-                    raise BackendError("this model server takes JSON schemas, not GBNF grammars: the model's side "
-                                       "work (llm keywords, cooperative eviction, worth) needs llama-server or "
-                                       "llama-cpp-python's server")
-                constraint = {"json_schema": schema.schema()}
+                sent, as_json = {"json_schema": constraint.json_schema(), "name": constraint.schema_name}, True
+                max_tokens = self._json_budget(constraint, max_tokens, len(prompt))
             else:
-                raise BackendError("this model server cannot constrain output (no GBNF grammar, no JSON schema): "
-                                   "localpager will not parse free text as a decision")
+                raise BackendError(f"this model server cannot constrain output (no GBNF grammar, no JSON schema), so "
+                                   f"it cannot give {constraint.what} ({type(constraint).__name__}): localpager will "
+                                   "not parse free text as one")
         with self.lock:
-            gen = self._complete(list(prompt), max_tokens, constraint, None if schema else on_text, repeat_penalty)
-            if schema is not None:
-                gen.text = schema.decode(gen.text)
+            gen = self._complete(list(prompt), max_tokens, sent, None if as_json else on_text, repeat_penalty)
+            if as_json:
+                try:
+                    gen.text = constraint.read_json(gen.text)
+                except (ValueError, TypeError) as exc:
+                    raise BackendError(f"the model server did not keep to the JSON schema of {constraint.what} "
+                                       f"(got {_line(gen.text, 80)!r}: {exc}); use --constraint none") from None
                 gen.tokens = list(self._plain(gen.text)) if gen.text else []
                 if on_text is not None and gen.text:
                     on_text(gen.text)
             elif tuple(prompt) in self._texts:  # a continuation after these tokens is this text
                 self._remember(list(prompt) + gen.tokens, self._texts[tuple(prompt)] + gen.text)
         return gen
+
+    def _json_budget(self, constraint: Constraint, max_tokens: int, prompt: int) -> int:
+        """``max_tokens`` counts the output the GBNF would give; its JSON also names its keys (``{"recall": …}``)
+        and may space differently. The server stops where the schema ends, so the extra is only a ceiling."""
+        keys = constraint.json_schema().get("required", [])
+        extra = 8 + sum(self.count_tokens(json.dumps(k)) + 2 for k in keys)
+        return max(1, min(max_tokens + extra, self.n_ctx - prompt))
 
     def _complete(self, prompt: list[int], max_tokens: int, constraint: dict[str, Any],
                   on_text: TextCallback | None = None, repeat_penalty: float = 1.0) -> Generation:
@@ -564,6 +545,7 @@ class OpenAIHTTPBackend:
     def _request_for(self, prompt: list[int], max_tokens: int, constraint: dict[str, Any], repeat_penalty: float):
         """URL, JSON body and stream parser of a greedy completion on this kind of server."""
         grammar, schema = constraint.get("grammar"), constraint.get("json_schema")
+        name = constraint.get("name", "decision")
         if self.kind == "llama-server":
             body = {"prompt": prompt, "n_predict": max_tokens, "temperature": 0.0, "top_k": 1, "top_p": 1.0,
                     "min_p": 0.0, "repeat_penalty": repeat_penalty, "cache_prompt": True, "stream": True,
@@ -593,7 +575,7 @@ class OpenAIHTTPBackend:
                 body["repetition_penalty"] = repeat_penalty
             if schema:
                 body["response_format"] = {"type": "json_schema",
-                                           "json_schema": {"name": "decision", "strict": True, "schema": schema}}
+                                           "json_schema": {"name": name, "strict": True, "schema": schema}}
         return f"{self.base_url}/completions", body, _openai_events
 
     def close(self) -> None:

@@ -22,7 +22,7 @@ from ..core.keywords import extract_keywords
 from ..core.pager import Pager, PagingConfig
 from ..core.records import GENERAL_PROBE, Probe, Transcript
 from ..retrieval.rerank import RerankSettings
-from ..runtime.grammar import SEARCH_GRAMMAR
+from ..runtime.grammar import SEARCH_QUERY
 from ..runtime.guard import repeated_sentence
 from ..runtime.layouts import DEFAULT_LAYOUT, check_layout
 from ..runtime.recall import Injection, RecallSettings, fit_turns, inject_in_order
@@ -141,7 +141,7 @@ class SearchToolSelector:
 
         backend = self.lp.backend
         prompt = backend.render([Message("system", SEARCH_PROMPT), Message("user", question)])
-        text = backend.generate(prompt, max_tokens=40, grammar=SEARCH_GRAMMAR).text
+        text = backend.generate(prompt, max_tokens=40, constraint=SEARCH_QUERY).text
         self.query = re.sub(r'^search\("|"\)$', "", text).strip() or question
         index = self.lp.index
         index.update(self.conv_id, pager.evicted, pager.turns, pager.bookmark)

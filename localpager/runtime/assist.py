@@ -1,8 +1,9 @@
 """Model-assisted paging on the local model: keywords, eviction advice and bookmark-worthiness.
 
-Each is one grammar-constrained generation, so a small model can break neither the output format nor
-the rules: keywords are chosen from the page's own candidate terms (``keywords.candidate_terms``), so
-none is invented; an eviction names only candidate pages; a verdict is ``yes`` or ``no``.
+Each is one constrained generation (``grammar.py``: GBNF on llama.cpp, GBNF or a JSON schema on a model
+server), so a small model can break neither the output format nor the rules: keywords are chosen from the
+page's own candidate terms (``keywords.candidate_terms``), so none is invented; an eviction names only
+candidate pages; a verdict is ``yes`` or ``no``.
 
 The assistant runs on a backend of its own (a second llama.cpp context on the same model file), so its
 calls never replace the chat's KV cache; and it runs after an answer or after ingest (``maintain``),
@@ -20,6 +21,7 @@ from dataclasses import dataclass
 from typing import Callable, Iterator, Sequence
 
 from ..backends.base import ChatBackend, Message
+from ..backends.constraints import Constraint
 from ..core.keywords import (
     DEFAULT_KEYWORDS_PER_PAGE,
     MODEL_STRATEGIES,
@@ -30,7 +32,7 @@ from ..core.keywords import (
 from ..core.pager import Pager
 from ..core.records import Page
 from ..core.text import is_small_talk, term_key
-from .grammar import WORTH_GRAMMAR, batch_grammar, keywords_grammar, pages_grammar
+from .grammar import WORTH, keyword_batch, keyword_list, page_list
 
 # auto: keep the heuristic keywords (plus one from the model) when they already tell pages apart this well
 # (keywords.keyword_information), else let the model choose them all. benchmarks/keyword_information.py:
@@ -137,9 +139,9 @@ class Assistant:
         self.stats[kind].pages += pages
         self.stats[kind].ms += (time.perf_counter() - start) * 1000
 
-    def _generate(self, kind: str, system: str, user: str, grammar: str, max_tokens: int) -> str:
+    def _generate(self, kind: str, system: str, user: str, constraint: Constraint, max_tokens: int) -> str:
         prompt = self.backend.render([Message("system", system), Message("user", user)])
-        gen = self.backend.generate(prompt, max_tokens=max_tokens, grammar=grammar)
+        gen = self.backend.generate(prompt, max_tokens=max_tokens, constraint=constraint)
         self.stats[kind].calls += 1
         return gen.text
 
@@ -152,7 +154,7 @@ class Assistant:
         return text
 
     def _max_tokens(self, options: Sequence[str], k: int) -> int:
-        """Enough tokens for the longest output the grammar allows with ``k`` of ``options``."""
+        """Enough tokens for the longest output the constraint allows with ``k`` of ``options``."""
         lengths = sorted(self.backend.count_tokens(json.dumps(o, ensure_ascii=False)) for o in options)
         return sum(lengths[-k:]) + 3 * k + 4
 
@@ -200,7 +202,7 @@ class Assistant:
             user = (f"Other pages:\n{others}\n\nThis page (p{ids[t]}):\n{self._clip(page_texts[t], self.page_tokens)}"
                     f"\n\nCandidate keywords: {', '.join(cands[t])}\n\nReply with a JSON list of 1 to {k} of the "
                     f"candidate keywords that best tell p{ids[t]} apart from the other pages.")
-            text = self._generate(kind, CONTEXTUAL_PROMPT, user, keywords_grammar(cands[t], k),
+            text = self._generate(kind, CONTEXTUAL_PROMPT, user, keyword_list(cands[t], k),
                                   self._max_tokens(cands[t], k))
             out[t] = fill_keywords(parse_keywords(text, cands[t], k), cands[t], k)
             self.stats[kind].unparsed += not out[t]
@@ -241,7 +243,7 @@ class Assistant:
             pages = [(ids[t], cands[t]) for t in chunk]
             user = f"Pages and their words:\n{listing}\n\n{instruction}"
             budget = sum(self._max_tokens(cands[t], k) + 6 for t in chunk) + 4
-            text = self._generate(kind, BATCH_PROMPT, user, batch_grammar(pages, k), budget)
+            text = self._generate(kind, BATCH_PROMPT, user, keyword_batch(pages, k), budget)
             by_id = parse_batch(text, pages, k)
             for t in chunk:
                 out[t] = fill_keywords(by_id.get(ids[t], []), cands[t], k)
@@ -278,7 +280,7 @@ class Assistant:
             user = (f"Pages in the prompt:\n{listing}\n\nNew message: {self._clip(new_message, 200)}\n\n"
                     "Which pages are not needed to reply to the new message? Reply with a JSON list of their numbers.")
             ids = [p.page_id for p, _ in candidates]
-            text = self._generate("evict", EVICT_PROMPT, user, pages_grammar(ids), 4 * len(ids) + 4)
+            text = self._generate("evict", EVICT_PROMPT, user, page_list(ids), 4 * len(ids) + 4)
         named = [int(i) for i in re.findall(r"\d+", text) if int(i) in ids]
         return list(dict.fromkeys(named))
 
@@ -290,7 +292,7 @@ class Assistant:
         with self._measure("worth", 1):
             user = (f"{self._clip(page_text, self.page_tokens)}\n\nDoes this part of the conversation hold "
                     "something worth remembering later? Answer yes or no.")
-            return self._generate("worth", WORTH_PROMPT, user, WORTH_GRAMMAR, 2).strip() == "yes"
+            return self._generate("worth", WORTH_PROMPT, user, WORTH, 2).strip() == "yes"
 
     def stats_dict(self) -> dict[str, dict[str, float | int | None]]:
         return {kind: {"calls": s.calls, "pages": s.pages, "ms": round(s.ms, 1), "ms_per_page": s.ms_per_page,

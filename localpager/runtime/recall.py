@@ -23,7 +23,8 @@ from ..core.answer_types import asks_when, asks_when_past
 from ..core.dates import turn_dates
 from ..core.pager import Pager
 from ..core.records import Turn
-from .grammar import Decision, choice_grammar, is_recall_prefix, parse_decision, recall_grammar
+from ..backends.constraints import OneOf, RecallChoice, expresses
+from .grammar import Decision, is_recall_prefix, parse_decision
 from .guard import RepetitionGuard
 from .layouts import DEFAULT_LAYOUT, INLINE_PROMPT, Injection, answer_messages, check_layout, recalled_notes
 from .trace import Candidate, Citation, Trace
@@ -226,7 +227,7 @@ class Runtime:
     def _decide(self, prompt: list[int], evicted_ids: list[int], trace: Trace, s: RecallSettings,
                 stage: str = "prefill") -> tuple[Decision, list[int]]:
         """The grammar-constrained first output; stops as soon as it can no longer be a recall call."""
-        grammar = recall_grammar(evicted_ids, s.max_pages, allow_answer=s.mode == "auto")
+        choice = RecallChoice(tuple(evicted_ids), s.max_pages, allow_answer=s.mode == "auto")
         text = ""
 
         def decided(piece: str) -> bool:
@@ -234,7 +235,7 @@ class Runtime:
             text += piece
             return not is_recall_prefix(text)
 
-        gen = self.backend.generate(prompt, max_tokens=s.decision_tokens, grammar=grammar,
+        gen = self.backend.generate(prompt, max_tokens=s.decision_tokens, constraint=choice,
                                     on_text=decided)
         trace.timings_ms[stage] += gen.prefill_ms
         trace.timings_ms["decision_decode"] += gen.decode_ms
@@ -271,10 +272,10 @@ class Runtime:
         answer_prompt = backend.render(answer_messages(s.layout, notes, question, recent))
         trace.timings_ms["recall_fetch"] += _ms(start)
         self._record_injections(pager, injections, trace)
-        # a server that takes no GBNF (JSON schemas only, or nothing) answers freely
-        gbnf = getattr(backend, "constraint", "gbnf") == "gbnf"
-        grammar = self._date_grammar(pager, question, injections) if s.date_answers and gbnf else None
-        gen, text = self._generate_answer(backend, answer_prompt, s.max_answer_tokens, on_text, s, grammar=grammar)
+        dates = self._date_choice(pager, question, injections) if s.date_answers else None
+        if dates is not None and not expresses(backend, dates):  # a server that constrains nothing answers freely
+            dates = None
+        gen, text = self._generate_answer(backend, answer_prompt, s.max_answer_tokens, on_text, s, constraint=dates)
         trace.timings_ms["injection_prefill"] += gen.prefill_ms
         trace.timings_ms["answer_decode"] += gen.decode_ms
         trace.add_tokens(gen.evaluated, gen.reused, len(gen.tokens), gen.prompt_tokens, kind="answer")
@@ -349,8 +350,8 @@ class Runtime:
         ]
 
     @staticmethod
-    def _date_grammar(pager: Pager, question: str, injections: Sequence[Injection]) -> str | None:
-        """For a question asking when: a grammar allowing exactly one of the dates the recalled turns speak of
+    def _date_choice(pager: Pager, question: str, injections: Sequence[Injection]) -> OneOf | None:
+        """For a question asking when: a constraint allowing exactly one of the dates the recalled turns speak of
         (a small model given "yesterday" and the day it was said answers "yesterday"). The day a turn was said
         is one of them only when the question asks when something happened ("when did…"); "when is my yoga
         class?" is answered from the turn's words. None when no such date is there."""
@@ -359,17 +360,18 @@ class Runtime:
         past = asks_when_past(question)
         dates = [d for i in injections for t in i.turns
                  for d in turn_dates(pager.turns[t].text, pager.turns[t].time, said=past)]
-        return choice_grammar(dates) if dates else None
+        return OneOf(tuple(dates)) if dates else None
 
     def _generate_answer(self, backend: ChatBackend, prompt: Sequence[int], max_tokens: int,
-                         on_text: TextCallback | None, s: RecallSettings, lead: str = "", grammar: str | None = None):
+                         on_text: TextCallback | None, s: RecallSettings, lead: str = "",
+                         constraint: OneOf | None = None):
         """Generate under the repetition guard; the answer text is what the guard keeps."""
         guard = RepetitionGuard(on_text)
         if lead:
             guard(lead)
         options = {"repeat_penalty": s.repeat_penalty} if s.repeat_penalty != 1.0 else {}
-        if grammar is not None:
-            options["grammar"] = grammar
+        if constraint is not None:
+            options["constraint"] = constraint
         gen = backend.generate(prompt, max_tokens=max(1, max_tokens), on_text=guard, **options)
         guard.flush()
         return gen, guard.text.strip()
