@@ -33,6 +33,8 @@ from localpager.retrieval.ranking import HybridSettings, LexicalIndex, TurnHit, 
     ("Which medicine must a doctor never prescribe me?", {"medicine", "avoid"}),
     ("What should I keep away from at the party?", {"avoid"}),
     ("What's my favourite kind of music?", {"liking"}),
+    ("Text me a reminder with my dentist time.", {"time"}),  # "text me" asks for no one
+    ("Which four-legged friend is off the cards for me?", {"avoid"}),
 ])
 def test_a_question_asks_for_the_types_that_answer_it(question: str, wanted: set[str]) -> None:
     assert set().union(*asked_groups(question)) == wanted
@@ -80,6 +82,7 @@ def test_questions_that_ask_for_several_things(question: str, several: bool) -> 
 # -- the ranking's priors -------------------------------------------------------------------------------------
 def test_a_turn_that_tells_and_asks_nothing() -> None:
     assert tells(Turn("user", "I'm allergic to sesame.", 0))
+    assert tells(Turn("user", "Before I forget, one thing. I take metoprolol.", 0))  # a lead-in asks nothing
     assert not tells(Turn("user", "We're hosting a party. What snacks are easy?", 0))
     assert not tells(Turn("assistant", "Noted, I will remember.", 0))
     assert tells(Turn("assistant", "I went hiking yesterday.", 0, speaker="Melanie"))  # a named person

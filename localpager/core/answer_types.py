@@ -42,14 +42,15 @@ _ASKS: tuple[tuple[re.Pattern[str], frozenset[str]], ...] = (
     (re.compile(r"\b(?:how much|how many|what amount|which amount|what dose|dosage|how big a dose)\b", re.I),
      frozenset({"money", "quantity", "number"})),
     (re.compile(rf"{_WH_START}when\b", re.I), frozenset({"date", "time"})),
-    (re.compile(r"\b(?:what time|at what time|which time|what hour|how early|how late)\b", re.I), frozenset({"time"})),
+    (re.compile(r"\b(?:what time|at what time|which time|what hour|how early|how late|the time of|time of the)\b"
+                r"|\bmy (?:[\w'-]+ )?time\b", re.I), frozenset({"time"})),
     (re.compile(
         r"\b(?:what date|which date|what day|which day|by when|how long ago|what year|which year|what month|"
         r"which month|deadline|due|cutoff|cut-off|last day)\b", re.I), frozenset({"date"})),
     (re.compile(
         r"\b(?:who|whom|whose|which (?:person|doctor|vet|dentist|plumber|electrician|accountant|lawyer|agent|"
         r"landlord|teacher|nurse|specialist|friend)|(?:call|phone|ring|text|contact|email|e-mail|write to|"
-        r"reach)\b)", re.I), frozenset({"person"})),
+        r"reach)\b(?!\s+(?:me|us)\b))", re.I), frozenset({"person"})),  # "text me a reminder" asks no one
     (re.compile(rf"{_WH_START}where\b|\bwhich (?:city|country|town|place|restaurant|hotel|school|store|shop|park|"
                 r"street|state)\b", re.I), frozenset({"place", "number"})),
     (re.compile(
@@ -62,7 +63,8 @@ _ASKS: tuple[tuple[re.Pattern[str], frozenset[str]], ...] = (
         r"\b(?:avoid|keep away|stay away|steer clear|never|must not|mustn't|shouldn't|should not|can't|"
         r"cannot|can not|leave (?:off|out)|off my plate|allerg\w*|react\w*|unsafe|safe for me|not (?:eat|have|"
         r"take|give|serve|bring|prescribe|adopt)|sneeze|itch\w*|make me (?:sick|ill)|warn\w*|watch out|"
-        r"careful|hospital|ruled out|rule out|off limits|off-limits|keep off)\b", re.I), frozenset({"avoid"})),
+        r"careful|hospital|ruled out|rule out|off limits|off-limits|keep off|off the (?:cards|table|menu)|no-go|"
+        r"not an option|stay out|keep out)\b", re.I), frozenset({"avoid"})),
     (re.compile(
         r"\b(?:favou?rite|fave|enjoy|like|love|prefer|happiest|happy|delight|cheer|brighten|treat me|choose|pick|"
         r"(?:bring|get|buy|book|play|cook|order|paint) (?:me|for me|for my)|gift|present|bouquet|surprise|go-to|"
@@ -103,7 +105,8 @@ _STATES = {
         r"react(?:ed|ion|s)?|can't (?:eat|have|take|stand|be around|touch|drink)|cannot (?:eat|have|take|stand|"
         r"be around)|avoid\w*|(?:makes?|made) me (?:sick|ill|sneeze|itch)|sends? me to|the er\b|hospital|"
         r"never (?:eat|touch|take)|bad reaction|trace of|throat|can't breathe|breathing|puff(?:s|ed)? up|"
-        r"ill|sick|vomit\w*|keep (?:it|them) away|stay away|steer clear)\b", re.I),
+        r"ill|sick|vomit\w*|keep (?:it|them) away|stay away|steer clear|no-go|balloon\w*|can't stay|"
+        r"medical bracelet)\b", re.I),
     "liking": re.compile(
         r"\b(?:favou?rite|love|loves|adore|nothing beats|prefer|fan of|obsessed|could listen|enjoy\w*|"
         r"into|all about|hooked on|can't get enough|cheers? me up|makes? me happy|best|go-to|fave|top (?:genre|"

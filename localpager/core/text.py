@@ -187,8 +187,14 @@ def is_question(text: str) -> bool:
 
 @lru_cache(maxsize=1 << 16)  # the ranking asks it of every candidate turn, question after question
 def asks_nothing(text: str) -> bool:
-    """No sentence of ``text`` is in question form."""
-    return not any(is_question(s) for s in sentences(text[:4 * _MAX_SENTENCE]))
+    """No sentence of ``text`` has a question's form (a question mark, or a wh-word or auxiliary first; a
+    lead-in such as "Before I forget, one thing." asks nothing)."""
+    return not any(_has_question_form(s) for s in sentences(text[:4 * _MAX_SENTENCE]))
+
+
+def _has_question_form(sentence: str) -> bool:
+    stripped = sentence.strip().rstrip("\"')]}»” ")
+    return stripped.endswith(("?", "？")) or bool(_QUESTION_START.match(stripped))
 
 
 def sentences(text: str) -> list[str]:
