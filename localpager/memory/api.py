@@ -48,7 +48,7 @@ if TYPE_CHECKING:
     from ..retrieval.index import PageIndex
     from ..retrieval.ranking import LexicalIndex
     from ..runtime.assist import Assistant
-    from .controls import ForgetReport, SearchHit
+    from .controls import ForgetReport, Recall, SearchHit
     from .interchange import ImportReport
 
 
@@ -556,6 +556,15 @@ class Conversation:
         from .controls import search
 
         return search(self, query, limit)
+
+    def recall(self, question: str, max_turns: int | None = None) -> "Recall":
+        """What localpager remembers for ``question``, without its model: whether the recall gate thinks
+        memory is relevant, and the turns a recall would inject (then the ranking's next best, up to
+        ``max_turns``), each with page, turn, time, resolved dates, speaker, text and score. For an app whose
+        own model answers (the MCP server's ``recall`` tool). Loads the embedder, never the chat model."""
+        from .controls import recall
+
+        return recall(self, question, max_turns)
 
     # -- what the user controls -------------------------------------------------------------------
     def forget(self, turn: int | None = None, page: int | None = None, match: str | None = None,

@@ -17,6 +17,7 @@ import json
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Sequence
 
+from ..core.dates import resolve
 from ..core.records import Page, Turn
 
 if TYPE_CHECKING:
@@ -157,6 +158,39 @@ def rebuild_bookmark(pager: Pager, page: Page) -> None:
 
 
 # -- forgetting -------------------------------------------------------------------------------------
+@dataclass
+class RecalledTurn:
+    """A turn ``Conversation.recall`` hands over: where it is, who said it when, what it says, the dates its
+    relative expressions mean ("yesterday" said on 8 May 2023: 7 May 2023), its score, and ``latest`` or
+    ``changed later`` when it states something that changed."""
+
+    page_id: int
+    turn: int
+    text: str
+    role: str
+    speaker: str | None
+    time: str | None
+    dates: list[str]
+    score: float
+    label: str = ""
+    injected: bool = True  # what ``ask`` would inject; the others are the ranking's next best
+
+
+@dataclass
+class Recall:
+    """What localpager remembers for a question, without its model: the recall gate's verdict (is memory
+    relevant to it?) and the turns a recall would inject, then the ranking's next best up to a limit."""
+
+    question: str
+    relevant: bool
+    probability: float
+    turns: list[RecalledTurn]
+
+    def to_dict(self) -> dict:
+        return {"question": self.question, "relevant": self.relevant, "probability": round(self.probability, 4),
+                "turns": [asdict(t) for t in self.turns]}
+
+
 @dataclass
 class _Plan:
     report: ForgetReport
@@ -346,3 +380,42 @@ def search(conv: Conversation, query: str, limit: int = 10) -> list[SearchHit]:
                                  dense=round(h.dense, 4), lexical=round(h.lexical, 4),
                                  superseded_by=t.superseded_by, label="changed" if t.superseded_by is not None else ""))
         return out
+
+
+# -- recall without the model -----------------------------------------------------------------------
+def recall(conv: Conversation, question: str, max_turns: int | None = None) -> Recall:
+    """What a recall would inject for ``question`` (newest statements first, corrections applied) and, up to
+    ``max_turns`` in all, the ranking's next best turns; with the gate's verdict. Loads the embedder only:
+    neither the chat model nor its tokenizer (nothing is fitted into a prompt)."""
+    if not question.strip():
+        raise ValueError("recall needs a question")
+    if max_turns is not None and max_turns < 1:
+        raise ValueError(f"max_turns must be at least 1, got {max_turns}")
+    with conv.lp.lock:
+        pager = conv.pager
+        if not pager.pages:
+            return Recall(question, False, 0.0, [])
+        selector = conv.lp.selector(conv.id)
+        verdict = selector.gate(question, pager)
+        injections, _ = selector.select(question, [], pager, None)
+        scores = {h.turn: h.score for h in selector.rank(question, pager)}
+        turns = [_recalled(pager, t, scores.get(t, 0.0), inj.labels.get(t, ""), True)
+                 for inj in injections for t in inj.turns]
+        seen = {t.turn for t in turns}
+        limit = max_turns if max_turns is not None else len(turns)
+        for turn, score in scores.items():  # best first
+            if len(turns) >= limit:
+                break
+            if turn not in seen and pager.turns[turn].text:
+                turns.append(_recalled(pager, turn, score, "changed" if pager.turns[turn].superseded_by is not None
+                                       else "", False))
+                seen.add(turn)
+        return Recall(question, verdict.recall, verdict.probability, turns[:limit])
+
+
+def _recalled(pager, index: int, score: float, label: str, injected: bool) -> RecalledTurn:
+    t = pager.turns[index]
+    return RecalledTurn(page_id=pager.page_of_turn(index).page_id, turn=index, text=t.text, role=t.role,
+                        speaker=t.speaker, time=t.time, dates=[r.label for r in resolve(t.text, t.time)],
+                        score=round(score, 4), label=label, injected=injected)
+

@@ -156,6 +156,12 @@ class RerankSelector:
                 pages[-1] = Page(last.page_id, last.first_turn, last.last_turn - 1, evicted=last.evicted)
         return pages
 
+    def gate(self, question: str, pager: Pager) -> GateDecision:
+        """The recall gate's verdict on ``question`` over every page, evicted or not (an app asking what
+        localpager remembers has its own context, not localpager's prompt)."""
+        hits = self._ranked(question, pager, self._searchable(pager, question))
+        return decide(gate_features(question, hits, pager.turns, self._telling), self.settings.gate)
+
     def should_recall(self, question: str, pager: Pager) -> bool:
         """Whether ``question`` pages in without the model asking (``RerankSettings.trigger``); the gate's
         verdict, when it was asked, is kept in ``last_gate`` for the trace."""
@@ -179,7 +185,7 @@ class RerankSelector:
         self.index.update(self.conv_id, pager.evicted, pager.turns, pager.bookmark, (self.settings.signal,))
         return {h.page_id: h for h in self.index.rank(self.conv_id, question, evicted, self.settings.signal)}
 
-    def select(self, question: str, named: Sequence[int], pager: Pager, room: int):
+    def select(self, question: str, named: Sequence[int], pager: Pager, room: int | None):
         s = self.settings
         hits = self._page_hits(question, pager) if s.page_choice != "model" or named else {}
         pool: list[int] = list(named) if s.page_choice != "rerank" else []
@@ -207,7 +213,7 @@ class RerankSelector:
                 if not turns:
                     c.reason = "no room left"
                     continue
-                room -= sum(pager.turn_tokens(pager.turns[i]) for i in turns)
+                room = _less(room, pager, turns)
                 injections.append(Injection(pager.page(c.page_id), turns))
                 c.injected = True
                 c.reason = "best match" if len(injections) == 1 else "close to the best"
@@ -219,7 +225,7 @@ class RerankSelector:
         return injections, candidates
 
     def _corrected(self, pager: Pager, injections: list[Injection], candidates: list[Candidate],
-                   room: int) -> tuple[list[Injection], bool]:
+                   room: int | None) -> tuple[list[Injection], bool]:
         """A turn the user corrected (``Conversation.correct``) is never shown alone: its newest correction
         is shown first, marked ``latest``, and the corrected turn is dropped (with ``show_changed``, kept
         after it, marked ``changed later``); ``candidates`` say so. True when anything was corrected."""
@@ -237,7 +243,7 @@ class RerankSelector:
             n = replaced[t]
             if n in shown or any(n in f.turns for f in firsts) or not fit_turns(pager, [n], room):
                 continue
-            room -= pager.turn_tokens(turns[n])
+            room = _less(room, pager, [n])
             firsts.append(Injection(pager.page_of_turn(n), [n], {n: LATEST}))
         visible = shown | {f.turns[0] for f in firsts}
         rest = []
@@ -269,7 +275,7 @@ class RerankSelector:
                 known.injected, known.reason = True, why
         return result, True
 
-    def _excerpt(self, page: Page, hit, question: str, pager: Pager, room: int) -> list[int]:
+    def _excerpt(self, page: Page, hit, question: str, pager: Pager, room: int | None) -> list[int]:
         """The best-matching turn and ``excerpt`` neighbours each side (or the whole page), nearest to the
         best turn first as far as ``room`` allows, returned in conversation order."""
         n = self.settings.excerpt
@@ -281,7 +287,7 @@ class RerankSelector:
         return sorted(fit_turns(pager, sorted(span, key=lambda i: (abs(i - best), i)), room))
 
     def _newest_first(self, question: str, pager: Pager, injections: list[Injection], candidates: list[Candidate],
-                      room: int) -> list[Injection]:
+                      room: int | None) -> list[Injection]:
         """Newest wins: if a later turn states the same thing as the best injected turn, show it first
         (``latest``) and the injected one after it (``changed later``), or instead of it (``show_changed``
         off); ``candidates`` are updated to say so."""
@@ -322,3 +328,8 @@ class RerankSelector:
             candidates.insert(0, Candidate(page_id=newest_page, score=round(score, 4), injected=True,
                                            reason=f"states it newest (turn {newest}, after turn {best})"))
         return result
+
+
+def _less(room: int | None, pager: Pager, turns: Sequence[int]) -> int | None:
+    """``room`` less what ``turns`` take (None stays None: nothing is counted)."""
+    return None if room is None else room - sum(pager.turn_tokens(pager.turns[i]) for i in turns)

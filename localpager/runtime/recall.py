@@ -107,8 +107,11 @@ def inject_in_order(pager: Pager, page_ids: Sequence[int], room: int, reason: st
     return injections, candidates
 
 
-def fit_turns(pager: Pager, turns: list[int], room: int) -> list[int]:
-    """The longest run of ``turns`` from their start that fits in ``room`` tokens."""
+def fit_turns(pager: Pager, turns: list[int], room: int | None) -> list[int]:
+    """The longest run of ``turns`` from their start that fits in ``room`` tokens (None: no limit, and nothing
+    is counted, so no tokenizer loads: what ``Conversation.recall`` hands an app's own model)."""
+    if room is None:
+        return list(turns)
     kept, used = [], 0
     for i in turns:
         used += pager.turn_tokens(pager.turns[i])
