@@ -1,6 +1,6 @@
 """The runtime's constraints rendered to GBNF, and the decision parser, checked against a GBNF recogniser
 (tests/fakes.py): what each grammar lets the model say, not how its text looks (that it is byte for byte the
-grammar of before the typed constraints: test_fast_constraints.py)."""
+grammar of before the typed constraints: test_constraints.py)."""
 
 from __future__ import annotations
 

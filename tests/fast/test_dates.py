@@ -3,15 +3,14 @@
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
 import pytest
+from helpers import LOCOMO
 
 from localpager.core.dates import annotate, date_terms, format_time, parse_time, resolve
 from localpager.core.records import Turn
 from localpager.retrieval.ranking import LexicalIndex
 
-LOCOMO = Path(__file__).resolve().parents[2] / "shared" / "data" / "locomo" / "locomo10.json"
 SAID = "1:56 pm on 8 May, 2023"  # a Monday
 
 

@@ -17,10 +17,11 @@ import sys
 from pathlib import Path
 
 import pytest
+from helpers import ROOT
 
 from localpager.backends.base import BackendError
 
-PACKAGE = Path(__file__).resolve().parents[1] / "localpager"
+PACKAGE = ROOT / "localpager"
 INTERNALS = PACKAGE / "backends" / "llama_internals.py"
 BOOKKEEPING = {"input_ids", "n_tokens"}
 MESSAGE = ("localpager needs llama-cpp-python ~=0.3.36 (0.3.36 up to 0.4); found {}: "

@@ -20,6 +20,7 @@ from urllib.parse import quote
 
 import httpx
 import pytest
+from helpers import ROOT
 
 pytestmark = [pytest.mark.model, pytest.mark.embedder, pytest.mark.slow]
 
@@ -39,7 +40,7 @@ FILLER = [
     "I started reading a long novel about sailors in the Arctic.",
     "Our neighbours adopted a grey cat called Pebble last month.",
 ]
-RESULTS = Path(__file__).resolve().parent.parent / "results"
+RESULTS = ROOT / "results"
 
 
 def free_port() -> int:

@@ -18,10 +18,10 @@ from pathlib import Path
 import click
 import pytest
 from click.testing import CliRunner
+from helpers import ROOT
 
 from localpager.cli import cli
 
-ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"
 README = ROOT / "README.md"
 HISTORY = DOCS / "measurements" / "history.md"

@@ -12,8 +12,9 @@ import sys
 from pathlib import Path
 
 import pytest
+from helpers import ROOT
 
-PACKAGE = Path(__file__).resolve().parents[1] / "localpager"
+PACKAGE = ROOT / "localpager"
 # bottom to top: a module may import its own layer and the layers before it
 LAYERS = ("manifest", "core", "backends", "store", "runtime", "retrieval", "memory", "lab", "serving", "cli")
 
