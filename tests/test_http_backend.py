@@ -13,11 +13,12 @@ import sys
 import time
 
 import pytest
+from fakes import allows
 
 from localpager.backends import load_backend
 from localpager.backends.base import BackendError, Message
-from localpager.backends.constraints import RecallChoice
-from localpager.runtime.grammar import parse_decision
+from localpager.backends.constraints import OneOf, RecallChoice
+from localpager.runtime.grammar import WORTH, keyword_list, page_list, parse_decision
 
 pytestmark = [pytest.mark.model, pytest.mark.slow]
 httpx = pytest.importorskip("httpx")
@@ -143,3 +144,17 @@ def test_connection_refused_is_one_line():
     with pytest.raises(BackendError, match="connection refused") as info:
         load_backend("openai-http", base_url=f"http://127.0.0.1:{port}/v1")
     assert "\n" not in str(info.value)
+
+
+@pytest.mark.parametrize("constraint, user", [
+    (OneOf(("7 May 2023", "8 May 2023")), "I repaired the fence yesterday [7 May 2023]. When did I repair it?"),
+    (WORTH, "I am allergic to peanuts. Is this worth remembering? Answer yes or no."),
+    (keyword_list(["EpiPen", "peanut", "allergy"], 2), "I carry an EpiPen. Reply with a JSON list of 2 keywords."),
+    (page_list([1, 4]), "p1: garden\np4: kitchen\nWhich pages are not needed? Reply with a JSON list."),
+], ids=["dates", "worth", "keywords", "pages"])
+def test_every_constraint_reaches_the_server_as_gbnf_and_holds(http, constraint, user):
+    """The answer's and the side work's constraints, not only the decision: rendered to GBNF, enforced by the
+    server (any output its grammar allows passes)."""
+    prompt = http.render([Message("system", "You are a helpful assistant."), Message("user", user)])
+    gen = http.generate(prompt, max_tokens=16, constraint=constraint)
+    assert gen.stopped == "eos" and allows(constraint.gbnf(), gen.text), gen.text
