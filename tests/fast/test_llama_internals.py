@@ -110,8 +110,9 @@ def test_the_reader_finds_every_kind_of_reach(tmp_path):
         "        return llama_cpp.__version__, llama_cpp.Llama\n")
     uses = internal_uses(module, llama_private_attributes())
     assert sorted(uses) == sorted([
-        "2: import llama_cpp.llama_cpp", "3: from llama_cpp._utils import …", "4: from llama_cpp import llama_memory_clear",
-        "9: llama_cpp.llama_get_memory", "9: ._ctx", "10: .n_tokens", "11: .input_ids", "12: ._batch"]), uses
+        "2: import llama_cpp.llama_cpp", "3: from llama_cpp._utils import …",
+        "4: from llama_cpp import llama_memory_clear", "9: llama_cpp.llama_get_memory", "9: ._ctx", "10: .n_tokens",
+        "11: .input_ids", "12: ._batch"]), uses
 
 
 @pytest.mark.parametrize("version", ["0.3.36", "0.3.37", "0.3.99", "0.3.36.post1", "0.3.40rc1"])
