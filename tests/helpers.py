@@ -6,6 +6,9 @@ loads a model."""
 from __future__ import annotations
 
 import importlib.util
+import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -22,3 +25,71 @@ def benchmark_module(name: str):
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+# -- keywords and eviction -----------------------------------------------------------------------------
+CHINESE = [
+    "user: 我对花生过敏，上次吃了花生酱差点进医院。\nassistant: 记住了，你对花生过敏，点菜时要避开花生。",
+    "user: 我下周三要去上海出差，住在外滩附近的酒店。\nassistant: 好的，下周三去上海，住外滩附近。",
+    "user: 我女儿叫小敏，今年七岁，喜欢画画和游泳。\nassistant: 小敏七岁，喜欢画画和游泳，记下了。",
+]
+
+
+def paged_turns(turn_texts: list[str], per_page: int = 2):
+    """(pages, turns): turns alternating user/assistant, cut into pages of ``per_page`` turns (10 tokens each)."""
+    from localpager.core.records import Page, Turn
+
+    turns = [Turn("user" if i % 2 == 0 else "assistant", t, i) for i, t in enumerate(turn_texts)]
+    pages = [Page(i // per_page + 1, i, min(i + per_page, len(turns)) - 1, token_count=10)
+             for i in range(0, len(turns), per_page)]
+    return pages, turns
+
+
+# -- the command line ----------------------------------------------------------------------------------
+BOOKMARK = re.compile(r"^\[p\d+(:[^\[\]\n]+)?\]$")  # one line of `localpager bookmarks`
+
+
+def run_cli(*args, store=None, check=True) -> subprocess.CompletedProcess:
+    """``localpager [--store STORE] ARGS`` in a new process; ``check``: its exit status must be 0."""
+    cmd = [sys.executable, "-m", "localpager.cli"] + (["--store", str(store)] if store else []) + list(map(str, args))
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    if check:
+        assert proc.returncode == 0, proc.stderr
+    return proc
+
+
+# -- ranking -------------------------------------------------------------------------------------------
+def speaker_turns(lines: list[tuple[str, str]]):
+    """(speaker, text) pairs as LoCoMo-style turns: two named speakers taking turns."""
+    from localpager.core.records import Turn
+
+    speakers = list(dict.fromkeys(s for s, _ in lines))
+    return [Turn("user" if s == speakers[0] else "assistant", text, i, speaker=s)
+            for i, (s, text) in enumerate(lines)]
+
+
+def pages_of(turns, size: int):
+    """Pages of ``size`` turns each over ``turns``."""
+    from localpager.core.records import Page
+
+    return [Page(i // size + 1, i, min(i + size, len(turns)) - 1) for i in range(0, len(turns), size)]
+
+
+# -- pages with text (retrievers) ----------------------------------------------------------------------
+def page(page_id: int, lines: list[str], first: int = 0):
+    """A page of ``lines`` (one turn each, "who: text"), its text set."""
+    from localpager.core.records import Page
+
+    first = first or (page_id - 1) * len(lines)
+    return Page(page_id, first, first + len(lines) - 1, text="\n".join(lines))
+
+
+def filler_pages() -> list:
+    """Four pages of small talk on four topics, two turns each."""
+    topics = [
+        ["user: the weather was rainy all weekend", "assistant: hopefully it clears up soon"],
+        ["user: did you watch the football match", "assistant: the second half was thrilling"],
+        ["user: I repainted the garden fence", "assistant: a fresh coat makes a difference"],
+        ["user: my train was late again this morning", "assistant: commuting can be stressful"],
+    ]
+    return [page(i + 1, lines) for i, lines in enumerate(topics)]

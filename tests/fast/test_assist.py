@@ -8,23 +8,17 @@ import re
 
 import pytest
 from fakes import ScriptedBackend, shortest_sentence
+from helpers import CHINESE, paged_turns
 
 from localpager.core.eviction import Cooperative, EvictionContext
-from localpager.core.keywords import MODEL_STRATEGIES, candidate_terms, extract_keywords
+from localpager.core.keywords import MODEL_STRATEGIES, candidate_terms, extract_keywords, keyword_information
 from localpager.core.pager import Pager, PagingConfig, page_conversation
 from localpager.core.records import Page, Turn
 from localpager.core.text import term_key
 from localpager.core.tokens import ApproxTokenCounter
 from localpager.lab.synthetic import generate_conversation
-from localpager.runtime.assist import Assistant, maintain
+from localpager.runtime.assist import Assistant, fill_keywords, maintain, parse_batch, parse_keywords
 from localpager.runtime.grammar import WORTH, keyword_batch, keyword_list, page_list
-
-CHINESE = [
-    "user: 我对花生过敏，上次吃了花生酱差点进医院。\nassistant: 记住了，你对花生过敏，点菜时要避开花生。",
-    "user: 我下周三要去上海出差，住在外滩附近的酒店。\nassistant: 好的，下周三去上海，住外滩附近。",
-    "user: 我女儿叫小敏，今年七岁，喜欢画画和游泳。\nassistant: 小敏七岁，喜欢画画和游泳，记下了。",
-]
-
 
 def shortest(prompt: str, grammar: str | None) -> str:
     return shortest_sentence(grammar) if grammar else "ok"
@@ -247,3 +241,41 @@ def test_cooperative_eviction_with_the_assistant_as_advisor():
     order = policy.order(pages, 8, EvictionContext(turns, tokens_to_free=25))
     assert [p.page_id for p in order] == [2, 4, 1, 3]  # small talk by rule, then the model's choice, then FIFO
     assert "p2:" not in backend.calls[0].text  # the small-talk page was never offered
+
+
+# -- parsing, keyword information and eviction ordering on plain data (grammars: test_grammar.py) -------
+def test_repeated_choices_are_filled_from_the_candidates():
+    assert fill_keywords(["b", "b"], ["a", "b", "c"], 3) == ["b", "a", "c"]
+    assert fill_keywords([], ["a"], 2) == []
+
+
+def test_parsing_keeps_only_candidates_without_repeats():
+    assert parse_keywords('["Hartley", "Hartley", "nope", "café"]', ["Hartley", "café"], 5) == ["Hartley", "café"]
+    assert parse_keywords('["a", "b", "c"]', ["a", "b", "c"], 2) == ["a", "b"]
+    text = '{"3": ["peanut", "EpiPen"], "7": ["Lisbon"'  # cut off: the pages it reached still count
+    assert parse_batch(text, [(3, ["peanut", "EpiPen"]), (7, ["Lisbon"])], 4) == {3: ["peanut", "EpiPen"],
+                                                                                 7: ["Lisbon"]}
+
+
+def test_keyword_information_is_high_for_distinct_keywords():
+    pages = ["user: my sister Hartley lives in Lisbon", "user: the EpiPen is for my peanut allergy"]
+    assert keyword_information(pages, [["Hartley", "Lisbon"], ["EpiPen", "peanut"]]) == 1.0
+    same = ["user: coffee coffee tea", "user: coffee and tea again"]
+    assert keyword_information(same, [["coffee"], ["coffee"]]) == 0.0
+
+
+def test_cooperative_evicts_small_talk_first_without_asking():
+    pages, turns = paged_turns(["My flight to Lisbon is on May 3rd", "Noted: May 3rd, Lisbon.",
+                           "hi!", "hello, how can I help?", "Thanks!", "You're welcome.", "What now?", "ok"])
+    asked = []
+    policy = Cooperative(advisor=lambda cands, msg: asked.append(cands) or [])
+    order = policy.order(pages[:3], 8, EvictionContext(turns, tokens_to_free=15))
+    assert [p.page_id for p in order] == [2, 3, 1]
+    assert not asked  # the two small-talk pages free enough: no model call
+    order = policy.order(pages[:3], 8, EvictionContext(turns, tokens_to_free=25))
+    assert len(asked) == 1 and [p.page_id for p, _ in asked[0]] == [1]
+
+
+def test_chinese_candidates_are_words_of_the_page():
+    cands = candidate_terms(CHINESE)
+    assert any("花生" in c for c in cands[0]) and any("上海" in c for c in cands[1])

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from localpager.core.records import Probe, Transcript, Turn
+from localpager.lab.synthetic import generate_conversation
 from localpager.lab.evaluate import EvalConfig, EvalReport, ProbeResult, _ask_points, summarize
 from localpager.lab.metrics import (
     contains_answer,
@@ -145,3 +146,53 @@ def test_probes_are_asked_at_their_turn_and_only_with_evidence():
     assert {at: [p.question for p in ps] for at, ps in points.items()} == {3: ["a", "e"], 9: ["c"], 5: ["d"]}
     limited = _ask_points(conv, 2)  # the first two probes that have evidence
     assert {at: [p.question for p in ps] for at, ps in limited.items()} == {3: ["a"], 9: ["c"]}
+
+
+# -- counting, containment, updated facts, LoCoMo scoring, settings -------------------------------------------
+def test_an_injected_evidence_page_counts_once():
+    s = summarize([result(injected=(3, 3)), result(injected=(4,)), result(needs=False, injected=(), recalled=False)])
+    assert s["probes"] == 3 and s["needs_recall"] == 2
+    assert s["page_selection_accuracy"] == 0.5
+    assert s["recall_precision"] == pytest.approx(1 / 3, abs=1e-3)  # pages 3, 3, 4: one distinct hit of three
+    assert s["false_recall_rate"] == 0.0 and s["recall_triggered"] == 1.0
+
+
+def test_false_recalls_and_latency_percentiles():
+    s = summarize([result(needs=False, recalled=True, latency=10), result(needs=False, recalled=False, latency=30),
+                   result(latency=20)])
+    assert s["false_recall_rate"] == 0.5
+    assert s["latency_ms"] == {"p50": 20, "p95": 30}
+
+
+def test_containment_is_whole_words_after_normalising():
+    assert contains_answer("Your budget is $2,400 now.", ["2400"])
+    assert contains_answer("Avoid PEANUTS!", ["peanuts"])
+    assert not contains_answer("Room 1188 is yours", ["188"])
+
+
+def test_updated_facts_accept_only_the_new_value():
+    conv = generate_conversation(seed=4, n_turns=160)
+    updated = [p for p in conv.probes if p.extra.get("old_answers")]
+    assert updated
+    for p in updated:
+        old = p.extra["old_answers"][0]
+        assert score_answer(f"It is {old}.", p.answers) == 0.0
+        assert score_answer(f"It is {p.answers[0]}.", p.answers) == 1.0
+
+
+def test_locomo_scoring_follows_the_benchmark():
+    assert locomo_score("It was not mentioned in the conversation.", "", 5) == 1.0
+    assert locomo_score("She went to Paris.", "", 5) == 0.0
+    assert token_f1("7 May 2023", "7 May 2023") == 1.0
+    assert 0 < locomo_score("On 7 May", "7 May 2023", 2) < 1
+    assert partial_f1("painting, running", "painting, pottery") == pytest.approx(0.5)
+    assert locomo_score("psychology", "Psychology; counseling", 3) == 1.0
+
+
+def test_hidden_bookmarks_leave_recall_to_the_similarity_trigger():
+    from localpager.lab.evaluate import _settings
+
+    recall, rerank, _ = _settings(EvalConfig(show_bookmarks=False))
+    assert recall.mode == "auto" and recall.show_bookmarks is False and rerank.trigger == "gate"
+    assert _settings(EvalConfig())[0].show_bookmarks is True
+    assert _settings(EvalConfig(strategy="truncation"))[0].show_bookmarks is False

@@ -1,28 +1,15 @@
-"""The command line, as a user runs it: real files, real store, real tokenizer."""
+"""The command line, as a user runs it: real files and a real store, on the fakes or with no model at all (ingest
+on the real tokenizer: tests/model/test_cli.py)."""
 
 from __future__ import annotations
 
 import json
 import os
-import re
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
-
-LOCOMO = Path(__file__).resolve().parents[2] / "shared" / "data" / "locomo" / "locomo10.json"
-needs_locomo = pytest.mark.skipif(not LOCOMO.exists(), reason="LoCoMo data not beside the repository")
-BOOKMARK = re.compile(r"^\[p\d+(:[^\[\]\n]+)?\]$")
-
-
-def run(*args, store=None, check=True):
-    cmd = [sys.executable, "-m", "localpager.cli"] + (["--store", str(store)] if store else []) + list(map(str, args))
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
-    if check:
-        assert proc.returncode == 0, proc.stderr
-    return proc
-
+from helpers import run_cli
 
 HEAVY = ("torch", "faiss", "llama_cpp", "sentence_transformers")
 NO_MODELS = {"LOCALPAGER_MODEL": "/nonexistent.gguf", "LOCALPAGER_EMBEDDER": "/nonexistent-embedder"}
@@ -51,7 +38,7 @@ def test_help_is_fast_and_imports_nothing_heavy():
         code = (f"import sys, {module}; heavy = {{'torch', 'llama_cpp', 'sentence_transformers', 'faiss', 'numpy'}}; "
                 "print(sorted(heavy & set(sys.modules)))")
         assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True).stdout.strip() == "[]"
-    assert "ingest" in run("--help").stdout
+    assert "ingest" in run_cli("--help").stdout
 
 
 @pytest.fixture
@@ -112,35 +99,8 @@ def test_pin_needs_no_model(small_store):
     proc, heavy, stderr = run_probed("pin", "c", "2", store=small_store)
     assert proc.returncode == 0 and heavy == [], stderr
     assert proc.stdout.strip() == "p2 pinned (it is evicted; it stays evicted)"
-    pages = json.loads(run("pages", "c", "--json", store=small_store).stdout)
+    pages = json.loads(run_cli("pages", "c", "--json", store=small_store).stdout)
     assert [p["page_id"] for p in pages if p["pinned"]] == [2]
-
-
-@pytest.mark.model  # ingest counts tokens with the GGUF tokenizer
-def test_generated_conversations_ingest_and_bookmark(tmp_path):
-    data, store = tmp_path / "gen.jsonl", tmp_path / "s.db"
-    run("generate", data, "--n", 2, "--seed", 1)
-    out = run("ingest", data, "--boundary", "fixed_10", store=store).stdout
-    assert re.search(r"stored 2 conversations, \d+ turns, \d+ pages", out)
-    listing = json.loads(run("conversations", "--json", store=store).stdout)
-    assert [c["id"] for c in listing] == ["synthetic-1-000", "synthetic-1-001"]
-    lines = run("bookmarks", "synthetic-1-000", store=store).stdout.splitlines()
-    assert len(lines) == listing[0]["pages"] and all(BOOKMARK.match(line) for line in lines)
-    structured = run("bookmarks", "synthetic-1-000", "--format", "structured", store=store).stdout
-    assert structured.startswith("[p1:t=0-9;e=")
-    pages = json.loads(run("pages", "synthetic-1-000", "--json", store=store).stdout)
-    assert pages[0]["first_turn"] == 0 and pages[-1]["evicted"] is False
-
-
-@pytest.mark.model  # ingest counts tokens with the GGUF tokenizer
-@needs_locomo
-def test_locomo_ingest_and_bookmarks(tmp_path):
-    store = tmp_path / "s.db"
-    proc = run("ingest", LOCOMO, store=store)
-    assert "stored 10 conversations, 5882 turns" in proc.stdout and "1986 probes" in proc.stdout
-    assert proc.stderr.count("warning:") == 9
-    lines = run("bookmarks", "conv-26", store=store).stdout.splitlines()
-    assert len(lines) > 10 and all(BOOKMARK.match(line) for line in lines)
 
 
 @pytest.mark.parametrize("content,message", [
@@ -153,10 +113,10 @@ def test_locomo_ingest_and_bookmarks(tmp_path):
 def test_bad_files_are_one_line_errors_and_store_nothing(tmp_path, content, message):
     bad, store = tmp_path / "bad.jsonl", tmp_path / "s.db"
     bad.write_text(content)
-    proc = run("ingest", bad, store=store, check=False)
+    proc = run_cli("ingest", bad, store=store, check=False)
     assert proc.returncode == 1
     assert message in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
-    assert json.loads(run("conversations", "--json", store=store).stdout) == []
+    assert json.loads(run_cli("conversations", "--json", store=store).stdout) == []
 
 
 def test_unknown_conversation_and_missing_file(tmp_path):
@@ -164,16 +124,16 @@ def test_unknown_conversation_and_missing_file(tmp_path):
 
     store = tmp_path / "s.db"
     Store(store).close()
-    proc = run("bookmarks", "nope", store=store, check=False)
+    proc = run_cli("bookmarks", "nope", store=store, check=False)
     assert proc.returncode == 1 and "no conversation 'nope'" in proc.stderr
-    proc = run("ingest", tmp_path / "missing.jsonl", store=store, check=False)
+    proc = run_cli("ingest", tmp_path / "missing.jsonl", store=store, check=False)
     assert proc.returncode == 1 and "missing.jsonl" in proc.stderr and "Traceback" not in proc.stderr
 
 
 def test_corrupt_store_is_a_clear_error(tmp_path):
     store = tmp_path / "s.db"
     store.write_bytes(b"garbage" * 1000)
-    proc = run("conversations", store=store, check=False)
+    proc = run_cli("conversations", store=store, check=False)
     assert proc.returncode == 1 and "cannot open store" in proc.stderr
     assert store.read_bytes() == b"garbage" * 1000
 
@@ -242,5 +202,5 @@ def test_save_needs_a_budget(small_store, fake_models):
 def test_ingest_refuses_a_budget_below_one(tmp_path):
     data, store = tmp_path / "gen.jsonl", tmp_path / "s.db"
     data.write_text('{"id": "a", "turns": [{"role": "user", "text": "hi"}]}\n')
-    proc = run("ingest", data, "--budget", 0, store=store, check=False)
+    proc = run_cli("ingest", data, "--budget", 0, store=store, check=False)
     assert proc.returncode == 2 and "Invalid value for '--budget'" in proc.stderr and not store.exists()

@@ -1,6 +1,6 @@
-"""Crash anywhere, many writers: workers killed with SIGKILL at random moments, several processes writing
-at once, then the store reopened and checked (tests/faultkit.py). A few runs here; benchmarks/faults.py
-runs many. The last tests kill the real ``localpager ask`` and run it with no network namespace."""
+"""The real ``localpager ask`` killed mid-answer, and run with no network namespace, then the store checked
+(tests/faultkit.py). Workers on the fakes killed at random moments and many writers at once:
+tests/fast/test_faults.py."""
 
 from __future__ import annotations
 
@@ -12,46 +12,11 @@ import signal
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import faultkit
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize("op, seed", [("ask", 1), ("add", 2), ("maintain", 3), ("ingest", 4)])
-def test_a_worker_killed_at_a_random_moment_loses_nothing_acknowledged(tmp_path, op, seed):
-    rng = random.Random(seed)
-    store = tmp_path / "s.db"
-    acked = []
-    for run in range(2):
-        a, killed, err = faultkit.run_killed(op, store, f"k-{op}", 60 if op != "ingest" else 3, f"T{run}", rng,
-                                             window=(0.8, 2.0) if op != "ingest" else (1.5, 4.0))
-        assert killed or "Traceback" not in err, err
-        acked.append(a)
-        check = faultkit.check_store(store, acked)
-        assert check.ok, (check.lost, check.problems)
-
-
-@pytest.mark.slow
-def test_several_processes_append_at_once_and_every_acknowledged_turn_is_stored_once_in_order(tmp_path):
-    store = tmp_path / "s.db"
-    jobs = [("ask", "shared", 6, "A"), ("add", "shared", 12, "B"), ("add", "shared", 12, "C"),
-            ("add", "own-d", 12, "D"), ("ask", "own-e", 6, "E")]
-    acked, errors = faultkit.run_concurrent(jobs, store)
-    assert errors == []
-    assert [len(a.turns) for a in acked] == [12, 12, 12, 12, 12]
-    check = faultkit.check_store(store, acked, ask_after=False)
-    assert check.ok, (check.lost, check.problems)
-    from localpager.store.sqlite import Store
-
-    turns = Store(store).turns("shared")
-    assert len(turns) == 36
-    for i, t in enumerate(turns):  # every question is followed by its own answer: asks are not interleaved
-        if t.text.startswith("A question"):
-            assert turns[i + 1].role == "assistant"
+pytestmark = [pytest.mark.model, pytest.mark.embedder, pytest.mark.slow]
 
 
 # -- the real command line ---------------------------------------------------------------------------------
@@ -71,9 +36,6 @@ def real_store(tmp_path_factory):
     return store
 
 
-@pytest.mark.model
-@pytest.mark.embedder
-@pytest.mark.slow
 def test_the_real_ask_killed_mid_answer_leaves_a_marked_question_and_the_next_ask_works(real_store):
     from localpager.store.sqlite import Store
 
@@ -105,9 +67,6 @@ def _unshare_works() -> bool:
     return subprocess.run(["unshare", "-n", "true"], capture_output=True).returncode == 0
 
 
-@pytest.mark.model
-@pytest.mark.embedder
-@pytest.mark.slow
 @pytest.mark.skipif(not _unshare_works(), reason="unshare -n is not permitted here")
 def test_ask_works_with_no_network_at_all(real_store):
     cmd, env = _cli("ask", "synthetic-5-000", "Where do I live?", "--json", store=real_store)

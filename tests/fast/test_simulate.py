@@ -1,22 +1,18 @@
-"""The paging simulator and the retrievers, on conversations whose right answers are known."""
+"""The paging simulator and the retrievers, on conversations whose right answers are known (on the real
+tokenizer and embedder: tests/model/test_simulate.py)."""
 
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
+from helpers import filler_pages, page
 
 from localpager.core.pager import PagingConfig
 from localpager.core.records import Page, Probe, Transcript, Turn
 from localpager.core.tokens import ApproxTokenCounter
 from localpager.lab.retrievers import RETRIEVERS, get_retriever, retrieve_pages
 from localpager.lab.simulate import Belady, Cell, SimulationResult, belady_violations, simulate, simulate_conversation
-from localpager.lab.synthetic import generate_dataset
-
-LOCOMO = Path(__file__).resolve().parents[2] / "shared" / "data" / "locomo" / "locomo10.json"
-needs_locomo = pytest.mark.skipif(not LOCOMO.exists(), reason="LoCoMo data not beside the repository")
-ONLINE = ("fifo", "lru", "lfu", "hybrid")
 
 
 def make_turns(texts: list[str]) -> list[Turn]:
@@ -35,21 +31,6 @@ def allergy_conversation() -> Transcript:
         Probe("What was message 18 about?", ["weather"], evidence=[18]),
     ]
     return Transcript("hand", make_turns(texts), probes)
-
-
-def page(page_id: int, lines: list[str], first: int = 0) -> Page:
-    first = first or (page_id - 1) * len(lines)
-    return Page(page_id, first, first + len(lines) - 1, text="\n".join(lines))
-
-
-def filler_pages() -> list[Page]:
-    topics = [
-        ["user: the weather was rainy all weekend", "assistant: hopefully it clears up soon"],
-        ["user: did you watch the football match", "assistant: the second half was thrilling"],
-        ["user: I repainted the garden fence", "assistant: a fresh coat makes a difference"],
-        ["user: my train was late again this morning", "assistant: commuting can be stressful"],
-    ]
-    return [page(i + 1, lines) for i, lines in enumerate(topics)]
 
 
 # -- simulate_conversation ---------------------------------------------------------------------
@@ -138,30 +119,6 @@ def test_belady_violations_are_reported_with_a_reason():
         belady_violations(SimulationResult(200, 3, 1, [cell("fifo", 0.6)]))
 
 
-@pytest.mark.slow
-@pytest.mark.model
-def test_belady_beats_or_ties_online_policies_unless_reported(counter):
-    convs = generate_dataset(6, seed=1, revisiting=True)
-    boundaries = ["fixed_10", "topic_shift"]
-    result = simulate(convs, boundaries, [*ONLINE, "belady"], 1024, [], 3, counter)
-    hit = {(c.boundary, c.eviction): c.hit_rate for c in result.cells}
-    beaten = {(b, e) for b in boundaries for e in ONLINE if hit[b, e] > hit[b, "belady"]}
-    assert {(v.boundary, v.eviction) for v in belady_violations(result)} == beaten
-    assert any(hit[b, "belady"] > max(hit[b, e] for e in ONLINE) for b in boundaries)
-
-
-@pytest.mark.slow
-@pytest.mark.model
-@needs_locomo
-def test_simulate_runs_on_locomo(counter):
-    from localpager.store.loaders import load_conversations
-
-    convs = load_conversations(LOCOMO).conversations[:2]
-    result = simulate(convs, ["fixed_20"], ["lru", "belady"], 1024, ["bm25", "oracle"], 3, counter)
-    lru = next(c for c in result.cells if (c.eviction, c.retriever) == ("lru", "oracle"))
-    assert lru.probes > 100 and lru.needs_recall > 0 and lru.selection_accuracy == 1.0
-
-
 # -- retrievers ---------------------------------------------------------------------------------
 def test_get_retriever_knows_every_retriever_and_rejects_others():
     assert {get_retriever(name).name for name in RETRIEVERS} == {"overlap", "bm25", "rerank", "dense", "oracle"}
@@ -193,14 +150,3 @@ def test_oracle_picks_the_evidence_pages_and_needs_the_evidence():
         oracle.retrieve("anything", pages, 3)
 
 
-@pytest.mark.embedder
-def test_rerank_finds_the_allergy_page_by_its_best_turn():
-    pages = filler_pages()
-    pages.insert(1, page(9, [
-        "user: the bakery on the corner reopened",
-        "assistant: their bread is lovely",
-        "user: by the way, I'm badly allergic to peanuts and carry an EpiPen",
-        "assistant: good to know, I'll keep that in mind",
-    ], first=40))
-    chosen = get_retriever("rerank").retrieve("Which snack should I avoid bringing?", pages, k=3)
-    assert chosen[0] == 9 and len(chosen) == 3

@@ -1,17 +1,18 @@
-"""Turn-level hybrid ranking (dense + BM25), shared by the reranker and the paging simulator."""
+"""Turn-level hybrid ranking (dense + BM25), shared by the reranker and the paging simulator: the logic, with
+dense scores given (with the real embedder: tests/model/test_ranking.py)."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
+from helpers import pages_of, speaker_turns
 
-from localpager.core.records import Page, Turn
+from localpager.core.records import Turn
 from localpager.core.text import content_words
 from localpager.retrieval.ranking import (
     HybridSettings,
     LexicalIndex,
     TurnHit,
-    embedding_scorer,
     fused_scores,
     is_question,
     rank_pages,
@@ -19,17 +20,6 @@ from localpager.retrieval.ranking import (
     should_recall,
     trigger_features,
 )
-
-
-def conversation(lines: list[tuple[str, str]]) -> list[Turn]:
-    """(speaker, text) pairs as LoCoMo-style turns: two named speakers taking turns."""
-    speakers = list(dict.fromkeys(s for s, _ in lines))
-    return [Turn("user" if s == speakers[0] else "assistant", text, i, speaker=s)
-            for i, (s, text) in enumerate(lines)]
-
-
-def pages_of(turns: list[Turn], size: int) -> list[Page]:
-    return [Page(i // size + 1, i, min(i + size, len(turns)) - 1) for i in range(0, len(turns), size)]
 
 
 def fixed_dense(scores: dict[int, float]):
@@ -47,7 +37,7 @@ def test_terms_drop_stopwords_and_fold_endings():
 
 
 def test_lexical_scores_are_a_share_of_what_the_question_could_score():
-    turns = conversation([("Caroline", "I went to an LGBTQ support group yesterday"),
+    turns = speaker_turns([("Caroline", "I went to an LGBTQ support group yesterday"),
                           ("Melanie", "I painted a lake sunset with the kids"),
                           ("Caroline", "That sounds lovely")])
     index = LexicalIndex("c")
@@ -60,7 +50,7 @@ def test_lexical_scores_are_a_share_of_what_the_question_could_score():
 
 
 def test_speaker_names_are_part_of_the_lexical_document_only_when_asked_for():
-    turns = conversation([("Caroline", "I adopted a dog"), ("Melanie", "We adopted a dog")])
+    turns = speaker_turns([("Caroline", "I adopted a dog"), ("Melanie", "We adopted a dog")])
     with_names = LexicalIndex("c").scores("Which dog did Caroline adopt?", [0, 1], turns)
     without = LexicalIndex("c", speakers=False).scores("Which dog did Caroline adopt?", [0, 1], turns)
     assert with_names[0] > with_names[1]
@@ -68,7 +58,7 @@ def test_speaker_names_are_part_of_the_lexical_document_only_when_asked_for():
 
 
 def test_the_index_is_rebuilt_only_when_the_conversation_grew():
-    turns = conversation([("A", "the garden fence needs paint"), ("B", "blue would suit it")])
+    turns = speaker_turns([("A", "the garden fence needs paint"), ("B", "blue would suit it")])
     index = LexicalIndex("c")
     index.scores("fence paint", [0, 1], turns)
     built = dict(index._built)
@@ -80,7 +70,7 @@ def test_the_index_is_rebuilt_only_when_the_conversation_grew():
 
 
 def test_idf_from_the_candidates_only():
-    turns = conversation([("A", "apples and pears"), ("B", "apples again"), ("A", "pears at last")])
+    turns = speaker_turns([("A", "apples and pears"), ("B", "apples again"), ("A", "pears at last")])
     whole = LexicalIndex("c").scores("apples", [0, 1], turns)
     local = LexicalIndex("c", idf="candidates").scores("apples", [0, 1], turns)
     assert whole[1] > 0 and local[1] > 0 and whole != local  # 'apples' is in every candidate: lower idf
@@ -89,7 +79,7 @@ def test_idf_from_the_candidates_only():
 
 
 def test_an_empty_conversation_or_a_stopword_only_one_scores_zero():
-    turns = conversation([("A", "ok thanks"), ("B", "yes sure")])
+    turns = speaker_turns([("A", "ok thanks"), ("B", "yes sure")])
     assert LexicalIndex().scores("what did I say", [0, 1], turns) == {0: 0.0, 1: 0.0}
     assert LexicalIndex().scores("anything", [], turns) == {}
 
@@ -120,7 +110,7 @@ def test_settings_are_checked():
 
 
 def test_a_page_scores_as_its_best_fused_turn_and_only_given_pages_are_ranked():
-    turns = conversation([("A", f"filler line {i}") for i in range(8)])
+    turns = speaker_turns([("A", f"filler line {i}") for i in range(8)])
     turns[5].text = "my locker code is 4471"
     pages = pages_of(turns, 2)  # p1: 0-1, p2: 2-3, p3: 4-5, p4: 6-7
     dense = fixed_dense({0: 0.5, 1: 0.1, 2: 0.45, 4: 0.2, 5: 0.3})
@@ -165,81 +155,3 @@ def test_trigger_features_and_the_rule():
     assert none.pages == 0 and not should_recall(none, HybridSettings(question_threshold=0.0))
 
 
-# -- with the real embedder -------------------------------------------------------------------------
-# LoCoMo-style: the question reuses the evidence's words and names a speaker, while short exclamations
-# ("Wow, Caroline, that looks amazing!") embed close to any question about Caroline.
-LOCOMO_STYLE = [
-    ("Caroline", "Hey Mel! Long week, but a good one."),
-    ("Melanie", "Wow, Caroline, that looks amazing! What inspired it?"),
-    ("Caroline", "Thanks! I painted it after the support group meeting."),
-    ("Melanie", "That's awesome, Caroline! How did it feel to share it?"),
-    ("Caroline", "Yeah, I'm lucky to have my friends. They've been there through everything; I've known them "
-                 "for 4 years, since I moved from Sweden. I'm super thankful. Who supports you, Mel?"),
-    ("Melanie", "My husband and the kids, always."),
-    ("Caroline", "Wow, Melanie, that's so sweet! What happened that made you realize it?"),
-    ("Melanie", "We went camping and roasted marshmallows by the fire."),
-    ("Caroline", "That sounds so fun! Where did you go?"),
-    ("Melanie", "A lake up north, the kids loved it."),
-]
-
-# Generated-style: the question paraphrases the fact, and small talk shares its generic words.
-PARAPHRASE = [
-    ("user", "How do I find more time to read?"),
-    ("assistant", "Swap ten minutes of scrolling for a book before bed."),
-    ("user", "I left the car in bay C41, level two."),
-    ("assistant", "Noted."),
-    ("user", "I can never find my reading glasses."),
-    ("assistant", "A hook by the door helps."),
-    ("user", "Is it worth paying for a password manager?"),
-    ("assistant", "Yes, it saves you from reusing passwords."),
-]
-
-
-@pytest.fixture(scope="module")
-def embedder():
-    from localpager.retrieval.embedder import default_embedder
-
-    return default_embedder()
-
-
-def ranks(question, turns, pages, embedder, settings):
-    hits = rank_pages(question, turns, pages, embedding_scorer(embedder, turns), LexicalIndex("t"), settings)
-    return [h.page_id for h in hits]
-
-
-@pytest.mark.embedder
-def test_hybrid_finds_a_turn_that_reuses_the_question_words_when_dense_ranks_it_low(embedder):
-    turns = conversation(LOCOMO_STYLE)
-    pages = pages_of(turns, 2)
-    question = "Where did Caroline move from 4 years ago?"
-    evidence = 3  # turn 4's page
-    assert ranks(question, turns, pages, embedder, HybridSettings("dense")).index(evidence) >= 2
-    assert ranks(question, turns, pages, embedder, HybridSettings())[0] == evidence
-
-
-@pytest.mark.embedder
-def test_hybrid_still_finds_a_paraphrase_only_dense_matches(embedder):
-    turns = [Turn(role, text, i) for i, (role, text) in enumerate(PARAPHRASE)]
-    pages = pages_of(turns, 2)
-    question = "Where will I find my vehicle when I come back from the mall?"
-    evidence = 2  # turn 2's page
-    assert ranks(question, turns, pages, embedder, HybridSettings("lexical"))[0] != evidence
-    assert ranks(question, turns, pages, embedder, HybridSettings("dense"))[0] == evidence
-    assert ranks(question, turns, pages, embedder, HybridSettings())[0] == evidence
-
-
-@pytest.mark.embedder
-def test_the_simulators_rerank_column_is_this_ranking(embedder):
-    from localpager.lab.retrievers import get_retriever
-
-    turns = conversation(LOCOMO_STYLE)
-    pages = pages_of(turns, 2)
-    for p in pages:
-        p.text = "\n".join(turns[i].render() for i in p.turn_range)
-    question = "Where did Caroline move from 4 years ago?"
-    expected = ranks(question, turns, pages, embedder, HybridSettings())[:3]
-    rerank = get_retriever("rerank")
-    assert rerank.retrieve(question, pages, 3, turns=turns, key="conv") == expected
-    assert rerank.retrieve(question, pages, 3) == expected  # turns read back from the pages' "who: text" lines
-    assert get_retriever("dense").retrieve(question, pages, 3, turns=turns, key="conv") == \
-        ranks(question, turns, pages, embedder, HybridSettings("dense"))[:3]

@@ -1,6 +1,5 @@
-"""Model-assisted keywords, cooperative eviction and worth, with the real SmolLM2 GGUF.
-
-Pure grammar and ordering logic is tested with plain data; every strategy is run on the real model.
+"""Model-assisted keywords, cooperative eviction and worth, with the real SmolLM2 GGUF: every strategy is run
+on the real model (the logic on a scripted backend, and parsing and ordering on plain data: tests/fast/test_assist.py).
 """
 
 from __future__ import annotations
@@ -8,83 +7,15 @@ from __future__ import annotations
 import time
 
 import pytest
+from helpers import CHINESE, paged_turns
 
-from localpager.core.eviction import Cooperative, EvictionContext
-from localpager.core.keywords import MODEL_STRATEGIES, candidate_terms, keyword_information
-from localpager.core.pager import Pager, PagingConfig, page_conversation
-from localpager.core.records import Page, Turn
+from localpager.core.keywords import MODEL_STRATEGIES
+from localpager.core.pager import PagingConfig, page_conversation
 from localpager.core.text import term_key, tokenize_words
 from localpager.core.tokens import ApproxTokenCounter
 from localpager.lab.synthetic import generate_conversation
 from localpager.memory.api import LocalPager
-from localpager.runtime.assist import (
-    BATCH_PROMPT,
-    WORTH_PROMPT,
-    Assistant,
-    fill_keywords,
-    maintain,
-    parse_batch,
-    parse_keywords,
-)
-
-CHINESE = [
-    "user: 我对花生过敏，上次吃了花生酱差点进医院。\nassistant: 记住了，你对花生过敏，点菜时要避开花生。",
-    "user: 我下周三要去上海出差，住在外滩附近的酒店。\nassistant: 好的，下周三去上海，住外滩附近。",
-    "user: 我女儿叫小敏，今年七岁，喜欢画画和游泳。\nassistant: 小敏七岁，喜欢画画和游泳，记下了。",
-]
-
-
-# -- parsing (no model; the grammars: test_fast_grammar.py) ----------------------------------------
-def test_repeated_choices_are_filled_from_the_candidates():
-    assert fill_keywords(["b", "b"], ["a", "b", "c"], 3) == ["b", "a", "c"]
-    assert fill_keywords([], ["a"], 2) == []
-
-
-def test_parsing_keeps_only_candidates_without_repeats():
-    assert parse_keywords('["Hartley", "Hartley", "nope", "café"]', ["Hartley", "café"], 5) == ["Hartley", "café"]
-    assert parse_keywords('["a", "b", "c"]', ["a", "b", "c"], 2) == ["a", "b"]
-    text = '{"3": ["peanut", "EpiPen"], "7": ["Lisbon"'  # cut off: the pages it reached still count
-    assert parse_batch(text, [(3, ["peanut", "EpiPen"]), (7, ["Lisbon"])], 4) == {3: ["peanut", "EpiPen"],
-                                                                                 7: ["Lisbon"]}
-
-
-def test_keyword_information_is_high_for_distinct_keywords():
-    pages = ["user: my sister Hartley lives in Lisbon", "user: the EpiPen is for my peanut allergy"]
-    assert keyword_information(pages, [["Hartley", "Lisbon"], ["EpiPen", "peanut"]]) == 1.0
-    same = ["user: coffee coffee tea", "user: coffee and tea again"]
-    assert keyword_information(same, [["coffee"], ["coffee"]]) == 0.0
-
-
-# -- eviction ordering (no model) -------------------------------------------------------------------
-def _paged(turn_texts: list[str], per_page: int = 2) -> tuple[list[Page], list[Turn]]:
-    turns = [Turn("user" if i % 2 == 0 else "assistant", t, i) for i, t in enumerate(turn_texts)]
-    pages = [Page(i // per_page + 1, i, min(i + per_page, len(turns)) - 1, token_count=10)
-             for i in range(0, len(turns), per_page)]
-    return pages, turns
-
-
-def test_cooperative_evicts_small_talk_first_without_asking():
-    pages, turns = _paged(["My flight to Lisbon is on May 3rd", "Noted: May 3rd, Lisbon.",
-                           "hi!", "hello, how can I help?", "Thanks!", "You're welcome.", "What now?", "ok"])
-    asked = []
-    policy = Cooperative(advisor=lambda cands, msg: asked.append(cands) or [])
-    order = policy.order(pages[:3], 8, EvictionContext(turns, tokens_to_free=15))
-    assert [p.page_id for p in order] == [2, 3, 1]
-    assert not asked  # the two small-talk pages free enough: no model call
-    order = policy.order(pages[:3], 8, EvictionContext(turns, tokens_to_free=25))
-    assert len(asked) == 1 and [p.page_id for p, _ in asked[0]] == [1]
-
-
-@pytest.mark.model  # counts tokens with the GGUF tokenizer
-def test_worthless_pages_leave_first(counter):
-    conv = generate_conversation(seed=3, n_turns=60)
-    pager = Pager(counter, PagingConfig(boundary="fixed_10", budget=10_000))
-    for turn in conv.turns:
-        pager.add_turn(turn)
-    pager.pages[2].worth = False
-    pager.config.budget = 300
-    evicted = pager.enforce_budget()
-    assert evicted[0].page_id == 3
+from localpager.runtime.assist import BATCH_PROMPT, WORTH_PROMPT, Assistant, maintain
 
 
 # -- the real model ---------------------------------------------------------------------------------
@@ -125,14 +56,9 @@ def test_every_strategy_gives_every_page_one_to_five_keywords_from_its_text(assi
         assert len(keys) == len(set(keys))
 
 
-def test_chinese_candidates_are_words_of_the_page():  # no model: candidate terms are pure
-    cands = candidate_terms(CHINESE)
-    assert any("花生" in c for c in cands[0]) and any("上海" in c for c in cands[1])
-
-
 @pytest.mark.model
 def test_eviction_advice_and_worth_parse(assistant, monkeypatch):
-    pages, turns = _paged(["My flight to Lisbon is on May 3rd", "Noted: May 3rd, Lisbon.",
+    pages, turns = paged_turns(["My flight to Lisbon is on May 3rd", "Noted: May 3rd, Lisbon.",
                            "I am allergic to peanuts", "I will remember the peanut allergy."])
     named = assistant.advise_eviction([(p, turns[p.first_turn].text) for p in pages], "When do I fly to Lisbon?")
     assert set(named) <= {1, 2}
