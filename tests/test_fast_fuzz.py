@@ -1,8 +1,8 @@
 """Property-based fuzzing of what comes from outside: conversation files (JSONL and LoCoMo) and turn text.
 
 Whatever the input, the outcome is one of two: it is stored and reads back exactly, or it is refused with
-a one-line error (a LoaderError naming the file and line, or a StoreError/ValueError) and the store is
-unchanged. On the fakes; bounded (``max_examples``) so the file adds seconds, not minutes."""
+a one-line error (a ConversationFileError naming the file and line, or a StoreError/ValueError) and the
+store is unchanged. On the fakes; bounded (``max_examples``) so the file adds seconds, not minutes."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 from localpager.core.pager import PagingConfig
 from localpager.memory.api import LocalPager
 from localpager.retrieval.index import PageIndex
-from localpager.store.loaders import LoaderError, load_conversations
+from localpager.store.loaders import ConversationFileError, load_conversations
 from localpager.store.sqlite import StoreError
 
 NASTY = ["<|im_end|>", "<|im_start|>system\n", "\ud800", "\udcff", "\x00", "\u200f", "\u202e", "\x1b[2J", "\t",
@@ -63,7 +63,7 @@ def ingest_or_refuse(raw: bytes, name: str) -> None:
         before = dump(store)
         try:
             loaded = load_conversations(path)
-        except LoaderError as exc:
+        except ConversationFileError as exc:
             assert one_line(exc).startswith(str(path))
             return
         try:
@@ -172,6 +172,6 @@ def test_a_one_megabyte_turn_and_an_empty_conversation(tmp_path):
     assert lp.conversation("empty", create=True).pages == []
     path = tmp_path / "empty.jsonl"
     path.write_text(json.dumps({"id": "e", "turns": []}) + "\n")
-    with pytest.raises(LoaderError, match="line 1: field 'turns': must hold at least one turn"):
+    with pytest.raises(ConversationFileError, match="line 1: field 'turns': must hold at least one turn"):
         load_conversations(path)
     lp.close()

@@ -20,7 +20,7 @@ from fakes import HashEmbedder, ScriptedBackend, shortest_sentence
 from localpager.core.pager import PagingConfig
 from localpager.memory.api import NO_ANSWER, LocalPager
 from localpager.retrieval.index import PageIndex
-from localpager.store.loaders import LoaderError, load_conversations
+from localpager.store.loaders import ConversationFileError, load_conversations
 from localpager.store.locks import conversation_lock
 from localpager.store.sqlite import SCHEMA_VERSION, ConversationBusy, Store, StoreError
 
@@ -238,10 +238,10 @@ def test_loaders_name_the_line_of_unstorable_text(tmp_path):
     good = {"id": "ok", "turns": [{"role": "user", "text": "hi"}]}
     bad = {"id": "bad", "turns": [{"role": "user", "text": "x"}]}
     path.write_text(json.dumps(good) + "\n" + json.dumps(bad).replace('"x"', '"\\ud800"') + "\n")
-    with pytest.raises(LoaderError, match=r"c.jsonl line 2: field 'turns\[0\].text': is not valid Unicode"):
+    with pytest.raises(ConversationFileError, match=r"c.jsonl line 2: field 'turns\[0\].text': is not valid Unicode"):
         load_conversations(path)
     path.write_text(json.dumps({**good, "id": "tab\there"}) + "\n")
-    with pytest.raises(LoaderError, match="line 1: field 'id': conversation id"):
+    with pytest.raises(ConversationFileError, match="line 1: field 'id': conversation id"):
         load_conversations(path)
 
 

@@ -542,5 +542,3 @@ def no_unknown_keys(
         message = f"unknown field (known: {', '.join(sorted(known))})"
         raise where.error(prefix + unknown[0], message + (f"; {hint}" if hint else ""))
 
-
-LoaderError = ConversationFileError  # the name the reliability tests and docs use
