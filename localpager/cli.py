@@ -978,6 +978,35 @@ def serve_api_key(ctx: click.Context, api_key: str | None, key_file: str | None)
     return api_key
 
 
+@cli.command(name="mcp")
+@click.option("--conversation", default=None,
+              help="serve this conversation only: the tools take no conversation argument (for an app without "
+                   "conversations)")
+@click.option("--read-only", is_flag=True, help="only recall, search, bookmarks and conversations: nothing is "
+              "added, corrected or erased")
+@click.pass_context
+def mcp_cmd(ctx, conversation, read_only):
+    """Serve memory as MCP tools over stdio, for an app whose own model answers (Claude Desktop, LM Studio,
+    Jan, Cursor, Continue): recall, search, bookmarks, conversations, remember, forget, correct.
+
+    Loads no GGUF model; stdout carries protocol messages only. Setup per app: docs/mcp.md."""
+    try:
+        from .serving.mcp import open_store, serve_stdio
+    except ImportError as exc:
+        if (exc.name or "").split(".")[0] in ("mcp", "mcp_types"):
+            raise click.ClickException("localpager mcp needs the mcp extra: pip install 'localpager[mcp]'") from None
+        raise
+    from .store.sqlite import default_store_path
+
+    path = Path(ctx.obj["store"]) if ctx.obj["store"] else default_store_path()
+    if read_only and not path.exists():
+        raise click.ClickException(f"no store at {path} (--read-only opens an existing store)")
+    with friendly_errors():
+        lp = open_store(path, key=store_key(ctx))
+        ctx.call_on_close(lp.close)
+        serve_stdio(lp, conversation=conversation, read_only=read_only)
+
+
 def main() -> None:
     cli()
 if __name__ == "__main__":
