@@ -21,9 +21,10 @@ from pathlib import Path
 from localpager.core.pager import Pager, PagingConfig, page_conversation
 from localpager.core.tokens import ApproxTokenCounter
 from localpager.lab.evaluate import keyword_covers
-from localpager.lab.synthetic import PHRASINGS, generate_dataset
+from localpager.lab.choices import Phrasing
+from localpager.lab.synthetic import generate_dataset
 
-SEEDS = {"tuning": 0, "dev": 50, "heldout": 100}
+SEEDS = {"tuning": 0, "dev": 50, "dev2": 70, "heldout": 100}
 
 
 def coverage(phrasing: str, n: int, strategy: str, path: str) -> dict[str, float]:
@@ -56,7 +57,7 @@ def main() -> None:
     args = parser.parse_args()
     results = {}
     print("| phrasing | strategy | paged as | facts covered | by type |\n|---|---|---|---:|---|")
-    for phrasing in [p for p in PHRASINGS if p != "dev"]:
+    for phrasing in [p for p in Phrasing if p != Phrasing.DEV]:
         for strategy in args.strategies.split(","):
             for path in ("chat", "ingest"):
                 r = coverage(phrasing, args.n, strategy, path)

@@ -76,7 +76,7 @@ def corrections(args) -> dict:
 
 def encrypted_open(args) -> dict:
     from localpager.memory.api import LocalPager
-    from localpager.retrieval.index import FAMILIES
+    from localpager.retrieval.choices import Signal
 
     out = {}
     with tempfile.TemporaryDirectory() as tmp:
@@ -88,7 +88,7 @@ def encrypted_open(args) -> dict:
                 conv = lp.conversation(info.id)
                 lp.index.update(info.id, conv.pager.evicted, conv.turns, conv.pager.bookmark)
             embedder = lp.index.embedder
-            rows = {f: len(lp.store.embedding_rows(f, vectors=False)) for f in FAMILIES}
+            rows = {f: len(lp.store.embedding_rows(f, vectors=False)) for f in Signal}
             lp.close()
             times = []
             for _ in range(args.repeat):
@@ -97,8 +97,8 @@ def encrypted_open(args) -> dict:
                 from localpager.retrieval.index import PageIndex
 
                 index = PageIndex(again.store, embedder)  # the embedder already loaded: only the index is timed
-                for family in FAMILIES:
-                    index.family(family)
+                for signal in Signal:
+                    index.signal(signal)
                 times.append((time.perf_counter() - start) * 1000)
                 again.close()
             out[name] = {"vectors": rows, "open_and_index_ms_median": round(statistics.median(times), 1),

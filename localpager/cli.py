@@ -1,7 +1,8 @@
 """The ``localpager`` command: a thin shell over the library API (``localpager.memory.api``).
 
-Only click is imported at start-up, so ``localpager --help`` stays fast; everything else is imported
-inside the command that needs it.
+At start-up only click and modules of the standard library are imported (the option choices come from each
+layer's ``choices`` module), so ``localpager --help`` stays fast; numpy, FAISS and the model runtimes are
+imported inside the command that needs them.
 """
 
 from __future__ import annotations
@@ -9,81 +10,108 @@ from __future__ import annotations
 import json
 import os
 import sys
+from collections.abc import Callable, Iterable
 from contextlib import contextmanager
+from enum import StrEnum
 from pathlib import Path
 
 import click
 
-# Option choices and defaults come from each module's registry. These modules are stdlib only, so --help
-# stays light; registries of modules that import numpy are read when their command runs (Registry).
-from .core.bookmarks import DEFAULT_BOOKMARK_FORMAT
-from .core.bookmarks import FORMATS as BOOKMARK_FORMATS
-from .core.boundaries import DEFAULT_BOUNDARY, NAMED_BOUNDARIES
-from .core.eviction import DEFAULT_EVICTION, POLICIES
-from .core.keywords import DEFAULT_KEYWORDS, MODEL_STRATEGIES
-from .core.keywords import STRATEGIES as LOCAL_KEYWORD_STRATEGIES
+from .backends.choices import ConstraintFormat
+from .core.choices import (
+    DEFAULT_BOOKMARK_FORMAT,
+    DEFAULT_BOUNDARY,
+    DEFAULT_EVICTION,
+    DEFAULT_KEYWORDS,
+    PARAMETRIC_BOUNDARIES,
+    BookmarkFormat,
+    Boundary,
+    Eviction,
+    KeywordStrategy,
+    choose,
+    unknown,
+)
 from .core.pager import DEFAULT_BUDGET
-from .runtime.layouts import DEFAULT_LAYOUT, LAYOUTS
+from .lab.choices import BELADY, EvalStrategy, Phrasing, RetrieverName
+from .memory.choices import ImportMode
+from .retrieval.choices import DEFAULT_PAGE_CHOICE, DEFAULT_SIGNAL, PageChoice, Signal
+from .runtime.choices import DEFAULT_LAYOUT, DEFAULT_TRIGGER, OFFERED_RECALL_MODES, Layout, RecallMode, Trigger
 from .runtime.trace import citation_lines
-from .store.loaders import FORMATS as FILE_FORMATS
+from .store.choices import FileFormat
 
-BOUNDARY_HELP = f"page boundary policy: {', '.join(NAMED_BOUNDARIES)}"
-KEYWORDS_HELP = f"{', '.join(LOCAL_KEYWORD_STRATEGIES)}, or with the model {', '.join(MODEL_STRATEGIES)}"
-EVICTION_HELP = ", ".join(POLICIES)
 LAYOUT_HELP = ("how a recall is answered: focused (the recalled turns and the question in a prompt of their own), "
                "focused+recent (plus the last exchange), notes-system, inline (after the question in the chat's prompt)")
+EVAL_RECALL_MODES = (RecallMode.AUTO, RecallMode.ALWAYS)  # never: the eval's truncation strategy
 # optional dependencies by top-level module, and the extra (pyproject.toml) that installs each
 OPTIONAL_MODULES = {"matplotlib": "eval", "fastapi": "server", "uvicorn": "server", "sse_starlette": "server",
                     "starlette": "server", "httpx": "http", "sqlcipher3": "encrypt"}
 
 
-class Registry:
-    """The names in a module's registry (``Registry("retrieval.rerank", "TRIGGERS")``), imported only when they are
-    first needed: when the one command that uses them parses its options or shows its help."""
+# -- choices: every option's names come from the enum that the library checks them against ---------------
+class ChoiceOf(click.Choice):
+    """A ``click.Choice`` of a ``StrEnum``'s members (``offered``: some of them). The value comes back as the
+    member; an unknown name gets the library's one message (``core.choices.unknown``)."""
 
-    def __init__(self, module: str, name: str, exclude: tuple[str, ...] = ()):
-        self.module, self.name, self.exclude = module, name, exclude
+    def __init__(self, kind: type[StrEnum], what: str, offered: Iterable[StrEnum] | None = None):
+        self.kind, self.what = kind, what
+        super().__init__([m.value for m in (kind if offered is None else offered)])
 
-    def names(self) -> list[str]:
-        import importlib
-
-        registry = getattr(importlib.import_module(f"localpager.{self.module}"), self.name)
-        return [n for n in registry if n not in self.exclude]
-
-
-class RegistryChoice(click.Choice):
-    """A choice among a ``Registry``'s names."""
-
-    def __init__(self, registry: Registry):
-        self.registry = registry
-        super().__init__(())
-
-    @property
-    def choices(self) -> tuple[str, ...]:
-        return tuple(self.registry.names())
-
-    @choices.setter
-    def choices(self, value) -> None:  # click.Choice.__init__ assigns it; the registry decides
-        pass
+    def convert(self, value, param, ctx):
+        if value in self.choices:
+            return self.kind(value)
+        self.fail(str(unknown(self.what, value, self.choices)), param, ctx)
 
 
-class RegistryListOption(click.Option):
-    """A comma-separated option whose help lists a ``Registry``'s names where it says ``{names}``."""
+class ListOf(click.ParamType):
+    """Comma-separated names (one run each), every one checked by ``parse`` (the library's own check, so an
+    unknown name gets its one message) before anything runs; ``names`` are what help shows."""
 
-    def __init__(self, *args, registry: Registry, **kwargs):
-        self.registry = registry
-        super().__init__(*args, **kwargs)
+    name = "list"
 
-    def get_help_record(self, ctx):
-        if self.help and "{names}" in self.help:
-            self.help = self.help.replace("{names}", ", ".join(self.registry.names()))
-        return super().get_help_record(ctx)
+    def __init__(self, parse: Callable[[str], object], names: Iterable[str]):
+        self.parse, self.names = parse, [str(n) for n in names]
+
+    def get_metavar(self, param, ctx=None) -> str:
+        return f"[{'|'.join(self.names)}],..."
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, (list, tuple)):
+            return value
+        try:
+            names = [self.parse(v) for v in split_list(value)]
+        except ValueError as exc:
+            self.fail(str(exc), param, ctx)
+        if not names:
+            self.fail(f"expected one or more of {', '.join(self.names)}, comma-separated", param, ctx)
+        return names
 
 
-# the recall modes a person chooses ("selector" is the evaluation's: its own page selector decides)
-CHAT_RECALL_MODES = Registry("runtime.recall", "RECALL_MODES", exclude=("selector",))
-EVAL_RECALL_MODES = Registry("runtime.recall", "RECALL_MODES", exclude=("selector", "never"))
-PAGE_CHOICES = Registry("retrieval.rerank", "PAGE_CHOICES")
+def list_of(kind: type[StrEnum], what: str, also: tuple[str, ...] = ()) -> ListOf:
+    """A ``ListOf`` the members of ``kind``, and the names ``also`` that the command itself takes."""
+    return ListOf(lambda name: name if name in also else choose(kind, name, what, also=also), [*kind, *also])
+
+
+def boundary_name(name: str) -> str:
+    """A boundary policy's name, checked: a ``Boundary``, or ``fixed_N`` / ``exchange_N``."""
+    from .core.boundaries import get_boundary
+
+    get_boundary(name)
+    return name
+
+
+class BoundaryName(click.ParamType):
+    """One boundary policy: a ``Boundary``, or ``fixed_N`` / ``exchange_N`` for any N."""
+
+    name = "boundary"
+
+    def get_metavar(self, param, ctx=None) -> str:
+        return f"[{'|'.join([*Boundary, *PARAMETRIC_BOUNDARIES])}]"
+
+    def convert(self, value, param, ctx):
+        try:
+            return boundary_name(value)
+        except ValueError as exc:
+            self.fail(str(exc), param, ctx)
 
 
 @contextmanager
@@ -212,7 +240,7 @@ class StoreGroup(click.Group):
 @click.option("--tokenizer", envvar="LOCALPAGER_TOKENIZER", type=click.Path(dir_okay=False), default=None,
               help="openai-http: the served model's GGUF file, for its tokenizer and chat template "
                    "(needed for Ollama and LM Studio)")
-@click.option("--constraint", envvar="LOCALPAGER_CONSTRAINT", type=click.Choice(["auto", "gbnf", "json-schema", "none"]),
+@click.option("--constraint", envvar="LOCALPAGER_CONSTRAINT", type=ChoiceOf(ConstraintFormat, "constraint"),
               default=None, help="openai-http: how recall decisions are constrained (default auto: probe the server)")
 @click.option("--allow-estimate", envvar="LOCALPAGER_ALLOW_ESTIMATE", is_flag=True, default=False,
               help="openai-http: estimate token counts when the server has no tokenizer (flagged in the trace)")
@@ -234,13 +262,17 @@ def cli(ctx: click.Context, store: str | None, key_env: str | None, backend: str
 
 @cli.command()
 @click.argument("file", type=click.Path(dir_okay=False))
-@click.option("--format", "fmt", type=click.Choice(FILE_FORMATS), default="auto", show_default=True)
-@click.option("--boundary", default=DEFAULT_BOUNDARY, show_default=True, help=BOUNDARY_HELP)
-@click.option("--eviction", default=DEFAULT_EVICTION, show_default=True, help=EVICTION_HELP)
-@click.option("--keywords", default=DEFAULT_KEYWORDS, show_default=True, help=KEYWORDS_HELP)
-@click.option("--worth", is_flag=True, help="the model judges each closed page; pages not worth keeping leave first")
-@click.option("--bookmark-format", type=click.Choice(BOOKMARK_FORMATS), default=DEFAULT_BOOKMARK_FORMAT,
+@click.option("--format", "fmt", type=ChoiceOf(FileFormat, "file format"), default=FileFormat.AUTO.value,
               show_default=True)
+@click.option("--boundary", type=BoundaryName(), default=DEFAULT_BOUNDARY.value, show_default=True,
+              help="where one page ends and the next begins")
+@click.option("--eviction", type=ChoiceOf(Eviction, "eviction policy"), default=DEFAULT_EVICTION.value,
+              show_default=True, help="which resident page leaves the prompt first")
+@click.option("--keywords", type=ChoiceOf(KeywordStrategy, "keyword strategy"), default=DEFAULT_KEYWORDS.value,
+              show_default=True, help="how bookmark keywords are chosen (llm-*, hybrid and auto ask the model)")
+@click.option("--worth", is_flag=True, help="the model judges each closed page; pages not worth keeping leave first")
+@click.option("--bookmark-format", type=ChoiceOf(BookmarkFormat, "bookmark format"),
+              default=DEFAULT_BOOKMARK_FORMAT.value, show_default=True)
 @click.option("--budget", type=click.IntRange(min=1), default=DEFAULT_BUDGET, show_default=True,
               help="memory budget in model tokens")
 @click.option("--model", type=click.Path(), envvar="LOCALPAGER_MODEL", help="GGUF file: its tokenizer counts tokens "
@@ -276,7 +308,7 @@ def ingest(ctx, file, fmt, boundary, eviction, keywords, worth, bookmark_format,
 @click.option("--turns", type=int, default=160, show_default=True, help="turns per conversation")
 @click.option("--revisiting/--forward", default=None,
               help="probes asked during the conversation / at the end (default: alternate)")
-@click.option("--phrasing", type=RegistryChoice(Registry("lab.synthetic", "PHRASINGS")), default="tuning",
+@click.option("--phrasing", type=ChoiceOf(Phrasing, "phrasing"), default=Phrasing.TUNING.value,
               show_default=True, help="the templates facts are stated and asked in: tuning (settings were chosen on "
                                       "it, with dev), or heldout (written apart, never tuned on)")
 @click.option("--general", type=click.IntRange(min=0), default=None,
@@ -353,7 +385,7 @@ def pin(ctx, conv_id, page_id, unpin):
 
 @cli.command()
 @click.argument("conv_id")
-@click.option("--format", "fmt", type=click.Choice(BOOKMARK_FORMATS), default=None,
+@click.option("--format", "fmt", type=ChoiceOf(BookmarkFormat, "bookmark format"), default=None,
               help="bookmark format (default: the conversation's)")
 @click.option("--json", "as_json", is_flag=True)
 @click.pass_context
@@ -375,10 +407,12 @@ def model_options(f):
     f = click.option("--budget", type=click.IntRange(min=1), default=None,
                      help="memory budget in model tokens, for this command only unless --save")(f)
     f = click.option("--save", is_flag=True, help="store --budget with the conversation")(f)
-    f = click.option("--recall", "recall_mode", type=RegistryChoice(CHAT_RECALL_MODES), default="auto",
-                     show_default=True, help="auto: the model decides; always: it must recall")(f)
+    f = click.option("--recall", "recall_mode", type=ChoiceOf(RecallMode, "recall mode", OFFERED_RECALL_MODES),
+                     default=RecallMode.AUTO.value, show_default=True,
+                     help="auto: the model decides; always: it must recall; never: no recall")(f)
     f = click.option("--n-ctx", type=click.IntRange(min=128), default=2048, show_default=True, help="model context size")(f)
-    f = click.option("--layout", type=click.Choice(LAYOUTS), default=DEFAULT_LAYOUT, show_default=True, help=LAYOUT_HELP)(f)
+    f = click.option("--layout", type=ChoiceOf(Layout, "layout"), default=DEFAULT_LAYOUT.value, show_default=True,
+                     help=LAYOUT_HELP)(f)
     return f
 
 
@@ -688,7 +722,8 @@ def import_cmd(ctx, file, replace, merge, model):
     if replace and merge:
         raise click.UsageError("give --replace or --merge, not both")
     with friendly_errors():
-        report = open_pager(ctx, model).import_file(file, "replace" if replace else "merge" if merge else "error")
+        mode = ImportMode.REPLACE if replace else ImportMode.MERGE if merge else ImportMode.ERROR
+        report = open_pager(ctx, model).import_file(file, mode)
     extra = "".join(f", {len(v)} {k}" for k, v in (("replaced", report.replaced), ("merged", report.merged)) if v)
     click.echo(f"imported {report.conversations} conversations ({report.turns} turns{extra})")
     for note in report.notes:
@@ -725,25 +760,23 @@ def _dataset(path: str, fmt: str):
 
 @cli.command()
 @click.argument("dataset", type=click.Path(dir_okay=False))
-@click.option("--format", "fmt", type=click.Choice(FILE_FORMATS), default="auto", show_default=True)
-@click.option("--boundary", "boundaries", default=",".join(NAMED_BOUNDARIES),
-              show_default=True, help="comma-separated boundary policies")
-@click.option("--eviction", "evictions", default="fifo,lru,lfu,hybrid,belady", show_default=True,
-              help=f"comma-separated eviction policies: {EVICTION_HELP}, belady (the clairvoyant reference)")
-@click.option("--retriever", "retrievers", default="rerank,bm25,overlap,oracle", show_default=True,
-              cls=RegistryListOption, registry=Registry("lab.retrievers", "RETRIEVERS"),
-              help="comma-separated retrievers ({names}) scored on the probes that need a recall")
-@click.option("--selector", "old_retrievers", default=None, hidden=True, help="the old name of --retriever")
+@click.option("--format", "fmt", type=ChoiceOf(FileFormat, "file format"), default=FileFormat.AUTO.value,
+              show_default=True)
+@click.option("--boundary", "boundaries", type=ListOf(boundary_name, [*Boundary, *PARAMETRIC_BOUNDARIES]),
+              default=",".join(Boundary), show_default=True, help="boundary policies")
+@click.option("--eviction", "evictions", type=list_of(Eviction, "eviction policy", also=(BELADY,)),
+              default="fifo,lru,lfu,hybrid,belady", show_default=True,
+              help="eviction policies; belady is the clairvoyant reference")
+@click.option("--retriever", "retrievers", type=list_of(RetrieverName, "retriever"),
+              default="rerank,bm25,overlap,oracle", show_default=True,
+              help="retrievers scored on the probes that need a recall: would they find the evicted evidence?")
 @click.option("--budget", type=click.IntRange(min=1), default=DEFAULT_BUDGET, show_default=True)
 @click.option("--k", type=click.IntRange(min=1), default=3, show_default=True, help="pages a retriever may pick")
 @click.option("--limit", type=click.IntRange(min=1), default=None, help="only the first N conversations")
 @click.option("--model", type=click.Path(), envvar="LOCALPAGER_MODEL", help="GGUF file whose tokenizer counts tokens")
 @click.option("--json", "json_out", type=click.Path(dir_okay=False), help="write the grid as JSON here")
-def simulate(dataset, fmt, boundaries, evictions, retrievers, old_retrievers, budget, k, limit, model, json_out):
+def simulate(dataset, fmt, boundaries, evictions, retrievers, budget, k, limit, model, json_out):
     """Replay DATASET through boundary x eviction policies and report hit rates (no chat model)."""
-    if old_retrievers is not None:
-        click.echo("warning: --selector is now --retriever", err=True)
-        retrievers = old_retrievers
     from tqdm import tqdm
 
     from .backends.tokenizers import counter_for
@@ -752,8 +785,8 @@ def simulate(dataset, fmt, boundaries, evictions, retrievers, old_retrievers, bu
 
     with friendly_errors():
         conversations = _dataset(dataset, fmt)[:limit]
-        result = run(conversations, split_list(boundaries), split_list(evictions), budget, split_list(retrievers), k,
-                     counter_for(model), progress=lambda runs: tqdm(runs, desc="simulate", file=sys.stderr))
+        result = run(conversations, boundaries, evictions, budget, retrievers, k, counter_for(model),
+                     progress=lambda runs: tqdm(runs, desc="simulate", file=sys.stderr))
     click.echo(simulation_report(result))
     if json_out:
         click.echo(f"wrote {write_simulation(json_out, result)}")
@@ -761,54 +794,57 @@ def simulate(dataset, fmt, boundaries, evictions, retrievers, old_retrievers, bu
 
 @cli.command(name="eval")
 @click.argument("dataset", type=click.Path(dir_okay=False))
-@click.option("--format", "fmt", type=click.Choice(FILE_FORMATS), default="auto", show_default=True)
-@click.option("--strategy", "strategies", default="bookmarks", show_default=True,
-              cls=RegistryListOption, registry=Registry("lab.evaluate", "STRATEGIES"), help="comma-separated: {names}")
-@click.option("--page-choice", type=RegistryChoice(PAGE_CHOICES), default="model+rerank",
-              show_default=True, help="who picks the pages the bookmarks strategy injects: the model, the ranking or both")
-@click.option("--selector", "old_page_choice", type=RegistryChoice(PAGE_CHOICES), default=None,
-              hidden=True, help="the old name of --page-choice")
-@click.option("--boundary", default=DEFAULT_BOUNDARY, show_default=True, help=BOUNDARY_HELP)
-@click.option("--eviction", "evictions", default=DEFAULT_EVICTION, show_default=True,
-              help=f"comma-separated: {EVICTION_HELP} (one run each)")
-@click.option("--keywords", "keyword_strategies", default=DEFAULT_KEYWORDS, show_default=True,
-              help="comma-separated: " + KEYWORDS_HELP + " (one run each)")
-@click.option("--worth", is_flag=True, help="the model judges each closed page; pages not worth keeping leave first")
-@click.option("--signal", type=RegistryChoice(Registry("retrieval.index", "FAMILIES")), default="turn", show_default=True,
-              help="what of an evicted page reranking compares with the question")
-@click.option("--bookmark-format", type=click.Choice(BOOKMARK_FORMATS), default=DEFAULT_BOOKMARK_FORMAT,
+@click.option("--format", "fmt", type=ChoiceOf(FileFormat, "file format"), default=FileFormat.AUTO.value,
               show_default=True)
+@click.option("--strategy", "strategies", type=list_of(EvalStrategy, "strategy"),
+              default=EvalStrategy.BOOKMARKS.value, show_default=True, help="strategies (one run each)")
+@click.option("--page-choice", type=ChoiceOf(PageChoice, "page choice"), default=DEFAULT_PAGE_CHOICE.value,
+              show_default=True, help="who picks the pages the bookmarks strategy injects: the model, the ranking or both")
+@click.option("--boundary", type=BoundaryName(), default=DEFAULT_BOUNDARY.value, show_default=True,
+              help="where one page ends and the next begins")
+@click.option("--eviction", "evictions", type=list_of(Eviction, "eviction policy"), default=DEFAULT_EVICTION.value,
+              show_default=True, help="eviction policies (one run each)")
+@click.option("--keywords", "keyword_strategies", type=list_of(KeywordStrategy, "keyword strategy"),
+              default=DEFAULT_KEYWORDS.value, show_default=True,
+              help="keyword strategies (one run each; llm-*, hybrid and auto ask the model)")
+@click.option("--worth", is_flag=True, help="the model judges each closed page; pages not worth keeping leave first")
+@click.option("--signal", type=ChoiceOf(Signal, "signal"), default=DEFAULT_SIGNAL.value, show_default=True,
+              help="what of a page the reranking compares with the question")
+@click.option("--bookmark-format", type=ChoiceOf(BookmarkFormat, "bookmark format"),
+              default=DEFAULT_BOOKMARK_FORMAT.value, show_default=True)
 @click.option("--budget", type=click.IntRange(min=1), default=DEFAULT_BUDGET, show_default=True)
 @click.option("--limit", type=click.IntRange(min=1), default=None, help="at most N probes per conversation")
 @click.option("--conversations", "which_conversations", default=None,
               help="N: the first N conversations; A-B: conversations A to B (1-based, inclusive)")
 @click.option("--categories", default=None,
               help="LoCoMo question categories to ask, comma-separated (e.g. 1,2,3,4); default: all with evidence")
-@click.option("--trigger", type=RegistryChoice(Registry("retrieval.rerank", "TRIGGERS")), default="gate", show_default=True,
+@click.option("--trigger", type=ChoiceOf(Trigger, "trigger"), default=DEFAULT_TRIGGER.value, show_default=True,
               help="gate: page in when the recall gate says memory is relevant; question: every question while "
                    "pages are evicted (the rule before the gate); off: only when the model asks")
-@click.option("--recall", "recall_mode", type=RegistryChoice(EVAL_RECALL_MODES), default="auto", show_default=True,
+@click.option("--recall", "recall_mode", type=ChoiceOf(RecallMode, "recall mode", EVAL_RECALL_MODES),
+              default=RecallMode.AUTO.value, show_default=True,
               help="always: the model must name pages on every probe (compares page choices on the same recalls)")
 @click.option("--excerpt", default="0", show_default=True,
               help="turns each side of a recalled page's best turn to inject, or 'page' for the whole page")
 @click.option("--no-oracle", is_flag=True, help="skip the evidence-injected ceiling run")
 @click.option("--hide-bookmarks", is_flag=True,
-              help="no bookmark list in the prompt: pages come back by the retrieval trigger alone")
-@click.option("--layout", "layouts", default=DEFAULT_LAYOUT, show_default=True,
-              help="comma-separated answer layouts (one run each): " + ", ".join(LAYOUTS))
+              help="no bookmark list in the prompt: pages come back by the trigger alone")
+@click.option("--layout", "layouts", type=list_of(Layout, "layout"), default=DEFAULT_LAYOUT.value, show_default=True,
+              help="answer layouts (one run each)")
 @click.option("--pages", "max_pages", type=click.IntRange(1, 8), default=None,
-              help="pages one recall injects at most (default: the reranker's)")
+              help="pages one recall injects at most (default: the reranking selector's)")
 @click.option("--several-pages", type=click.IntRange(1, 8), default=None,
-              help="pages a recall injects at most when the question asks for several things (default: the reranker's)")
+              help="pages a recall injects at most when the question asks for several things (default: the reranking "
+                   "selector's)")
 @click.option("--repeat-penalty", type=float, default=1.0, show_default=True,
               help="llama.cpp repeat penalty for answers (the repetition guard runs regardless)")
 @click.option("--model", type=click.Path(), envvar="LOCALPAGER_MODEL")
 @click.option("--json", "json_out", type=click.Path(dir_okay=False),
               help="write JSON here, with a Markdown table and a PNG beside it")
 @click.pass_context
-def evaluate_cmd(ctx, dataset, fmt, strategies, page_choice, old_page_choice, boundary, evictions, keyword_strategies,
-                 worth, signal, bookmark_format, budget, limit, which_conversations, categories, trigger, recall_mode, excerpt, no_oracle,
-                 hide_bookmarks, layouts, max_pages, several_pages, repeat_penalty, model, json_out):
+def evaluate_cmd(ctx, dataset, fmt, strategies, page_choice, boundary, evictions, keyword_strategies, worth, signal,
+                 bookmark_format, budget, limit, which_conversations, categories, trigger, recall_mode, excerpt,
+                 no_oracle, hide_bookmarks, layouts, max_pages, several_pages, repeat_penalty, model, json_out):
     """Answer DATASET's probes with the local model and score them, for each strategy."""
     from tqdm import tqdm
 
@@ -822,15 +858,14 @@ def evaluate_cmd(ctx, dataset, fmt, strategies, page_choice, old_page_choice, bo
     with friendly_errors():
         conversations = _dataset(dataset, fmt)[conversation_slice(which_conversations)]
         paging = PagingConfig(boundary=boundary, bookmark_format=bookmark_format, budget=budget, worth=worth)
-        config = EvalConfig(page_choice=old_page_choice or page_choice, limit=limit, recall_mode=recall_mode,
+        config = EvalConfig(page_choice=page_choice, limit=limit, recall_mode=recall_mode,
                             oracle=not no_oracle, model=model,
                             excerpt=None if excerpt == "page" else int(excerpt), trigger=trigger, signal=signal,
                             show_bookmarks=not hide_bookmarks, repeat_penalty=repeat_penalty,
                             max_pages=max_pages or RerankSettings.max_pages,
                             pages_when_several=several_pages or RerankSettings.pages_when_several,
                             categories=list(positive_ints(categories, "--categories")) if categories else None)
-        sweep = EvalSweep(split_list(strategies), split_list(evictions), split_list(keyword_strategies),
-                          split_list(layouts), paging, config)
+        sweep = EvalSweep(strategies, evictions, keyword_strategies, layouts, paging, config)
         bar = lambda name: lambda items: tqdm(items, desc=name, unit="probe", file=sys.stderr)
         runs, written = run_eval_sweep(conversations, sweep, progress=bar, json_out=json_out)
     click.echo(eval_markdown(runs))

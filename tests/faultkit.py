@@ -334,25 +334,26 @@ def _check_turns(lp, acked: list[Acked], check: Check) -> None:
 
 
 def _check_indexes(lp, check: Check) -> None:
-    """Every FAISS family loads from its file or is rebuilt from the store, and holds what the store holds."""
-    from localpager.retrieval.index import FAMILIES, FamilyIndex
+    """Every signal's FAISS index loads from its file or is rebuilt from the store, and holds what the store holds."""
+    from localpager.retrieval.choices import Signal
+    from localpager.retrieval.index import SignalIndex
 
-    for family in FAMILIES:
-        stored = lp.store.embedding_rows(family)
-        index = FamilyIndex.__new__(FamilyIndex)
+    for signal in Signal:
+        stored = lp.store.embedding_rows(signal)
+        index = SignalIndex.__new__(SignalIndex)
         # the vectors' own width: a killed real `ask` may have stored 384-wide ones, the fakes embed narrower
         dim = len(stored[0][6]) // 4 if stored else lp.index.embedder.dim
-        index.store, index.family, index.dim = lp.store, family, dim
-        index.path = Path(f"{lp.store.path}.{family}.faiss")
+        index.store, index.signal, index.dim = lp.store, signal, dim
+        index.path = Path(f"{lp.store.path}.{signal}.faiss")
         index.meta_path = index.path.with_suffix(".json")
         index.rows, index.fingerprint = {}, []
         loaded = index._load()
         if loaded is None:
             check.index_rebuilds += 1
             loaded = index._rebuild()
-        rows = lp.store.embedding_rows(family, vectors=False)
+        rows = lp.store.embedding_rows(signal, vectors=False)
         if loaded.ntotal != len(rows):
-            check.problems.append(f"index {family}: {loaded.ntotal} vectors, store has {len(rows)}")
+            check.problems.append(f"index {signal}: {loaded.ntotal} vectors, store has {len(rows)}")
 
 
 def _check_next_ask(lp, conv: str, check: Check) -> None:

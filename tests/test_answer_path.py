@@ -42,7 +42,7 @@ def test_a_question_about_an_evicted_fact_is_answered_from_a_focused_prompt(tmp_
     assert chat.pager.page_of_turn(12).evicted
     result = chat.ask("Who is handling my taxes this year?")
     trace = result.trace
-    assert trace.trigger == "retrieval" and trace.injected_turns == [12]
+    assert trace.trigger == "gate" and trace.injected_turns == [12]
     assert "Ingrid Novak" in result.answer
     (cited,) = result.citations
     assert (cited.turn, cited.page_id, cited.used) == (12, chat.pager.page_of_turn(12).page_id, True)
@@ -55,7 +55,7 @@ def test_small_talk_is_not_paged_in_and_a_question_is(tmp_path, backend):
     small_talk = chat.ask("That reminds me, I should water the plants tonight.")
     assert small_talk.trace.trigger == "none" and small_talk.trace.decision == "answer"
     probe = chat.ask("Which snack should I never eat?")
-    assert probe.trace.trigger == "retrieval" and probe.trace.injected_turns == [12]
+    assert probe.trace.trigger == "gate" and probe.trace.injected_turns == [12]
 
 
 def test_recalled_turns_show_their_date(tmp_path, backend):

@@ -53,10 +53,10 @@ def chat(fake_pager):
 def test_forget_match_removes_text_vectors_bookmark_and_traces_and_leaves_no_bytes(chat):
     lp, store = chat.lp, chat.store
     assert chat.search(MARKER, 1)[0].turn == 7  # embeds the evicted pages: vectors and FAISS files exist
-    from localpager.retrieval.index import FAMILIES
+    from localpager.retrieval.choices import Signal
 
     pager = chat.pager  # and the whole-page and bookmark vectors a measurement signal would embed
-    lp.index.update("c", pager.evicted, pager.turns, pager.bookmark, FAMILIES)
+    lp.index.update("c", pager.evicted, pager.turns, pager.bookmark, Signal)
     page = chat.pager.page_of_turn(7)
     assert MARKER in page.keywords
     old_mark = chat.pager.bookmark(page)
@@ -80,7 +80,7 @@ def test_forget_match_removes_text_vectors_bookmark_and_traces_and_leaves_no_byt
     assert not [r for r in store.embedding_rows("turn", "c", vectors=False) if r[3] == "turn:7"]
     assert all(h.turn != 7 for h in chat.search(MARKER, 30))
     assert raw_hits(store, MARKER) == []
-    index = lp.index.family("turn")
+    index = lp.index.signal("turn")
     assert index.index.ntotal == len(store.embedding_rows("turn", vectors=False))
 
 

@@ -180,7 +180,7 @@ def test_a_failed_answer_is_marked_at_once(chat, fake_pager):
 # -- stale indexes -----------------------------------------------------------------------------------------
 def test_the_saved_index_is_stale_after_a_delete_and_a_re_insert(tmp_path):
     from localpager.core.records import Page, Turn
-    from localpager.retrieval.index import FamilyIndex
+    from localpager.retrieval.index import SignalIndex
 
     path = tmp_path / "s.db"
     store = Store(path)
@@ -192,14 +192,14 @@ def test_the_saved_index_is_stale_after_a_delete_and_a_re_insert(tmp_path):
         pages = [Page(1, 0, 0, token_count=3, text=f"user: {text}")]
         store.save_conversation("c", turns, pages, replace=True)
         index.update("c", pages, turns, lambda p: "p1")
-        return index.family("turn")
+        return index.signal("turn")
 
     save("apples and pears")
     rows_before = store.embedding_rows("turn", vectors=False)
     store.delete_conversation("c")
     save("volcanoes and glaciers")  # same count, same rowids, other vectors
     assert [r[0] for r in store.embedding_rows("turn", vectors=False)] == [r[0] for r in rows_before]
-    reopened = FamilyIndex(store, "turn", embedder.dim)
+    reopened = SignalIndex(store, "turn", embedder.dim)
     (rowid, score), = reopened.search(embedder.encode_one("volcanoes and glaciers"), [rows_before[0][0]])
     assert score > 0.99  # the new vector, not the saved old one
 
@@ -208,11 +208,11 @@ def test_a_replaced_vector_is_searched_in_the_loaded_index(chat):
     index = chat.lp.index
     pages, turns = chat.pages, chat.turns
     index.update("c", pages, turns, lambda p: f"p{p.page_id}")
-    family = index.family("text")
+    signal_index = index.signal("text")
     pages[0].text += " and a new volcano"
     index.update("c", pages[:1], turns, lambda p: f"p{p.page_id}")
-    assert index.family("text").index.ntotal == len(chat.store.embedding_rows("text", vectors=False))
-    assert index.family("text") is family  # refreshed in place, not rebuilt
+    assert index.signal("text").index.ntotal == len(chat.store.embedding_rows("text", vectors=False))
+    assert index.signal("text") is signal_index  # refreshed in place, not rebuilt
 
 
 # -- bad input ---------------------------------------------------------------------------------------------

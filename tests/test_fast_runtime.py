@@ -92,7 +92,7 @@ def test_a_question_while_pages_are_evicted_is_answered_on_the_fork_from_the_rec
     streamed = []
     result = chat.ask(DOG, on_text=streamed.append)
     t = result.trace
-    assert t.trigger == "retrieval" and t.decision == "recall" and t.rounds == 1
+    assert t.trigger == "gate" and t.decision == "recall" and t.rounds == 1
     assert len(backend.calls_of("main")) == main_calls  # no decision on the chat's context...
     assert backend._cache == cache  # ...and its KV cache untouched
     (call,) = backend.calls[main_calls:]
@@ -104,7 +104,7 @@ def test_a_question_while_pages_are_evicted_is_answered_on_the_fork_from_the_rec
     assert (cite.page_id, cite.turn, cite.text, cite.speaker, cite.time, cite.label) == (1, 0, FACT, "user", None, "")
     assert cite.used  # the answer repeats "Biscuit"
     assert t.candidates and t.candidates[0].page_id == 1 and t.candidates[0].injected
-    assert chat.traces()[-1]["trigger"] == "retrieval"  # stored with the answer
+    assert chat.traces()[-1]["trigger"] == "gate"  # stored with the answer
     assert chat.pager.page(1).access_count == 1  # the recall counts as a use of the page
 
 
@@ -173,7 +173,7 @@ def test_mode_selector_recalls_on_the_ranking_without_asking_the_model(fake_page
     t = chat.ask(DOG).trace
     (call,) = lp.backend.calls
     assert (call.backend, call.grammar) == ("fork1", None) and call.text == focused(f"user: {FACT}", DOG)
-    assert (t.trigger, t.decision, t.injected_page_ids) == ("selector", "recall", [1])
+    assert (t.trigger, t.decision, t.injected_page_ids) == ("gate", "recall", [1])  # the trigger that fired
     # a statement: no trigger, and the model is not asked to decide either; the bookmarks stay in its prompt
     t = chat.ask(STATEMENT).trace
     call = lp.backend.calls[-1]
@@ -194,7 +194,7 @@ def test_inline_appends_the_recalled_turns_after_the_question_on_the_chat_contex
                 "<|im_start|>assistant\n")
     assert call.text.endswith(question_turn + injected)  # after the question, at the very end
     assert "[p1:" in system_of(call)  # the chat's own prompt, bookmarks and all
-    assert (t.trigger, t.decision, t.rounds, t.injected_page_ids, t.answer) == ("retrieval", "recall", 1, [1], "Biscuit.")
+    assert (t.trigger, t.decision, t.rounds, t.injected_page_ids, t.answer) == ("gate", "recall", 1, [1], "Biscuit.")
     assert [(c.page_id, c.turn, c.text) for c in t.citations] == [(1, 0, FACT)]
 
 
@@ -265,7 +265,7 @@ def test_notes_system_puts_the_notes_in_the_system_message(fake_pager):
     assert call.backend == "fork1"
     assert call.text == ("<|im_start|>system\nYou are a helpful assistant.\nNotes from earlier in this conversation:\n"
                          f"user: {FACT}<|im_end|>\n<|im_start|>user\n{DOG}<|im_end|>\n<|im_start|>assistant\n")
-    assert t.trigger == "retrieval" and t.answer == "Biscuit."
+    assert t.trigger == "gate" and t.answer == "Biscuit."
 
 
 def test_a_layout_chosen_per_question_overrides_the_settings(fake_pager):
@@ -325,7 +325,7 @@ def test_retrieval_that_selects_nothing_falls_back_to_a_direct_answer(fake_pager
     assert "Earlier in this conversation" not in call.text and t.rounds == 0
     assert (t.decision, t.answer, t.injected_page_ids, t.citations) == ("answer", "I am not sure.", [], [])
     assert [c.reason for c in t.candidates] == ["nothing fits"]
-    assert t.trigger == "retrieval"  # the trigger fired, though nothing was injected
+    assert t.trigger == "selector"  # its own rule fired (it names no trigger), though nothing was injected
 
 
 def test_a_model_recall_that_selects_nothing_falls_back_to_a_direct_answer(fake_pager):

@@ -5,16 +5,16 @@ from __future__ import annotations
 import pytest
 from test_fast_runtime import DOG, STATEMENT, open_chat
 
-from localpager.runtime.trace import PASSES, STAGES, Trace
+from localpager.runtime.trace import STAGES, Pass, Trace
 
 
 def _passes_hold(tokens: dict) -> None:
     """Each pass reads its prompt from the cache or evaluates it, never more; the top level sums the passes."""
-    for kind in PASSES:
+    for kind in Pass:
         p = tokens[kind]
         assert p["evaluated"] + p["reused"] == p["prompt"] and p["reused"] <= p["prompt"], (kind, p)
     for key in ("evaluated", "reused", "generated"):
-        assert tokens[key] == sum(tokens[kind][key] for kind in PASSES), key
+        assert tokens[key] == sum(tokens[kind][key] for kind in Pass), key
 
 
 def test_a_decision_then_an_answer_on_the_chat_context_counts_each_pass_against_its_own_prompt(fake_pager):
@@ -35,7 +35,7 @@ def test_a_focused_recall_has_no_decision_pass_and_an_answer_pass_on_its_own_pro
     lp, chat = open_chat(fake_pager, ["Biscuit."])
     t = chat.ask(DOG).trace
     (answer,) = lp.backend.calls
-    assert answer.backend != "main" and t.trigger == "retrieval"
+    assert answer.backend != "main" and t.trigger == "gate"
     assert t.tokens["decision"] == {"prompt": 0, "evaluated": 0, "reused": 0, "generated": 0}
     assert t.tokens["answer"]["prompt"] == len(answer.prompt) == t.tokens["answer_prompt"]
     assert t.tokens["prompt"] > t.tokens["answer"]["prompt"]  # the chat's prompt, not read by this answer

@@ -281,7 +281,7 @@ def test_detect_unknown_format(tmp_path: Path) -> None:
 
 
 def test_bad_format_argument(tmp_path: Path) -> None:
-    with pytest.raises(ValueError, match="format must be one of"):
+    with pytest.raises(ValueError, match="unknown file format .csv.; use one of auto, jsonl, locomo"):
         load_conversations(_write(tmp_path, _conversation()), format="csv")
 
 

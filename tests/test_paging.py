@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from localpager.core.bookmarks import FORMATS, render_bookmark
-from localpager.core.boundaries import NAMED_BOUNDARIES, get_boundary, split_pages
+from localpager.core.boundaries import get_boundary, split_pages
+from localpager.core.choices import Boundary
 from localpager.core.eviction import POLICIES, get_eviction
 from localpager.core.pager import Pager, PagingConfig, page_conversation
 from localpager.core.records import Page, Turn
@@ -53,7 +54,7 @@ def test_topic_shift_bounds_page_size():
 
 def test_pages_never_change_when_the_conversation_grows():
     turns = chatter(60)
-    for name in NAMED_BOUNDARIES:
+    for name in Boundary:
         policy = get_boundary(name)
         full = split_pages(turns, policy)
         partial = split_pages(turns[:37], policy)

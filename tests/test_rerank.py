@@ -97,7 +97,7 @@ def test_deleting_the_index_file_gives_the_same_ranking(paged):
 
 
 def test_every_signal_is_stored_in_sqlite(paged):
-    from localpager.retrieval.index import FAMILIES
+    from localpager.retrieval.choices import Signal
 
     store, pager, index = paged
     index.update("c", pager.evicted, pager.turns, pager.bookmark)
@@ -105,10 +105,10 @@ def test_every_signal_is_stored_in_sqlite(paged):
     assert len(store.embedding_rows("turn", "c")) == n_turns
     # recall ranks turns: the long whole-page texts are embedded only when a signal asks for them
     assert store.embedding_rows("text", "c") == [] and store.embedding_rows("bookmark", "c") == []
-    assert index.update("c", pager.evicted, pager.turns, pager.bookmark, FAMILIES) == 2 * len(pager.evicted)
+    assert index.update("c", pager.evicted, pager.turns, pager.bookmark, Signal) == 2 * len(pager.evicted)
     assert len(store.embedding_rows("bookmark", "c")) == len(pager.evicted)
     assert len(store.embedding_rows("text", "c")) == len(pager.evicted)
-    assert index.update("c", pager.evicted, pager.turns, pager.bookmark, FAMILIES) == 0  # nothing stale
+    assert index.update("c", pager.evicted, pager.turns, pager.bookmark, Signal) == 0  # nothing stale
 
 
 def test_no_evicted_pages_means_no_recall(tmp_path, backend):

@@ -17,7 +17,7 @@ from fakes import HashEmbedder
 from localpager.core.pager import PagingConfig, page_conversation
 from localpager.core.records import Turn
 from localpager.core.tokens import ApproxTokenCounter
-from localpager.retrieval.index import SEARCH_THREADS, FamilyIndex, PageIndex
+from localpager.retrieval.index import SEARCH_THREADS, SignalIndex, PageIndex
 
 ENV_KEYS = ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "OMP_NUM_THREADS", "TOKENIZERS_PARALLELISM")
 
@@ -87,9 +87,9 @@ def test_faiss_searches_with_one_thread_and_leaves_the_count_as_it_was(store):
         turns, pager = paged(store)
         index = PageIndex(store, HashEmbedder())
         index.update("c", pager.pages, turns, pager.bookmark)
-        family = index.family("turn")
-        assert isinstance(family, FamilyIndex) and faiss.omp_get_max_threads() == 2  # building: untouched
-        spy = family.index = ThreadSpy(family.index)
+        signal_index = index.signal("turn")
+        assert isinstance(signal_index, SignalIndex) and faiss.omp_get_max_threads() == 2  # building: untouched
+        spy = signal_index.index = ThreadSpy(signal_index.index)
         hits = index.rank("c", "topic 3", [p.page_id for p in pager.pages])
         assert hits and hits[0].page_id == 4
         assert spy.seen == [SEARCH_THREADS] and faiss.omp_get_max_threads() == 2  # searching: one, then back
@@ -99,7 +99,7 @@ def test_faiss_searches_with_one_thread_and_leaves_the_count_as_it_was(store):
 
         spy.inner = type("Broken", (), {"search": staticmethod(broken)})()
         with pytest.raises(RuntimeError):
-            family.search(np.zeros(HashEmbedder().dim, dtype=np.float32), list(family.rows)[:3])
+            signal_index.search(np.zeros(HashEmbedder().dim, dtype=np.float32), list(signal_index.rows)[:3])
         assert faiss.omp_get_max_threads() == 2  # restored after a failure too
     finally:
         faiss.omp_set_num_threads(before)

@@ -7,13 +7,13 @@ import re
 import pytest
 
 from localpager.core.records import GENERAL_PROBE, Probe, Transcript
+from localpager.lab.choices import Phrasing
 from localpager.lab.synthetic import (
     FACT_KINDS,
     FACT_TYPES,
     GENERAL_PER_CONVERSATION,
     GENERAL_QUESTIONS,
     LEAD_INS,
-    PHRASINGS,
     TAIL_TURNS,
     fact_kinds,
     generate_conversation,
@@ -238,7 +238,7 @@ def test_general_questions_are_asked_at_the_end_and_leave_the_conversation_as_it
     assert {p.question for p in general} <= set(GENERAL_QUESTIONS)
 
 
-@pytest.mark.parametrize("phrasing", [p for p in PHRASINGS if p != "tuning"])
+@pytest.mark.parametrize("phrasing", [p for p in Phrasing if p != Phrasing.TUNING])
 def test_every_phrasing_set_has_every_fact_kind_with_its_fields(phrasing: str) -> None:
     """Another phrasing set replaces the templates only: the same kinds, values and slots."""
     for tuned, other in zip(FACT_KINDS, fact_kinds(phrasing)):

@@ -37,13 +37,14 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, Iterator, Sequence
 
+from ..core.choices import choose
 from .base import BackendError, Generation, Message, TextCallback
+from .choices import ConstraintFormat
 from .constraints import Constraint
 from .template import ChatTemplate
 
 DEFAULT_BASE_URL = "http://127.0.0.1:8080/v1"
 DEFAULT_N_CTX = 2048
-CONSTRAINTS = ("auto", "gbnf", "json-schema", "none")
 KINDS = ("llama-server", "llama-cpp-python", "ollama", "openai")
 ENV = {"base_url": "LOCALPAGER_BASE_URL", "api_key": "LOCALPAGER_API_KEY", "tokenizer": "LOCALPAGER_TOKENIZER",
        "constraint": "LOCALPAGER_CONSTRAINT", "allow_estimate": "LOCALPAGER_ALLOW_ESTIMATE"}
@@ -214,9 +215,11 @@ class OpenAIHTTPBackend:
         self.base_url = (base_url or env("base_url") or DEFAULT_BASE_URL).rstrip("/")
         self.root = re.sub(r"/v1$", "", self.base_url)
         self.timeout = timeout
-        self.constraint = constraint or env("constraint") or "auto"
-        if self.constraint not in CONSTRAINTS:
-            raise BackendError(f"unknown constraint {self.constraint!r}; use one of {', '.join(CONSTRAINTS)}")
+        try:
+            self.constraint = choose(ConstraintFormat, constraint or env("constraint") or ConstraintFormat.AUTO,
+                                     "constraint")
+        except ValueError as exc:
+            raise BackendError(str(exc)) from None
         if allow_estimate is None:
             allow_estimate = (env("allow_estimate") or "").lower() in ("1", "true", "yes")
         api_key = api_key or env("api_key")
@@ -332,7 +335,7 @@ class OpenAIHTTPBackend:
             return LocalTokenizer(found.group(1))
         return None
 
-    def _probe_constraint(self) -> str:
+    def _probe_constraint(self) -> ConstraintFormat:
         """The first of GBNF and JSON schema that the server demonstrably enforces (one short generation
         each, forced to output 7), else none."""
         prompt = list(self._plain("The answer is "))
@@ -340,17 +343,17 @@ class OpenAIHTTPBackend:
         if self.kind in ("llama-server", "llama-cpp-python"):
             try:
                 if self._complete(prompt, 2, {"grammar": PROBE_GRAMMAR}).text.strip() == "7":
-                    return "gbnf"
+                    return ConstraintFormat.GBNF
             except ServerRejected:
                 pass
         if self.kind != "llama-cpp-python":  # its /v1/completions takes no schema
             try:
                 text = self._complete(prompt, 12, {"json_schema": PROBE_SCHEMA}).text
                 if json.loads(text) == {"n": 7}:
-                    return "json-schema"
+                    return ConstraintFormat.JSON_SCHEMA
             except (ServerRejected, ValueError):
                 pass
-        return "none"
+        return ConstraintFormat.NONE
 
     # -- HTTP -------------------------------------------------------------------------------------
     def _fail(self, exc: Exception) -> BackendError:

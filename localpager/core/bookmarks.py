@@ -9,9 +9,8 @@ from __future__ import annotations
 import re
 from typing import Callable
 
+from .choices import DEFAULT_BOOKMARK_FORMAT, BookmarkFormat, choose
 from .records import Page
-
-DEFAULT_BOOKMARK_FORMAT = "minimal"
 _UNSAFE = re.compile(r"[\[\],:;=\n\r\"]+")
 _QUOTE_WORDS = 8
 
@@ -57,16 +56,13 @@ def render_structured(page: Page) -> str:
     return f"[p{page.page_id}:t={page.first_turn}-{page.last_turn};e={_keywords(page)}]"
 
 
-FORMATS: dict[str, Callable[[Page], str]] = {
-    "id": render_id,
-    "minimal": render_minimal,
-    "medium": render_medium,
-    "structured": render_structured,
+FORMATS: dict[BookmarkFormat, Callable[[Page], str]] = {
+    BookmarkFormat.ID: render_id,
+    BookmarkFormat.MINIMAL: render_minimal,
+    BookmarkFormat.MEDIUM: render_medium,
+    BookmarkFormat.STRUCTURED: render_structured,
 }
 
 
 def render_bookmark(page: Page, fmt: str = DEFAULT_BOOKMARK_FORMAT) -> str:
-    try:
-        return FORMATS[fmt](page)
-    except KeyError:
-        raise ValueError(f"unknown bookmark format {fmt!r}; use one of {', '.join(FORMATS)}") from None
+    return FORMATS[choose(BookmarkFormat, fmt, "bookmark format")](page)

@@ -10,11 +10,9 @@ import re
 from dataclasses import dataclass
 from typing import Protocol, Sequence
 
+from .choices import PARAMETRIC_BOUNDARIES, Boundary, unknown
 from .records import Turn
 from .text import content_words
-
-DEFAULT_BOUNDARY = "fixed_20"
-NAMED_BOUNDARIES = ("fixed_5", "fixed_10", "fixed_20", "exchange_5", "topic_shift")
 
 
 class BoundaryPolicy(Protocol):
@@ -93,16 +91,14 @@ _NAME = re.compile(r"^(fixed|exchange)_(\d+)$")
 
 
 def get_boundary(name: str) -> BoundaryPolicy:
-    """The policy called ``name``: ``fixed_N``, ``exchange_N`` or ``topic_shift``."""
-    if name == "topic_shift":
+    """The policy called ``name``: one of ``Boundary``, or ``fixed_N`` / ``exchange_N`` for any N."""
+    if name == Boundary.TOPIC_SHIFT:
         return TopicShift()
-    match = _NAME.match(name)
+    match = _NAME.match(name) if isinstance(name, str) else None
     if match and int(match.group(2)) > 0:
         size = int(match.group(2))
         return FixedTurns(size) if match.group(1) == "fixed" else Exchanges(size)
-    raise ValueError(
-        f"unknown boundary policy {name!r}; use one of {', '.join(NAMED_BOUNDARIES)} (or fixed_N / exchange_N)"
-    )
+    raise unknown("boundary policy", name, [*Boundary, *PARAMETRIC_BOUNDARIES])
 
 
 def split_pages(turns: Sequence[Turn], policy: BoundaryPolicy) -> list[range]:

@@ -9,10 +9,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable, Protocol, Sequence
 
+from .choices import Eviction, choose
 from .records import Page, Turn
 from .text import is_small_talk
-
-DEFAULT_EVICTION = "fifo"
 
 
 @dataclass
@@ -37,21 +36,21 @@ def last_use(page: Page) -> int:
 
 
 class FIFO:
-    name = "fifo"
+    name = Eviction.FIFO
 
     def order(self, candidates: Sequence[Page], now: int, context: EvictionContext | None = None) -> list[Page]:
         return sorted(candidates, key=lambda p: p.page_id)
 
 
 class LRU:
-    name = "lru"
+    name = Eviction.LRU
 
     def order(self, candidates: Sequence[Page], now: int, context: EvictionContext | None = None) -> list[Page]:
         return sorted(candidates, key=lambda p: (last_use(p), p.page_id))
 
 
 class LFU:
-    name = "lfu"
+    name = Eviction.LFU
 
     def order(self, candidates: Sequence[Page], now: int, context: EvictionContext | None = None) -> list[Page]:
         return sorted(candidates, key=lambda p: (p.access_count, last_use(p), p.page_id))
@@ -65,7 +64,7 @@ class Hybrid:
     """
 
     half_life: float = 40.0
-    name: str = "hybrid"
+    name: str = Eviction.HYBRID
 
     def score(self, page: Page, now: int) -> float:
         age = max(0, now - last_use(page))
@@ -97,7 +96,7 @@ class Cooperative:
     advisor: EvictionAdvisor | None = None
     fallback: EvictionPolicy = field(default_factory=FIFO)
     describe: Callable[[Page], str] = lambda page: ", ".join(page.keywords) or page.text[:80]
-    name: str = "cooperative"
+    name: str = Eviction.COOPERATIVE
 
     def order(self, candidates: Sequence[Page], now: int, context: EvictionContext | None = None) -> list[Page]:
         context = context or EvictionContext()
@@ -113,11 +112,10 @@ class Cooperative:
         return chatter + named + [p for p in rest if p not in named]
 
 
-POLICIES: dict[str, type] = {"fifo": FIFO, "lru": LRU, "lfu": LFU, "hybrid": Hybrid, "cooperative": Cooperative}
+POLICIES: dict[Eviction, type] = {Eviction.FIFO: FIFO, Eviction.LRU: LRU, Eviction.LFU: LFU, Eviction.HYBRID: Hybrid,
+                                  Eviction.COOPERATIVE: Cooperative}
 
 
 def get_eviction(name: str) -> EvictionPolicy:
-    try:
-        return POLICIES[name]()
-    except KeyError:
-        raise ValueError(f"unknown eviction policy {name!r}; use one of {', '.join(POLICIES)}") from None
+    """A fresh policy called ``name`` (one of ``Eviction``)."""
+    return POLICIES[choose(Eviction, name, "eviction policy")]()

@@ -15,6 +15,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 
+from .choices import DEFAULT_KEYWORDS, MODEL_STRATEGIES, KeywordStrategy, choose
 from .records import ROLES
 from .text import (
     HAN,
@@ -30,9 +31,8 @@ from .text import (
     tokenize_words,
 )
 
-KeywordStrategy = Callable[[Sequence[str], int, int], list[list[str]]]
+Extractor = Callable[[Sequence[str], int, int], list[list[str]]]  # (page texts, k, seed) -> keywords per page
 
-DEFAULT_KEYWORDS = "heuristic"
 DEFAULT_KEYWORDS_PER_PAGE = 4
 
 # Weight of one occurrence by the form of the term: the more specific the form, the heavier.
@@ -433,22 +433,20 @@ def _tfidf(page_texts: Sequence[str], k: int, seed: int) -> list[list[str]]:
     return [_select(terms, k, rank) for terms in pages]
 
 
-STRATEGIES: dict[str, KeywordStrategy] = {
-    "random": _random,
-    "heuristic": _heuristic,
-    "tfidf": _tfidf,
+STRATEGIES: dict[KeywordStrategy, Extractor] = {  # the local strategies
+    KeywordStrategy.RANDOM: _random,
+    KeywordStrategy.HEURISTIC: _heuristic,
+    KeywordStrategy.TFIDF: _tfidf,
 }
-# Strategies that ask the local model (``localpager.runtime.assist``). Until the model has run, a page carries
-# the keywords of ``LOCAL_FALLBACK``: the model runs after an answer or after ingest, never before one.
-MODEL_STRATEGIES = ("llm-contextual", "llm-batch", "hybrid", "auto")
-LOCAL_FALLBACK = "heuristic"
+# A strategy that asks the local model (``MODEL_STRATEGIES``, run by ``localpager.runtime.assist``): until the
+# model has run, a page carries the keywords of ``LOCAL_FALLBACK``: the model runs after an answer or after
+# ingest, never before one.
+LOCAL_FALLBACK = KeywordStrategy.HEURISTIC
 
 
-def check_strategy(strategy: str) -> None:
-    """Raise ValueError naming the known strategies if ``strategy`` is not one of them."""
-    if strategy not in STRATEGIES and strategy not in MODEL_STRATEGIES:
-        known = ", ".join([*sorted(STRATEGIES), *MODEL_STRATEGIES])
-        raise ValueError(f"unknown keyword strategy {strategy!r}; known: {known}")
+def check_strategy(strategy: str) -> KeywordStrategy:
+    """``strategy`` as a ``KeywordStrategy``; ValueError naming the known ones otherwise."""
+    return choose(KeywordStrategy, strategy, "keyword strategy")
 
 
 def local_strategy(strategy: str) -> str:
@@ -498,9 +496,9 @@ def extract_keywords(
     The whole conversation is passed because tfidf and speaker detection compare its pages.
     Raises ValueError naming the known strategies for an unknown name, or for k < 1.
     """
-    check_strategy(strategy)
-    if strategy not in STRATEGIES:
-        raise ValueError(f"keyword strategy {strategy!r} needs the model: use localpager.runtime.assist.Assistant")
+    strategy = check_strategy(strategy)
+    if strategy.uses_model:
+        raise ValueError(f"keyword strategy '{strategy}' needs the model: use localpager.runtime.assist.Assistant")
     if k < 1:
         raise ValueError(f"k must be at least 1, got {k}")
     return STRATEGIES[strategy](list(page_texts), k, seed)

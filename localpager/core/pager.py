@@ -9,17 +9,21 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any, Sequence
 
-from .bookmarks import DEFAULT_BOOKMARK_FORMAT, render_bookmark
-from .boundaries import DEFAULT_BOUNDARY, get_boundary
-from .eviction import DEFAULT_EVICTION, EvictionContext, EvictionPolicy, get_eviction
-from .keywords import (
+from .bookmarks import render_bookmark
+from .boundaries import get_boundary
+from .choices import (
+    DEFAULT_BOOKMARK_FORMAT,
+    DEFAULT_BOUNDARY,
+    DEFAULT_EVICTION,
     DEFAULT_KEYWORDS,
-    DEFAULT_KEYWORDS_PER_PAGE,
     MODEL_STRATEGIES,
-    check_strategy,
-    extract_keywords,
-    local_strategy,
+    BookmarkFormat,
+    Eviction,
+    KeywordStrategy,
+    choose,
 )
+from .eviction import EvictionContext, EvictionPolicy, get_eviction
+from .keywords import DEFAULT_KEYWORDS_PER_PAGE, check_strategy, extract_keywords, local_strategy
 from .records import Page, Turn
 from .tokens import TokenCounter
 
@@ -38,11 +42,11 @@ class PagingConfig:
     under ``low_watermark * budget``, so evictions, which change the prompt prefix, come in batches.
     """
 
-    boundary: str = DEFAULT_BOUNDARY
-    eviction: str = DEFAULT_EVICTION
-    keywords: str = DEFAULT_KEYWORDS
+    boundary: str = DEFAULT_BOUNDARY  # a Boundary, or fixed_N / exchange_N
+    eviction: Eviction = DEFAULT_EVICTION
+    keywords: KeywordStrategy = DEFAULT_KEYWORDS
     k: int = DEFAULT_KEYWORDS_PER_PAGE
-    bookmark_format: str = DEFAULT_BOOKMARK_FORMAT
+    bookmark_format: BookmarkFormat = DEFAULT_BOOKMARK_FORMAT
     budget: int = DEFAULT_BUDGET
     low_watermark: float = 0.75
     turn_overhead: int = 5  # chat-template tokens around each message
@@ -57,9 +61,9 @@ class PagingConfig:
 
     def __post_init__(self) -> None:
         get_boundary(self.boundary)
-        get_eviction(self.eviction)
-        render_bookmark(Page(0, 0, 0), self.bookmark_format)
-        check_strategy(self.keywords)
+        self.eviction = choose(Eviction, self.eviction, "eviction policy")
+        self.keywords = check_strategy(self.keywords)
+        self.bookmark_format = choose(BookmarkFormat, self.bookmark_format, "bookmark format")
         if self.budget <= 0:
             raise ValueError(f"budget must be a positive number of tokens, got {self.budget}")
         if not 0 <= self.bookmark_share <= 1:

@@ -12,6 +12,8 @@ import unicodedata
 from collections.abc import Callable
 from functools import lru_cache
 
+from .choices import Stemmer
+
 STOPWORDS: frozenset[str] = frozenset(
     """
     a about above after again against ago all almost along already also although always am an
@@ -134,14 +136,15 @@ def f1_stem(word: str) -> str:
     return word
 
 
-STEMMERS: dict[str, Callable[[str], str]] = {"none": lambda w: w, "plural": fold_plural, "light": light_stem}
+STEMMERS: dict[Stemmer, Callable[[str], str]] = {Stemmer.NONE: lambda w: w, Stemmer.PLURAL: fold_plural,
+                                                  Stemmer.LIGHT: light_stem}
 
 
 # -- content words ----------------------------------------------------------------------------------
 @lru_cache(maxsize=1 << 16)
 def content_words(text: str, stemmer: str = "none") -> tuple[str, ...]:
     """The words that can tell texts apart: ``tokenize_words`` without stop words, stemmed by
-    ``stemmer`` (a name in ``STEMMERS``); BM25's terms with ``light``.
+    ``stemmer`` (a ``Stemmer``); BM25's terms with ``light``.
 
     Cached: a simulation grid and a conversation's BM25 index see the same texts again and again.
     """

@@ -17,53 +17,55 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
+from ..core.choices import choose
 from ..core.keywords import STRATEGIES as STRATEGIES_LOCAL
 from ..core.keywords import extract_keywords
 from ..core.pager import Pager, PagingConfig
 from ..core.records import GENERAL_PROBE, Probe, Transcript
+from ..retrieval.choices import PageChoice, Signal
 from ..retrieval.rerank import RerankSettings
 from ..runtime.grammar import SEARCH_QUERY
 from ..runtime.guard import repeated_sentence
-from ..runtime.layouts import DEFAULT_LAYOUT, check_layout
+from ..runtime.choices import DEFAULT_LAYOUT, OFFERED_RECALL_MODES, Fired, Layout, RecallMode, Trigger
+from ..runtime.layouts import check_layout
 from ..runtime.recall import Injection, RecallSettings, fit_turns, inject_in_order
 from ..runtime.trace import Candidate
 from .metrics import contains_answer, score_answer
+from .choices import EvalStrategy, RetrieverName
 from .retrievers import DEFAULT_TOP_PAGES, get_retriever
 
-# bookmarks: the product (bookmarks + grammar-constrained recall + reranking);
-# truncation: the last turns that fit the budget, nothing else; full: as much history as the context
-# holds; bm25 / overlap: the top-3 evicted pages by that retriever injected on every probe;
-# search: the model writes a search query (grammar-constrained), whose best-matching evicted turn is injected.
-STRATEGIES = ("bookmarks", "truncation", "full", "bm25", "overlap", "search")
 SEARCH_PROMPT = ("Write a short search query to find, in the earlier conversation, what is needed to answer the "
                  "user's message. Reply only with search(\"...\").")
 
 
 @dataclass
 class EvalConfig:
-    strategy: str = "bookmarks"
-    page_choice: str = "model+rerank"  # rerank.PAGE_CHOICES: who chooses what the bookmarks strategy injects
+    strategy: EvalStrategy = EvalStrategy.BOOKMARKS
+    page_choice: PageChoice = RerankSettings.page_choice  # who picks what the bookmarks strategy injects
     paging: PagingConfig = field(default_factory=PagingConfig)
-    recall_mode: str = "auto"
+    recall_mode: RecallMode = RecallMode.AUTO
     limit: int | None = None  # at most this many probes per conversation
     categories: list[int] | None = None  # LoCoMo question categories to ask (None: every probe with evidence)
     oracle: bool = True
     n_ctx: int = 2048
     model: str | None = None
-    trigger: str = RerankSettings.trigger  # "question": retrieval pages in questions; "off": the model decides
+    trigger: Trigger = RerankSettings.trigger  # when a probe pages in without the model asking
     excerpt: int | None = RerankSettings.excerpt
-    signal: str = RerankSettings.signal
-    show_bookmarks: bool = True  # False: recall only by the retrieval trigger, no bookmark list in the prompt
-    layout: str = DEFAULT_LAYOUT  # how a recall is answered (localpager.runtime.layouts)
+    signal: Signal = RerankSettings.signal
+    show_bookmarks: bool = True  # False: recall only by the trigger, no bookmark list in the prompt
+    layout: Layout = DEFAULT_LAYOUT  # how a recall is answered (localpager.runtime.layouts)
     max_pages: int = RerankSettings.max_pages  # pages one recall injects at most
     repeat_penalty: float = 1.0
     date_answers: bool = RecallSettings.date_answers  # a question asking when is answered with a recalled date
     pages_when_several: int = RerankSettings.pages_when_several
 
     def __post_init__(self) -> None:
-        if self.strategy not in STRATEGIES:
-            raise ValueError(f"unknown strategy {self.strategy!r}; use one of {', '.join(STRATEGIES)}")
-        check_layout(self.layout)
+        self.strategy = choose(EvalStrategy, self.strategy, "strategy")
+        self.page_choice = choose(PageChoice, self.page_choice, "page choice")
+        self.recall_mode = choose(RecallMode, self.recall_mode, "recall mode", offered=OFFERED_RECALL_MODES)
+        self.trigger = choose(Trigger, self.trigger, "trigger")
+        self.signal = choose(Signal, self.signal, "signal")
+        self.layout = check_layout(self.layout)
 
 
 @dataclass
@@ -81,7 +83,7 @@ class ProbeResult:
     latency_ms: float
     named_pages: list[int] = field(default_factory=list)  # what the model itself asked for
     answer_tokens: int = 0
-    trigger: str = "none"
+    trigger: Fired = Fired.NONE  # what started the recall (the trace's trigger)
     # update probes (the fact was stated, then changed): the answer gives the newest value, not an older one
     latest: bool | None = None
     # a planted fact's value (an accepted answer) is among the keywords of the page holding it; None: not a
@@ -112,7 +114,7 @@ class EvidenceSelector:
 class RetrieverSelector:
     """A baseline: the top-k evicted pages of a retriever (bm25, overlap), injected on every probe."""
 
-    def __init__(self, name: str, k: int = DEFAULT_TOP_PAGES):
+    def __init__(self, name: RetrieverName, k: int = DEFAULT_TOP_PAGES):
         self.retriever = get_retriever(name)
         self.k = k
 
@@ -158,18 +160,18 @@ class SearchToolSelector:
 def _settings(config: EvalConfig) -> tuple[RecallSettings, RerankSettings, PagingConfig]:
     paging = PagingConfig.from_dict(config.paging.to_dict())
     mode = config.recall_mode
-    if config.strategy in ("truncation", "full"):
-        mode = "never"
-    elif config.strategy in ("bm25", "overlap", "search"):
-        mode = "selector"
-    if config.strategy == "full":
+    if config.strategy in (EvalStrategy.TRUNCATION, EvalStrategy.FULL):
+        mode = RecallMode.NEVER
+    elif config.strategy in (EvalStrategy.BM25, EvalStrategy.OVERLAP, EvalStrategy.SEARCH):
+        mode = RecallMode.SELECTOR  # the baseline's selector alone decides
+    if config.strategy == EvalStrategy.FULL:
         paging.budget = config.n_ctx - RecallSettings.max_answer_tokens - 64
     rerank = RerankSettings(page_choice=config.page_choice, trigger=config.trigger, max_pages=config.max_pages,
                             pages_when_several=config.pages_when_several,
                             excerpt=config.excerpt, signal=config.signal)
     # the oracle run changes the mode, not the prompt: it keeps the strategy's system message, so both
     # runs share the prompt prefix (and the KV cache)
-    recall = RecallSettings(mode=mode, show_bookmarks=mode != "never" and config.show_bookmarks,
+    recall = RecallSettings(mode=mode, show_bookmarks=mode != RecallMode.NEVER and config.show_bookmarks,
                             layout=config.layout, repeat_penalty=config.repeat_penalty,
                             date_answers=config.date_answers)
     return recall, rerank, paging
@@ -235,9 +237,9 @@ def _ask(lp, chat, conv_id: str, probe: Probe, config: EvalConfig) -> ProbeResul
     evidence_pages = sorted({pager.page_of_turn(i).page_id for i in probe.evidence if i < len(pager.turns)})
     needs_recall = any(pager.page(pid).evicted for pid in evidence_pages)
     selector = None
-    if config.strategy in ("bm25", "overlap"):
-        selector = RetrieverSelector(config.strategy)
-    elif config.strategy == "search":
+    if config.strategy in (EvalStrategy.BM25, EvalStrategy.OVERLAP):
+        selector = RetrieverSelector(RetrieverName(config.strategy))
+    elif config.strategy == EvalStrategy.SEARCH:
         selector = SearchToolSelector(lp, conv_id)
     result = chat.ask(probe.question, remember=False, selector=selector)
     trace = result.trace
@@ -252,7 +254,8 @@ def _ask(lp, chat, conv_id: str, probe: Probe, config: EvalConfig) -> ProbeResul
         gate_probability=(trace.gate or {}).get("probability"),
     )
     if config.oracle and probe.evidence:
-        oracle = chat.ask(probe.question, remember=False, selector=EvidenceSelector(probe.evidence), mode="selector")
+        oracle = chat.ask(probe.question, remember=False, selector=EvidenceSelector(probe.evidence),
+                           mode=RecallMode.SELECTOR)
         out.oracle_output = oracle.answer
         out.oracle_score = score_answer(oracle.answer, probe.answers, probe.extra)
     return out

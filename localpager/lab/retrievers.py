@@ -4,8 +4,8 @@ the ``bm25`` and ``overlap`` strategies of ``eval``).
 A retriever sees only the question and the candidate pages (in the simulator: the evicted ones), so
 that the same retrievers rank pages in the paging simulator and in the end-to-end evaluation. The
 ``oracle`` is the exception: it knows the probe's evidence and gives the ceiling a retriever can reach.
-Not to be confused with a ``runtime.PageSelector``, which decides what one recall injects (it may use a
-retriever), nor with ``RerankSettings.page_choice``.
+A retriever only ranks: the selector (``runtime.PageSelector``) decides what one recall injects (the eval's
+baselines use a retriever as theirs), and the page choice (``RerankSettings.page_choice``) says who picks.
 """
 
 from __future__ import annotations
@@ -13,10 +13,12 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Protocol
 
+from ..core.choices import choose
 from ..core.records import ROLES, Page, Turn
 from ..core.text import content_words
 from ..retrieval.embedder import Embedder, default_embedder
 from ..retrieval.ranking import HybridSettings, LexicalIndex, embedding_scorer, rank_pages
+from .choices import RetrieverName
 
 # pages a retriever returns by default (simulate --k, the eval's bm25 and overlap strategies)
 DEFAULT_TOP_PAGES = 3
@@ -41,7 +43,7 @@ def _top(pages: Sequence[Page], scores: Sequence[float], k: int, floor: float = 
 class Overlap:
     """How many distinct content words of the question a page contains: the cheapest signal."""
 
-    name = "overlap"
+    name = RetrieverName.OVERLAP
 
     def retrieve(self, question: str, pages: Sequence[Page], k: int) -> list[int]:
         wanted = set(content_words(question))
@@ -52,7 +54,7 @@ class Overlap:
 class BM25:
     """BM25 (bm25s, Lucene variant) over the candidate pages, so idf is relative to those pages."""
 
-    name = "bm25"
+    name = RetrieverName.BM25
 
     def retrieve(self, question: str, pages: Sequence[Page], k: int) -> list[int]:
         import bm25s  # an `eval` extra: only needed when this retriever is used
@@ -93,7 +95,7 @@ class Rerank:
     so each turn is embedded once however many probes and grid cells see it.
     """
 
-    name = "rerank"
+    name = RetrieverName.RERANK
     uses_turns = True  # retrieve_pages passes the conversation's turns
 
     def __init__(self, embedder: Embedder | None = None, settings: HybridSettings | None = None):
@@ -129,7 +131,7 @@ class Dense(Rerank):
     """The embedding half of ``rerank`` alone, for comparison: cosine to ``turn.text`` as the product's
     index embeds it (this simulator's rerank used to embed the rendered ``who: text`` lines)."""
 
-    name = "dense"
+    name = RetrieverName.DENSE
 
     def __init__(self, embedder: Embedder | None = None):
         super().__init__(embedder, HybridSettings(fusion="dense"))
@@ -143,7 +145,7 @@ class Oracle:
     rather than a silent empty answer.
     """
 
-    name = "oracle"
+    name = RetrieverName.ORACLE
 
     def retrieve(
         self, question: str, pages: Sequence[Page], k: int, *, evidence: Sequence[int] | None = None
@@ -167,18 +169,15 @@ def retrieve_pages(
     return retriever.retrieve(question, pages, k)
 
 
-RETRIEVERS: dict[str, Callable[[], Retriever]] = {
-    "overlap": Overlap,
-    "bm25": BM25,
-    "rerank": Rerank,
-    "dense": Dense,
-    "oracle": Oracle,
+RETRIEVERS: dict[RetrieverName, Callable[[], Retriever]] = {
+    RetrieverName.OVERLAP: Overlap,
+    RetrieverName.BM25: BM25,
+    RetrieverName.RERANK: Rerank,
+    RetrieverName.DENSE: Dense,
+    RetrieverName.ORACLE: Oracle,
 }
 
 
 def get_retriever(name: str) -> Retriever:
-    """A fresh retriever called ``name``; ValueError naming the known ones otherwise."""
-    try:
-        return RETRIEVERS[name]()
-    except KeyError:
-        raise ValueError(f"unknown retriever {name!r}; use one of {', '.join(RETRIEVERS)}") from None
+    """A fresh retriever called ``name`` (a ``RetrieverName``); ValueError naming the known ones otherwise."""
+    return RETRIEVERS[choose(RetrieverName, name, "retriever")]()

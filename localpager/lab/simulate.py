@@ -21,16 +21,16 @@ from functools import lru_cache
 from typing import Any
 
 from ..core.boundaries import get_boundary, split_pages
+from ..core.choices import Eviction, choose
 from ..core.eviction import get_eviction
 from ..core.keywords import extract_keywords, local_strategy
 from ..core.pager import Pager, PagingConfig
 from ..core.records import Page, Transcript
 from ..core.tokens import TokenCounter
+from .choices import BELADY
 from .retrievers import DEFAULT_TOP_PAGES, get_retriever, retrieve_pages
 
 Progress = Callable[[Iterable[Any]], Iterable[Any]]  # e.g. tqdm
-
-BELADY = "belady"
 
 
 class Belady:
@@ -264,7 +264,7 @@ def simulate(
         get_boundary(name)
     for name in evictions:
         if name != BELADY:
-            get_eviction(name)
+            choose(Eviction, name, "eviction policy", also=(BELADY,))
     for name in retrievers:
         get_retriever(name)
     memo = _MemoCounter(counter)

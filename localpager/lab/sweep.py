@@ -18,7 +18,8 @@ from ..core.pager import PagingConfig
 from ..core.records import Transcript
 from .evaluate import EvalConfig, evaluate
 from .report import write_eval
-from .simulate import BELADY, SimulationResult, belady_violations
+from .choices import BELADY
+from .simulate import SimulationResult, belady_violations
 
 Progress = Callable[[Iterable[Any]], Iterable[Any]]  # e.g. tqdm
 

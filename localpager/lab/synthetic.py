@@ -14,7 +14,10 @@ import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field, replace
 
+from localpager.core.choices import choose
 from localpager.core.records import GENERAL_PROBE, Probe, Transcript, Turn
+
+from .choices import Phrasing
 
 FACT_TYPES = (
     "allergy", "budget", "deadline", "contact", "medical", "preference", "schedule", "number",
@@ -855,14 +858,10 @@ GENERAL_QUESTIONS: tuple[str, ...] = (
     "Should I learn to cook or just buy ready meals?",
 )
 GENERAL_PER_CONVERSATION = 6
-# tuning: this module's templates; dev and dev2: sets written apart (dev_phrasings.py, dev2_phrasings.py), tuned
-# on beside them so that settings generalize; heldout: another, written apart (heldout_phrasings.py), never tuned on.
-PHRASINGS = ("tuning", "dev", "dev2", "heldout")
 
 
 def _phrasing_set(phrasing: str) -> tuple[dict[str, dict[str, tuple[str, ...]]], tuple[str, ...]]:
-    if phrasing not in PHRASINGS:
-        raise ValueError(f"unknown phrasing {phrasing!r}; use one of {', '.join(PHRASINGS)}")
+    phrasing = choose(Phrasing, phrasing, "phrasing")
     if phrasing == "dev":
         from .dev_phrasings import DEV_GENERAL, DEV_KINDS
 
@@ -877,7 +876,7 @@ def _phrasing_set(phrasing: str) -> tuple[dict[str, dict[str, tuple[str, ...]]],
 
 
 def fact_kinds(phrasing: str = "tuning") -> tuple[FactKind, ...]:
-    """The fact kinds with the templates of ``phrasing`` (see ``PHRASINGS``)."""
+    """The fact kinds with the templates of ``phrasing`` (a ``Phrasing``)."""
     if phrasing == "tuning":
         return FACT_KINDS
     kinds, _ = _phrasing_set(phrasing)
@@ -887,7 +886,7 @@ def fact_kinds(phrasing: str = "tuning") -> tuple[FactKind, ...]:
 
 
 def general_questions(phrasing: str = "tuning") -> tuple[str, ...]:
-    """The general questions of ``phrasing`` (see ``PHRASINGS``)."""
+    """The general questions of ``phrasing`` (a ``Phrasing``)."""
     return GENERAL_QUESTIONS if phrasing == "tuning" else _phrasing_set(phrasing)[1]
 
 

@@ -34,12 +34,15 @@ from ..core.pager import DEFAULT_BUDGET, Pager, PagingConfig, page_conversation
 from ..core.records import Page, Turn
 from ..core.tokens import TokenCounter
 from ..retrieval.rerank import RerankSettings
+from ..runtime.choices import RecallMode
 from ..runtime.recall import ContextOverflowError, PageSelector, RecallSettings, Runtime
 from ..runtime.trace import Trace
 from ..store.kvstate import PrefixStates
+from ..store.choices import FileFormat
 from ..store.loaders import load_conversations
 from ..store.locks import LockTimeout, conversation_lock
 from ..store.sqlite import ConversationBusy, ConversationChanged, ConversationInfo, Store, StoreError
+from .choices import ImportMode
 
 log = logging.getLogger("localpager")
 LOCK_TIMEOUT = 60.0  # seconds; env LOCALPAGER_LOCK_TIMEOUT
@@ -119,11 +122,12 @@ class LocalPager:
         with self.lock:
             if self._runtime is None:
                 recall = self.recall
-                if getattr(self.backend, "constraint", None) == "none" and recall.mode in ("auto", "always"):
+                asks_model = recall.mode in (RecallMode.AUTO, RecallMode.ALWAYS)
+                if getattr(self.backend, "constraint", None) == "none" and asks_model:
                     # a server that constrains no output cannot make a decision we would trust
-                    log.warning("the model server accepts neither a GBNF grammar nor a JSON schema: recall is "
-                                "selector-only (the model is not asked to decide)")
-                    recall = dataclasses.replace(recall, mode="selector")
+                    log.warning("the model server accepts neither a GBNF grammar nor a JSON schema: the selector's "
+                                "trigger alone recalls (the model is not asked to decide)")
+                    recall = dataclasses.replace(recall, mode=RecallMode.SELECTOR)
                 self._runtime = Runtime(self.backend, recall, side=lambda: self.side_backend)
             return self._runtime
 
@@ -192,7 +196,7 @@ class LocalPager:
     def conversations(self) -> list[ConversationInfo]:
         return self.store.list_conversations()
 
-    def ingest(self, path: str | os.PathLike, format: str = "auto", config: PagingConfig | None = None,
+    def ingest(self, path: str | os.PathLike, format: str = FileFormat.AUTO, config: PagingConfig | None = None,
                replace: bool = False, progress=None) -> IngestReport:
         """Read a conversation file and store every conversation in it, each in one transaction.
 
@@ -259,9 +263,9 @@ class LocalPager:
 
         return export_conversations(self.store, path, conv_ids, vectors=vectors)
 
-    def import_file(self, path: str | os.PathLike, mode: str = "error") -> "ImportReport":
-        """Read an export back. A conversation already in the store is an error (``mode="error"``),
-        replaced (``"replace"``) or extended with the turns it lacks (``"merge"``)."""
+    def import_file(self, path: str | os.PathLike, mode: str = ImportMode.ERROR) -> "ImportReport":
+        """Read an export back. A conversation already in the store is an error (``mode``, an ``ImportMode``:
+        ``error``), replaced (``replace``) or extended with the turns it lacks (``merge``)."""
         from .interchange import import_conversations
 
         return import_conversations(self, path, mode)
@@ -713,7 +717,7 @@ class Conversation:
         if budget is not None:
             _check_budget(budget)
         check_text(question, "the question")
-        if (mode or self.lp.recall.mode) != "never" and self.pager.evicted:
+        if (mode or self.lp.recall.mode) != RecallMode.NEVER and self.pager.evicted:
             self.lp.warm_embedder()  # recall may need it: it loads beside the chat model
         with self._writing(settle=True):
             runtime = self.lp.runtime

@@ -15,9 +15,11 @@ import json
 import os
 import typing
 from dataclasses import asdict, dataclass, field
+from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence
 
+from ..core.choices import choose
 from ..core.records import Page, Transcript, Turn
 from ..store.loaders import (
     TOP_KEYS,
@@ -39,6 +41,7 @@ from ..store.loaders import (
     show_value,
     storable_text,
 )
+from .choices import ImportMode
 
 if TYPE_CHECKING:
     from ..store.sqlite import Store
@@ -46,7 +49,6 @@ if TYPE_CHECKING:
 
 FORMAT_VERSION = 1
 FORGOTTEN_TEXT = "[forgotten]"  # what a forgotten turn reads as in ``turns`` (the loader wants some text)
-MODES = ("error", "replace", "merge")
 _PAGE_FIELDS = ("page_id", "first_turn", "last_turn", "token_count", "keywords", "access_count", "last_access",
                 "pinned", "evicted", "keywords_by", "worth")
 
@@ -182,8 +184,8 @@ def _check_version(version: Any, where: Where) -> None:
 
 
 def _typed(value: Any, kind: Any, where: Where, name: str) -> Any:
-    """``value`` if it is of ``kind``: ``bool``, ``int``, ``float`` (an int counts), ``str``, ``list`` (of strings,
-    checked item by item by the caller) or ``bool | None``."""
+    """``value`` if it is of ``kind``: ``bool``, ``int``, ``float`` (an int counts), ``str`` or a ``StrEnum`` (a
+    string), ``list`` (of strings, checked item by item by the caller) or ``bool | None``."""
     if kind == bool | None:
         ok, expected = value is None or isinstance(value, bool), "true, false or null"
     elif kind is bool:
@@ -194,7 +196,7 @@ def _typed(value: Any, kind: Any, where: Where, name: str) -> Any:
             raise where.error(name, f"must fit in 64 bits, got {show_value(value)}")
     elif kind is float:
         ok, expected = is_number(value), "a number"
-    elif kind is str:
+    elif kind is str or (isinstance(kind, type) and issubclass(kind, StrEnum)):  # a choice: PagingConfig checks it
         ok, expected = isinstance(value, str), "a string"
     elif kind is list:
         ok, expected = isinstance(value, list), "a list of strings"
@@ -330,23 +332,22 @@ def _vector_bytes(value: Any, where: Where, name: str) -> bytes:
     return blob
 
 
-def import_conversations(lp: LocalPager, path: str | os.PathLike, mode: str = "error") -> ImportReport:
+def import_conversations(lp: LocalPager, path: str | os.PathLike, mode: str = ImportMode.ERROR) -> ImportReport:
     """Store every conversation of an export (see ``LocalPager.import_file``)."""
-    if mode not in MODES:
-        raise ValueError(f"mode must be one of {', '.join(MODES)}, got {mode!r}")
+    mode = choose(ImportMode, mode, "import mode")
     entries = read_export(path)
     store = lp.store
     taken = [e.conversation.id for e in entries if store.has_conversation(e.conversation.id)]
-    if taken and mode == "error":
+    if taken and mode == ImportMode.ERROR:
         raise ValueError(f"already in the store: {', '.join(taken)} (use --replace or --merge)")
     report = ImportReport()
     with lp.lock:
         for entry in entries:  # merges are checked before anything is written
-            if entry.conversation.id in taken and mode == "merge":
+            if entry.conversation.id in taken and mode == ImportMode.MERGE:
                 _check_merge(lp, entry)
         for entry in entries:
             conv = entry.conversation
-            if conv.id in taken and mode == "merge":
+            if conv.id in taken and mode == ImportMode.MERGE:
                 report.turns += _merge(lp, entry)
                 report.merged.append(conv.id)
             else:

@@ -1,10 +1,11 @@
 """Embeddings of pages, kept in SQLite and searched with FAISS.
 
-Three families of vectors per page, each a separate, comparable signal:
-``bookmark`` (the bookmark line), ``text`` (the whole page) and ``turn`` (every turn on its own,
-kinds ``turn:<index>``; a page scores as its best-matching turn, which finds the right page most often).
+Three signals per page (``Signal``), each its own set of comparable vectors: ``bookmark`` (the bookmark
+line), ``text`` (the whole page) and ``turn`` (every turn on its own, kinds ``turn:<index>``; a page scores
+as its best-matching turn, which finds the right page most often). A row's ``kind`` in SQLite is its signal,
+with the turn's index for ``turn``.
 
-SQLite holds the vectors (the source of truth). A FAISS index per family is saved beside the store and
+SQLite holds the vectors (the source of truth). A FAISS index per signal is saved beside the store and
 rebuilt from it whenever the file is missing, unreadable or stale.
 """
 
@@ -21,11 +22,11 @@ from typing import Callable, Sequence
 
 import numpy as np
 
+from ..core.choices import choose
 from ..core.records import Page, Turn
 from ..store.sqlite import Store
+from .choices import Signal
 from .embedder import Embedder
-
-FAMILIES = ("bookmark", "text", "turn")
 SEARCH_THREADS = 1  # measured: one thread is faster for flat search at this size
 log = logging.getLogger(__name__)
 
@@ -67,13 +68,13 @@ class Hit:
         return int(self.kind.split(":")[1]) if self.kind.startswith("turn:") else None
 
 
-class FamilyIndex:
-    """One FAISS inner-product index over one family's rows, keyed by the rows' SQLite rowids."""
+class SignalIndex:
+    """One FAISS inner-product index over one signal's rows, keyed by the rows' SQLite rowids."""
 
-    def __init__(self, store: Store, family: str, dim: int, rebuild: bool = False):
+    def __init__(self, store: Store, signal: str, dim: int, rebuild: bool = False):
         """``rebuild``: from the store, never from the saved file (after a VACUUM renumbered the rows)."""
-        self.store, self.family, self.dim = store, family, dim
-        self.path = Path(f"{store.path}.{family}.faiss")
+        self.store, self.signal, self.dim = store, signal, dim
+        self.path = Path(f"{store.path}.{signal}.faiss")
         self.meta_path = self.path.with_suffix(".json")
         self.rows: dict[int, tuple[str, int, str]] = {}  # rowid -> (conv_id, page_id, kind)
         self.fingerprint: list = []  # the store's embedding_fingerprint this index reflects
@@ -109,7 +110,7 @@ class FamilyIndex:
         try:
             with self._files():
                 meta = json.loads(self.meta_path.read_text())
-                if meta["fingerprint"] != self.store.embedding_fingerprint(self.family) or meta["dim"] != self.dim:
+                if meta["fingerprint"] != self.store.embedding_fingerprint(self.signal) or meta["dim"] != self.dim:
                     return None
                 index = faiss.read_index(str(self.path))
         except FileNotFoundError:
@@ -117,7 +118,7 @@ class FamilyIndex:
         except (ValueError, KeyError, RuntimeError, OSError) as exc:
             log.warning("rebuilding %s: %s", self.path, exc)
             return None
-        rows = self.store.embedding_rows(self.family, vectors=False)
+        rows = self.store.embedding_rows(self.signal, vectors=False)
         if index.ntotal != len(rows):
             return None
         self.rows = {r[0]: (r[1], r[2], r[3]) for r in rows}
@@ -125,8 +126,8 @@ class FamilyIndex:
         return index
 
     def _rebuild(self):
-        self.fingerprint = self.store.embedding_fingerprint(self.family)  # before the rows: never ahead of them
-        rows = self.store.embedding_rows(self.family)
+        self.fingerprint = self.store.embedding_fingerprint(self.signal)  # before the rows: never ahead of them
+        rows = self.store.embedding_rows(self.signal)
         index = self._fresh()
         self.rows = {}
         self._add(index, rows)
@@ -191,31 +192,32 @@ class PageIndex:
     def __init__(self, store: Store, embedder: Embedder):
         self.store = store
         self.embedder = embedder
-        self._families: dict[str, FamilyIndex] = {}
+        self._signals: dict[str, SignalIndex] = {}
         self._lock = threading.RLock()
 
-    def unload(self) -> dict[str, FamilyIndex]:
+    def unload(self) -> dict[str, SignalIndex]:
         """Drop the loaded FAISS indexes (read again from their files, or rebuilt, on next use) and the
         embedder's cache of texts; returns what was loaded."""
         with self._lock:
-            loaded, self._families = self._families, {}
+            loaded, self._signals = self._signals, {}
         cache = getattr(self.embedder, "_cache", None)
         if isinstance(cache, dict):
             cache.clear()
         return loaded
 
-    def adopt(self, index: FamilyIndex) -> None:
-        """Use ``index`` (just rebuilt) for its family."""
+    def adopt(self, index: SignalIndex) -> None:
+        """Use ``index`` (just rebuilt) for its signal."""
         with self._lock:
-            self._families[index.family] = index
+            self._signals[index.signal] = index
 
-    def family(self, name: str) -> FamilyIndex:
-        if name not in FAMILIES:
-            raise ValueError(f"unknown signal {name!r}; use one of {', '.join(FAMILIES)}")
+    def signal(self, name: str) -> SignalIndex:
+        """The FAISS index of signal ``name``, read (or rebuilt) on first use and again whenever another process
+        changed the vectors."""
+        name = choose(Signal, name, "signal")
         with self._lock:
-            if name not in self._families or not self._families[name].current():
-                self._families[name] = FamilyIndex(self.store, name, self.embedder.dim)
-            return self._families[name]
+            if name not in self._signals or not self._signals[name].current():
+                self._signals[name] = SignalIndex(self.store, name, self.embedder.dim)
+            return self._signals[name]
 
     def sources(self, page: Page, turns: Sequence[Turn], bookmark: Callable[[Page], str]) -> dict[str, str]:
         """The text each vector of ``page`` embeds, by kind."""
@@ -224,21 +226,22 @@ class PageIndex:
         return out
 
     def update(self, conv_id: str, pages: Sequence[Page], turns: Sequence[Turn],
-               bookmark: Callable[[Page], str], families: Sequence[str] = ("turn",)) -> int:
-        """Embed whatever of ``pages`` is missing or changed in ``families`` (default: the turns, all that
+               bookmark: Callable[[Page], str], signals: Sequence[str] = (Signal.TURN,)) -> int:
+        """Embed whatever of ``pages`` is missing or changed in ``signals`` (default: the turns, all that
         recall ranks; whole-page texts, long and costly to embed, only when a signal asks for them);
         returns how many vectors were computed."""
+        signals = {choose(Signal, s, "signal") for s in signals}
         with self._lock:
             page_ids = [p.page_id for p in pages]
             stored = {}
-            for family in FAMILIES:
+            for signal in Signal:
                 for rowid, _, page_id, kind, model, source in self.store.embedding_rows(
-                        family, conv_id, page_ids, vectors=False):
+                        signal, conv_id, page_ids, vectors=False):
                     stored[(page_id, kind)] = (rowid, source, model)
             todo = []
             for page in pages:
                 for kind, text in self.sources(page, turns, bookmark).items():
-                    if kind.split(":")[0] not in families:
+                    if kind.split(":")[0] not in signals:
                         continue
                     old = stored.get((page.page_id, kind))
                     if old is None or old[1] != text or old[2] != self.embedder.name:
@@ -250,15 +253,15 @@ class PageIndex:
                 (conv_id, page_id, kind, self.embedder.name, text, vec.tobytes())
                 for (page_id, kind, text, _), vec in zip(todo, vectors)
             ])
-            for family in FAMILIES:
-                loaded = self._families.get(family)
+            for signal in Signal:
+                loaded = self._signals.get(signal)
                 if loaded is None:
                     continue
                 if not loaded.fingerprint or loaded.fingerprint[0] != before:  # another process wrote vectors
-                    del self._families[family]  # reloaded (from the files or the store) on next use
+                    del self._signals[signal]  # reloaded (from the files or the store) on next use
                     continue
-                mine = [t for t in todo if t[1].split(":")[0] == family]
-                new_rows = self.store.embedding_rows(family, conv_id, sorted({t[0] for t in mine}))
+                mine = [t for t in todo if t[1].split(":")[0] == signal]
+                new_rows = self.store.embedding_rows(signal, conv_id, sorted({t[0] for t in mine}))
                 loaded.refresh([t[3] for t in mine if t[3] is not None], new_rows, after)
             return len(todo)
 
@@ -266,23 +269,24 @@ class PageIndex:
         """Cosine similarity of ``query`` to every embedded turn of ``page_ids``, by turn index."""
         if not page_ids:
             return {}
-        family = self.family("turn")
+        index = self.signal(Signal.TURN)
         vector = self.embedder.encode_one(query) if isinstance(query, str) else query
         with self._lock:
-            rowids = [r[0] for r in self.store.embedding_rows("turn", conv_id, page_ids, vectors=False)]
-            return {int(family.rows[rowid][2].split(":")[1]): score for rowid, score in family.search(vector, rowids)}
+            rowids = [r[0] for r in self.store.embedding_rows(Signal.TURN, conv_id, page_ids, vectors=False)]
+            return {int(index.rows[rowid][2].split(":")[1]): score for rowid, score in index.search(vector, rowids)}
 
-    def rank(self, conv_id: str, query: str | np.ndarray, page_ids: Sequence[int], signal: str = "turn") -> list[Hit]:
+    def rank(self, conv_id: str, query: str | np.ndarray, page_ids: Sequence[int],
+             signal: str = Signal.TURN) -> list[Hit]:
         """``page_ids`` ranked by similarity to ``query`` under one signal; a page scores as its best row."""
         if not page_ids:
             return []
-        family = self.family(signal)
+        index = self.signal(signal)
         vector = self.embedder.encode_one(query) if isinstance(query, str) else query
         with self._lock:
-            rowids = [r[0] for r in self.store.embedding_rows(signal, conv_id, page_ids, vectors=False)]
+            rowids = [r[0] for r in self.store.embedding_rows(index.signal, conv_id, page_ids, vectors=False)]
             best: dict[int, Hit] = {}
-            for rowid, score in family.search(vector, rowids):
-                _, page_id, kind = family.rows[rowid]
+            for rowid, score in index.search(vector, rowids):
+                _, page_id, kind = index.rows[rowid]
                 if page_id not in best or score > best[page_id].score:
                     best[page_id] = Hit(page_id, score, kind)
         return sorted(best.values(), key=lambda h: -h.score)
@@ -293,15 +297,15 @@ def rewrite_indexes(store: Store, page_index: PageIndex | None = None) -> None:
     which renumbers rows): each file is replaced by one without the deleted vectors, an index loaded in
     ``page_index`` is rebuilt too, and an index file whose size cannot be read is deleted."""
     loaded = page_index.unload() if page_index is not None else {}
-    for family in FAMILIES:
-        path = Path(f"{store.path}.{family}.faiss")
-        dim = loaded[family].dim if family in loaded else _saved_dim(path.with_suffix(".json"))
+    for signal in Signal:
+        path = Path(f"{store.path}.{signal}.faiss")
+        dim = loaded[signal].dim if signal in loaded else _saved_dim(path.with_suffix(".json"))
         if dim is None:
             for stale in (path, path.with_suffix(".json"), path.with_suffix(".tmp")):
                 stale.unlink(missing_ok=True)
             continue
-        index = FamilyIndex(store, family, dim, rebuild=True)
-        if page_index is not None and family in loaded:
+        index = SignalIndex(store, signal, dim, rebuild=True)
+        if page_index is not None and signal in loaded:
             page_index.adopt(index)
 
 

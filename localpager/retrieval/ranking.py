@@ -16,6 +16,7 @@ import threading
 from collections import Counter, OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from enum import StrEnum
 
 import numpy as np
 
@@ -23,15 +24,45 @@ from ..core.answer_types import asked_types
 from ..core.answer_types import match as type_match
 from ..core.dates import date_terms
 from ..core.records import Page, Turn
-from ..core.text import STEMMERS, asks_nothing, content_words, is_question
+from ..core.choices import Stemmer, choose
+from ..core.text import asks_nothing, content_words, is_question
 
 # dense(question, turn_indices) -> {turn index: cosine similarity of the question to that turn's text}
 DenseScorer = Callable[[str, list[int]], dict[int, float]]
 
-FUSIONS = ("weighted", "rrf", "dense", "lexical")
-DENSE_NORMS = ("raw", "minmax", "z")
-LEXICAL_NORMS = ("query", "max", "minmax", "z")
-IDF_SCOPES = ("conversation", "candidates")
+
+
+class Fusion(StrEnum):
+    """How the dense and the lexical signal are fused (``HybridSettings``)."""
+
+    WEIGHTED = "weighted"
+    RRF = "rrf"  # reciprocal rank fusion
+    DENSE = "dense"  # the embedding alone (a baseline)
+    LEXICAL = "lexical"  # BM25 alone (a baseline)
+
+
+class DenseNorm(StrEnum):
+    """How the cosines are normalised over the candidates before fusing."""
+
+    RAW = "raw"
+    MINMAX = "minmax"
+    Z = "z"
+
+
+class LexicalNorm(StrEnum):
+    """How the BM25 scores are normalised before fusing (``query``: the share of the question's weight matched)."""
+
+    QUERY = "query"
+    MAX = "max"
+    MINMAX = "minmax"
+    Z = "z"
+
+
+class IdfScope(StrEnum):
+    """Which turns BM25's idf counts (``LexicalIndex``)."""
+
+    CONVERSATION = "conversation"  # every turn so far
+    CANDIDATES = "candidates"  # only the turns being ranked
 
 
 @dataclass
@@ -66,10 +97,10 @@ class HybridSettings:
     the candidates (min-max dense): compare them within one question, not with a fixed cosine.
     """
 
-    fusion: str = "weighted"
+    fusion: Fusion = Fusion.WEIGHTED
     dense_weight: float = 0.1
-    dense_norm: str = "minmax"
-    lexical_norm: str = "query"
+    dense_norm: DenseNorm = DenseNorm.MINMAX
+    lexical_norm: LexicalNorm = LexicalNorm.QUERY
     lexical_power: float = 1.5  # > 1 damps weak lexical matches (a shared generic word) more than strong ones
     rrf_k: float = 60.0
     # The recall trigger (``should_recall``): a question pages in when its best fused score reaches
@@ -97,10 +128,9 @@ class HybridSettings:
     speaker_weight: float = 1.0
 
     def __post_init__(self) -> None:
-        for value, known, what in ((self.fusion, FUSIONS, "fusion"), (self.dense_norm, DENSE_NORMS, "dense_norm"),
-                                   (self.lexical_norm, LEXICAL_NORMS, "lexical_norm")):
-            if value not in known:
-                raise ValueError(f"unknown {what} {value!r}; use one of {', '.join(known)}")
+        self.fusion = choose(Fusion, self.fusion, "fusion")
+        self.dense_norm = choose(DenseNorm, self.dense_norm, "dense_norm")
+        self.lexical_norm = choose(LexicalNorm, self.lexical_norm, "lexical_norm")
         if not 0.0 <= self.dense_weight <= 1.0:
             raise ValueError(f"dense_weight must be within 0..1, got {self.dense_weight}")
         if self.lexical_power != 1.0 and (self.lexical_power <= 0 or self.lexical_norm == "z"):
@@ -149,12 +179,9 @@ class LexicalIndex:
     with speaker names 0.63; the idf scope changed nothing beyond 0.01, so the cacheable one is default.
     """
 
-    def __init__(self, key: str = "", *, stemmer: str = "light", speakers: bool = True,
-                 idf: str = "conversation", k1: float = 1.5, b: float = 0.75, cache: int = 8):
-        if stemmer not in STEMMERS:
-            raise ValueError(f"unknown stemmer {stemmer!r}; use one of {', '.join(STEMMERS)}")
-        if idf not in IDF_SCOPES:
-            raise ValueError(f"unknown idf scope {idf!r}; use one of {', '.join(IDF_SCOPES)}")
+    def __init__(self, key: str = "", *, stemmer: str = Stemmer.LIGHT, speakers: bool = True,
+                 idf: str = IdfScope.CONVERSATION, k1: float = 1.5, b: float = 0.75, cache: int = 8):
+        stemmer, idf = choose(Stemmer, stemmer, "stemmer"), choose(IdfScope, idf, "idf scope")
         self.key, self.stemmer, self.speakers, self.idf_scope = key, stemmer, speakers, idf
         self.k1, self.b, self._cache_size = k1, b, cache
         self._turns: Sequence[Turn] = ()

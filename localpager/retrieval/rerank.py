@@ -20,11 +20,14 @@ from dataclasses import dataclass, field
 from typing import Sequence
 
 from ..core.answer_types import asks_for_several
+from ..core.choices import choose
 from ..core.pager import Pager
 from ..core.records import Page, newest
+from ..runtime.choices import DEFAULT_TRIGGER, Trigger
 from ..runtime.layouts import CHANGED, LATEST
 from ..runtime.recall import Injection, fit_turns
 from ..runtime.trace import Candidate
+from .choices import DEFAULT_PAGE_CHOICE, DEFAULT_SIGNAL, PageChoice, Signal
 from .gate import DEFAULT_MODEL, GateDecision, GateModel, decide, gate_features
 from .index import Hit, PageIndex
 from .ranking import (
@@ -38,9 +41,6 @@ from .ranking import (
     trigger_features,
 )
 
-# Who chooses the pages a recall injects: the model alone (its named pages, in its order), the ranking
-# alone, or the model's choice reranked with the ranking's best pages (a bonus for a page the model named).
-PAGE_CHOICES = ("model", "rerank", "model+rerank")
 # A later statement replaces an earlier one only when it says that something changed and ranks among the
 # best three turns. With similarity and margin alone, LoCoMo's later turns on the same topic (a new event,
 # not a correction) took over the injection: page selection on LoCoMo conversations 1-5 (categories 1-4,
@@ -48,18 +48,16 @@ PAGE_CHOICES = ("model", "rerank", "model+rerank")
 # generated probes: e2e 0.36 without, 0.39 with; the latest value for 7 of 16 update probes against 5.
 CHANGE_CUE = re.compile(r"\b(?:actually|no longer|any ?more|instead|chang\w*|switch\w*|moved?|swapp?\w*|"
                         r"new one|re(?:assign|book|schedul)\w*|correction|update[ds]?)\b", re.I)
-# When a message pages in without the model asking: "gate" (the recall gate, ``gate.py``: does it ask about
-# something said before?), "question" (any message with a question's form, the rule before the gate), "off"
-# (only when the model asks).
-TRIGGERS = ("gate", "question", "off")
 
 
 @dataclass
 class RerankSettings:
-    page_choice: str = "model+rerank"  # one of PAGE_CHOICES
+    """How the reranking selector picks what a recall injects, and when it pages in unasked."""
+
+    page_choice: PageChoice = DEFAULT_PAGE_CHOICE  # who picks: the model, the ranking, or both
     # turn: the hybrid ranking of turns (the product); bookmark or text: the question's cosine with each
     # evicted page's bookmark or whole text, to measure keyword strategies (README, "Keywords").
-    signal: str = "turn"
+    signal: Signal = DEFAULT_SIGNAL
     top_k: int = 3  # pages added as candidates by the ranking
     model_weight: float = 0.05  # bonus for a page the model named
     second_page_margin: float = 0.05  # a second page only if its fused score is within this of the first
@@ -70,10 +68,11 @@ class RerankSettings:
     # cities have both visited?", ``answer_types.asks_for_several``); the second page still has to score
     # within ``second_page_margin`` of the first.
     pages_when_several: int = 1
-    # Page in although the model did not ask (see TRIGGERS): "gate" asks the recall gate; "question" pages
-    # in any message with a question's form (every probe, but also every general question: "How do I tie a
-    # tie?" answered from an unrelated memory); "off": only when the model asks.
-    trigger: str = "gate"
+    # Page in although the model did not ask (a Trigger): "gate" asks the recall gate (``gate.py``: does it ask
+    # about something said before?); "question" pages in any message with a question's form (every probe, but
+    # also every general question: "How do I tie a tie?" answered from an unrelated memory); "off": only when
+    # the model asks.
+    trigger: Trigger = DEFAULT_TRIGGER
     # turns on each side of the best-matching turn; None: the whole page. Measured (3 generated
     # conversations, SmolLM2-135M): the best turn alone answered 0.26 of probes, with one neighbour
     # each side 0.16, in less time.
@@ -92,14 +91,14 @@ class RerankSettings:
     gate: GateModel = field(default_factory=lambda: DEFAULT_MODEL)  # the recall gate's model (trigger "gate")
 
     def __post_init__(self) -> None:
-        if self.page_choice not in PAGE_CHOICES:
-            raise ValueError(f"unknown page choice {self.page_choice!r}; use one of {', '.join(PAGE_CHOICES)}")
-        if self.trigger not in TRIGGERS:
-            raise ValueError(f"unknown trigger {self.trigger!r}; use one of {', '.join(TRIGGERS)}")
+        self.page_choice = choose(PageChoice, self.page_choice, "page choice")
+        self.signal = choose(Signal, self.signal, "signal")
+        self.trigger = choose(Trigger, self.trigger, "trigger")
 
 
 class RerankSelector:
-    """A PageSelector for one conversation, backed by the shared page index and its lexical index."""
+    """The selector (a ``PageSelector``) for one conversation, backed by the shared page index and its lexical
+    index: it picks as ``RerankSettings.page_choice`` says and pages in unasked as its ``trigger`` says."""
 
     def __init__(self, index: PageIndex, conv_id: str, settings: RerankSettings | None = None,
                  lexical: LexicalIndex | None = None):
@@ -156,6 +155,11 @@ class RerankSelector:
                 pages[-1] = Page(last.page_id, last.first_turn, last.last_turn - 1, evicted=last.evicted)
         return pages
 
+    @property
+    def trigger(self) -> Trigger:
+        """The trigger ``should_recall`` applies; the trace names it when it fires."""
+        return self.settings.trigger
+
     def gate(self, question: str, pager: Pager) -> GateDecision:
         """The recall gate's verdict on ``question`` over every page, evicted or not (an app asking what
         localpager remembers has its own context, not localpager's prompt)."""
@@ -166,9 +170,9 @@ class RerankSelector:
         """Whether ``question`` pages in without the model asking (``RerankSettings.trigger``); the gate's
         verdict, when it was asked, is kept in ``last_gate`` for the trace."""
         self.last_gate = None
-        if self.settings.trigger == "off" or self.settings.page_choice == "model" or not pager.evicted:
+        if self.settings.trigger == Trigger.OFF or self.settings.page_choice == PageChoice.MODEL or not pager.evicted:
             return False
-        if self.settings.trigger == "question":
+        if self.settings.trigger == Trigger.QUESTION:
             hits = self._ranked(question, pager, pager.evicted)
             return should_recall(trigger_features(question, hits), self.settings.hybrid)
         hits = self._ranked(question, pager, self._searchable(pager, question))
@@ -178,7 +182,7 @@ class RerankSelector:
     # -- selection -----------------------------------------------------------------------------
     def _page_hits(self, question: str, pager: Pager) -> dict[int, TurnHit | Hit]:
         """Each candidate page's best hit, best page first."""
-        if self.settings.signal == "turn":
+        if self.settings.signal == Signal.TURN:
             ranked = self._ranked(question, pager, self._searchable(pager, question))
             return {h.page_id: h for h in best_per_page(ranked)}
         evicted = [p.page_id for p in pager.evicted]
@@ -187,16 +191,16 @@ class RerankSelector:
 
     def select(self, question: str, named: Sequence[int], pager: Pager, room: int | None):
         s = self.settings
-        hits = self._page_hits(question, pager) if s.page_choice != "model" or named else {}
-        pool: list[int] = list(named) if s.page_choice != "rerank" else []
-        if s.page_choice != "model":
+        hits = self._page_hits(question, pager) if s.page_choice != PageChoice.MODEL or named else {}
+        pool: list[int] = list(named) if s.page_choice != PageChoice.RERANK else []
+        if s.page_choice != PageChoice.MODEL:
             pool += [pid for pid in list(hits)[: s.top_k] if pid not in pool]
         candidates = []
         for pid in pool:
             sim = hits[pid].score if pid in hits else 0.0
             is_named = pid in named
-            bonus = s.model_weight if is_named and s.page_choice == "model+rerank" else 0.0
-            score = sim + bonus if s.page_choice != "model" else 1.0 / (1 + list(named).index(pid))
+            bonus = s.model_weight if is_named and s.page_choice == PageChoice.MODEL_RERANK else 0.0
+            score = sim + bonus if s.page_choice != PageChoice.MODEL else 1.0 / (1 + list(named).index(pid))
             candidates.append(Candidate(page_id=pid, score=round(score, 4),
                                         similarity=round(getattr(hits.get(pid), "dense", sim), 4),
                                         named_by_model=is_named))
@@ -206,7 +210,8 @@ class RerankSelector:
         for c in candidates:
             if len(injections) >= most:
                 c.reason = f"at most {most} pages"
-            elif injections and s.page_choice != "model" and c.score < candidates[0].score - s.second_page_margin:
+            elif (injections and s.page_choice != PageChoice.MODEL
+                  and c.score < candidates[0].score - s.second_page_margin):
                 c.reason = f"scores {candidates[0].score - c.score:.3f} below the best"
             else:
                 turns = self._excerpt(pager.page(c.page_id), hits.get(c.page_id), question, pager, room)
@@ -219,7 +224,7 @@ class RerankSelector:
                 c.reason = "best match" if len(injections) == 1 else "close to the best"
         if injections:  # a correction the user made outranks the change-cue rule
             injections, corrected = self._corrected(pager, injections, candidates, room)
-            if not corrected and s.signal == "turn" and s.excerpt == 0:
+            if not corrected and s.signal == Signal.TURN and s.excerpt == 0:
                 injections = self._newest_first(question, pager, injections, candidates, room)
                 injections, _ = self._corrected(pager, injections, candidates, room)
         return injections, candidates
@@ -333,3 +338,4 @@ class RerankSelector:
 def _less(room: int | None, pager: Pager, turns: Sequence[int]) -> int | None:
     """``room`` less what ``turns`` take (None stays None: nothing is counted)."""
     return None if room is None else room - sum(pager.turn_tokens(pager.turns[i]) for i in turns)
+

@@ -14,15 +14,10 @@ from dataclasses import dataclass, field
 from typing import Sequence
 
 from ..backends.base import Message
+from ..core.choices import choose
 from ..core.dates import annotate, format_time
 from ..core.records import Page, Turn
-
-# focused: system line, the recalled turns, the question (default);
-# focused+recent: the same after the last exchange of the chat;
-# notes-system: the recalled turns as notes in the system message, the question as the user message;
-# inline: the chat's whole prompt, the recalled turns after the question (the layout before 0.2).
-LAYOUTS = ("focused", "focused+recent", "notes-system", "inline")
-DEFAULT_LAYOUT = "focused"
+from .choices import Layout
 
 # Measured on the 72 generated probes of seed 0, evidence turn given (greedy, repetition guard): this
 # system line 0.58; the chat's longer one ("... Answer briefly and only from what was said in this
@@ -61,17 +56,17 @@ def recalled_notes(turns: Sequence[Turn], injections: Sequence[Injection]) -> st
 
 def answer_messages(layout: str, notes: str, question: str, recent: Sequence[Message] = ()) -> list[Message]:
     """The messages of a recall answer under ``layout`` (all but ``inline``, which extends the chat's prompt)."""
-    if layout == "focused":
+    layout = check_layout(layout)
+    if layout == Layout.FOCUSED:
         return [Message("system", ANSWER_SYSTEM), Message("user", FOCUSED_PROMPT.format(notes=notes, question=question))]
-    if layout == "focused+recent":
+    if layout == Layout.FOCUSED_RECENT:
         return [Message("system", ANSWER_SYSTEM), *recent,
                 Message("user", FOCUSED_PROMPT.format(notes=notes, question=question))]
-    if layout == "notes-system":
+    if layout == Layout.NOTES_SYSTEM:
         return [Message("system", NOTES_SYSTEM.format(notes=notes)), Message("user", question)]
-    check_layout(layout)
     raise ValueError(f"the {layout} layout extends the chat's own prompt; it has no answer prompt of its own")
 
 
-def check_layout(layout: str) -> None:
-    if layout not in LAYOUTS:
-        raise ValueError(f"unknown answer layout {layout!r}; use one of {', '.join(LAYOUTS)}")
+def check_layout(layout: str) -> Layout:
+    """``layout`` as a ``Layout``; ValueError naming the layouts otherwise."""
+    return choose(Layout, layout, "layout")

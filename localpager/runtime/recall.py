@@ -5,8 +5,8 @@ Prompt layout, chosen so that llama.cpp re-evaluates as little as possible:
     system instructions | bookmarks of evicted pages | resident turns | the new user turn
 
 Between evictions the prompt only grows at its end. A question is first ranked against the evicted
-pages (cheap: embeddings and BM25); when the retrieval trigger fires, or the model itself answers
-``recall(page_ids=[..])``, the selected turns are answered from in a focused prompt of their own
+pages (cheap: embeddings and BM25); when the selector's trigger fires (the recall gate, by default), or the
+model itself answers ``recall(page_ids=[..])``, the selected turns are answered from in a focused prompt of their own
 (``layouts.py``) on a second llama.cpp context, so the chat's prompt and KV cache stay as they were.
 With the ``inline`` layout the recalled turns go after the user turn instead, for that answer only.
 Every answer runs under a repetition guard (``guard.py``).
@@ -26,7 +26,9 @@ from ..core.records import Turn
 from ..backends.constraints import OneOf, RecallChoice, expresses
 from .grammar import Decision, is_recall_prefix, parse_decision
 from .guard import RepetitionGuard
-from .layouts import DEFAULT_LAYOUT, INLINE_PROMPT, Injection, answer_messages, check_layout, recalled_notes
+from ..core.choices import choose
+from .choices import DEFAULT_LAYOUT, OFFERED_RECALL_MODES, Fired, Layout, RecallMode
+from .layouts import INLINE_PROMPT, Injection, answer_messages, check_layout, recalled_notes
 from .trace import Candidate, Citation, Trace
 
 SYSTEM_PROMPT = "You are a helpful assistant. Answer briefly and only from what was said in this conversation."
@@ -35,9 +37,6 @@ MEMORY_PROMPT = (
     "{bookmarks}\n"
     "To read pages before answering, reply only with recall(page_ids=[N])."
 )
-# auto: the model decides (grammar-constrained); always: the model must name pages; selector: the page
-# selector decides without asking the model; never: no recall, no bookmarks in the prompt.
-RECALL_MODES = ("auto", "always", "selector", "never")
 
 
 class ContextOverflowError(ValueError):
@@ -46,31 +45,33 @@ class ContextOverflowError(ValueError):
 
 @dataclass
 class RecallSettings:
-    """How the runtime recalls. ``mode``: ``auto`` lets the model choose, ``always`` makes it recall
-    (when any page is evicted), ``never`` disables recall."""
+    """How the runtime recalls. ``mode`` (a ``RecallMode``): ``auto`` lets the model choose, ``always`` makes it
+    recall (when any page is evicted), ``never`` disables recall."""
 
-    mode: str = "auto"
+    mode: RecallMode = RecallMode.AUTO
     max_pages: int = 2  # pages one recall may name
     max_rounds: int = 1  # recall rounds per answer
     max_answer_tokens: int = 96
     decision_tokens: int = 24  # enough for a recall call naming max_pages ids
     show_bookmarks: bool | None = None  # bookmarks in the system message; None: unless mode is never
-    layout: str = DEFAULT_LAYOUT  # how a recall is answered (see localpager.runtime.layouts)
+    layout: Layout = DEFAULT_LAYOUT  # how a recall is answered (see localpager.runtime.layouts)
     # A question asking when is answered with one of the dates the recalled turns speak of (``dates.turn_dates``:
     # "yesterday" said on 8 May 2023 is "7 May 2023"), chosen by the model under a grammar, when they have any.
     date_answers: bool = True
     repeat_penalty: float = 1.0  # llama.cpp's penalty on recent tokens; the repetition guard runs regardless
 
     def __post_init__(self) -> None:
-        if self.mode not in RECALL_MODES:
-            raise ValueError(f"unknown recall mode {self.mode!r}; use one of {', '.join(RECALL_MODES)}")
-        check_layout(self.layout)
+        self.mode = choose(RecallMode, self.mode, "recall mode", offered=OFFERED_RECALL_MODES)
+        self.layout = check_layout(self.layout)
         if self.max_pages < 1 or self.max_rounds < 1 or self.max_answer_tokens < 1:
             raise ValueError("max_pages, max_rounds and max_answer_tokens must be at least 1")
 
 
 class PageSelector(Protocol):
-    """Decides what a recall injects. The model names pages; a selector may rerank or add others."""
+    """Decides what a recall injects. The model names pages; a selector may rerank or add others.
+
+    A selector whose ``should_recall`` applies one of the triggers (``runtime.choices.Trigger``) names it in
+    ``trigger``, which the trace repeats when it fires; the trace says ``selector`` for any other rule."""
 
     def should_recall(self, question: str, pager: Pager) -> bool:
         """Whether to page in although the model chose to answer directly."""
@@ -209,16 +210,17 @@ class Runtime:
         trace.tokens["prompt"] = len(prompt)  # the chat's prompt, whether or not this answer reads it
 
         # Retrieval first: it costs milliseconds, and when it fires the chat prompt need not be read now.
-        if s.mode in ("auto", "selector") and self._retrieval_trigger(question, pager, selector, trace):
-            trace.trigger = "retrieval" if s.mode == "auto" else "selector"
+        if s.mode in (RecallMode.AUTO, RecallMode.SELECTOR) and self._retrieval_trigger(question, pager, selector,
+                                                                                          trace):
+            trace.trigger = Fired(getattr(selector, "trigger", Fired.SELECTOR))  # which trigger fired
         decision, decision_tokens = Decision(), []
         shown_ids = [p.page_id for p in shown]
-        if trace.trigger == "none" and shown_ids and s.mode in ("auto", "always"):
+        if trace.trigger == Fired.NONE and shown_ids and s.mode in (RecallMode.AUTO, RecallMode.ALWAYS):
             decision, decision_tokens = self._decide(prompt, shown_ids, trace, s)
             if decision.is_recall:
-                trace.trigger = "forced" if s.mode == "always" else "model"
+                trace.trigger = Fired.FORCED if s.mode == RecallMode.ALWAYS else Fired.MODEL
                 trace.model_page_ids = list(decision.page_ids)
-        if trace.trigger != "none":
+        if trace.trigger != Fired.NONE:
             if self._recall(pager, question, list(decision.page_ids), messages, prompt, trace, on_text,
                             selector, s, shown_ids):
                 return trace

@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
+from enum import StrEnum
 from typing import Any
+
+from ..core.choices import choose
+from .choices import Fired
 
 STAGES = (
     "tokenize",
@@ -14,10 +18,13 @@ STAGES = (
     "injection_prefill",
     "answer_decode",
 )
-# The model's passes over a turn: "decision", the grammar-constrained first output on the chat's context
-# (once, or once a round for an inline recall); "answer", the generation of the answer (continuing on the
-# chat's context, or in a focused prompt on the side context).
-PASSES = ("decision", "answer")
+
+
+class Pass(StrEnum):
+    """The model's passes over a turn, each counted in ``Trace.tokens``."""
+
+    DECISION = "decision"  # the constrained first output on the chat's context (once, or once an inline round)
+    ANSWER = "answer"  # the answer (continuing on the chat's context, or in a focused prompt on the side context)
 
 
 class Timings(dict):
@@ -42,7 +49,7 @@ class Timings(dict):
 
 def _new_tokens() -> dict[str, Any]:
     counts = {"prompt": 0, "evaluated": 0, "reused": 0, "generated": 0}
-    return {**counts, **{name: dict(counts) for name in PASSES}}
+    return {**counts, **{name.value: dict(counts) for name in Pass}}
 
 
 @dataclass
@@ -76,7 +83,7 @@ class Citation:
 class Trace:
     """What one turn did, as ``ask`` returns and the store keeps it.
 
-    ``tokens``, per pass (``tokens["decision"]``, ``tokens["answer"]``; see ``PASSES``): ``prompt`` is the
+    ``tokens``, per pass (``tokens["decision"]``, ``tokens["answer"]``; see ``Pass``): ``prompt`` is the
     tokens the pass generated after, ``evaluated`` those run through the model, ``reused`` those taken from
     that context's KV cache (``evaluated + reused == prompt``, so ``reused`` never exceeds ``prompt``), and
     ``generated`` the tokens sampled; a pass that ran more than once (inline rounds) sums its runs. At the top
@@ -89,9 +96,10 @@ class Trace:
     question: str
     bookmarks: list[str] = field(default_factory=list)
     decision: str = "answer"  # "recall" or "answer"
-    # what started the recall: "retrieval" (the ranking of evicted turns), "model" (it asked), "forced"
-    # (recall mode always), "selector" (recall mode selector) or "none"
-    trigger: str = "none"
+    # what started the recall (a ``Fired``): the trigger that fired, "gate" or "question" (as the setting
+    # ``RerankSettings.trigger`` names it), "model" (it asked), "forced" (recall mode always), "selector" (a
+    # selector's rule of its own: the lab's baselines) or "none"
+    trigger: Fired = Fired.NONE
     # the recall gate's verdict (trigger "gate"): whether memory is relevant, its probability and what it saw
     gate: dict[str, Any] | None = None
     model_page_ids: list[int] = field(default_factory=list)
@@ -107,13 +115,11 @@ class Trace:
     timings_ms: Timings = field(default_factory=lambda: Timings({s: 0.0 for s in STAGES}))
 
     def add_tokens(self, evaluated: int, reused: int, generated: int, prompt: int, *, kind: str) -> None:
-        """Count one generation of pass ``kind`` (one of ``PASSES``) from a prompt of ``prompt`` tokens.
+        """Count one generation of pass ``kind`` (a ``Pass``) from a prompt of ``prompt`` tokens.
 
         A backend that reports fewer prompt tokens than it evaluated and reused (or none) is taken at its
         evaluated plus reused, so a pass never reuses more than its prompt."""
-        if kind not in PASSES:
-            raise ValueError(f"unknown pass {kind!r}; use one of {', '.join(PASSES)}")
-        done = self.tokens[kind]
+        done = self.tokens[choose(Pass, kind, "pass").value]
         done["prompt"] += max(prompt, evaluated + reused)
         for key, n in (("evaluated", evaluated), ("reused", reused), ("generated", generated)):
             done[key] += n
@@ -152,7 +158,7 @@ def format_trace(data: dict[str, Any]) -> str:
         f"  tokens: prompt {tok['prompt']}, evaluated {tok['evaluated']}, reused {tok['reused']}, "
         f"generated {tok['generated']}"
         + "".join(f"; {kind} pass: prompt {p['prompt']}, evaluated {p['evaluated']}, reused {p['reused']}"
-                  for kind in PASSES if (p := tok.get(kind)) and p.get("prompt")),
+                  for kind in Pass if (p := tok.get(kind)) and p.get("prompt")),
         "  ms: " + ", ".join(f"{k} {v:.0f}" for k, v in t.items() if v) ,
     ]
     for c in data.get("candidates", []):

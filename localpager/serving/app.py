@@ -715,9 +715,10 @@ def create_app(lp: LocalPager, options: ServerOptions | None = None, **overrides
 
     def page_rows(conv_id: str) -> list[dict]:
         from ..core.bookmarks import render_bookmark
+        from ..core.choices import DEFAULT_BOOKMARK_FORMAT
 
         require(conv_id)
-        fmt = lp.store.settings(conv_id).get("bookmark_format") or "minimal"
+        fmt = lp.store.settings(conv_id).get("bookmark_format") or DEFAULT_BOOKMARK_FORMAT
         turns = lp.store.turns(conv_id)
         rows = []
         for p in lp.store.pages(conv_id, turns):

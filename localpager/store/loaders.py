@@ -15,9 +15,10 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from localpager.core.checks import id_problem, text_problem
+from localpager.core.choices import choose
 from localpager.core.records import GENERAL_PROBE, ROLES, Probe, Transcript, Turn
 
-FORMATS = ("auto", "jsonl", "locomo")
+from .choices import FileFormat
 
 LOCOMO_CATEGORIES = {
     1: "multi-hop",
@@ -91,22 +92,21 @@ class Where:
 # --- public API -----------------------------------------------------------------------------
 
 
-def load_conversations(path: str | Path, format: str = "auto") -> LoadResult:
-    """Read and check a whole file (``format``: ``auto``, ``jsonl`` or ``locomo``).
+def load_conversations(path: str | Path, format: str = FileFormat.AUTO) -> LoadResult:
+    """Read and check a whole file (``format``: a ``FileFormat``, ``auto``, ``jsonl`` or ``locomo``).
 
     Nothing is returned unless every line is valid, so callers never evaluate half a file.
     """
-    if format not in FORMATS:
-        raise ValueError(f"format must be one of {', '.join(FORMATS)}, got {format!r}")
+    format = choose(FileFormat, format, "file format")
     text = read_text(path)
-    if format == "auto":
+    if format == FileFormat.AUTO:
         format = _detect(text, str(path))
-    if format == "jsonl":
+    if format == FileFormat.JSONL:
         return LoadResult(_parse_jsonl(text, str(path)))
     return _parse_locomo(text, str(path))
 
 
-def detect_format(path: str | Path) -> str:
+def detect_format(path: str | Path) -> FileFormat:
     """``jsonl`` or ``locomo``, from the file's first character (``{`` or ``[``)."""
     return _detect(read_text(path), str(path))
 
@@ -144,13 +144,13 @@ def read_text(path: str | Path) -> str:
     return text
 
 
-def _detect(text: str, path: str) -> str:
+def _detect(text: str, path: str) -> FileFormat:
     """Tell the formats apart by content, not by file name, since both often end in .json."""
     first = text.lstrip()[:1]
     if first == "{":
-        return "jsonl"
+        return FileFormat.JSONL
     if first == "[":
-        return "locomo"
+        return FileFormat.LOCOMO
     raise ConversationFileError(
         path, f"unknown format: expected '{{' (jsonl) or '[' (locomo) first, got {first!r}"
     )

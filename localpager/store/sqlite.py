@@ -621,14 +621,14 @@ class Store:
         """The store's ``embeddings`` change count: moves with every vector added, replaced or deleted."""
         return self._query("SELECT value FROM counters WHERE name = 'embeddings'")[0][0]
 
-    def embedding_rows(self, family: str, conv_id: str | None = None, page_ids: Sequence[int] | None = None,
+    def embedding_rows(self, signal: str, conv_id: str | None = None, page_ids: Sequence[int] | None = None,
                        vectors: bool = True) -> list[tuple]:
-        """(rowid, conv_id, page_id, kind, model, source text[, vector]) of a family: ``bookmark``, ``text``
-        or ``turn`` (kinds ``turn:<index>``), optionally of one conversation's pages. ``vectors=False``
+        """(rowid, conv_id, page_id, kind, model, source text[, vector]) of a signal: ``bookmark``, ``text``
+        or ``turn`` (kinds ``turn:<index>``; ``retrieval.choices.Signal``), optionally of one conversation's pages. ``vectors=False``
         leaves the vectors out: checking what is stale, or which rows to search, needs no vectors."""
         columns = "rowid, conv_id, page_id, kind, model, source" + (", vector" if vectors else "")
-        sql = f"SELECT {columns} FROM embeddings WHERE " + _family_sql()
-        args: list[Any] = [family, family]
+        sql = f"SELECT {columns} FROM embeddings WHERE " + _signal_sql()
+        args: list[Any] = [signal, signal]
         if conv_id is not None:
             sql += " AND conv_id = ?"
             args.append(conv_id)
@@ -637,10 +637,10 @@ class Store:
             args.extend(page_ids)
         return [tuple(r) for r in self._query(sql + " ORDER BY rowid", args)]
 
-    def embedding_fingerprint(self, family: str) -> list[Any]:
-        """Changes whenever a row of the family is added, replaced or deleted, even when a delete and a
+    def embedding_fingerprint(self, signal: str) -> list[Any]:
+        """Changes whenever a row of the signal is added, replaced or deleted, even when a delete and a
         re-insert leave the count and the rowids as they were: tells a saved index is stale."""
-        count = self._query("SELECT COUNT(*) FROM embeddings WHERE " + _family_sql(), (family, family))[0][0]
+        count = self._query("SELECT COUNT(*) FROM embeddings WHERE " + _signal_sql(), (signal, signal))[0][0]
         changes = self._query("SELECT value FROM counters WHERE name = 'embeddings'")[0][0]
         return [changes, count]
 
@@ -799,5 +799,6 @@ def _read_only_uri(path: Path) -> str:
     return f"file:{quote(str(path.resolve()))}?mode=ro" + ("" if wal else "&immutable=1")
 
 
-def _family_sql() -> str:
+def _signal_sql() -> str:
+    """The rows of one signal: its own kind (``text``) or its kind with an index (``turn:12``)."""
     return "(kind = ? OR kind LIKE ? || ':%')"

@@ -99,6 +99,16 @@ function renderPages(pages, recalled) {
   $("pages").tBodies[0].replaceChildren(...rows);
 }
 
+// what started a recall, in the trace's words (runtime.choices.Fired): the trigger setting's, or the model's
+const FIRED = {
+  gate: "the recall gate said the message asks about something said before",
+  question: "a question while pages were evicted (trigger question)",
+  model: "the model asked to recall",
+  forced: "the model had to name pages (recall mode always)",
+  selector: "the selector's own rule",
+  none: "nothing started a recall",
+};
+
 function renderTraces(traces) {
   if (!traces.length) { $("traces").replaceChildren(el("p", { class: "muted" }, "No answer yet.")); return; }
   $("traces").replaceChildren(...traces.map((t) => {
@@ -106,7 +116,8 @@ function renderTraces(traces) {
     const head = t.injected_page_ids.length
       ? `recalled ${t.injected_page_ids.map((p) => "p" + p).join(", ")} (trigger: ${t.trigger})`
       : `no recall (${t.decision}, trigger: ${t.trigger})`;
-    box.append(el("h3", {}, `turn ${t.turn}: ${head}`), el("p", {}, el("b", {}, "Q "), t.question),
+    box.append(el("h3", { title: FIRED[t.trigger] || "" }, `turn ${t.turn}: ${head}`),
+      el("p", {}, el("b", {}, "Q "), t.question),
       el("p", {}, el("b", {}, "A "), t.answer || "…"));
     if (t.candidates.length) {
       const rows = t.candidates.map((c) => el("tr", { class: c.injected ? "injected" : "" },
