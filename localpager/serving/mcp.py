@@ -606,6 +606,23 @@ def open_store(path, key: str | None = None) -> LocalPager:
     return LocalPager(path, backend=NoChatModel(), key=key)
 
 
+def warm_up(lp: LocalPager, conversation: str | None = None) -> None:
+    """In the background, so that the first call waits for less of it: the embedder loads, and for a pinned
+    conversation what its first recall would build (its BM25 index, its FAISS index, its resident turns'
+    vectors). A call that comes first simply waits for the ``LocalPager``'s lock."""
+    lp.warm_embedder()
+    if conversation is None or not lp.store.has_conversation(conversation):
+        return
+
+    def search() -> None:
+        try:
+            lp.conversation(conversation).search("what did I say", 1)
+        except Exception as exc:  # noqa: BLE001 - a warm-up: the first call reports any real problem itself
+            log.debug("warm-up of %r: %s", conversation, exc)
+
+    threading.Thread(target=search, name="localpager-mcp-warm-up", daemon=True).start()
+
+
 def serve_stdio(lp: LocalPager, *, conversation: str | None = None, read_only: bool = False) -> None:
     """Serve ``lp`` over stdin/stdout until the client closes stdin. One line to stderr when it starts."""
     quiet()
@@ -613,7 +630,7 @@ def serve_stdio(lp: LocalPager, *, conversation: str | None = None, read_only: b
     what = [f"store {lp.store.path}", f"conversation {conversation!r}" if conversation else "every conversation",
             "read-only" if read_only else "read-write", f"pid {os.getpid()}"]
     print(f"localpager mcp: serving {', '.join(what)} over stdio", file=sys.stderr, flush=True)
-    lp.warm_embedder()  # in the background: the first recall does not wait for all of it
+    warm_up(lp, conversation)
     sys.stdout.flush()
     if hasattr(sys.stdout, "reconfigure"):  # a stray print while serving reaches fd 1 (stderr then) at once
         sys.stdout.reconfigure(line_buffering=True)
