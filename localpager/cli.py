@@ -545,19 +545,19 @@ def chat_memory_command(conv, line: str) -> None:
     elif command == "/forget":
         kind, _, value = rest.partition(" ")
         if kind in ("turn", "page") and value.strip().isdigit():
-            selector = {kind: int(value)}
+            target = {kind: int(value)}
         elif rest:
-            selector = {"match": rest}
+            target = {"match": rest}
         else:
             raise click.ClickException("/forget turn N | page N | TEXT")
-        preview = conv.forget(**selector, dry_run=True)
+        preview = conv.forget(**target, dry_run=True)
         if not preview.turns:
             click.echo("nothing to forget")
             return
         for text in preview.lines():
             click.echo(text)
         if click.confirm("forget these for good?", default=False):
-            for text in conv.forget(**selector).summary():
+            for text in conv.forget(**target).summary():
                 click.echo(text)
     elif command in ("/pin", "/unpin"):
         if not rest.lstrip("p").isdigit():

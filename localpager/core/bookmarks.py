@@ -1,6 +1,6 @@
 """Bookmarks: the short line that stands in the prompt for an evicted page.
 
-A bookmark is an index, not a summary: a few specific keywords tell the model (and the reranker)
+A bookmark is an index, not a summary: a few specific keywords tell the model (and the ranking)
 what the page holds for a fraction of its tokens.
 """
 

@@ -112,7 +112,7 @@ class SearchHit:
 # -- choosing turns ---------------------------------------------------------------------------------
 def select_turns(pager: Pager, turn: int | None = None, page: int | None = None,
                  match: str | None = None) -> list[int]:
-    """The turns one selector names (exactly one of ``turn``, ``page``, ``match``), not yet forgotten."""
+    """The turns that exactly one of ``turn``, ``page`` or ``match`` names, not yet forgotten."""
     given = [name for name, v in (("turn", turn), ("page", page), ("match", match)) if v is not None]
     if len(given) != 1:
         raise ValueError("give exactly one of turn, page or match (forget_conversation forgets a whole one)")
