@@ -11,6 +11,7 @@ import importlib.metadata
 import os
 from typing import Any
 
+from ..core.choices import unknown
 from .base import BackendError, ChatBackend, Generation, Message
 from .constraints import Constraint, JsonList, JsonObject, OneOf, Phrase, RecallChoice
 
@@ -44,7 +45,7 @@ def load_backend(name: str | None = None, **options: Any) -> ChatBackend:
     name = name or default_backend()
     backends = available_backends()
     if name not in backends:
-        raise BackendError(f"unknown backend {name!r}; installed: {', '.join(sorted(backends))}")
+        raise BackendError(str(unknown("backend", name, sorted(backends))))  # the installed ones
     module_name, _, attr = backends[name].partition(":")
     factory = getattr(importlib.import_module(module_name), attr)
     return factory(**options)

@@ -254,10 +254,18 @@ def test_a_stored_setting_reads_back_as_its_member():
 
 
 def test_the_one_message_is_written_in_one_place():
-    """No module spells out its own "unknown X; use one of" any more: they all call core.choices."""
+    """No module spells out its own "unknown X 'x'; use one of" any more: they all call core.choices."""
+    own = re.compile(r"unknown .*use one of|f\"unknown [a-z ]+\{[^}]*!r\}")
     spelled = sorted(str(p.relative_to(PACKAGE)) for p in PACKAGE.rglob("*.py")
-                     if re.search(r"unknown .*use one of", p.read_text(encoding="utf-8")) and p.name != "choices.py")
+                     if own.search(p.read_text(encoding="utf-8")) and p.name != "choices.py")
     assert spelled == [], spelled
+
+
+def test_an_unknown_backend_gets_the_one_message():
+    from localpager.backends import BackendError, available_backends, load_backend
+
+    with pytest.raises(BackendError, match=f"^{message('backend', 'nope', sorted(available_backends()))}$"):
+        load_backend("nope")
 
 
 # -- the trace speaks the settings' words ----------------------------------------------------------
