@@ -53,11 +53,12 @@ demo: setup
 test: setup
 	$(PY) -m pytest -q
 
-# Tests that need neither the GGUF model nor the real embedder (fakes in tests/fakes.py): seconds, not minutes.
-# The model paths point at nothing, so a test that needs a model but is not marked for it fails here.
+# tests/fast: the tests that need neither the GGUF model nor the real embedder (fakes in tests/fakes.py).
+# The model paths point at nothing, so a test there that reaches for a model fails (tests/conftest.py also
+# refuses a test under tests/fast marked model or embedder, and one under tests/model marked neither).
 test-fast: setup
 	LOCALPAGER_MODEL=/nonexistent.gguf LOCALPAGER_EMBEDDER=/nonexistent-embedder \
-		$(PY) -m pytest -q -p no:cacheprovider -m "not model and not embedder and not slow"
+		$(PY) -m pytest -q -p no:cacheprovider tests/fast
 
 bench: setup
 	$(PY) benchmarks/recall_latency.py

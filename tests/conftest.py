@@ -1,12 +1,18 @@
 """Shared fixtures. The real default models are loaded once per test session; the fakes of
 ``tests/fakes.py`` stand in for them in the fast layer (``make test-fast``).
 
+Tests live in two folders, by what they need: ``tests/fast/`` (neither real model; ``make test-fast`` runs
+this folder) and ``tests/model/`` (the real GGUF or the real embedder). Helpers both use are in
+``tests/helpers.py``, ``tests/fakes.py`` and ``tests/faultkit.py`` (this file puts ``tests/`` on ``sys.path``).
+
 Markers (pyproject.toml): ``model`` for every test that loads the GGUF file (the chat model or only its
 tokenizer), ``embedder`` for every test that runs the real sentence-transformers embedder, ``slow`` for
-tests of more than a few seconds. A test without ``model`` that reaches for the GGUF file, or without
-``embedder`` that loads the real embedder (or imports torch), fails here with a message saying which
-marker it lacks; subprocesses (the CLI tests) are caught by ``make test-fast`` pointing
-``LOCALPAGER_MODEL`` and ``LOCALPAGER_EMBEDDER`` at nothing.
+tests of more than a few seconds. The run stops before any test when a test under ``tests/fast/`` is marked
+``model`` or ``embedder``, one under ``tests/model/`` is marked neither, or a test file is outside both
+folders. A test without ``model`` that reaches for the GGUF file, or without ``embedder`` that loads the
+real embedder (or imports torch), fails here with a message saying which marker it lacks; subprocesses
+(the CLI tests) are caught by ``make test-fast`` pointing ``LOCALPAGER_MODEL`` and ``LOCALPAGER_EMBEDDER``
+at nothing.
 """
 
 from __future__ import annotations
@@ -20,12 +26,36 @@ import pytest
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))  # `from fakes import ...` in test modules
+TESTS = Path(__file__).resolve().parent
+sys.path.insert(0, str(TESTS))  # `from fakes import ...`, `from helpers import ...` in test modules
 
 from fakes import HashEmbedder, ScriptedBackend  # noqa: E402
 
 MODEL_FIXTURES = {"backend", "counter"}
 HEAVY_MODULES = ("torch", "sentence_transformers", "transformers")
+REAL_MODELS = ("model", "embedder")  # the markers of tests/model/
+
+
+def misplaced(item) -> str | None:
+    """Why ``item`` is in the wrong folder for its markers, or None."""
+    marked = [m for m in REAL_MODELS if item.get_closest_marker(m)]
+    folder = item.path.relative_to(TESTS).parts[0] if TESTS in item.path.parents else None
+    if folder == "fast" and marked:
+        return f"is marked {' and '.join(marked)}: it belongs in tests/model/"
+    if folder == "model" and not marked:
+        return "is marked neither model nor embedder: it belongs in tests/fast/ (or lacks its marker)"
+    if folder not in ("fast", "model"):
+        return "is outside tests/fast/ and tests/model/: put it in the folder of what it needs"
+    return None
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config, items):
+    """Before any selection (``-m``) or test runs: every test is in the folder its markers say."""
+    wrong = [f"  {item.nodeid} {why}" for item in items if (why := misplaced(item))]
+    if wrong:
+        raise pytest.UsageError("tests in the wrong folder (tests/fast: neither real model; tests/model: marked "
+                                "model or embedder):\n" + "\n".join(wrong))
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -153,7 +183,7 @@ def _loopback(family, address) -> bool:
 @pytest.fixture(scope="session", autouse=True)
 def _no_network():
     """``socket.connect``/``connect_ex``, ``create_connection`` and ``getaddrinfo`` (so httpx and asyncio
-    too) refuse any address or name that is not loopback for the whole session; tests/test_fast_reliability.py
+    too) refuse any address or name that is not loopback for the whole session; tests/fast/test_reliability.py
     proves it fires."""
     import socket
 

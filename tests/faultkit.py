@@ -6,7 +6,7 @@ library has returned from storing: what a user was told is saved. ``run_killed``
 SIGKILLs it at a random moment; ``check_store`` then reopens the store and checks that SQLite is intact,
 every acknowledged turn is there exactly once and in order, questions without answers are marked, the
 pages cover the turns, and the FAISS indexes load or are rebuilt. ``run_concurrent`` runs several
-workers at once. Used by tests/test_faults.py (a few runs) and benchmarks/faults.py (many).
+workers at once. Used by tests/fast/test_faults.py (a few runs) and benchmarks/faults.py (many).
 
 The erase check (``leaks``) reads every file a store owns for a text, as bytes and, in saved KV caches, as
 the text their token ids decode to; ``hold`` workers keep a conversation (and its live KV cache) open

@@ -6,6 +6,7 @@ loads a model."""
 from __future__ import annotations
 
 import importlib.util
+import os
 import re
 import subprocess
 import sys
@@ -93,3 +94,55 @@ def filler_pages() -> list:
         ["user: my train was late again this morning", "assistant: commuting can be stressful"],
     ]
     return [page(i + 1, lines) for i, lines in enumerate(topics)]
+
+
+# -- a paged chat on the fakes (tests/fast/test_runtime.py, tests/fast/test_trace.py) ------------------------
+# Two turns a page (boundary fixed_2), about 30 fake tokens a page: with a budget of 160, pages 1-3 are
+# evicted once the twelve turns are in, pages 4-6 stay, and so they are when a question is added.
+TALK = [
+    ("user", "My dog is called Biscuit."),
+    ("assistant", "Biscuit is a lovely name for a puppy."),
+    ("user", "I repaired the garden fence on Sunday."),
+    ("assistant", "A sturdy fence keeps the garden tidy."),
+    ("user", "The Lisbon flight leaves at seven."),
+    ("assistant", "Seven is early, so set an alarm."),
+    ("user", "My sister Hartley plays the cello."),
+    ("assistant", "The cello has a warm sound."),
+    ("user", "The kitchen budget is tight this month."),
+    ("assistant", "Cooking at home saves money."),
+    ("user", "The piano lessons start next week."),
+    ("assistant", "Practice a little every day."),
+]
+DOG = "What is my dog called?"
+STATEMENT = "Say something nice about the weather."  # not a question: the retrieval trigger stays off
+
+
+def open_chat(fake_pager, script=(), *, talk=TALK, budget=160, evicted=(1, 2, 3), **options):
+    """A conversation of ``talk`` (role, text[, time]) paged two turns a page; asserts which pages are
+    evicted before anything is asked."""
+    from localpager.core.pager import PagingConfig
+
+    lp = fake_pager(script, **options)
+    chat = lp.conversation("c", create=True, config=PagingConfig(boundary="fixed_2", budget=budget))
+    for role, text, *when in talk:  # a transcript: a turn without a time keeps none
+        chat.add_turn(role, text, time=when[0] if when else None, stamp=False)
+    assert [p.page_id for p in chat.pager.evicted] == list(evicted), "the precondition of this test"
+    return lp, chat
+
+
+# -- paging --------------------------------------------------------------------------------------------
+def chatter(n: int) -> list:
+    """``n`` turns alternating user/assistant, ten in a row on each topic."""
+    from localpager.core.records import Turn
+
+    return [Turn(role="user" if i % 2 == 0 else "assistant", text=f"message number {i} about topic {i // 10}", index=i)
+            for i in range(n)]
+
+
+# -- side effects --------------------------------------------------------------------------------------
+ENV_KEYS = ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "OMP_NUM_THREADS", "TOKENIZERS_PARALLELISM")
+
+
+def clean_env() -> dict[str, str]:
+    """This environment without the offline switches the test session sets for itself (conftest)."""
+    return {k: v for k, v in os.environ.items() if k not in ENV_KEYS}

@@ -202,7 +202,7 @@ def test_json_schema_server_decides_through_a_schema():
     server.reply = '{"recall": [9]}'  # a page not offered: never taken as a decision
     with pytest.raises(BackendError, match="JSON schema of the recall decision"):
         b.generate(b.render(MESSAGES), max_tokens=24, constraint=RecallChoice((1, 3), 2))
-    server.reply = '{"answer": "yes"}'  # side work keeps to a schema too (test_fast_http_constraints.py)
+    server.reply = '{"answer": "yes"}'  # side work keeps to a schema too (tests/fast/test_constraints.py)
     assert b.generate(b.render(MESSAGES), max_tokens=2, constraint=WORTH).text == "yes"
 
 

@@ -9,13 +9,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers import LOCOMO, needs_locomo
 
 from localpager.core.records import Probe, Transcript, Turn
 from localpager.store.loaders import ConversationFileError, LoadResult, detect_format, dump_jsonl, load_conversations
-
-LOCOMO = Path(__file__).resolve().parents[2] / "shared" / "data" / "locomo" / "locomo10.json"
-
-needs_locomo = pytest.mark.skipif(not LOCOMO.exists(), reason="LoCoMo data not present")
 
 
 # --- LoCoMo ---------------------------------------------------------------------------------

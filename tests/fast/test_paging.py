@@ -1,8 +1,10 @@
-"""Boundary policies, eviction policies, bookmarks and the pager's budget."""
+"""Boundary policies, eviction policies, bookmarks and the pager's budget (with the real tokenizer:
+tests/model/test_paging.py)."""
 
 from __future__ import annotations
 
 import pytest
+from helpers import chatter
 
 from localpager.core.bookmarks import FORMATS, render_bookmark
 from localpager.core.boundaries import get_boundary, split_pages
@@ -15,10 +17,6 @@ from localpager.core.tokens import ApproxTokenCounter
 
 def make_turns(texts):
     return [Turn(role="user" if i % 2 == 0 else "assistant", text=t, index=i) for i, t in enumerate(texts)]
-
-
-def chatter(n):
-    return make_turns([f"message number {i} about topic {i // 10}" for i in range(n)])
 
 
 # -- boundaries --------------------------------------------------------------------------------
@@ -157,15 +155,6 @@ def test_every_eviction_policy_pages_a_conversation(eviction):
     assert all(p.keywords for p in pager.pages)
 
 
-@pytest.mark.model
-def test_pages_count_tokens_with_the_models_tokenizer(counter):
-    pager = page_conversation(chatter(45), counter, PagingConfig(budget=10_000))
-    page = pager.pages[0]
-    expected = sum(counter.count(pager.turns[i].render()) + 5 for i in page.turn_range)
-    assert page.token_count == expected
-    assert counter.count("hello world") == 2  # SmolLM2's BPE, not a character estimate
-
-
 def test_config_rejects_bad_values():
     with pytest.raises(ValueError, match="budget"):
         PagingConfig(budget=0)
@@ -173,11 +162,3 @@ def test_config_rejects_bad_values():
         PagingConfig(bookmark_format="fancy")
 
 
-@pytest.mark.model
-def test_listed_bookmarks_stay_within_their_share_of_the_budget(counter):
-    turns = chatter(3200)
-    pager = page_conversation(turns, counter, PagingConfig(budget=512, bookmark_share=0.4))
-    listed = pager.listed
-    assert len(pager.evicted) == 159 and 0 < len(listed) < 40
-    assert sum(pager.bookmark_tokens(p) for p in listed) <= 0.4 * 512
-    assert listed == pager.evicted[-len(listed):]  # the newest evicted pages

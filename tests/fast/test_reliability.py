@@ -16,6 +16,7 @@ import click
 import pytest
 from conftest import NetworkRefused
 from fakes import HashEmbedder, ScriptedBackend, shortest_sentence
+from helpers import ROOT, TESTS
 
 from localpager.core.pager import PagingConfig
 from localpager.memory.api import NO_ANSWER, LocalPager
@@ -24,7 +25,6 @@ from localpager.store.loaders import ConversationFileError, load_conversations
 from localpager.store.locks import conversation_lock
 from localpager.store.sqlite import SCHEMA_VERSION, ConversationBusy, Store, StoreError
 
-ROOT = Path(__file__).resolve().parents[1]
 NO_MODELS = {"LOCALPAGER_MODEL": "/nonexistent.gguf", "LOCALPAGER_EMBEDDER": "/nonexistent-embedder"}
 
 
@@ -356,7 +356,7 @@ except StoreError as exc:
 def test_a_full_disk_is_a_one_line_error_and_every_acknowledged_turn_is_kept(chat):
     path = chat.store.path
     chat.store.close()
-    proc = subprocess.run([sys.executable, "-c", FULL_DISK, str(path), str(Path(__file__).parent)],
+    proc = subprocess.run([sys.executable, "-c", FULL_DISK, str(path), str(TESTS)],
                           capture_output=True, text=True, timeout=120, cwd=ROOT)
     assert proc.returncode == 0, proc.stderr
     lines = proc.stdout.strip().splitlines()

@@ -8,45 +8,16 @@ them, with which grammar and prompt) and on the trace. No model file, millisecon
 from __future__ import annotations
 
 import pytest
-from fakes import HashEmbedder, ScriptedBackend, allows
+from fakes import HashEmbedder, allows
+from helpers import DOG, STATEMENT, TALK, open_chat
 
 from localpager.backends.base import Message
-from localpager.core.pager import PagingConfig
 from localpager.retrieval.rerank import RerankSettings
 from localpager.runtime.recall import ContextOverflowError, RecallSettings
 from localpager.runtime.trace import Candidate
 
-# Two turns a page (boundary fixed_2), about 30 fake tokens a page: with a budget of 160, pages 1-3 are
-# evicted once the twelve turns are in, pages 4-6 stay, and so they are when a question is added.
-TALK = [
-    ("user", "My dog is called Biscuit."),
-    ("assistant", "Biscuit is a lovely name for a puppy."),
-    ("user", "I repaired the garden fence on Sunday."),
-    ("assistant", "A sturdy fence keeps the garden tidy."),
-    ("user", "The Lisbon flight leaves at seven."),
-    ("assistant", "Seven is early, so set an alarm."),
-    ("user", "My sister Hartley plays the cello."),
-    ("assistant", "The cello has a warm sound."),
-    ("user", "The kitchen budget is tight this month."),
-    ("assistant", "Cooking at home saves money."),
-    ("user", "The piano lessons start next week."),
-    ("assistant", "Practice a little every day."),
-]
-DOG = "What is my dog called?"
 FACT = "My dog is called Biscuit."
-STATEMENT = "Say something nice about the weather."  # not a question: the retrieval trigger stays off
 BISCUIT = "Biscuit chewed my slipper this morning."  # not a question, but about page 1
-
-
-def open_chat(fake_pager, script=(), *, talk=TALK, budget=160, evicted=(1, 2, 3), **options):
-    """A conversation of ``talk`` (role, text[, time]) paged two turns a page; asserts which pages are
-    evicted before anything is asked."""
-    lp = fake_pager(script, **options)
-    chat = lp.conversation("c", create=True, config=PagingConfig(boundary="fixed_2", budget=budget))
-    for role, text, *when in talk:  # a transcript: a turn without a time keeps none
-        chat.add_turn(role, text, time=when[0] if when else None, stamp=False)
-    assert [p.page_id for p in chat.pager.evicted] == list(evicted), "the precondition of this test"
-    return lp, chat
 
 
 def grammar_calls(backend):

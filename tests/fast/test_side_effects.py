@@ -1,6 +1,7 @@
 """Importing localpager and building its objects leave the process alone: no environment variables set,
 no thread counts changed. FAISS searches with one thread (measured faster at this size) only while it
-searches; the embedder loads offline from its directory without switching the hub off for the process."""
+searches; the embedder loads offline from its directory without switching the hub off for the process
+(with the real embedder: tests/model/test_side_effects.py)."""
 
 from __future__ import annotations
 
@@ -13,18 +14,12 @@ import threading
 import numpy as np
 import pytest
 from fakes import HashEmbedder
+from helpers import ENV_KEYS, clean_env
 
 from localpager.core.pager import PagingConfig, page_conversation
 from localpager.core.records import Turn
 from localpager.core.tokens import ApproxTokenCounter
 from localpager.retrieval.index import SEARCH_THREADS, SignalIndex, PageIndex
-
-ENV_KEYS = ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "OMP_NUM_THREADS", "TOKENIZERS_PARALLELISM")
-
-
-def clean_env() -> dict[str, str]:
-    """This environment without the offline switches the test session sets for itself (conftest)."""
-    return {k: v for k, v in os.environ.items() if k not in ENV_KEYS}
 
 
 def test_importing_localpager_sets_nothing_and_loads_nothing_heavy():
@@ -124,31 +119,3 @@ def test_another_threads_faiss_setting_is_not_touched(store):
     assert seen == [2]
 
 
-@pytest.mark.embedder
-def test_the_embedder_loads_offline_without_changing_the_process():
-    """The real embedder, in a clean process with no offline switch: it loads and embeds, opens no
-    socket, and leaves the environment, torch's threads and the hub's progress bars as they were."""
-    code = (
-        "import json, os, sys\n"
-        "sockets = []\n"
-        "def hook(event, args):\n"
-        "    if event in ('socket.connect', 'socket.getaddrinfo'):\n"
-        "        sockets.append(event)\n"
-        "        raise OSError('no network in this test')\n"
-        "sys.addaudithook(hook)\n"
-        "import torch\n"
-        "import sentence_transformers  # importing it sets torch's KMP_* variables: not localpager's doing\n"
-        "from transformers.utils import logging as hf_logging\n"
-        "threads, bars = torch.get_num_threads(), hf_logging.is_progress_bar_enabled()\n"
-        "before = dict(os.environ)\n"
-        "from localpager.retrieval.embedder import Embedder\n"
-        "vectors = Embedder().encode(['peanut allergy', 'EpiPen'])\n"
-        "print(json.dumps({'shape': list(vectors.shape), 'sockets': sockets, 'env': dict(os.environ) == before,\n"
-        "                  'threads': torch.get_num_threads() == threads,\n"
-        "                  'bars': hf_logging.is_progress_bar_enabled() == bars}))\n"
-    )
-    env = {k: v for k, v in clean_env().items() if k != "LOCALPAGER_EMBEDDER"}
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=600)
-    assert proc.returncode == 0, proc.stderr
-    result = json.loads(proc.stdout.strip().splitlines()[-1])
-    assert result == {"shape": [2, 384], "sockets": [], "env": True, "threads": True, "bars": True}

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from test_fast_runtime import DOG, STATEMENT, open_chat
+from helpers import DOG, STATEMENT, open_chat
 
 from localpager.runtime.trace import STAGES, Pass, Trace
 

@@ -1,5 +1,6 @@
 """The real embedder loads offline from its directory without changing the process: no environment variable set,
-no socket opened, torch's threads and the hub's progress bars left as they were (the rest: tests/fast/test_side_effects.py)."""
+no socket opened, torch's threads and the hub's progress bars left as they were (the rest:
+tests/fast/test_side_effects.py)."""
 
 from __future__ import annotations
 
