@@ -13,11 +13,32 @@ import pytest
 
 pytestmark = [pytest.mark.model, pytest.mark.embedder, pytest.mark.slow]
 
+# `localpager bench` with the waits of its busy-machine measurement cut short. Before answering beside a busy
+# process, the bench waits for the one-minute load average to fall below 0.5 (up to 240 s, and a machine running
+# a test suite rarely gets there) and lets the competing process run for a minute so that the load average sees
+# it: a measuring protocol for benchmarks/, five minutes of waiting in a test. Every step still runs (the idle
+# answers, the competing process, the answers beside it); only the waits are skipped.
+QUICK_CLOCK = (
+    "import sys, time\n"
+    "import localpager.lab.bench as bench\n"
+    "class Clock:\n"
+    "    def __getattr__(self, name):\n"
+    "        return getattr(time, name)\n"
+    "    @staticmethod\n"
+    "    def sleep(seconds):\n"
+    "        time.sleep(min(seconds, 1.0))\n"
+    "bench.time = Clock()\n"
+    "bench.settle = lambda *args, **kwargs: None\n"
+    "from localpager.cli import main\n"
+    "sys.argv[0] = 'localpager'\n"
+    "main()\n"
+)
+
 
 def test_bench_quick_writes_the_promised_json(tmp_path):
     out = tmp_path / "bench.json"
-    proc = subprocess.run([sys.executable, "-m", "localpager.cli", "bench", "--quick", "--turns", "3",
-                           "--cold-turns", "120", "--eviction-turns", "160", "--eviction-budgets", "512",
+    proc = subprocess.run([sys.executable, "-c", QUICK_CLOCK, "bench", "--quick", "--turns", "2",
+                           "--cold-turns", "120", "--eviction-turns", "120", "--eviction-budgets", "512",
                            "--json", str(out)], capture_output=True, text=True, timeout=1200)
     assert proc.returncode == 0, proc.stderr[-2000:]
     result = json.loads(out.read_text())
@@ -39,6 +60,8 @@ def test_bench_quick_writes_the_promised_json(tmp_path):
     assert result["ratio_to_floor"] > 0 and result["peak_rss_mb"] > 0
     # the chat workload's peak is read before the synthetic rerank-at-scale arrays; the whole run's is kept too
     assert result["peak_rss_process_mb"] >= result["peak_rss_mb"]
-    assert result["machine"]["threads"] >= 1 and "AVX" in result["machine"]["llama_system_info"].upper()
+    # what the build uses differs between CPUs (AVX, AVX-512, NEON...): only that llama.cpp said it
+    assert result["machine"]["threads"] >= 1 and result["machine"]["llama_system_info"].strip()
+    assert result["busy_ratio"] > 0 and set(result["busy"]) >= {"p50_idle_ms", "p50_busy_ms", "threads_busy"}
     assert {"prefill", "answer_decode", "ttft"} <= set(result["stages_ms"]["200"])
     assert out.with_suffix(".png").stat().st_size > 1000

@@ -4,6 +4,7 @@ unreadable state is never used."""
 
 from __future__ import annotations
 
+import shutil
 import stat
 
 import pytest
@@ -21,17 +22,35 @@ def kv_files(store):
     return sorted(p for p in store.parent.iterdir() if ".kv-" in p.name and not p.name.endswith(".tmp"))
 
 
-@pytest.fixture
-def stored(tmp_path):
-    """A store with a 70-turn conversation whose chat prompt was read once and saved on close."""
-    store = tmp_path / "s.db"
+@pytest.fixture(scope="module")
+def saved(tmp_path_factory):
+    """A store with a 70-turn conversation whose chat prompt was read once and saved on close, and the answer a
+    new process gives on a full read of it (built once: each test works on its own copy)."""
+    store = tmp_path_factory.mktemp("saved") / "s.db"
     lp = LocalPager(store)
     chat = lp.conversation("c", create=True, config=PagingConfig(budget=1024))
     for turn in generate_conversation(2, n_turns=70).turns:
         chat.add_turn(turn.role, turn.text)
     chat.ask("Okay, let's move on.", mode="never")
     lp.close()
-    return store
+    scratch = tmp_path_factory.mktemp("full") / "saved"
+    shutil.copytree(store.parent, scratch)
+    return store, ask_in_new_process(scratch / store.name, resume=False)
+
+
+@pytest.fixture
+def stored(saved, tmp_path):
+    """This test's copy of the saved store (the database and its saved cache)."""
+    source, _ = saved
+    copy = tmp_path / "saved"
+    shutil.copytree(source.parent, copy)
+    return copy / source.name
+
+
+@pytest.fixture
+def full(saved):
+    """The answer a new process gives on a full read of the stored conversation."""
+    return saved[1]
 
 
 def ask_in_new_process(store, *, resume=True, **options):
@@ -43,18 +62,17 @@ def ask_in_new_process(store, *, resume=True, **options):
     return answer
 
 
-def test_a_new_process_resumes_the_saved_cache_and_answers_as_a_full_read_would(stored):
+def test_a_new_process_resumes_the_saved_cache_and_answers_as_a_full_read_would(stored, full):
     files = kv_files(stored)
     assert len(files) == 1 and stat.S_IMODE(files[0].stat().st_mode) == 0o600
     resumed = ask_in_new_process(stored)
-    full = ask_in_new_process(stored, resume=False)
     assert full.trace.tokens["reused"] == 0 and full.trace.tokens["prompt"] > 300
     assert resumed.trace.tokens["reused"] > 0.8 * resumed.trace.tokens["prompt"]
     assert resumed.trace.tokens["evaluated"] < 0.2 * full.trace.tokens["evaluated"]
     assert resumed.answer == full.answer
 
 
-def test_a_state_that_does_not_match_the_prompt_is_used_only_as_far_as_it_matches(stored):
+def test_a_state_that_does_not_match_the_prompt_is_used_only_as_far_as_it_matches(stored, full):
     """Another conversation's cache under this one's name (the worst stale state): only the shared system
     text is taken from it, and the answer is the one a full read gives."""
     lp = LocalPager(stored)
@@ -68,14 +86,12 @@ def test_a_state_that_does_not_match_the_prompt_is_used_only_as_far_as_it_matche
     mine, theirs = (lp.prefix_states.path(c, lp.backend) for c in ("c", "d"))
     theirs.replace(mine)
     resumed = ask_in_new_process(stored)
-    full = ask_in_new_process(stored, resume=False)
     assert 0 < resumed.trace.tokens["reused"] <= system
     assert resumed.answer == full.answer
 
 
-def test_an_unreadable_state_is_dropped_and_the_answer_is_unchanged(stored, caplog):
+def test_an_unreadable_state_is_dropped_and_the_answer_is_unchanged(stored, full, caplog):
     kv_files(stored)[0].write_bytes(b"not a llama.cpp state")
     resumed = ask_in_new_process(stored)
-    full = ask_in_new_process(stored, resume=False)
     assert resumed.trace.tokens["reused"] == 0 and resumed.answer == full.answer
     assert "unreadable saved model state" in caplog.text
