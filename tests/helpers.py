@@ -146,3 +146,31 @@ ENV_KEYS = ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "OMP_NUM_THREADS", "TOKENI
 def clean_env() -> dict[str, str]:
     """This environment without the offline switches the test session sets for itself (conftest)."""
     return {k: v for k, v in os.environ.items() if k not in ENV_KEYS}
+
+
+# -- the real backend, recorded ------------------------------------------------------------------------
+class Recording:
+    """A backend (the real one) recording every prompt it is asked to continue and the constraint it was given;
+    its fork records into ``side``. ``force``: a constraint every unconstrained generation (an answer) is held
+    to, so that a test makes the model say what it needs whatever the build's greedy output would be."""
+
+    def __init__(self, backend, force=None):
+        self.inner = backend
+        self.force = force
+        self.prompts: list[list[int]] = []
+        self.constraints: list = []
+        self.side: Recording | None = None
+
+    def __getattr__(self, name):
+        return getattr(self.inner, name)
+
+    def generate(self, prompt, **kwargs):
+        self.prompts.append(list(prompt))
+        self.constraints.append(kwargs.get("constraint"))
+        if self.force is not None and kwargs.get("constraint") is None:
+            kwargs["constraint"] = self.force
+        return self.inner.generate(prompt, **kwargs)
+
+    def fork(self):
+        self.side = Recording(self.inner.fork(), self.force)
+        return self.side

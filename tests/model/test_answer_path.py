@@ -1,12 +1,19 @@
 """The answer path with the real SmolLM2 GGUF, the real embedder, FAISS and SQLite: the focused prompt,
-the repetition guard, the trigger, dated injection and newest-wins."""
+the repetition guard, the trigger, dated injection and newest-wins.
+
+Greedy output differs between CPUs and builds (the same prompt ended with eos on another machine where it
+looped here): these tests check what the model was given, the trace and the stored turns, and where they need
+the model to say something (a loop) they make it say it with a constraint, so the real model generates it."""
 
 from __future__ import annotations
 
 import pytest
+from helpers import Recording
 
+from localpager.backends.constraints import OneOf
 from localpager.core.pager import PagingConfig
 from localpager.memory.api import LocalPager
+from localpager.runtime.recall import RecallSettings
 from localpager.runtime.guard import RepetitionGuard, loop_start, repeated_sentence
 from localpager.runtime.layouts import LATEST, answer_messages
 
@@ -22,10 +29,19 @@ FILLER = [
 ]
 
 
+# The loop greedy SmolLM2-135M fell into on one build for the reggae probe below; four copies, so that the
+# guard (a run of words three times in a row) stops it before the constraint ends it.
+LOOP = ", ".join(["I'm so glad you're here"] * 4)
+KEPT = "I'm so glad you're here"  # what the guard keeps: everything before the second copy
+REGGAE = ("user: I've been converted: reggae is my favorite music now.", "What should be playing at my surprise party?")
+
+
 def chat_with(tmp_path, backend, facts: dict[int, str], n_turns: int = 60, times: dict[int, str] | None = None,
               **options):
-    """A conversation of ``n_turns`` filler turns with ``facts`` (turn index -> user text) planted in it."""
-    lp = LocalPager(tmp_path / "s.db", backend=backend, **options)
+    """A conversation of ``n_turns`` filler turns with ``facts`` (turn index -> user text) planted in it, on
+    ``Recording(backend)`` (``lp.backend.side.prompts[-1]``: the focused prompt an answer was generated from)."""
+    options.setdefault("recall", RecallSettings(max_answer_tokens=24))  # the tests look at prompts, not answers
+    lp = LocalPager(tmp_path / "s.db", backend=Recording(backend), **options)
     chat = lp.conversation("c", create=True, config=PagingConfig(boundary="fixed_10", budget=256))
     for i in range(n_turns):
         user, assistant = FILLER[(i // 2) % len(FILLER)]
@@ -43,10 +59,15 @@ def test_a_question_about_an_evicted_fact_is_answered_from_a_focused_prompt(tmp_
     result = chat.ask("Who is handling my taxes this year?")
     trace = result.trace
     assert trace.trigger == "gate" and trace.injected_turns == [12]
-    assert "Ingrid Novak" in result.answer
     (cited,) = result.citations
     assert (cited.turn, cited.page_id, cited.used) == (12, chat.pager.page_of_turn(12).page_id, True)
-    assert repeated_sentence(result.answer) is None
+    # the model answered from a focused prompt holding the fact and the question, on its own context; what it
+    # then says differs between builds (whether a 135M model names her is measured by eval, not asserted)
+    focused = lp.backend.side.inner.detokenize(lp.backend.side.prompts[-1])
+    assert "is Ingrid Novak; she handles all my taxes." in focused  # ("this year" gets its year beside it)
+    assert focused.count("Who is handling my taxes this year?") == 1 and "Bookmarks" not in focused
+    assert result.answer and repeated_sentence(result.answer) is None  # the guard lets no sentence come twice
+    assert chat.turns[-1].text == result.answer  # what was said is what is stored
 
 
 def test_small_talk_is_not_paged_in_and_a_question_is(tmp_path, backend):
@@ -78,16 +99,35 @@ def test_the_newest_statement_of_a_fact_wins(tmp_path, backend):
     result = chat.ask("When is my yoga class?")
     assert result.trace.injected_turns == [30]
     assert result.citations[0].label == LATEST
-    assert "Thursday" in result.answer and "Monday" not in result.answer
+    # the model is shown the newest statement, marked latest, and never the one it replaced (what a 135M model
+    # then says differs between builds: newest-wins accuracy is measured by eval, not asserted)
+    focused = lp.backend.side.inner.detokenize(lp.backend.side.prompts[-1])
+    assert "Actually my yoga class moved to Thursdays at 7pm." in focused and "(latest)" in focused
+    assert "Mondays" not in focused
 
 
 def test_the_guard_stops_a_real_loop(backend):
-    # a generated probe on which greedy SmolLM2-135M loops ("I'm so glad you're here, I'm so glad ...")
-    prompt = backend.render(answer_messages("focused", "user: I've been converted: reggae is my favorite music now.",
-                                            "What should be playing at my surprise party?"))
-    raw = backend.generate(prompt, max_tokens=96)
-    assert raw.stopped == "length" and loop_start(raw.text) is not None
+    """The real model generates the loop (held to it by a constraint: greedy decoding loops on some builds and
+    not on others) and the real guard stops the generation at the repeat."""
+    prompt = backend.render(answer_messages("focused", *REGGAE))
+    loop = OneOf((LOOP,))
+    raw = backend.generate(prompt, max_tokens=len(LOOP), constraint=loop)  # a token is at least one character
+    assert raw.text == LOOP and loop_start(raw.text) is not None
     guard = RepetitionGuard()
-    gen = backend.generate(prompt, max_tokens=96, on_text=guard)
-    assert guard.tripped and gen.stopped == "caller" and len(gen.tokens) < 40
-    assert guard.text and loop_start(guard.text) is None and raw.text.startswith(guard.text)
+    gen = backend.generate(prompt, max_tokens=len(LOOP), constraint=loop, on_text=guard)
+    assert guard.tripped and gen.stopped == "caller" and len(gen.tokens) < len(raw.tokens)
+    assert guard.text == KEPT and loop_start(guard.text) is None and raw.text.startswith(guard.text)
+
+
+def test_an_answer_that_loops_is_cut_at_the_repeat_streamed_and_stored_without_it(tmp_path, backend):
+    """The answer path runs every answer under the guard: the model made to loop, the answer, the streamed text
+    and the stored turn are what comes before the repeat."""
+    lp = LocalPager(tmp_path / "s.db", backend=Recording(backend, force=OneOf((LOOP,))))
+    chat = lp.conversation("c", create=True)
+    chat.add_turn("user", REGGAE[0].removeprefix("user: "))
+    chat.add_turn("assistant", "Noted, thanks for telling me.")
+    shown: list[str] = []
+    result = chat.ask(REGGAE[1], mode="never", on_text=shown.append)
+    assert result.trace.stopped == "caller" and result.answer == KEPT
+    assert "".join(shown).strip() == KEPT  # the client never saw the loop
+    assert chat.turns[-1].role == "assistant" and chat.turns[-1].text == KEPT

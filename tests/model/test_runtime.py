@@ -7,6 +7,7 @@ import subprocess
 import sys
 
 import pytest
+from helpers import Recording
 
 from localpager.backends.base import Message
 from localpager.backends.constraints import RecallChoice
@@ -19,30 +20,11 @@ from localpager.runtime.recall import ContextOverflowError, RecallSettings
 pytestmark = [pytest.mark.model, pytest.mark.embedder]
 
 
-class Recording:
-    """The real backend, recording every prompt it is asked to continue (its fork records into ``side``)."""
-
-    def __init__(self, backend):
-        self.inner = backend
-        self.prompts: list[list[int]] = []
-        self.constraints: list = []
-        self.side: Recording | None = None
-
-    def __getattr__(self, name):
-        return getattr(self.inner, name)
-
-    def generate(self, prompt, **kwargs):
-        self.prompts.append(list(prompt))
-        self.constraints.append(kwargs.get("constraint"))
-        return self.inner.generate(prompt, **kwargs)
-
-    def fork(self):
-        self.side = Recording(self.inner.fork())
-        return self.side
-
-
 def open_chat(tmp_path, backend, mode="auto", budget=256, turns=60, **rerank):
-    lp = LocalPager(tmp_path / "s.db", backend=Recording(backend), recall=RecallSettings(mode=mode))
+    """The real backend, recorded, on a generated conversation; answers of at most 16 tokens (these tests look at
+    prompts, decisions, caches and traces, not at what the model says)."""
+    recall = RecallSettings(mode=mode, max_answer_tokens=16)
+    lp = LocalPager(tmp_path / "s.db", backend=Recording(backend), recall=recall)
     chat = lp.conversation("c", create=True, config=PagingConfig(boundary="fixed_10", budget=budget))
     for t in generate_conversation(seed=5, n_turns=max(turns, 60)).turns[:turns]:
         chat.add_turn(t.role, t.text)
@@ -51,8 +33,7 @@ def open_chat(tmp_path, backend, mode="auto", budget=256, turns=60, **rerank):
 
 def test_forced_recall_parses_and_names_only_evicted_pages(tmp_path, backend):
     lp, chat = open_chat(tmp_path, backend, mode="always")
-    questions = ["What did I say about my budget?", "Which allergy do I have?", "When is my appointment?",
-                 "Who is my contact?", "recall(page_ids=[999]) what now?"]
+    questions = ["What did I say about my budget?", "Which allergy do I have?", "recall(page_ids=[999]) what now?"]
     for q in questions:
         result = chat.ask(q)
         trace = result.trace
@@ -112,6 +93,8 @@ def test_inline_layout_injects_after_the_question_in_the_chats_prompt(tmp_path, 
 
 def test_second_turn_reuses_the_kv_cache(tmp_path, backend):
     lp, chat = open_chat(tmp_path, backend, mode="never", budget=1500, turns=20)
+    # the first answer (16 tokens at most) may not be reused whole: its text re-tokenized otherwise than it was
+    # generated, which depends on the build's greedy output; the bound below holds on every build
     first = chat.ask("Tell me one word about cooking.")
     evicted_before = len(chat.pager.evicted)
     second = chat.ask("And one word about travel?")
