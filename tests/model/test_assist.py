@@ -26,8 +26,10 @@ def assistant(backend):
 
 @pytest.fixture(scope="module")
 def english_pages(counter):
+    """Four pages of a generated conversation (each strategy's property is checked on every page; the contextual
+    strategy makes one model call a page)."""
     conv = generate_conversation(seed=11, n_turns=60)
-    pager = page_conversation(conv.turns, counter, PagingConfig(boundary="fixed_10"))
+    pager = page_conversation(conv.turns[:40], counter, PagingConfig(boundary="fixed_10"))
     return [p.text for p in pager.pages]
 
 
