@@ -7,7 +7,9 @@ The official SDK's client spawns ``localpager mcp`` over stdio, as a desktop app
 
 - latency on a generated 3,200-turn conversation: the very first recall on a store never searched (it embeds
   every turn, once per store), then the time to the first recall in a new process (start, handshake, first
-  call; the store's vectors already there) over several processes, then warm calls in one process (distinct
+  call; the store's vectors already there), in eight processes serving every conversation and eight pinned to
+  this one (``--conversation``: it prepares the conversation while the client connects), taken alternately,
+  then warm calls in one process (distinct
   questions: the embedder caches a text it has seen), each p50/p95; beside the library's own
   ``Conversation.recall`` in this process (what the protocol and the process boundary add);
 - agreement on the held-out probes (``localpager generate FILE --phrasing heldout --seed 100``): each probe
@@ -113,20 +115,23 @@ def latency(work: Path, turns: int, processes: int, warm_calls: int, errlog) -> 
 
     (_, first_ever_ms), ready = asyncio.run(session(store, errlog, one))
 
-    def new_processes(questions: list[str], pinned: bool) -> tuple[list[float], list[float]]:
-        calls, readies = [], []
-        for i, q in enumerate(questions):
-            args = ("--conversation", conv.id) if pinned else ()
-            target = None if pinned else conv.id
-            (_, ms), ready = asyncio.run(session(store, errlog, lambda c, q=q: timed_recall(c, target, q), *args))
-            calls.append(ms)
-            readies.append(ready)
-            print(f"  new process {i + 1}/{len(questions)}{' (pinned)' if pinned else ''}: ready {ready:.0f} ms, "
-                  f"first recall {ms:.0f} ms", file=sys.stderr)
-        return calls, readies
+    def new_process(q: str, pinned: bool) -> tuple[float, float]:
+        """(the first recall's ms, ms to the handshake's end) in a new process; pinned: --conversation."""
+        args = ("--conversation", conv.id) if pinned else ()
+        target = None if pinned else conv.id
+        (_, ms), ready = asyncio.run(session(store, errlog, lambda c: timed_recall(c, target, q), *args))
+        print(f"  new process{' (pinned)' if pinned else ''}: ready {ready:.0f} ms, first recall {ms:.0f} ms",
+              file=sys.stderr)
+        return ms, ready
 
-    news, readies = new_processes(asked[1:1 + processes], pinned=False)
-    pinned, pinned_readies = new_processes(asked[1 + processes:1 + 2 * processes], pinned=True)
+    news, readies, pinned, pinned_readies = [], [], [], []
+    for i in range(processes):  # alternately, so that both meet the same load on a shared machine
+        ms, ready = new_process(asked[1 + 2 * i], pinned=False)
+        news.append(ms)
+        readies.append(ready)
+        ms, ready = new_process(asked[2 + 2 * i], pinned=True)
+        pinned.append(ms)
+        pinned_readies.append(ready)
     totals = [a + b for a, b in zip(news, readies)]
     pinned_totals = [a + b for a, b in zip(pinned, pinned_readies)]
     rest = asked[1 + 2 * processes:][:warm_calls]
@@ -232,7 +237,7 @@ def main(argv: list[str] | None = None) -> int:
     started = time.perf_counter()
     try:
         with (work / "servers-stderr.log").open("w") as errlog:
-            result = {"latency": latency(work, turns, 2 if args.quick else 5, 20 if args.quick else 60, errlog),
+            result = {"latency": latency(work, turns, 2 if args.quick else 8, 20 if args.quick else 60, errlog),
                       "heldout": agreement(work, 2 if args.quick else None, errlog)}
     finally:
         if not args.keep:
@@ -247,11 +252,13 @@ def main(argv: list[str] | None = None) -> int:
     print(f"recall through MCP, {lat['turns']} turns: first ever (embeds every turn) {lat['first_recall_ever_ms']:.0f} ms; "
           f"new process to first recall p50 {lat['new_process_to_first_recall_ms']['p50']} / p95 "
           f"{lat['new_process_to_first_recall_ms']['p95']} ms (of which the call p50 "
-          f"{lat['new_process_first_recall_ms']['p50']} ms); warm p50 {lat['warm_ms']['p50']} / p95 "
+          f"{lat['new_process_first_recall_ms']['p50']} ms), pinned p50 {lat['pinned_new_process_to_first_recall_ms']['p50']} "
+          f"/ p95 {lat['pinned_new_process_to_first_recall_ms']['p95']} ms; warm p50 {lat['warm_ms']['p50']} / p95 "
           f"{lat['warm_ms']['p95']} ms (the library in-process: {lat['library_warm_ms']['p50']} / "
           f"{lat['library_warm_ms']['p95']} ms)")
     print(f"held-out probes ({held['probes']}): recall's first turn is the evidence {held['recall_first_is_evidence']}, "
-          f"ask's first injected turn {held['ask_first_injected_is_evidence']}; the same first turn when ask paged in: "
+          f"ask's first injected turn {held['ask_first_injected_is_evidence']} (ask paged in on "
+          f"{held['ask_paged_in']}); the same first turn when ask paged in: "
           f"{held['same_first_turn_when_ask_paged_in']}; relevant on general questions {held['recall_relevant_on_general']} "
           f"(ask paged in {held['ask_paged_in_on_general']})")
     print(f"wrote {out}")
