@@ -49,3 +49,21 @@ def test_recall_checks_its_arguments_and_an_empty_conversation_recalls_nothing(f
         chat.recall("dog?", max_turns=0)
     empty = lp.conversation("e", create=True).recall("anything?")
     assert empty.turns == [] and empty.relevant is False
+
+
+def test_a_general_question_injects_nothing_and_a_memory_question_pages_in(fake_pager):
+    """With pages evicted, "How do I tie a tie?" is answered from the chat's own prompt (the gate says memory is
+    not relevant, and the trace says what it saw), while a question about what the user said pages in."""
+    lp = fake_pager(["Over, under, through.", "Biscuit."])
+    chat = lp.conversation("c", create=True, config=PagingConfig(boundary="fixed_2", budget=30))
+    for role, text in [("user", "My dog is called Biscuit."), ("assistant", "Lovely name."),
+                       ("user", "I like long walks in the park."), ("assistant", "Nice."),
+                       ("user", "The weather was grey today."), ("assistant", "Sorry to hear.")]:
+        chat.add_turn(role, text, stamp=False)
+    assert chat.pager.evicted
+    general = chat.ask("How do I tie a tie?", remember=False).trace
+    assert general.injected_page_ids == [] and general.decision == "answer"
+    assert general.gate is not None and general.gate["recall"] is False
+    assert set(general.gate["features"]) >= {"question", "general_form", "best_type"}
+    memory = chat.ask("What is my dog called?", remember=False).trace
+    assert memory.gate["recall"] is True and memory.injected_page_ids == [1]
