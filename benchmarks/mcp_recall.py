@@ -159,7 +159,8 @@ def latency(work: Path, turns: int, processes: int, warm_calls: int, errlog) -> 
 
 
 # -- agreement on the held-out probes ---------------------------------------------------------------
-def agreement(work: Path, conversations: int | None, errlog) -> dict:
+def agreement(work: Path, conversations: int | None, errlog) -> tuple[dict, list[dict]]:
+    """The figures, and a row per probe."""
     from localpager.memory.api import LocalPager
     from localpager.store.loaders import dump_jsonl, load_conversations
 
@@ -220,8 +221,7 @@ def agreement(work: Path, conversations: int | None, errlog) -> dict:
         "recall_relevant_on_probes": rate(facts, lambda r: r["relevant"]),
         "recall_relevant_on_general": rate(general, lambda r: r["relevant"]),
         "ask_paged_in_on_general": rate(general, lambda r: bool(r["ask_injected"])),
-        "rows": rows,
-    }
+    }, rows
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -237,8 +237,8 @@ def main(argv: list[str] | None = None) -> int:
     started = time.perf_counter()
     try:
         with (work / "servers-stderr.log").open("w") as errlog:
-            result = {"latency": latency(work, turns, 2 if args.quick else 8, 20 if args.quick else 60, errlog),
-                      "heldout": agreement(work, 2 if args.quick else None, errlog)}
+            result = {"latency": latency(work, turns, 2 if args.quick else 8, 20 if args.quick else 60, errlog)}
+            result["heldout"], result["heldout_rows"] = agreement(work, 2 if args.quick else None, errlog)
     finally:
         if not args.keep:
             shutil.rmtree(work, ignore_errors=True)

@@ -41,8 +41,9 @@ ROOT = DOCS.parent
 DATA = DOCS / "measurements" / "data"
 MARKER = re.compile(r"(<!-- table:(?P<kind>[a-z0-9-]+)(?P<args>[^>]*?)-->\n)(?P<body>.*?)(<!-- /table -->)", re.S)
 # per-item rows a results file carries beside its summary; the docs show summaries only
-DETAIL_KEYS = {"eval": ("results",), "bench": ("turns",), "server-load": ("requests_detail",)}
-KINDS = ("eval", "bench", "faults", "recall-gate", "bookmark-coverage", "threads", "server-load")
+DETAIL_KEYS = {"eval": ("results",), "bench": ("turns",), "server-load": ("requests_detail",),
+               "mcp-recall": ("heldout_rows",)}
+KINDS = ("eval", "bench", "faults", "recall-gate", "bookmark-coverage", "threads", "server-load", "mcp-recall")
 
 
 # -- data ----------------------------------------------------------------------------------------------
@@ -243,13 +244,35 @@ def server_load(datas: list[dict]) -> str:
                   "first streamed token p50 ms", "recalls", "turns lost"], rows, right_from=0)
 
 
+def mcp_recall(datas: list[dict]) -> str:
+    (d,) = datas
+    lat, held = d["result"].get("latency") or {}, d["result"].get("heldout") or {}
+    both = lambda s: f"{ms((s or {}).get('p50'))} / {ms((s or {}).get('p95'))}"
+    rows = [[f"first recall on a store never searched (it embeds the {lat.get('turns', 0):,} turns), ms",
+             ms(lat.get("first_recall_ever_ms"))],
+            ["a new process to its first recall, p50 / p95 ms", both(lat.get("new_process_to_first_recall_ms"))],
+            ["of which start and handshake, p50 / p95 ms", both(lat.get("new_process_ready_ms"))],
+            ["a new process pinned to the conversation (`--conversation`), p50 / p95 ms",
+             both(lat.get("pinned_new_process_to_first_recall_ms"))],
+            ["a recall in a warm process, p50 / p95 ms", both(lat.get("warm_ms"))],
+            ["the library's own `recall` in one process, p50 / p95 ms", both(lat.get("library_warm_ms"))],
+            [f"held-out probes ({held.get('probes')}): `recall`'s first turn is the evidence",
+             frac(held.get("recall_first_is_evidence"))],
+            ["the first turn `ask` injects is the evidence", frac(held.get("ask_first_injected_is_evidence"))],
+            ["`ask` paged something in", frac(held.get("ask_paged_in"))],
+            ["the same first turn, where `ask` paged something in", frac(held.get("same_first_turn_when_ask_paged_in"))],
+            [f"general questions ({held.get('general_questions')}): `recall` calls memory relevant / `ask` paged in",
+             f"{frac(held.get('recall_relevant_on_general'))} / {frac(held.get('ask_paged_in_on_general'))}"]]
+    return table(["figure", "value"], rows)
+
+
 RENDERERS = {
     "eval-summary": ("eval", eval_summary), "eval-by-type": ("eval", eval_by_type),
     "bench-latency": ("bench", bench_latency), "bench-figures": ("bench", bench_figures),
     "faults": ("faults", faults), "recall-gate": ("recall-gate", recall_gate),
     "recall-gate-ranking": ("recall-gate", recall_gate_ranking),
     "bookmark-coverage": ("bookmark-coverage", bookmark_coverage), "threads": ("threads", threads),
-    "server-load": ("server-load", server_load),
+    "server-load": ("server-load", server_load), "mcp-recall": ("mcp-recall", mcp_recall),
 }
 
 

@@ -84,6 +84,8 @@ def test_every_table_kind_renders_its_format():
         "bookmark-coverage": {"tuning/heuristic/chat": {"all": 0.92, "allergy": 1.0}},
         "threads": {"settings": {"1 / 1": {"p50_idle_ms": 480.1, "p50_busy_ms": 492.3, "busy_ratio": 1.03}}},
         "server-load": {"clients": 4, "requests": 103, "warm_p50_ms": 2290.0, "turns_lost": 0},
+        "mcp-recall": {"latency": {"turns": 3200, "warm_ms": {"p50": 33.5, "p95": 435.3}},
+                       "heldout": {"probes": 65, "recall_first_is_evidence": 0.77}},
     }
     for kind, (want, renderer) in t.RENDERERS.items():
         if want == "eval":
