@@ -45,32 +45,33 @@ def supports(path: Path) -> bool:
             and (path / "model.safetensors").is_file() and (path / "tokenizer.json").is_file())
 
 
-def _erf(x: np.ndarray) -> np.ndarray:
-    """erf to about 1e-7 (Abramowitz & Stegun 7.1.26), for BERT's exact GELU without scipy; computed in
-    place on two buffers, since over a batch of turns this is as costly as the matrix products."""
-    a = np.abs(x)
-    t = a * np.float32(0.3275911)
-    t += 1
-    np.reciprocal(t, out=t)
-    y = t * np.float32(1.061405429)
-    for c in (-1.453152027, 1.421413741, -0.284496736, 0.254829592):
-        y += np.float32(c)
-        y *= t
-    np.multiply(a, a, out=a)
-    np.negative(a, out=a)
-    np.exp(a, out=a)
-    y *= a
-    np.subtract(1, y, out=y)
-    return np.copysign(y, x, out=y)
+# erf(z) = 1 - t·(a1 + t·(a2 + …))·exp(-z²), t = 1 / (1 + p·z), for z ≥ 0, to about 1e-7 (Abramowitz & Stegun 7.1.26)
+_P = 0.3275911
+_A = (1.061405429, -1.453152027, 1.421413741, -0.284496736, 0.254829592)
 
 
 def _gelu(x: np.ndarray) -> np.ndarray:
-    """0.5·x·(1 + erf(x/√2)), overwriting nothing the caller keeps."""
-    y = _erf(x * np.float32(1 / np.sqrt(2.0)))
-    y += 1
-    y *= x
-    y *= np.float32(0.5)
-    return y
+    """BERT's exact GELU, 0.5·x·(1 + erf(x/√2)), written over ``x`` (which it returns).
+
+    Over a batch of turns this costs as much as a matrix product, so it takes few passes: x·erf(x/√2) is
+    |x|·erf(|x|/√2) (both odd), so erf is evaluated on |x| only, with no sign to restore."""
+    a = np.abs(x)
+    t = a * np.float32(_P / np.sqrt(2.0))
+    t += 1
+    np.divide(1, t, out=t)
+    y = t * np.float32(_A[0])
+    for c in _A[1:]:
+        y += np.float32(c)
+        y *= t
+    e = np.multiply(x, x, out=t)
+    e *= np.float32(-0.5)
+    np.exp(e, out=e)
+    y *= e  # erfc(|x|/√2)
+    y *= a
+    np.subtract(a, y, out=y)  # |x|·erf(|x|/√2)
+    x += y
+    x *= np.float32(0.5)
+    return x
 
 
 def _layer_norm(x: np.ndarray, weight: np.ndarray, bias: np.ndarray, eps: float) -> np.ndarray:
@@ -81,6 +82,11 @@ def _layer_norm(x: np.ndarray, weight: np.ndarray, bias: np.ndarray, eps: float)
 
 class NumpyBertEncoder:
     """Mean-pooled, normalised BERT sentence embeddings in float32 numpy."""
+
+    # A batch holds as many texts as fit this many tokens at the batch's longest (texts are sorted by length,
+    # so there is little padding); on 2 cores 256-512 were the fastest (smaller products stay in cache), and it
+    # bounds a batch's memory (about 10 MB of activations whatever the texts' length). benchmarks/embed_speed.py
+    BATCH_TOKENS = 512
 
     def __init__(self, path: str | Path):
         from safetensors.numpy import load_file
@@ -99,32 +105,58 @@ class NumpyBertEncoder:
         self.tokenizer.enable_truncation(max_length=self.max_length)
         weights = load_file(str(path / "model.safetensors"))
         prefix = "bert." if "bert.embeddings.word_embeddings.weight" in weights else ""
-        self.w = {k[len(prefix):]: v.astype(np.float32, copy=False) for k, v in weights.items()
-                  if k.startswith(prefix)}
+        w = {k[len(prefix):]: v.astype(np.float32, copy=False) for k, v in weights.items() if k.startswith(prefix)}
+        del weights
+        self.w = {k: v for k, v in w.items() if k.startswith("embeddings.")}
+        self._layers = [self._layer_weights(w, i) for i in range(self.layers)]
+
+    def _layer_weights(self, w: dict[str, np.ndarray], i: int) -> dict[str, np.ndarray]:
+        """Layer ``i``'s weights as the products want them: transposed and contiguous, query, key and value as
+        one (dim, 3·dim) matrix with the attention's 1/√d folded into the query's part."""
+        p = f"encoder.layer.{i}."
+        a = p + "attention.self."
+        scale = np.float32(1 / np.sqrt(self.dim // self.heads))
+        qkv = np.concatenate([w[a + "query.weight"] * scale, w[a + "key.weight"], w[a + "value.weight"]])
+        return {
+            "qkv": np.ascontiguousarray(qkv.T),
+            "qkv_bias": np.concatenate([w[a + "query.bias"] * scale, w[a + "key.bias"], w[a + "value.bias"]]),
+            "out": np.ascontiguousarray(w[p + "attention.output.dense.weight"].T),
+            "out_bias": w[p + "attention.output.dense.bias"],
+            "ln1": (w[p + "attention.output.LayerNorm.weight"], w[p + "attention.output.LayerNorm.bias"]),
+            "up": np.ascontiguousarray(w[p + "intermediate.dense.weight"].T),
+            "up_bias": w[p + "intermediate.dense.bias"],
+            "down": np.ascontiguousarray(w[p + "output.dense.weight"].T),
+            "down_bias": w[p + "output.dense.bias"],
+            "ln2": (w[p + "output.LayerNorm.weight"], w[p + "output.LayerNorm.bias"]),
+        }
 
     def _layer(self, x: np.ndarray, bias: np.ndarray, i: int, batch: int, length: int) -> np.ndarray:
-        """One encoder layer on ``x`` of shape (batch * length, dim); products are 2-D or contiguous
-        stacks so that numpy hands every one of them to BLAS."""
-        w = self.w
-        p = f"encoder.layer.{i}."
+        """One encoder layer on ``x`` of shape (batch * length, dim); products are 2-D or stacks of
+        contiguous (or transposed contiguous) matrices, so that numpy hands every one of them to BLAS, and
+        biases are added in place."""
+        w = self._layers[i]
         dim = x.shape[1]
         d = dim // self.heads
-
-        def proj(name: str) -> np.ndarray:
-            y = x @ w[p + f"attention.self.{name}.weight"].T + w[p + f"attention.self.{name}.bias"]
-            return np.ascontiguousarray(y.reshape(batch, length, self.heads, d).transpose(0, 2, 1, 3))
-
-        q, k, v = proj("query"), proj("key"), proj("value")
-        scores = q @ np.ascontiguousarray(k.transpose(0, 1, 3, 2)) / np.float32(np.sqrt(d)) + bias
-        scores = np.exp(scores - scores.max(-1, keepdims=True))
+        qkv = x @ w["qkv"]
+        qkv += w["qkv_bias"]
+        qkv = qkv.reshape(batch, length, 3, self.heads, d).transpose(2, 0, 3, 1, 4)
+        q, k, v = (np.ascontiguousarray(qkv[j]) for j in range(3))  # each (batch, heads, length, d)
+        scores = q @ k.transpose(0, 1, 3, 2)  # q carries the 1/√d
+        scores += bias
+        scores -= scores.max(-1, keepdims=True)
+        np.exp(scores, out=scores)
         scores /= scores.sum(-1, keepdims=True)
         context = (scores @ v).transpose(0, 2, 1, 3).reshape(batch * length, dim)
-        attended = context @ w[p + "attention.output.dense.weight"].T + w[p + "attention.output.dense.bias"]
-        x = _layer_norm(x + attended, w[p + "attention.output.LayerNorm.weight"],
-                        w[p + "attention.output.LayerNorm.bias"], self.eps)
-        inner = _gelu(x @ w[p + "intermediate.dense.weight"].T + w[p + "intermediate.dense.bias"])
-        out = inner @ w[p + "output.dense.weight"].T + w[p + "output.dense.bias"]
-        return _layer_norm(x + out, w[p + "output.LayerNorm.weight"], w[p + "output.LayerNorm.bias"], self.eps)
+        attended = context @ w["out"]
+        attended += w["out_bias"]
+        attended += x
+        x = _layer_norm(attended, *w["ln1"], self.eps)
+        inner = x @ w["up"]
+        inner += w["up_bias"]
+        out = _gelu(inner) @ w["down"]
+        out += w["down_bias"]
+        out += x
+        return _layer_norm(out, *w["ln2"], self.eps)
 
     def _forward(self, ids: np.ndarray, mask: np.ndarray) -> np.ndarray:
         w = self.w
@@ -141,19 +173,65 @@ class NumpyBertEncoder:
         pooled = summed / np.maximum(mask.sum(1, keepdims=True), 1e-9)
         return pooled / np.maximum(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12)
 
-    def encode(self, texts: list[str], batch_size: int = 16) -> np.ndarray:
-        """One L2-normalised row per text; texts are batched by length so padding stays small."""
+    def encode(self, texts: list[str], batch_size: int | None = None, threads: int = 1,
+               batch_tokens: int | None = None) -> np.ndarray:
+        """One L2-normalised row per text. Texts are batched by length so padding stays small
+        (``length_batches``). ``threads``: the cores to use. With more than one, batches run on that many
+        threads at once, each with one BLAS thread (numpy releases the GIL in its products and element-wise
+        loops), and a single batch (a query) on the calling thread with BLAS as it is set; with one,
+        everything runs on the calling thread with one BLAS thread (on a loaded 2-core machine a query took
+        53 ms so, against 170 ms with OpenBLAS's two spinning threads)."""
         out = np.zeros((len(texts), self.dim), dtype=np.float32)
         encodings = self.tokenizer.encode_batch(texts)
-        order = sorted(range(len(texts)), key=lambda i: len(encodings[i].ids))
-        for start in range(0, len(order), batch_size):
-            rows = order[start:start + batch_size]
-            length = max(len(encodings[i].ids) for i in rows)
+        lengths = [len(e.ids) for e in encodings]
+        plan = length_batches(lengths, batch_tokens or self.BATCH_TOKENS, batch_size)
+
+        def run(rows: list[int]) -> None:
+            length = lengths[rows[-1]]  # the longest: rows are sorted by length
             ids = np.zeros((len(rows), length), dtype=np.int64)
             mask = np.zeros((len(rows), length), dtype=np.float32)
             for r, i in enumerate(rows):
-                n = len(encodings[i].ids)
-                ids[r, :n] = encodings[i].ids
-                mask[r, :n] = 1.0
+                ids[r, :lengths[i]] = encodings[i].ids
+                mask[r, :lengths[i]] = 1.0
             out[rows] = self._forward(ids, mask)
+
+        if threads > 1 and len(plan) == 1:
+            run(plan[0])
+            return out
+        with _one_blas_thread():
+            if threads <= 1 or len(plan) <= 1:
+                for rows in plan:
+                    run(rows)
+            else:
+                from concurrent.futures import ThreadPoolExecutor
+
+                with ThreadPoolExecutor(min(threads, len(plan)), thread_name_prefix="localpager-embed") as pool:
+                    for _ in pool.map(run, plan):
+                        pass
         return out
+
+
+def length_batches(lengths: list[int], batch_tokens: int, batch_size: int | None = None) -> list[list[int]]:
+    """Text indices (of ``lengths``, their token counts) in batches: sorted by length, each batch as many texts
+    as fit ``batch_tokens`` at its longest's length (one text at least), and at most ``batch_size`` if given."""
+    out: list[list[int]] = []
+    for i in sorted(range(len(lengths)), key=lambda i: lengths[i]):
+        if out and (len(out[-1]) + 1) * lengths[i] <= batch_tokens and len(out[-1]) < (batch_size or len(lengths)):
+            out[-1].append(i)
+        else:
+            out.append([i])
+    return out
+
+
+def _one_blas_thread():
+    """BLAS limited to one thread for the duration (threadpoolctl, which comes with sentence-transformers):
+    OpenBLAS's own threads split a product of this size poorly, and spin while they wait, which collapses
+    on a machine where other work runs (1,024 turns: 12 turns/s with two OpenBLAS threads on a loaded
+    2-core machine, 49 with one). Without threadpoolctl, BLAS keeps its setting."""
+    try:
+        from threadpoolctl import threadpool_limits
+    except ImportError:
+        from contextlib import nullcontext
+
+        return nullcontext()
+    return threadpool_limits(1, user_api="blas")

@@ -22,8 +22,10 @@ class Embedder:
     """Normalised float32 embeddings; cosine similarity is a dot product."""
 
     def __init__(self, path: str | os.PathLike | None = None, threads: int | None = None):
-        """``threads``: torch's CPU threads for a model that runs in sentence-transformers, set (for the
-        whole process: torch has one setting) when it loads; by default torch's own choice is left alone."""
+        """``threads``: how many batches the numpy encoder runs at once (by default the cores the one-minute
+        load average leaves free, at each call, as for the chat model); for a model that runs in
+        sentence-transformers, torch's CPU threads, set (for the whole process: torch has one setting) when it
+        loads, and by default torch's own choice is left alone."""
         self.path = embedder_path(path)
         self.name = self.path.parent.name if self.path.name == "model" else self.path.name
         self.threads = threads
@@ -77,18 +79,18 @@ class Embedder:
     def dim(self) -> int:
         return self._load().dim
 
-    def encode(self, texts: list[str], batch_size: int = 16) -> np.ndarray:
+    def encode(self, texts: list[str], batch_size: int | None = None) -> np.ndarray:
         """One row per text, L2-normalised float32; repeated texts are served from a small cache.
 
-        ``batch_size`` bounds the memory of one forward pass (its activations grow with the batch, and
-        attention's with the square of the text length): a batch of 64 page-length texts (256 tokens)
-        takes about 470 MB on top of the model for a moment, 16 about 140 MB, at about the same speed;
-        the vectors agree to float rounding (1e-7)."""
+        The numpy encoder batches texts of similar length up to a number of tokens (``bert.length_batches``:
+        its activations stay about 10 MB a batch whatever the texts' length), on ``threads`` threads;
+        ``batch_size`` caps the texts of a batch (sentence-transformers: 16 unless given). The vectors do not
+        depend on the batching beyond float rounding (1e-7)."""
         with self._lock:
             model = self._load()
             missing = list(dict.fromkeys(t for t in texts if t not in self._cache))
             if missing:
-                vectors = model.encode(missing, batch_size=batch_size)
+                vectors = model.encode(missing, batch_size=batch_size, threads=self._threads())
                 if len(self._cache) > 50_000:
                     self._cache.clear()
                 self._cache.update(zip(missing, vectors.astype(np.float32)))
@@ -99,6 +101,13 @@ class Embedder:
     def encode_one(self, text: str) -> np.ndarray:
         return self.encode([text])[0]
 
+    def _threads(self) -> int:
+        if self.threads:
+            return self.threads
+        from ..backends.llama import free_cores  # llama.cpp itself is not imported
+
+        return free_cores()
+
 
 class _SentenceTransformersEncoder:
     """A ``SentenceTransformer`` behind the numpy encoder's two members."""
@@ -108,9 +117,10 @@ class _SentenceTransformersEncoder:
         dim = getattr(model, "get_embedding_dimension", None) or model.get_sentence_embedding_dimension
         self.dim = int(dim())
 
-    def encode(self, texts: list[str], batch_size: int) -> np.ndarray:
-        return self.model.encode(texts, batch_size=batch_size, normalize_embeddings=True, convert_to_numpy=True,
-                                 show_progress_bar=False)
+    def encode(self, texts: list[str], batch_size: int | None, threads: int = 1) -> np.ndarray:
+        """``threads`` is torch's, set when the model loads."""
+        return self.model.encode(texts, batch_size=batch_size or 16, normalize_embeddings=True,
+                                 convert_to_numpy=True, show_progress_bar=False)
 
 
 @lru_cache(maxsize=2)
