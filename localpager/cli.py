@@ -44,7 +44,8 @@ LAYOUT_HELP = ("how a recall is answered: focused (the recalled turns and the qu
 EVAL_RECALL_MODES = (RecallMode.AUTO, RecallMode.ALWAYS)  # never: the eval's truncation strategy
 # optional dependencies by top-level module, and the extra (pyproject.toml) that installs each
 OPTIONAL_MODULES = {"matplotlib": "eval", "fastapi": "server", "uvicorn": "server", "sse_starlette": "server",
-                    "starlette": "server", "httpx": "http", "sqlcipher3": "encrypt"}
+                    "starlette": "server", "httpx": "http", "sqlcipher3": "encrypt", "psycopg": "postgres",
+                    "psycopg_pool": "postgres"}
 
 
 # -- choices: every option's names come from the enum that the library checks them against ---------------
@@ -149,12 +150,14 @@ def open_pager(ctx: click.Context, model: str | None = None, *, create: bool = T
     """The LocalPager of ``--store``. Without ``create`` the store must exist: commands that only read it,
     or need a conversation already in it, never leave an empty store behind."""
     from .memory.api import LocalPager
-    from .store.sqlite import default_store_path
+    from .store.location import open_store
+    from .store.sqlite import StoreError
 
-    path = Path(ctx.obj["store"]) if ctx.obj["store"] else default_store_path()
-    if not create and not path.exists():
-        raise click.ClickException(f"no store at {path} (ingest a file or start a chat to create one)")
-    lp = LocalPager(path, model=model, key=store_key(ctx), **{**backend_options(ctx), **options})
+    try:  # a SQLite file, or postgresql://USER@HOST:PORT/DB (store.location)
+        store = open_store(ctx.obj["store"], key=store_key(ctx), create=create)
+    except StoreError as exc:
+        raise click.ClickException(str(exc)) from None
+    lp = LocalPager(store, model=model, **{**backend_options(ctx), **options})
     ctx.call_on_close(lp.close)  # saves the chat's KV cache for the next command (localpager.store.kvstate)
     return lp
 
@@ -211,13 +214,13 @@ class StoreGroup(click.Group):
     its name (``localpager bookmarks X --store m.db``), where people put them: before, only
     ``localpager --store m.db bookmarks X`` worked and the other order was "No such option"."""
 
-    WITHOUT_STORE = ("generate", "simulate", "eval", "bench")
+    WITHOUT_STORE = ("generate", "simulate", "eval", "bench", "migrate-store")
 
     def add_command(self, cmd: click.Command, name: str | None = None) -> None:
         if (name or cmd.name) not in self.WITHOUT_STORE:
             cmd.params += [
                 click.Option(["--store"], type=click.Path(dir_okay=False), expose_value=False, callback=_store_setting,
-                             help="SQLite store (as before the command: localpager --store PATH ...)"),
+                             help="SQLite file or postgresql:// URL (as before the command: localpager --store PATH ...)"),
                 click.Option(["--key-env"], metavar="NAME", expose_value=False, callback=_store_setting,
                              help="the store's key is in environment variable NAME (as before the command)")]
         super().add_command(cmd, name)
@@ -226,7 +229,8 @@ class StoreGroup(click.Group):
 @click.group(cls=StoreGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="localpager")
 @click.option("--store", envvar="LOCALPAGER_STORE", type=click.Path(dir_okay=False),
-              help="SQLite store (default: localpager.db in your data directory; env LOCALPAGER_STORE)")
+              help="SQLite store file, or postgresql://USER@HOST:PORT/DB (needs pip install 'localpager[postgres]'; "
+                   "docs/deployment.md); default: localpager.db in your data directory; env LOCALPAGER_STORE")
 @click.option("--key-env", metavar="NAME", default=None,
               help="the store is encrypted (SQLCipher) with the key in environment variable NAME; "
                    "needs pip install 'localpager[encrypt]'")
@@ -730,6 +734,32 @@ def import_cmd(ctx, file, replace, merge, model):
         click.echo(note, err=True)
 
 
+@cli.command(name="migrate-store")
+@click.argument("source")
+@click.argument("target")
+@click.option("--replace", is_flag=True, help="a conversation already in TARGET is replaced by SOURCE's")
+def migrate_store_cmd(source, target, replace):
+    """Copy every conversation of SOURCE into TARGET, each a SQLite file or a postgresql:// URL (a laptop's
+    store into a team's database): turns, pages, pins, corrections, probes, traces and vectors. SOURCE is left
+    as it was; an encrypted SOURCE: export it, then import the file."""
+    from .store.location import open_store
+    from .store.migrate import migrate_store
+
+    with friendly_errors():
+        src = open_store(source, create=False)
+        try:
+            dst = open_store(target)
+            try:
+                report = migrate_store(src, dst, replace=replace)
+            finally:
+                dst.close()
+        finally:
+            src.close()
+    extra = f", {len(report.replaced)} replaced" if report.replaced else ""
+    click.echo(f"copied {report.conversations} conversations ({report.turns} turns, {report.vectors} vectors, "
+               f"{report.traces} traces{extra}) from {src.path} to {dst.path}")
+
+
 def conversation_slice(spec: str | None) -> slice:
     """``N`` (the first N) or ``A-B`` (A to B, 1-based, inclusive) as a slice of the conversation list."""
     if not spec:
@@ -931,6 +961,11 @@ def bench(ctx, quick, probe_turns, cold_turns, eviction_turns, eviction_budgets,
                    "--api-key-file, since other users of the machine see a command line (ps)")
 @click.option("--api-key-file", type=click.Path(dir_okay=False), default=None,
               help="read the API key from this file (one line; keep it readable by you only)")
+@click.option("--api-keys-file", type=click.Path(dir_okay=False), default=None,
+              help="one NAMESPACE KEY a line: a request's key reaches its namespace's conversations only (each "
+                   "namespace a store of its own: docs/deployment.md)")
+@click.option("--namespace", default=None,
+              help="serve one namespace's conversations only (a store of its own; e.g. one user's --api-key)")
 @click.option("--cors-origin", "cors_origins", multiple=True,
               help="allow this browser origin to call the API and change memory (repeatable; default none: only "
                    "loopback pages and the inspector may change anything; '*' needs an API key)")
@@ -949,8 +984,8 @@ def bench(ctx, quick, probe_turns, cold_turns, eviction_turns, eviction_budgets,
 @click.option("--n-ctx", type=click.IntRange(min=128), default=2048, show_default=True, help="model context size")
 @click.option("--no-preload", is_flag=True, help="load the models on the first request, not at start-up")
 @click.pass_context
-def serve(ctx, host, port, api_key, api_key_file, cors_origins, allow_remote, budget, max_tokens, max_body,
-          default_conversation, model, n_ctx, no_preload):
+def serve(ctx, host, port, api_key, api_key_file, api_keys_file, namespace, cors_origins, allow_remote, budget,
+          max_tokens, max_body, default_conversation, model, n_ctx, no_preload):
     """Serve an OpenAI-compatible chat API with memory (/v1/chat/completions) and a memory inspector (/).
 
     Name the conversation with the header X-Conversation-Id (or X-OpenWebUI-Chat-Id); an id outside ASCII
@@ -960,8 +995,9 @@ def serve(ctx, host, port, api_key, api_key_file, cors_origins, allow_remote, bu
     from .serving.protocol import check_bind, check_conversation_id, check_cors
 
     api_key = serve_api_key(ctx, api_key, api_key_file)
+    api_keys = serve_api_keys(ctx, api_keys_file, api_key_file, namespace)
     try:
-        check_cors(cors_origins, api_key)
+        check_cors(cors_origins, api_key or api_keys)
     except ValueError as exc:
         raise click.UsageError(str(exc)) from None
     if budget is not None and budget >= n_ctx:
@@ -983,10 +1019,36 @@ def serve(ctx, host, port, api_key, api_key_file, cors_origins, allow_remote, bu
         lp = open_pager(ctx, model, n_ctx=n_ctx)
     if warning:
         click.echo(warning, err=True)
-    options = ServerOptions(api_key=api_key, cors_origins=cors_origins, max_tokens_cap=max_tokens, budget=budget,
-                            max_body_bytes=max_body, default_conversation=default_conversation, preload=not no_preload)
+    options = ServerOptions(api_key=None if api_keys else api_key, api_keys=api_keys, namespace=namespace,
+                            cors_origins=cors_origins, max_tokens_cap=max_tokens, budget=budget, max_body_bytes=max_body,
+                            default_conversation=default_conversation, preload=not no_preload)
     with friendly_errors():
         run_server(lp, host, port, options)
+
+
+def serve_api_keys(ctx: click.Context, keys_file: str | None, key_file: str | None,
+                   namespace: str | None) -> dict[str, str] | None:
+    """``--api-keys-file``: {key: namespace}; None without it."""
+    from click.core import ParameterSource
+
+    if keys_file is None:
+        if namespace is not None:
+            from .store.naming import check_namespace
+
+            try:
+                check_namespace(namespace)
+            except ValueError as exc:
+                raise click.UsageError(str(exc)) from None
+        return None
+    if key_file is not None or ctx.get_parameter_source("api_key") == ParameterSource.COMMANDLINE or namespace:
+        raise click.UsageError("--api-keys-file names every key and its namespace: give no --api-key, "
+                               "--api-key-file or --namespace with it")
+    from .serving.protocol import parse_api_keys
+
+    try:
+        return parse_api_keys(Path(keys_file).read_text(encoding="utf-8"), f"--api-keys-file {keys_file}")
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        raise click.UsageError(str(exc)) from None
 
 
 def serve_api_key(ctx: click.Context, api_key: str | None, key_file: str | None) -> str | None:
@@ -1031,10 +1093,11 @@ def mcp_cmd(ctx, conversation, read_only):
         if (exc.name or "").split(".")[0] in ("mcp", "mcp_types"):
             raise click.ClickException("localpager mcp needs the mcp extra: pip install 'localpager[mcp]'") from None
         raise
-    from .store.sqlite import default_store_path
+    from .store.location import store_location
 
-    path = Path(ctx.obj["store"]) if ctx.obj["store"] else default_store_path()
-    if read_only and not path.exists():
+    with friendly_errors():
+        path = store_location(ctx.obj["store"])
+    if read_only and isinstance(path, Path) and not path.exists():
         raise click.ClickException(f"no store at {path} (--read-only opens an existing store)")
     with friendly_errors():
         lp = open_store(path, key=store_key(ctx))

@@ -114,11 +114,66 @@ def counter():
     return counter_for()
 
 
-@pytest.fixture
-def store(tmp_path):
-    from localpager.store.sqlite import Store
+# -- stores: SQLite, and PostgreSQL too in a module marked ``both_stores`` ---------------------------------
+STORE_KINDS = ("sqlite", pytest.param("postgresql", marks=pytest.mark.postgres))
+PG_TEMPLATE = "localpager_template"
 
-    s = Store(tmp_path / "store.db")
+
+def pytest_generate_tests(metafunc):
+    """A test of a module marked ``both_stores`` that uses a store runs once on each (``store_kind``), unless
+    it is marked ``sqlite_only`` (it is about SQLite's own files: encryption, permissions, a SQLite file)."""
+    marked = metafunc.definition.get_closest_marker
+    if "store_kind" in metafunc.fixturenames and marked("both_stores") and not marked("sqlite_only"):
+        metafunc.parametrize("store_kind", STORE_KINDS)
+
+
+@pytest.fixture
+def store_kind() -> str:
+    """``sqlite``; ``sqlite`` and ``postgresql`` in a module marked ``both_stores``."""
+    return "sqlite"
+
+
+@pytest.fixture(scope="session")
+def postgres_cluster():
+    """One throwaway PostgreSQL cluster for the session (tests/postgres_cluster.py), with a template database
+    already migrated; skips (one line: why) where none can be started. Stopped by its PID at the end."""
+    from postgres_cluster import ClusterUnavailable, start_cluster
+
+    try:
+        cluster = start_cluster()
+    except ClusterUnavailable as exc:
+        pytest.skip(str(exc))
+    try:
+        from localpager.store.postgres import PostgresStore
+
+        cluster.sql(f"CREATE DATABASE {PG_TEMPLATE}")
+        PostgresStore(cluster.url(PG_TEMPLATE)).close()  # the schema, once: each test's database copies it
+        yield cluster
+    finally:
+        cluster.stop()
+
+
+@pytest.fixture
+def store_location(store_kind, tmp_path, request):
+    """Where a test's store is: ``tmp_path/store.db``, or a fresh database of the session's cluster (dropped
+    after the test)."""
+    if store_kind == "sqlite":
+        yield tmp_path / "store.db"
+        return
+    import uuid
+
+    cluster = request.getfixturevalue("postgres_cluster")
+    name = f"t_{uuid.uuid4().hex[:16]}"
+    cluster.sql(f"CREATE DATABASE {name} TEMPLATE {PG_TEMPLATE}")
+    yield cluster.url(name)
+    cluster.sql(f"DROP DATABASE {name} WITH (FORCE)")
+
+
+@pytest.fixture
+def store(store_location):
+    from localpager.store.location import open_store
+
+    s = open_store(store_location)
     yield s
     s.close()
 
@@ -136,18 +191,20 @@ def fake_embedder():
 
 
 @pytest.fixture
-def fake_pager(tmp_path):
+def fake_pager(tmp_path, store_location):
     """A factory of ``LocalPager`` on a store in ``tmp_path`` with a ScriptedBackend and a HashEmbedder.
 
     ``fake_pager(script=(), *, backend=None, path=None, embedder=None, **LocalPager_options)``; a
-    second call with the same ``path`` reopens the store (as another process would)."""
+    second call with the same ``path`` reopens the store (as another process would). The store is
+    ``store_location``'s: a PostgreSQL database too in a module marked ``both_stores``."""
     from localpager.memory.api import LocalPager
     from localpager.retrieval.index import PageIndex
 
     opened = []
+    location = store_location
 
     def make(script=(), *, backend=None, path=None, embedder=None, **options):
-        lp = LocalPager(path or tmp_path / "store.db", backend=backend or ScriptedBackend(script), **options)
+        lp = LocalPager(path or location, backend=backend or ScriptedBackend(script), **options)
         lp._index = PageIndex(lp.store, embedder or HashEmbedder())
         opened.append(lp)
         return lp

@@ -23,7 +23,6 @@ import sqlite3
 import struct
 import subprocess
 import sys
-import time
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path

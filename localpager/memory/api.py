@@ -41,6 +41,7 @@ from ..store.kvstate import PrefixStates
 from ..store.choices import FileFormat
 from ..store.loaders import load_conversations
 from ..store.locks import LockTimeout, conversation_lock
+from ..store.location import open_store
 from ..store.sqlite import ConversationBusy, ConversationChanged, ConversationInfo, Store, StoreError
 from .choices import ImportMode
 
@@ -82,9 +83,11 @@ class LocalPager:
         embedder: str | os.PathLike | None = None,
         key: str | None = None,
     ):
-        """``key``: the store is encrypted with SQLCipher under this passphrase (extra ``encrypt``); its
-        FAISS indexes then live in memory only, rebuilt from the store when first searched."""
-        self.store = store if isinstance(store, Store) else Store(store, key=key)
+        """``store``: a SQLite file (default ``$LOCALPAGER_STORE``, else the user's data directory), a
+        ``postgresql://USER@HOST:PORT/DB`` URL (extra ``postgres``) or an open store. ``key``: the SQLite
+        store is encrypted with SQLCipher under this passphrase (extra ``encrypt``); its FAISS indexes then
+        live in memory only, rebuilt from the store when first searched."""
+        self.store = store if isinstance(store, Store) else open_store(store, key=key)
         self.model = model
         backend = backend if backend is not None else default_backend()  # $LOCALPAGER_BACKEND or llama-cpp
         # more options for the backend's factory (openai-http: base_url, api_key, tokenizer, constraint, ...)
@@ -100,10 +103,13 @@ class LocalPager:
         self._assistant: Assistant | None = None
         self._side: ChatBackend | None = None
         self._lexical: dict[str, LexicalIndex] = {}  # BM25 over each conversation's turns, rebuilt as it grows
-        # the chat's KV cache per conversation, beside the store; never for an encrypted or read-only store
-        self.prefix_states = PrefixStates(self.store.path, enabled=not (self.store.encrypted or self.store.read_only),
-                                          erasures=self.store.erase_generation)
+        # the chat's KV cache per conversation, beside the store; never for an encrypted or read-only store, nor
+        # a database server's (nothing is kept beside it)
+        self.prefix_states = PrefixStates(self.store.path, erasures=self.store.erase_generation,
+                                          enabled=self.store.local and not (self.store.encrypted or self.store.read_only))
         self.lock = threading.RLock()
+        self._parent: LocalPager | None = None  # a namespace's LocalPager shares its parent's models (``namespace``)
+        self._namespaces: dict[str, LocalPager] = {}
         self._open_conversations: weakref.WeakSet[Conversation] = weakref.WeakSet()  # dropped after an erase
         # how long a change to a conversation waits for another process's (an ask holds it while the model runs)
         self.lock_timeout = float(os.environ.get("LOCALPAGER_LOCK_TIMEOUT", LOCK_TIMEOUT))
@@ -111,6 +117,8 @@ class LocalPager:
     # -- models, loaded on first use --------------------------------------------------------------
     @property
     def backend(self) -> ChatBackend:
+        if self._parent is not None:
+            return self._parent.backend
         with self.lock:
             if self._backend is None:
                 self._backend = load_backend(self.backend_name, model_path=self.model, n_ctx=self.n_ctx,
@@ -119,6 +127,8 @@ class LocalPager:
 
     @property
     def runtime(self) -> Runtime:
+        if self._parent is not None:
+            return self._parent.runtime
         with self.lock:
             if self._runtime is None:
                 recall = self.recall
@@ -136,6 +146,8 @@ class LocalPager:
         """A second context on the same model (the weights are shared): focused recall answers and the
         model's side work run there, so the chat's KV cache survives them. The chat's own context when the
         backend cannot fork."""
+        if self._parent is not None:
+            return self._parent.side_backend
         with self.lock:
             if self._side is None:
                 fork = getattr(self.backend, "fork", None)
@@ -145,6 +157,8 @@ class LocalPager:
     @property
     def assistant(self) -> Assistant:
         """The model's side work (keywords, eviction advice, worth) on the side context, loaded on first use."""
+        if self._parent is not None:
+            return self._parent.assistant
         with self.lock:
             if self._assistant is None:
                 from ..runtime.assist import Assistant
@@ -156,6 +170,10 @@ class LocalPager:
     def index(self) -> PageIndex:
         """The page embeddings and their FAISS indexes (the embedder loads on first search)."""
         with self.lock:
+            if self._index is None and self._parent is not None:  # a namespace: its own vectors, the same embedder
+                from ..retrieval.index import PageIndex
+
+                self._index = PageIndex(self.store, self._parent.index.embedder)
             if self._index is None:
                 from ..retrieval.embedder import default_embedder
                 from ..retrieval.index import PageIndex
@@ -166,6 +184,8 @@ class LocalPager:
 
     def warm_embedder(self) -> None:
         """Start loading the embedder in the background, unless an index (and so an embedder) is set up."""
+        if self._parent is not None:
+            return self._parent.warm_embedder()
         if self._index is None:
             from ..retrieval.embedder import default_embedder
 
@@ -188,6 +208,8 @@ class LocalPager:
     def counter(self) -> TokenCounter:
         """The loaded model's tokenizer, or a vocabulary-only load of the same model file (a backend other
         than llama.cpp's counts with its own tokenizer: a served model's ``--model`` is no file)."""
+        if self._parent is not None:
+            return self._parent.counter()
         if self._backend is not None or self.backend_name != DEFAULT_BACKEND:
             return BackendTokenCounter(self.backend)
         return counter_for(str(self.model) if self.model else None)
@@ -224,7 +246,7 @@ class LocalPager:
                 maintain(pager, self.assistant)
             settings = {**config.to_dict(), "tokenizer": counter.name}
             # replacing a conversation another process is writing to waits for it, as every writer does
-            with conversation_lock(self.store.path, conv.id, self.lock_timeout):
+            with conversation_lock(self.store, conv.id, self.lock_timeout):
                 self.store.save_conversation(conv.id, conv.turns, pager.pages, conv.probes, settings,
                                              source=str(path), meta=conv.meta, replace=replace)
             report.conversations += 1
@@ -315,7 +337,8 @@ class LocalPager:
         with self.lock:
             generation = self.store.erase_generation()  # read first: what is held from here on is built under it
             rewrite_indexes(self.store, self._index)
-            self.prefix_states.remove_saved()  # saved KV caches (store.kvstate) may hold the erased text
+            if self.store.local:
+                self.prefix_states.remove_saved()  # saved KV caches (store.kvstate) may hold the erased text
             self.drop_held(generation)
 
     def finish_erase(self) -> bool:
@@ -325,8 +348,28 @@ class LocalPager:
 
         return finish_erase(self)
 
+    def namespace(self, name: str) -> "LocalPager":
+        """The same models over namespace ``name``'s own store: a schema of its own on PostgreSQL, a file of its
+        own beside a SQLite store (``<store>.namespaces/NAME.db``). Nothing of one namespace can be read,
+        changed or forgotten through another's, whatever id a request names. It shares this LocalPager's
+        model, its lock and its embedder; made on first use, closed with this one."""
+        from ..store.location import namespace_store
+
+        with self.lock:
+            child = self._namespaces.get(name)
+            if child is None:
+                child = LocalPager(namespace_store(self.store, name), self.model, backend=self.backend_name,
+                                   backend_options=self.backend_options, n_ctx=self.n_ctx, recall=self.recall,
+                                   rerank=self.rerank, embedder=self.embedder_path)
+                child._parent, child.lock, child.lock_timeout = self, self.lock, self.lock_timeout
+                self._namespaces[name] = child
+            return child
+
     def close(self) -> None:
         """Save the chat's KV cache for the next process (see ``localpager.store.kvstate``) and close the store."""
+        for child in list(self._namespaces.values()):
+            child.close()
+        self._namespaces.clear()
         if self._backend is not None:
             with self.lock:
                 self.prefix_states.save(self._backend)
@@ -384,7 +427,7 @@ class Conversation:
         self._pager: Pager | None = None
         self._counting = False  # the pager counts with a loaded tokenizer
         self._seen = 0  # the store's generation of the conversation the loaded pager reflects
-        self._lock = conversation_lock(self.store.path, conv_id, lp.lock_timeout)
+        self._lock = conversation_lock(self.store, conv_id, lp.lock_timeout)
         self._writing_depth = 0
         lp._open_conversations.add(self)
 

@@ -47,6 +47,7 @@ class ForgetReport:
     rewritten: bool = False  # this call rewrote the store's files (a forget's, or one pending from before)
     rewrite_pending: bool = False  # the files still hold erased text: another process was reading the store
     note: str = ""  # what stays outside the store: earlier exports
+    database_note: str = ""  # what the database server keeps that no rewrite reaches (PostgreSQL: its WAL, backups)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -79,6 +80,8 @@ class ForgetReport:
             out.append("  finished the pending rewrite of the store's files: nothing forgotten is left in them")
         if self.note:
             out.append(f"  note: {self.note}")
+        if self.database_note:
+            out.append(f"  note: {self.database_note}")
         return out
 
 
@@ -263,7 +266,7 @@ def forget(conv: Conversation, turn: int | None = None, page: int | None = None,
             drop_probes=plan.drop_probes)
         lp.after_erase()
         conv.reload()
-        return _done(plan.report, rewritten)
+        return _done(plan.report, rewritten, conv.store)
 
 
 def forget_conversation(lp: LocalPager, conv_id: str, dry_run: bool = False) -> ForgetReport:
@@ -285,7 +288,7 @@ def forget_conversation(lp: LocalPager, conv_id: str, dry_run: bool = False) -> 
             rewritten = lp.store.forget_conversation(conv_id)
             lp.after_erase()
             conv._lock.remove()  # its lock file goes with it (a process waiting on it takes a new one)
-        return _done(report, rewritten)
+        return _done(report, rewritten, lp.store)
 
 
 def finish_erase(lp: LocalPager) -> bool:
@@ -306,11 +309,13 @@ def _finish_pending(lp: LocalPager, report: ForgetReport) -> ForgetReport:
     return report
 
 
-def _done(report: ForgetReport, rewritten: bool) -> ForgetReport:
-    """A forget that deleted text: whether the files were rewritten, and what no rewrite can reach."""
+def _done(report: ForgetReport, rewritten: bool, store=None) -> ForgetReport:
+    """A forget that deleted text: whether the files were rewritten, and what no rewrite can reach (earlier
+    exports; on a database server, what it keeps outside its tables: ``store.erase_note``)."""
     report.rewritten = report.erased = rewritten
     report.rewrite_pending = not rewritten
     report.note = EXPORTS_NOTE
+    report.database_note = getattr(store, "erase_note", "")
     return report
 
 

@@ -6,7 +6,10 @@ as its best-matching turn, which finds the right page most often). A row's ``kin
 with the turn's index for ``turn``.
 
 SQLite holds the vectors (the source of truth). A FAISS index per signal is saved beside the store and
-rebuilt from it whenever the file is missing, unreadable or stale.
+rebuilt from it whenever the file is missing, unreadable or stale. A store on a database server
+(PostgreSQL: ``store.local`` is false) keeps nothing beside it: each process builds one index per signal
+and conversation in memory from the rows, keeps the most recently used (``CONVERSATION_INDEXES``), and
+rebuilds one when the conversation's vector version moved (another replica changed its vectors).
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ import json
 import logging
 import os
 import threading
+from collections import OrderedDict
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,6 +32,7 @@ from ..store.sqlite import Store
 from .choices import Signal
 from .embedder import Embedder
 SEARCH_THREADS = 1  # measured: one thread is faster for flat search at this size
+CONVERSATION_INDEXES = 256  # per-conversation indexes kept in memory (a store on a database server)
 log = logging.getLogger(__name__)
 
 
@@ -71,14 +76,20 @@ class Hit:
 class SignalIndex:
     """One FAISS inner-product index over one signal's rows, keyed by the rows' SQLite rowids."""
 
-    def __init__(self, store: Store, signal: str, dim: int, rebuild: bool = False):
-        """``rebuild``: from the store, never from the saved file (after a VACUUM renumbered the rows)."""
-        self.store, self.signal, self.dim = store, signal, dim
+    conv_id: str | None = None  # the whole store's rows (one conversation's: a database server's store)
+    files = True  # saved beside the store
+
+    def __init__(self, store: Store, signal: str, dim: int, rebuild: bool = False, conv_id: str | None = None):
+        """``rebuild``: from the store, never from the saved file (after a VACUUM renumbered the rows).
+        ``conv_id``: one conversation's rows only, in memory (a store on a database server)."""
+        self.store, self.signal, self.dim, self.conv_id = store, signal, dim, conv_id
         self.path = Path(f"{store.path}.{signal}.faiss")
         self.meta_path = self.path.with_suffix(".json")
         self.rows: dict[int, tuple[str, int, str]] = {}  # rowid -> (conv_id, page_id, kind)
         self.fingerprint: list = []  # the store's embedding_fingerprint this index reflects
-        self.index = (None if rebuild else self._load()) or self._rebuild()
+        # files beside the store: only for a whole local store (and never an encrypted or read-only one)
+        self.files = conv_id is None and getattr(store, "local", True)
+        self.index = (None if rebuild or not self.files else self._load()) or self._rebuild()
 
     @contextmanager
     def _files(self):
@@ -94,7 +105,17 @@ class SignalIndex:
 
     def current(self) -> bool:
         """Whether this index still reflects the store: another process may have changed the vectors."""
-        return bool(self.fingerprint) and self.fingerprint[0] == self.store.embeddings_version()
+        return bool(self.fingerprint) and self.fingerprint[0] == self._version()
+
+    def _version(self):
+        if self.conv_id is None:
+            return self.store.embeddings_version()
+        return self.store.embeddings_version(self.conv_id)
+
+    def _fingerprint(self) -> list:
+        if self.conv_id is None:
+            return self.store.embedding_fingerprint(self.signal)
+        return self.store.embedding_fingerprint(self.signal, self.conv_id)
 
     def _fresh(self):
         import faiss
@@ -126,8 +147,8 @@ class SignalIndex:
         return index
 
     def _rebuild(self):
-        self.fingerprint = self.store.embedding_fingerprint(self.signal)  # before the rows: never ahead of them
-        rows = self.store.embedding_rows(self.signal)
+        self.fingerprint = self._fingerprint()  # before the rows: never ahead of them
+        rows = self.store.embedding_rows(self.signal, self.conv_id)
         index = self._fresh()
         self.rows = {}
         self._add(index, rows)
@@ -147,7 +168,7 @@ class SignalIndex:
         stays in memory (rebuilt from the store on open), so no vector lands on disk in the clear."""
         import faiss
 
-        if getattr(self.store, "encrypted", False) or getattr(self.store, "read_only", False):
+        if getattr(self.store, "encrypted", False) or getattr(self.store, "read_only", False) or not self.files:
             return
         try:
             with self._files():
@@ -192,14 +213,19 @@ class PageIndex:
     def __init__(self, store: Store, embedder: Embedder):
         self.store = store
         self.embedder = embedder
-        self._signals: dict[str, SignalIndex] = {}
+        # a store on a database server: one index per (signal, conversation), the most recently used kept
+        self.per_conversation = not getattr(store, "local", True)
+        self._signals: OrderedDict = OrderedDict()  # signal (or (signal, conversation)) -> SignalIndex
         self._lock = threading.RLock()
+
+    def _key(self, signal: str, conv_id: str | None):
+        return (signal, conv_id) if self.per_conversation and conv_id is not None else signal
 
     def unload(self) -> dict[str, SignalIndex]:
         """Drop the loaded FAISS indexes (read again from their files, or rebuilt, on next use) and the
         embedder's cache of texts; returns what was loaded."""
         with self._lock:
-            loaded, self._signals = self._signals, {}
+            loaded, self._signals = self._signals, OrderedDict()
         cache = getattr(self.embedder, "_cache", None)
         if isinstance(cache, dict):
             cache.clear()
@@ -210,14 +236,19 @@ class PageIndex:
         with self._lock:
             self._signals[index.signal] = index
 
-    def signal(self, name: str) -> SignalIndex:
+    def signal(self, name: str, conv_id: str | None = None) -> SignalIndex:
         """The FAISS index of signal ``name``, read (or rebuilt) on first use and again whenever another process
-        changed the vectors."""
+        changed the vectors; on a database server's store, ``conv_id``'s own (built in memory)."""
         name = choose(Signal, name, "signal")
+        key = self._key(name, conv_id)
         with self._lock:
-            if name not in self._signals or not self._signals[name].current():
-                self._signals[name] = SignalIndex(self.store, name, self.embedder.dim)
-            return self._signals[name]
+            if key not in self._signals or not self._signals[key].current():
+                scope = conv_id if key != name else None
+                self._signals[key] = SignalIndex(self.store, name, self.embedder.dim, conv_id=scope)
+            self._signals.move_to_end(key)
+            while self.per_conversation and len(self._signals) > CONVERSATION_INDEXES:
+                self._signals.popitem(last=False)
+            return self._signals[key]
 
     def sources(self, page: Page, turns: Sequence[Turn], bookmark: Callable[[Page], str]) -> dict[str, str]:
         """The text each vector of ``page`` embeds, by kind."""
@@ -254,11 +285,12 @@ class PageIndex:
                 for (page_id, kind, text, _), vec in zip(todo, vectors)
             ])
             for signal in Signal:
-                loaded = self._signals.get(signal)
+                key = self._key(signal, conv_id)
+                loaded = self._signals.get(key)
                 if loaded is None:
                     continue
                 if not loaded.fingerprint or loaded.fingerprint[0] != before:  # another process wrote vectors
-                    del self._signals[signal]  # reloaded (from the files or the store) on next use
+                    del self._signals[key]  # reloaded (from the files or the store) on next use
                     continue
                 mine = [t for t in todo if t[1].split(":")[0] == signal]
                 new_rows = self.store.embedding_rows(signal, conv_id, sorted({t[0] for t in mine}))
@@ -269,7 +301,7 @@ class PageIndex:
         """Cosine similarity of ``query`` to every embedded turn of ``page_ids``, by turn index."""
         if not page_ids:
             return {}
-        index = self.signal(Signal.TURN)
+        index = self.signal(Signal.TURN, conv_id)
         vector = self.embedder.encode_one(query) if isinstance(query, str) else query
         with self._lock:
             rowids = [r[0] for r in self.store.embedding_rows(Signal.TURN, conv_id, page_ids, vectors=False)]
@@ -280,7 +312,7 @@ class PageIndex:
         """``page_ids`` ranked by similarity to ``query`` under one signal; a page scores as its best row."""
         if not page_ids:
             return []
-        index = self.signal(signal)
+        index = self.signal(signal, conv_id)
         vector = self.embedder.encode_one(query) if isinstance(query, str) else query
         with self._lock:
             rowids = [r[0] for r in self.store.embedding_rows(index.signal, conv_id, page_ids, vectors=False)]
@@ -297,6 +329,8 @@ def rewrite_indexes(store: Store, page_index: PageIndex | None = None) -> None:
     which renumbers rows): each file is replaced by one without the deleted vectors, an index loaded in
     ``page_index`` is rebuilt too, and an index file whose size cannot be read is deleted."""
     loaded = page_index.unload() if page_index is not None else {}
+    if not getattr(store, "local", True):  # nothing on disk: the indexes are built again from the rows on use
+        return
     for signal in Signal:
         path = Path(f"{store.path}.{signal}.faiss")
         dim = loaded[signal].dim if signal in loaded else _saved_dim(path.with_suffix(".json"))

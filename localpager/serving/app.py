@@ -31,7 +31,7 @@ import threading
 import time
 import traceback
 import uuid
-from contextlib import asynccontextmanager, contextmanager
+from contextlib import ExitStack, asynccontextmanager, contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Sequence
 from urllib.parse import quote
@@ -141,6 +141,9 @@ class ServerOptions:
     model_id: str = MODEL_ID
     preload: bool = False  # load the chat model and the embedder at start-up, not on the first request
     log: Callable[[str], None] | None = None  # one line per request; default: stderr
+    # a keys file: {key: namespace}. A request's key chooses the namespace (a store of its own) it can reach
+    api_keys: Mapping[str, str] | None = None
+    namespace: str | None = None  # the whole server in this namespace (one user's --api-key)
 
 
 # =====================================================================================================
@@ -256,11 +259,14 @@ class ModelRunner:
     def run(self, job: Job, turnstile: Turnstile, ticket: int) -> Reply:
         turnstile.wait(ticket)
         try:
-            with self.lp.lock:  # the model lock: llama.cpp is not re-entrant
+            with self.lp.lock, ExitStack() as held:  # the model lock: llama.cpp is not re-entrant
                 created = not self.lp.store.has_conversation(job.conv_id)
                 try:
                     try:
                         conv = self.conversation(job.conv_id, create=True)
+                        # the conversation's lock from the history to the stored answer: a request on it at
+                        # another replica (any process on the store) waits, then reads what this one stored
+                        held.enter_context(conv._writing(settle=True))
                         if (replay := self._replay(conv, job)) is not None:
                             return replay
                         self._apply_budget(conv)
@@ -275,6 +281,7 @@ class ModelRunner:
                     with self._answer_tokens(job.max_tokens):
                         return Reply.of(conv.ask(job.question, on_text=job.on_text))
                 except BaseException:
+                    held.close()  # the conversation's lock goes first: discarding may delete the conversation
                     if created:
                         self._discard_if_empty(job.conv_id)
                     raise
@@ -524,8 +531,13 @@ def _static(name: str) -> str:
 
 
 def create_app(lp: LocalPager, options: ServerOptions | None = None, **overrides: Any) -> FastAPI:
-    """The FastAPI app serving ``lp``: ``create_app(lp, api_key="k")`` or with a ``ServerOptions``."""
+    """The FastAPI app serving ``lp``: ``create_app(lp, api_key="k")`` or with a ``ServerOptions``. With
+    ``api_keys`` (a keys file) it is a ``NamespaceRouter``; with ``namespace``, the app of that namespace."""
     options = dataclasses.replace(options or ServerOptions(), **overrides)
+    if options.api_keys:
+        return NamespaceRouter(lp, options)
+    if options.namespace:
+        return create_app(lp.namespace(options.namespace), dataclasses.replace(options, namespace=None))
     check_cors(options.cors_origins, options.api_key)
     log = escaping(options.log or stderr_log)
     runner = ModelRunner(lp, options.budget)
@@ -871,6 +883,65 @@ def create_app(lp: LocalPager, options: ServerOptions | None = None, **overrides
                 "preload_error": failure(error).message if error else None, "features": features}
 
     return app
+
+
+class NamespaceRouter:
+    """The server for a keys file: one app per namespace (``create_app`` over ``lp.namespace(name)``, a store
+    of its own), and a request reaches the app of the namespace its key opens. An app holds nothing but its
+    own store, so no conversation id, however guessed, reaches another namespace's rows: ``/v1/...`` with
+    another namespace's id is a 404 there, as an id that does not exist. ``/v1/`` without a known key is a
+    401; the inspector page, its files and ``/health`` are served without one (they hold no memory). Every
+    namespace's store is opened (and migrated) at start. The models are ``lp``'s, shared."""
+
+    def __init__(self, lp: LocalPager, options: ServerOptions):
+        self.lp = lp
+        self.options = options
+        self.keys = [(key.encode(), namespace) for key, namespace in options.api_keys.items()]
+        self.log = escaping(options.log or stderr_log)
+        inner = dataclasses.replace(options, api_key=None, api_keys=None, namespace=None)
+        check_cors(options.cors_origins, "keys file")
+        self.public = create_app(lp, dataclasses.replace(inner, log=self.log))  # pages and health only
+        self.apps = {}
+        for namespace in sorted(set(options.api_keys.values())):
+            tagged = (lambda ns: lambda line: self.log(f"[{ns}] {line}"))(namespace)
+            self.apps[namespace] = create_app(lp.namespace(namespace),
+                                              dataclasses.replace(inner, preload=False, log=tagged))
+        self.state = self.public.state
+
+    def namespace_of(self, scope) -> str | None:
+        """The namespace the request's bearer key opens (every key compared, in constant time), or None."""
+        given = next((v.decode("latin-1") for k, v in scope["headers"] if k.lower() == b"authorization"), "")
+        token = given[7:].strip().encode() if given[:7].lower() == "bearer " else b""
+        found = None
+        for key, namespace in self.keys:
+            if hmac.compare_digest(token, key):
+                found = namespace
+        return found
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] == "lifespan":
+            return await self.public(scope, self._shutdown_waits(receive), send)
+        if scope["type"] == "http" and scope["path"].startswith("/v1/") and scope["method"] != "OPTIONS":
+            namespace = self.namespace_of(scope)
+            if namespace is None:
+                self.log(f"{scope['method']} {scope['path']} 401")
+                return await _send_json(send, 401, error_body(
+                    "invalid or missing API key: send Authorization: Bearer <key>", code="invalid_api_key"),
+                    [(b"www-authenticate", b"Bearer")])
+            return await self.apps[namespace](scope, receive, send)
+        return await self.public(scope, receive, send)
+
+    def _shutdown_waits(self, receive):
+        """``receive`` for the public app's lifespan: at shutdown, the namespaces' answers being generated
+        are stored first (as each app's own lifespan does for its own)."""
+        async def wrapped():
+            message = await receive()
+            if message.get("type") == "lifespan.shutdown":
+                pending = [t for app in self.apps.values() for t in app.state.pending]
+                if pending:
+                    await asyncio.wait(pending, timeout=120)
+            return message
+        return wrapped
 
 
 def serve(lp: LocalPager, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT,

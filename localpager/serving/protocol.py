@@ -229,3 +229,33 @@ def check_bind(host: str, allow_remote: bool) -> str | None:
                          "conversations are private; use --allow-remote (with --api-key) if you mean it")
     return (f"warning: serving on {host}, reachable from other machines; anyone who can reach it can use the "
             "model and read your conversations unless --api-key is set")
+
+
+def parse_api_keys(text: str, source: str = "the keys file") -> dict[str, str]:
+    """An API keys file: one ``NAMESPACE KEY`` a line (blank lines and ``#`` comments skipped) as
+    ``{key: namespace}``. A namespace names a store of its own (``LocalPager.namespace``: lower-case letters,
+    digits and ``_``); a key is one word of visible ASCII, at most one namespace's; a namespace may have
+    several keys. Any problem is one ``ValueError`` naming the line."""
+    from ..store.naming import check_namespace
+
+    keys: dict[str, str] = {}
+    for number, line in enumerate(text.splitlines(), 1):
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        parts = line.split()
+        if len(parts) != 2:
+            raise ValueError(f"{source}, line {number}: expected NAMESPACE KEY")
+        namespace, key = parts
+        try:
+            check_namespace(namespace)
+        except ValueError as exc:
+            raise ValueError(f"{source}, line {number}: {exc}") from None
+        if not key.isascii() or not key.isprintable():
+            raise ValueError(f"{source}, line {number}: the key must be one word of visible ASCII characters")
+        if key in keys:
+            raise ValueError(f"{source}, line {number}: this key is already {keys[key]!r}'s (a key opens one namespace)")
+        keys[key] = namespace
+    if not keys:
+        raise ValueError(f"{source} holds no key (one NAMESPACE KEY a line)")
+    return keys

@@ -6,6 +6,10 @@ conversation in another process must wait for the first, or its question would t
 the first one's answer needs. The operating system releases these locks when a process dies (even by
 ``kill -9``), so a crash never leaves a conversation locked. Nothing here imports a POSIX-only module: the
 library imports on Windows too.
+
+A PostgreSQL store (``store/postgres.py``) has no folder beside it: its conversations lock with
+``AdvisoryLock``, a PostgreSQL advisory lock with the same wait, the same one-line "busy" and the same
+release when the holder dies; ``conversation_lock`` picks the flavour the store gives.
 """
 
 from __future__ import annotations
@@ -22,6 +26,12 @@ POLL_SECONDS = 0.05
 
 class LockTimeout(TimeoutError):
     """Another process (or thread) held the lock for longer than we were willing to wait."""
+
+
+def busy_message(what: str, timeout: float) -> str:
+    """The one line a lock that waited in vain says, whichever flavour it is."""
+    return (f"{what} is busy (another localpager process or thread is using it); "
+            f"waited {timeout:g} s, try again when it has finished")
 
 
 @dataclass
@@ -52,10 +62,7 @@ class FileLock:
         try:
             self._lock.acquire(timeout=timeout, poll_interval=POLL_SECONDS)
         except filelock.Timeout:
-            raise LockTimeout(
-                f"{self.what or self.path} is busy (another localpager process or thread is using it); "
-                f"waited {timeout:g} s, try again when it has finished"
-            ) from None
+            raise LockTimeout(busy_message(self.what or str(self.path), timeout)) from None
         with self._guard:
             self._owner, self._depth = me, 1
 
@@ -91,8 +98,14 @@ def lock_dir(store_path: Path) -> Path:
     return Path(f"{store_path}.locks")
 
 
-def conversation_lock(store_path: Path, conv_id: str, timeout: float) -> FileLock:
-    """The lock one conversation's writers take (file named by a hash: ids may hold any printable text)."""
+def conversation_lock(store, conv_id: str, timeout: float):
+    """The lock one conversation's writers take, in the store's flavour: ``store`` is a store (a PostgreSQL
+    store gives an ``AdvisoryLock``; a SQLite store a file beside it) or a SQLite store's path (a file named by
+    a hash: ids may hold any printable text)."""
+    flavour = getattr(store, "conversation_lock", None)
+    if flavour is not None:
+        return flavour(conv_id, timeout)
+    store_path = Path(getattr(store, "path", store))
     digest = hashlib.sha256(conv_id.encode("utf-8")).hexdigest()[:24]
     return FileLock(lock_dir(store_path) / f"conv-{digest}.lock", timeout,
                     what=f"conversation {conv_id!r}")
@@ -101,3 +114,71 @@ def conversation_lock(store_path: Path, conv_id: str, timeout: float) -> FileLoc
 def named_lock(store_path: Path, name: str, timeout: float = 60.0) -> FileLock:
     """A store-wide lock by name: ``schema`` (migrations), ``faiss`` (the index files)."""
     return FileLock(lock_dir(store_path) / f"{name}.lock", timeout, what=f"the store's {name}")
+
+
+class AdvisoryLock:
+    """The PostgreSQL flavour of ``FileLock``: a session advisory lock on ``key``, held on a pooled connection
+    of its own from ``acquire`` to ``release`` (another process, or another thread of this one, waits up to
+    ``timeout`` seconds, then ``LockTimeout`` with the same one line). Re-entrant within one thread.
+    PostgreSQL releases it when the connection ends, so a holder killed with SIGKILL leaves nothing locked; a
+    connection goes back to the pool only after ``pg_advisory_unlock_all``."""
+
+    def __init__(self, pool, key: int, timeout: float = 60.0, what: str = "", psycopg=None):
+        self.pool, self.key, self.timeout, self.what = pool, key, timeout, what
+        self.psycopg = psycopg
+        self._conn = None
+        self._depth = 0
+        self._owner: int | None = None
+        self._guard = threading.Lock()
+
+    def acquire(self, timeout: float | None = None) -> None:
+        me = threading.get_ident()
+        with self._guard:
+            if self._owner == me:
+                self._depth += 1
+                return
+        timeout = self.timeout if timeout is None else timeout
+        from psycopg_pool import PoolTimeout
+
+        try:
+            conn = self.pool.getconn(timeout=max(timeout, 0.001))
+        except PoolTimeout:
+            raise LockTimeout(busy_message(self.what, timeout)) from None
+        try:
+            conn.execute(f"SET lock_timeout = {max(1, int(timeout * 1000))}")
+            conn.execute("SELECT pg_advisory_lock(%s)", (self.key,))
+        except self.psycopg.errors.LockNotAvailable:
+            self.pool.putconn(conn)
+            raise LockTimeout(busy_message(self.what, timeout)) from None
+        except BaseException:
+            conn.close()  # in an unknown state: it leaves the pool (closing it releases any lock)
+            self.pool.putconn(conn)
+            raise
+        with self._guard:
+            self._conn, self._owner, self._depth = conn, me, 1
+
+    def remove(self) -> None:
+        """Nothing to delete: an advisory lock lives in the server's memory only."""
+        if self._owner != threading.get_ident():
+            raise RuntimeError(f"removal of the lock on {self.what} by a thread that does not hold it")
+
+    def release(self) -> None:
+        with self._guard:
+            if self._owner != threading.get_ident():
+                raise RuntimeError(f"release of the lock on {self.what} by a thread that does not hold it")
+            self._depth -= 1
+            if self._depth:
+                return
+            conn, self._conn, self._owner = self._conn, None, None
+        try:
+            conn.execute("SELECT pg_advisory_unlock(%s)", (self.key,))
+        except Exception:  # noqa: BLE001 - the connection broke: the server released the lock with it
+            conn.close()
+        self.pool.putconn(conn)
+
+    def __enter__(self) -> "AdvisoryLock":
+        self.acquire()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()

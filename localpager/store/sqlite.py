@@ -19,126 +19,16 @@ from typing import Any, Iterator, Sequence
 
 from ..core.checks import check_id, check_text
 from ..core.records import Page, Probe, Turn
+from .naming import is_url as _looks_like_url
+from .schema import migrations
 
 STORE_ENV = "LOCALPAGER_STORE"
 BUSY_TIMEOUT_MS = 10_000  # how long a write waits for another process's transaction
 UNANSWERED, INTERRUPTED = "unanswered", "interrupted"  # a question's trace before its answer / if none came
 
-# Each entry moves the schema up one version; never edit an entry that has shipped, add one.
-MIGRATIONS: tuple[str, ...] = (
-    # 1: conversations, turns, pages, probes
-    """
-    CREATE TABLE conversations (
-        id TEXT PRIMARY KEY,
-        source TEXT,
-        settings TEXT NOT NULL DEFAULT '{}',
-        meta TEXT NOT NULL DEFAULT '{}',
-        created_at REAL NOT NULL
-    );
-    CREATE TABLE turns (
-        conv_id TEXT NOT NULL REFERENCES conversations(id) ON DELETE CASCADE,
-        idx INTEGER NOT NULL,
-        role TEXT NOT NULL,
-        text TEXT NOT NULL,
-        time TEXT,
-        speaker TEXT,
-        PRIMARY KEY (conv_id, idx)
-    );
-    CREATE TABLE pages (
-        conv_id TEXT NOT NULL REFERENCES conversations(id) ON DELETE CASCADE,
-        page_id INTEGER NOT NULL,
-        first_turn INTEGER NOT NULL,
-        last_turn INTEGER NOT NULL,
-        token_count INTEGER NOT NULL,
-        keywords TEXT NOT NULL DEFAULT '[]',
-        access_count INTEGER NOT NULL DEFAULT 0,
-        last_access INTEGER NOT NULL DEFAULT -1,
-        pinned INTEGER NOT NULL DEFAULT 0,
-        evicted INTEGER NOT NULL DEFAULT 0,
-        PRIMARY KEY (conv_id, page_id)
-    );
-    CREATE TABLE probes (
-        conv_id TEXT NOT NULL REFERENCES conversations(id) ON DELETE CASCADE,
-        idx INTEGER NOT NULL,
-        question TEXT NOT NULL,
-        answers TEXT NOT NULL,
-        evidence TEXT NOT NULL,
-        type TEXT,
-        at INTEGER,
-        extra TEXT NOT NULL DEFAULT '{}',
-        PRIMARY KEY (conv_id, idx)
-    );
-    """,
-    # 2: per-turn traces of the runtime
-    """
-    CREATE TABLE traces (
-        id INTEGER PRIMARY KEY AUTOINCREMENT,
-        conv_id TEXT NOT NULL REFERENCES conversations(id) ON DELETE CASCADE,
-        turn_idx INTEGER NOT NULL,
-        created_at REAL NOT NULL,
-        data TEXT NOT NULL
-    );
-    CREATE INDEX traces_conv ON traces(conv_id, id);
-    """,
-    # 3: embeddings of page bookmarks and texts (the FAISS index is rebuilt from these)
-    """
-    CREATE TABLE embeddings (
-        conv_id TEXT NOT NULL REFERENCES conversations(id) ON DELETE CASCADE,
-        page_id INTEGER NOT NULL,
-        kind TEXT NOT NULL,
-        model TEXT NOT NULL,
-        source TEXT NOT NULL,
-        vector BLOB NOT NULL,
-        PRIMARY KEY (conv_id, page_id, kind)
-    );
-    """,
-    # 4: who chose a page's keywords (model strategies replace their fallback's later), and its worth
-    """
-    ALTER TABLE pages ADD COLUMN keywords_by TEXT NOT NULL DEFAULT '';
-    ALTER TABLE pages ADD COLUMN worth INTEGER;
-    """,
-    # 5: a corrected turn points at the turn that replaced it (Conversation.correct: newest wins)
-    """
-    ALTER TABLE turns ADD COLUMN superseded_by INTEGER;
-    """,
-    # 6: generations. Every change to a conversation's turns, pages, vectors or settings sets its
-    # ``generation`` to the store's next ``changes`` count (never reused, even after a delete and a
-    # re-create), so an open Conversation sees another process's writes. Every change to a vector bumps
-    # ``embeddings``, which a saved FAISS index is checked against: a delete followed by a re-insert can
-    # leave the count and the rowids of the vectors as they were.
-    """
-    ALTER TABLE conversations ADD COLUMN generation INTEGER NOT NULL DEFAULT 0;
-    CREATE TABLE counters (name TEXT PRIMARY KEY, value INTEGER NOT NULL);
-    INSERT INTO counters (name, value) VALUES ('changes', 0), ('embeddings', 0);
-    CREATE TRIGGER turns_insert AFTER INSERT ON turns BEGIN
-        UPDATE counters SET value = value + 1 WHERE name = 'changes'; UPDATE conversations SET generation = (SELECT value FROM counters WHERE name = 'changes') WHERE id = NEW.conv_id; END;
-    CREATE TRIGGER turns_update AFTER UPDATE ON turns BEGIN
-        UPDATE counters SET value = value + 1 WHERE name = 'changes'; UPDATE conversations SET generation = (SELECT value FROM counters WHERE name = 'changes') WHERE id = NEW.conv_id; END;
-    CREATE TRIGGER turns_delete AFTER DELETE ON turns BEGIN
-        UPDATE counters SET value = value + 1 WHERE name = 'changes'; UPDATE conversations SET generation = (SELECT value FROM counters WHERE name = 'changes') WHERE id = OLD.conv_id; END;
-    CREATE TRIGGER pages_insert AFTER INSERT ON pages BEGIN
-        UPDATE counters SET value = value + 1 WHERE name = 'changes'; UPDATE conversations SET generation = (SELECT value FROM counters WHERE name = 'changes') WHERE id = NEW.conv_id; END;
-    CREATE TRIGGER pages_update AFTER UPDATE ON pages BEGIN
-        UPDATE counters SET value = value + 1 WHERE name = 'changes'; UPDATE conversations SET generation = (SELECT value FROM counters WHERE name = 'changes') WHERE id = NEW.conv_id; END;
-    CREATE TRIGGER pages_delete AFTER DELETE ON pages BEGIN
-        UPDATE counters SET value = value + 1 WHERE name = 'changes'; UPDATE conversations SET generation = (SELECT value FROM counters WHERE name = 'changes') WHERE id = OLD.conv_id; END;
-    CREATE TRIGGER embeddings_insert AFTER INSERT ON embeddings BEGIN
-        UPDATE counters SET value = value + 1 WHERE name = 'changes'; UPDATE conversations SET generation = (SELECT value FROM counters WHERE name = 'changes') WHERE id = NEW.conv_id; UPDATE counters SET value = value + 1 WHERE name = 'embeddings'; END;
-    CREATE TRIGGER embeddings_update AFTER UPDATE ON embeddings BEGIN
-        UPDATE counters SET value = value + 1 WHERE name = 'changes'; UPDATE conversations SET generation = (SELECT value FROM counters WHERE name = 'changes') WHERE id = NEW.conv_id; UPDATE counters SET value = value + 1 WHERE name = 'embeddings'; END;
-    CREATE TRIGGER embeddings_delete AFTER DELETE ON embeddings BEGIN
-        UPDATE counters SET value = value + 1 WHERE name = 'changes'; UPDATE conversations SET generation = (SELECT value FROM counters WHERE name = 'changes') WHERE id = OLD.conv_id; UPDATE counters SET value = value + 1 WHERE name = 'embeddings'; END;
-    CREATE TRIGGER settings_update AFTER UPDATE OF settings ON conversations BEGIN
-        UPDATE counters SET value = value + 1 WHERE name = 'changes'; UPDATE conversations SET generation = (SELECT value FROM counters WHERE name = 'changes') WHERE id = NEW.id; END;
-    """,
-    # 7: erasures. Every forget, and every delete or replace of a conversation, bumps ``erasures`` in the
-    # transaction that deletes the text: another process compares it with the count its memory (pagers,
-    # BM25 and FAISS caches, live KV caches) was built under and drops that memory instead of serving or
-    # saving it. ``erase_pending`` is 1 from a forget until ``Store.erase`` has rewritten the files.
-    """
-    INSERT OR IGNORE INTO counters (name, value) VALUES ('erasures', 0), ('erase_pending', 0);
-    """,
-)
+# Each entry moves the schema up one version; never edit an entry that has shipped, add one (in schema.py:
+# one list for SQLite and PostgreSQL, rendered here in SQLite's words, exactly as it always read).
+MIGRATIONS: tuple[str, ...] = migrations("sqlite")
 SCHEMA_VERSION = len(MIGRATIONS)
 
 
@@ -214,8 +104,14 @@ def _unlock(conn, key: str) -> None:
 class Store:
     """A SQLite page store holding many conversations. Thread-safe: one connection, one lock."""
 
+    kind = "sqlite"
+    local = True  # a file on this machine: lock files, FAISS indexes and saved KV caches live beside it
+
     def __init__(self, path: str | os.PathLike | None = None, *, key: str | None = None):
         self.path = Path(path) if path is not None else default_store_path()
+        if _looks_like_url(str(path) if path is not None else str(self.path)):
+            raise StoreError(f"{path or self.path} is a database URL, not a file: open it with LocalPager(url) or "
+                             "localpager.store.location.open_store(url) (PostgreSQL: postgresql://USER@HOST:PORT/DB)")
         # ``key``: the whole database is encrypted with SQLCipher; derived indexes then stay in memory
         self.encrypted = key is not None
         driver = _driver(key)  # before anything is created: a missing extra leaves no empty file behind
@@ -683,7 +579,7 @@ class Store:
         self._require(conv_id)
         forgotten = sorted(set(turns))
         with self._lock:
-            self._conn.execute("PRAGMA secure_delete=ON")  # deleted cells are zeroed, not left on free pages
+            self._secure_delete()
             with self.transaction() as conn:
                 _count_erasure(conn)
                 conn.executemany("UPDATE turns SET text = '', superseded_by = NULL WHERE conv_id = ? AND idx = ?",
@@ -708,11 +604,15 @@ class Store:
         """Delete a conversation with everything of it (turns, pages, probes, traces, vectors), then erase."""
         self._require(conv_id)
         with self._lock:
-            self._conn.execute("PRAGMA secure_delete=ON")
+            self._secure_delete()
             with self.transaction() as conn:
                 _count_erasure(conn)
                 conn.execute("DELETE FROM conversations WHERE id = ?", (conv_id,))
         return self.erase()
+
+    def _secure_delete(self) -> None:
+        """Before a delete of text: deleted cells are zeroed, not left on free pages."""
+        self._conn.execute("PRAGMA secure_delete=ON")
 
     def erase(self) -> bool:
         """Make deleted content unrecoverable from the store's files: the WAL copied back and truncated to

@@ -172,7 +172,7 @@ def test_a_forget_that_could_not_rewrite_says_so_and_forget_again_finishes_it(pa
 
     result = _cli(path, "forget", "c", "--match", SECRET)
     assert result.exit_code == 1, result.output
-    assert "could not be rewritten" in result.output and f"forget c --finish" in result.output
+    assert "could not be rewritten" in result.output and "forget c --finish" in result.output
     assert "exports written before this forget" in result.output
     lp = pagers()
     assert lp.store.erase_pending() and lp.store.turns("c")[7].text == ""

@@ -4,21 +4,21 @@ fakes: a scripted backend and a hashing embedder, a real store and real FAISS fi
 from __future__ import annotations
 
 import json
-import os
 import sqlite3
 import stat
 
 import pytest
 from click.testing import CliRunner
-from fakes import HashEmbedder, ScriptedBackend
 from faultkit import leaks
 
 from localpager.cli import cli
 from localpager.core.pager import PagingConfig
 from localpager.retrieval.rerank import RerankSelector, RerankSettings
 from localpager.runtime.layouts import CHANGED, LATEST
+from localpager.store.location import open_store
 from localpager.store.sqlite import Store, StoreError
 
+pytestmark = pytest.mark.both_stores  # the tests that take a store run on SQLite and on PostgreSQL
 MARKER = "Zorblaxquintessa"
 SMALL = PagingConfig(boundary="fixed_5", budget=60)
 
@@ -32,7 +32,12 @@ def fill(chat, n: int, marker_at: int | None = None, start: int = 0) -> None:
 
 
 def raw_hits(store: Store, needle: str) -> list[str]:
-    """Files of the store that hold ``needle``: as UTF-8 bytes, or in a saved KV cache's tokens (tests/faultkit.py)."""
+    """Files of the store that hold ``needle``: as UTF-8 bytes, or in a saved KV cache's tokens (tests/faultkit.py);
+    on PostgreSQL, the files under the database's ``base/`` folder (tests/postgres_cluster.py)."""
+    if store.kind == "postgresql":
+        from postgres_cluster import database_leaks
+
+        return database_leaks(store, needle)
     return leaks(store.path, needle)
 
 
@@ -146,14 +151,14 @@ def test_forget_deletes_probes_whose_evidence_goes(fake_pager, tmp_path):
 
 
 # -- correct -----------------------------------------------------------------------------------------
-def test_correct_marks_superseded_relabels_search_and_rebuilds_the_bookmark(chat, fake_pager, tmp_path):
+def test_correct_marks_superseded_relabels_search_and_rebuilds_the_bookmark(chat, fake_pager, store_location):
     page = chat.pager.page_of_turn(7)
     assert MARKER in page.keywords
     new = chat.correct(7, "My locker code word is Brightwater now.")
     assert new.index == 30 and new.role == chat.turns[7].role
     assert chat.turns[7].superseded_by == 30
     assert MARKER not in chat.pager.page(page.page_id).keywords  # the bookmark shows the current value
-    reopened = fake_pager(path=tmp_path / "store.db").conversation("c")
+    reopened = fake_pager(path=store_location).conversation("c")
     assert reopened.turns[7].superseded_by == 30
     assert MARKER not in reopened.pages[page.page_id - 1].keywords
     hit = next(h for h in chat.search(MARKER) if h.turn == 7)
@@ -272,6 +277,7 @@ def test_an_export_is_also_an_ingestible_file(chat, fake_pager, tmp_path):
 
 
 # -- encryption --------------------------------------------------------------------------------------
+@pytest.mark.sqlite_only
 def test_encrypted_store_has_no_plaintext_and_needs_its_key(fake_pager, tmp_path):
     path = tmp_path / "secret.db"
     lp = fake_pager(path=path, key="correct horse")
@@ -311,6 +317,7 @@ def test_missing_encrypt_extra_is_one_line(monkeypatch, tmp_path):
 
 
 # -- file hygiene ------------------------------------------------------------------------------------
+@pytest.mark.sqlite_only
 def test_every_file_the_store_creates_is_private(fake_pager, tmp_path):
     folder = tmp_path / "new" / "nested"
     lp = fake_pager(path=folder / "m.db")
@@ -343,6 +350,12 @@ def test_schema_migration_adds_the_superseded_column(tmp_path):
 
 
 # -- the CLI -----------------------------------------------------------------------------------------
+def _turns(location, conv_id: str):
+    """The turns of ``conv_id`` in the store at ``location`` (None: not there), read and closed again."""
+    with open_store(location) as s:
+        return s.turns(conv_id) if s.has_conversation(conv_id) else None
+
+
 def _cli(store, *args, input=None, env=None):
     return CliRunner().invoke(cli, ["--store", str(store), *args], input=input, env=env, catch_exceptions=False)
 
@@ -351,15 +364,15 @@ def test_cli_forget_dry_run_json_and_confirmation(chat, tmp_path):
     path = chat.store.path
     result = _cli(path, "forget", "c", "--match", MARKER, "--dry-run", "--json")
     assert result.exit_code == 0 and json.loads(result.output)["turns"] == [7]
-    assert MARKER in Store(path).turns("c")[7].text
+    assert MARKER in _turns(path, "c")[7].text
     result = _cli(path, "forget", "c", "--turn", "1", "--page", "2")
     assert result.exit_code == 2 and "one of" in result.output
     result = _cli(path, "forget", "c", input="n\n")
-    assert result.exit_code == 1 and Store(path).has_conversation("c")
+    assert result.exit_code == 1 and _turns(path, "c") is not None
     result = _cli(path, "forget", "c", "--match", MARKER)
     assert result.exit_code == 0 and result.output.startswith("forgot 1 turns of c")
     result = _cli(path, "forget", "c", "--yes")
-    assert result.exit_code == 0 and not Store(path).has_conversation("c")
+    assert result.exit_code == 0 and _turns(path, "c") is None
     result = _cli(path, "forget", "nope", "--yes")
     assert result.exit_code == 1 and "no conversation 'nope'" in result.output
 
@@ -374,6 +387,7 @@ def test_cli_export_import_and_modes(chat, tmp_path):
     assert _cli(path, "import", str(out), "--replace", "--merge").exit_code == 2
 
 
+@pytest.mark.sqlite_only
 def test_cli_key_env(fake_pager, tmp_path):
     path = tmp_path / "enc.db"
     lp = fake_pager(path=path, key="k1")
@@ -388,6 +402,7 @@ def test_cli_key_env(fake_pager, tmp_path):
     assert result.exit_code == 1 and "--key-env" in result.output
 
 
+@pytest.mark.sqlite_only
 def test_chat_unknown_slash_command_is_not_sent_or_stored(fake_pager, tmp_path, monkeypatch):
     import localpager.cli as cli_module
 

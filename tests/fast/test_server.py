@@ -39,6 +39,7 @@ from localpager.serving.protocol import (
 pytest.importorskip("fastapi")
 from fastapi.testclient import TestClient  # noqa: E402
 
+pytestmark = pytest.mark.both_stores  # the tests that take a store run on SQLite and on PostgreSQL
 ANSWER = "Noted, thanks for telling me."
 
 

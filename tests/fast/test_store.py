@@ -11,6 +11,8 @@ import pytest
 from localpager.core.records import Page, Probe, Turn
 from localpager.store.sqlite import MIGRATIONS, SCHEMA_VERSION, Store, StoreError
 
+pytestmark = pytest.mark.both_stores  # the tests that take `store` run on SQLite and on PostgreSQL
+
 
 def sample(conv_id="c1"):
     turns = [Turn("user", "I'm allergic to peanuts", 0), Turn("assistant", "Noted", 1, time="t1")]
@@ -51,7 +53,7 @@ def test_many_conversations_and_duplicate_ids(store):
 def test_a_failed_change_leaves_nothing(store):
     conv_id, turns, pages, probes = sample()
     bad_turns = turns + [Turn("user", "dup index", 0)]  # violates the primary key half-way through
-    with pytest.raises(sqlite3.IntegrityError):
+    with pytest.raises(sqlite3.IntegrityError if store.kind == "sqlite" else StoreError):
         store.save_conversation(conv_id, bad_turns, pages, probes)
     assert not store.has_conversation(conv_id)
     assert store._query("SELECT COUNT(*) FROM turns")[0][0] == 0

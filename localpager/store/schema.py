@@ -1,0 +1,210 @@
+"""The store's schema, once for both engines: the migrations, written in the SQL SQLite and PostgreSQL share,
+and the few words where they differ (``DIALECTS``).
+
+``migrations("sqlite")`` is, character for character, the list the SQLite store has always run (each shipped
+entry's text is checked in tests/fast/test_store_dialects.py); ``migrations("postgresql")`` is the same
+schema on PostgreSQL. Where a dialect needs more than a word (SQLite's per-row triggers, PostgreSQL's trigger
+functions, which columns keep no planner statistics), the whole difference is one entry of ``DIALECTS``.
+Standard library only.
+"""
+
+from __future__ import annotations
+
+from string import Template
+
+# Each entry moves the schema up one version; never edit an entry that has shipped, add one.
+TEMPLATES: tuple[str, ...] = (
+    # 1: conversations, turns, pages, probes
+    """
+    CREATE TABLE conversations (
+        id TEXT PRIMARY KEY,
+        source TEXT,
+        settings TEXT NOT NULL DEFAULT '{}',
+        meta TEXT NOT NULL DEFAULT '{}',
+        created_at ${real} NOT NULL
+    );
+    CREATE TABLE turns (
+        conv_id TEXT NOT NULL REFERENCES conversations(id) ON DELETE CASCADE,
+        idx INTEGER NOT NULL,
+        role TEXT NOT NULL,
+        text TEXT NOT NULL,
+        time TEXT,
+        speaker TEXT,
+        PRIMARY KEY (conv_id, idx)
+    );
+    CREATE TABLE pages (
+        conv_id TEXT NOT NULL REFERENCES conversations(id) ON DELETE CASCADE,
+        page_id INTEGER NOT NULL,
+        first_turn INTEGER NOT NULL,
+        last_turn INTEGER NOT NULL,
+        token_count INTEGER NOT NULL,
+        keywords TEXT NOT NULL DEFAULT '[]',
+        access_count INTEGER NOT NULL DEFAULT 0,
+        last_access INTEGER NOT NULL DEFAULT -1,
+        pinned INTEGER NOT NULL DEFAULT 0,
+        evicted INTEGER NOT NULL DEFAULT 0,
+        PRIMARY KEY (conv_id, page_id)
+    );
+    CREATE TABLE probes (
+        conv_id TEXT NOT NULL REFERENCES conversations(id) ON DELETE CASCADE,
+        idx INTEGER NOT NULL,
+        question TEXT NOT NULL,
+        answers TEXT NOT NULL,
+        evidence TEXT NOT NULL,
+        type TEXT,
+        at INTEGER,
+        extra TEXT NOT NULL DEFAULT '{}',
+        PRIMARY KEY (conv_id, idx)
+    );
+    """,
+    # 2: per-turn traces of the runtime
+    """
+    CREATE TABLE traces (
+        id ${serial_key},
+        conv_id TEXT NOT NULL REFERENCES conversations(id) ON DELETE CASCADE,
+        turn_idx INTEGER NOT NULL,
+        created_at ${real} NOT NULL,
+        data TEXT NOT NULL
+    );
+    CREATE INDEX traces_conv ON traces(conv_id, id);
+    """,
+    # 3: embeddings of page bookmarks and texts (the FAISS index is rebuilt from these)
+    """
+    CREATE TABLE embeddings (${embedding_rowid}
+        conv_id TEXT NOT NULL REFERENCES conversations(id) ON DELETE CASCADE,
+        page_id INTEGER NOT NULL,
+        kind TEXT NOT NULL,
+        model TEXT NOT NULL,
+        source TEXT NOT NULL,
+        vector ${blob} NOT NULL,
+        PRIMARY KEY (conv_id, page_id, kind)
+    );
+    """,
+    # 4: who chose a page's keywords (model strategies replace their fallback's later), and its worth
+    """
+    ALTER TABLE pages ADD COLUMN keywords_by TEXT NOT NULL DEFAULT '';
+    ALTER TABLE pages ADD COLUMN worth INTEGER;
+    """,
+    # 5: a corrected turn points at the turn that replaced it (Conversation.correct: newest wins)
+    """
+    ALTER TABLE turns ADD COLUMN superseded_by INTEGER;
+    """,
+    # 6: generations. Every change to a conversation's turns, pages, vectors or settings sets its
+    # ``generation`` to the store's next ``changes`` count (never reused, even after a delete and a
+    # re-create), so an open Conversation sees another process's writes. Every change to a vector bumps
+    # ``embeddings``, which a saved FAISS index is checked against: a delete followed by a re-insert can
+    # leave the count and the rowids of the vectors as they were.
+    """
+    ALTER TABLE conversations ADD COLUMN generation ${counter} NOT NULL DEFAULT 0;
+    CREATE TABLE counters (name TEXT PRIMARY KEY, value ${counter} NOT NULL);
+    INSERT INTO counters (name, value) VALUES ('changes', 0), ('embeddings', 0);
+    ${generation_triggers}    """,
+    # 7: erasures. Every forget, and every delete or replace of a conversation, bumps ``erasures`` in the
+    # transaction that deletes the text: another process compares it with the count its memory (pagers,
+    # BM25 and FAISS caches, live KV caches) was built under and drops that memory instead of serving or
+    # saving it. ``erase_pending`` is 1 from a forget until ``Store.erase`` has rewritten the files.
+    """
+    ${insert_or_ignore} counters (name, value) VALUES ('erasures', 0), ('erase_pending', 0)${or_ignore};
+${private_columns}    """,
+)
+
+SQLITE_GENERATION_TRIGGERS = (
+    'CREATE TRIGGER turns_insert AFTER INSERT ON turns BEGIN\n'
+    "        UPDATE counters SET value = value + 1 WHERE name = 'changes'; UPDATE conversations SET generation = (SELECT value FROM counters WHERE name = 'changes') WHERE id = NEW.conv_id; END;\n"
+    '    CREATE TRIGGER turns_update AFTER UPDATE ON turns BEGIN\n'
+    "        UPDATE counters SET value = value + 1 WHERE name = 'changes'; UPDATE conversations SET generation = (SELECT value FROM counters WHERE name = 'changes') WHERE id = NEW.conv_id; END;\n"
+    '    CREATE TRIGGER turns_delete AFTER DELETE ON turns BEGIN\n'
+    "        UPDATE counters SET value = value + 1 WHERE name = 'changes'; UPDATE conversations SET generation = (SELECT value FROM counters WHERE name = 'changes') WHERE id = OLD.conv_id; END;\n"
+    '    CREATE TRIGGER pages_insert AFTER INSERT ON pages BEGIN\n'
+    "        UPDATE counters SET value = value + 1 WHERE name = 'changes'; UPDATE conversations SET generation = (SELECT value FROM counters WHERE name = 'changes') WHERE id = NEW.conv_id; END;\n"
+    '    CREATE TRIGGER pages_update AFTER UPDATE ON pages BEGIN\n'
+    "        UPDATE counters SET value = value + 1 WHERE name = 'changes'; UPDATE conversations SET generation = (SELECT value FROM counters WHERE name = 'changes') WHERE id = NEW.conv_id; END;\n"
+    '    CREATE TRIGGER pages_delete AFTER DELETE ON pages BEGIN\n'
+    "        UPDATE counters SET value = value + 1 WHERE name = 'changes'; UPDATE conversations SET generation = (SELECT value FROM counters WHERE name = 'changes') WHERE id = OLD.conv_id; END;\n"
+    '    CREATE TRIGGER embeddings_insert AFTER INSERT ON embeddings BEGIN\n'
+    "        UPDATE counters SET value = value + 1 WHERE name = 'changes'; UPDATE conversations SET generation = (SELECT value FROM counters WHERE name = 'changes') WHERE id = NEW.conv_id; UPDATE counters SET value = value + 1 WHERE name = 'embeddings'; END;\n"
+    '    CREATE TRIGGER embeddings_update AFTER UPDATE ON embeddings BEGIN\n'
+    "        UPDATE counters SET value = value + 1 WHERE name = 'changes'; UPDATE conversations SET generation = (SELECT value FROM counters WHERE name = 'changes') WHERE id = NEW.conv_id; UPDATE counters SET value = value + 1 WHERE name = 'embeddings'; END;\n"
+    '    CREATE TRIGGER embeddings_delete AFTER DELETE ON embeddings BEGIN\n'
+    "        UPDATE counters SET value = value + 1 WHERE name = 'changes'; UPDATE conversations SET generation = (SELECT value FROM counters WHERE name = 'changes') WHERE id = OLD.conv_id; UPDATE counters SET value = value + 1 WHERE name = 'embeddings'; END;\n"
+    '    CREATE TRIGGER settings_update AFTER UPDATE OF settings ON conversations BEGIN\n'
+    "        UPDATE counters SET value = value + 1 WHERE name = 'changes'; UPDATE conversations SET generation = (SELECT value FROM counters WHERE name = 'changes') WHERE id = NEW.id; END;\n"
+)
+
+# PostgreSQL: the generation of a conversation comes from a sequence (never reused, and no row that every
+# writer of every conversation would update: different conversations commit in parallel). ``vectors`` is
+# the conversation's own vector version (the sequence's value at its last vector change), which a FAISS
+# index built from its rows in memory is checked against (retrieval/index.py, one index per conversation).
+POSTGRES_GENERATION_TRIGGERS = """CREATE SEQUENCE changes_seq;
+    ALTER TABLE conversations ADD COLUMN vectors BIGINT NOT NULL DEFAULT 0;
+    CREATE FUNCTION localpager_changed() RETURNS trigger LANGUAGE plpgsql SET search_path FROM CURRENT AS $$
+    DECLARE
+        n BIGINT := nextval('changes_seq');
+        conv TEXT;
+    BEGIN
+        IF TG_TABLE_NAME = 'conversations' THEN conv := NEW.id;
+        ELSIF TG_OP = 'DELETE' THEN conv := OLD.conv_id;
+        ELSE conv := NEW.conv_id;
+        END IF;
+        UPDATE conversations SET generation = n,
+            vectors = CASE WHEN TG_TABLE_NAME = 'embeddings' THEN n ELSE vectors END
+            WHERE id = conv;
+        RETURN NULL;
+    END $$;
+    CREATE TRIGGER turns_changed AFTER INSERT OR UPDATE OR DELETE ON turns
+        FOR EACH ROW EXECUTE FUNCTION localpager_changed();
+    CREATE TRIGGER pages_changed AFTER INSERT OR UPDATE OR DELETE ON pages
+        FOR EACH ROW EXECUTE FUNCTION localpager_changed();
+    CREATE TRIGGER embeddings_changed AFTER INSERT OR UPDATE OR DELETE ON embeddings
+        FOR EACH ROW EXECUTE FUNCTION localpager_changed();
+    CREATE TRIGGER settings_changed AFTER UPDATE OF settings ON conversations
+        FOR EACH ROW EXECUTE FUNCTION localpager_changed();
+"""
+
+# PostgreSQL: columns that hold what people said (or their conversations' names) keep no planner statistics.
+# ANALYZE copies sample values of a column into pg_statistic (most common values, histogram bounds), a
+# catalog file that a forget's rewrite of the tables would not reach.
+PRIVATE_COLUMNS = {
+    "conversations": ("id", "source", "settings", "meta"),
+    "turns": ("conv_id", "text", "time", "speaker"),
+    "pages": ("conv_id", "keywords"),
+    "probes": ("conv_id", "question", "answers", "evidence", "type", "extra"),
+    "traces": ("conv_id", "data"),
+    "embeddings": ("conv_id", "kind", "model", "source"),
+}
+POSTGRES_PRIVATE_COLUMNS = "".join(
+    f"    ALTER TABLE {table} " + ", ".join(f"ALTER COLUMN {c} SET STATISTICS 0" for c in columns) + ";\n"
+    for table, columns in PRIVATE_COLUMNS.items())
+
+# Where the two engines' SQL differs: one word (or one block) each.
+DIALECTS: dict[str, dict[str, str]] = {
+    "sqlite": {
+        "real": "REAL",
+        "blob": "BLOB",
+        "counter": "INTEGER",
+        "serial_key": "INTEGER PRIMARY KEY AUTOINCREMENT",
+        "embedding_rowid": "",  # SQLite's own rowid keys a vector in FAISS
+        "insert_or_ignore": "INSERT OR IGNORE INTO",
+        "or_ignore": "",
+        "generation_triggers": SQLITE_GENERATION_TRIGGERS,
+        "private_columns": "",
+    },
+    "postgresql": {
+        "real": "DOUBLE PRECISION",  # PostgreSQL's REAL is 4 bytes: a timestamp would lose minutes
+        "blob": "BYTEA",
+        "counter": "BIGINT",
+        "serial_key": "BIGINT GENERATED BY DEFAULT AS IDENTITY PRIMARY KEY",
+        # a column named rowid, as SQLite's: a replaced vector gets a new one (PostgresStore.save_embeddings)
+        "embedding_rowid": "\n        rowid BIGSERIAL NOT NULL UNIQUE,",
+        "insert_or_ignore": "INSERT INTO",
+        "or_ignore": " ON CONFLICT DO NOTHING",
+        "generation_triggers": POSTGRES_GENERATION_TRIGGERS,
+        "private_columns": POSTGRES_PRIVATE_COLUMNS,
+    },
+}
+
+
+def migrations(dialect: str) -> tuple[str, ...]:
+    """Every migration, in order, in ``dialect``'s SQL (a key of ``DIALECTS``)."""
+    words = DIALECTS[dialect]
+    return tuple(Template(t).substitute(words) for t in TEMPLATES)
