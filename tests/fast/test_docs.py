@@ -260,3 +260,33 @@ def test_the_quickstart_asks_about_what_the_data_it_makes_holds(tmp_path, monkey
         for line in out:  # a citation must quote the turn it names
             if m := re.match(r"\s*from memory: p\d+ turn (\d+) \w+: (.*)$", line):
                 assert conversations[conv_id][int(m.group(1))].startswith(m.group(2)), line
+
+
+# -- the words of the docs are the code's --------------------------------------------------------------
+def test_the_choices_table_lists_every_offered_name():
+    """docs/usage.md's choices table names every member of every enum the CLI offers, in backticks."""
+    from localpager.backends.choices import ConstraintFormat
+    from localpager.core.choices import BookmarkFormat, Boundary, Eviction, KeywordStrategy
+    from localpager.lab.choices import BELADY, EvalStrategy, Phrasing, RetrieverName
+    from localpager.memory.choices import ImportMode
+    from localpager.retrieval.choices import PageChoice, Signal
+    from localpager.runtime.choices import OFFERED_RECALL_MODES, Layout, Trigger
+    from localpager.store.choices import FileFormat
+
+    text = (DOCS / "usage.md").read_text(encoding="utf-8")
+    table = text[text.index("## Choices"):]
+    offered = [*Boundary, *Eviction, BELADY, *KeywordStrategy, *BookmarkFormat, *FileFormat, *ImportMode,
+               *OFFERED_RECALL_MODES, *Layout, *Trigger, *PageChoice, *Signal, *EvalStrategy, *RetrieverName,
+               *Phrasing, *ConstraintFormat]
+    missing = sorted({str(name) for name in offered if f"`{name}`" not in table})
+    assert not missing, f"docs/usage.md#choices lacks {missing}"
+    assert "`selector`" not in table, "the internal recall mode is not offered"
+
+
+def test_the_trace_table_names_every_trigger_a_trace_can_say():
+    from localpager.runtime.choices import Fired
+
+    text = (DOCS / "how-it-works.md").read_text(encoding="utf-8")
+    row = next(line for line in text.splitlines() if line.startswith("| `trigger` |"))
+    missing = [f.value for f in Fired if f"`{f.value}`" not in row]
+    assert not missing, f"docs/how-it-works.md's trace table lacks the trigger values {missing}"
