@@ -1,10 +1,10 @@
-"""Recall latency benchmark: the full run behind the README's latency table.
+"""Recall latency benchmark: the full run behind the latency table in docs/measurements.md.
 
     .venv/bin/python benchmarks/recall_latency.py [--quick]   # same as: localpager bench --json ...
 
 Writes results/recall_latency.json and results/recall_latency.png. Targets (checked here, never in
 unit tests): ratio to floor <= 1.2, flatness <= 1.2, rerank <= 20 ms at 10k bookmarks, --help <= 0.3 s,
-peak RSS <= 1 GB (of the chat workload, both default models loaded; see localpager/eval/bench.py), a new
+peak RSS <= 1 GB (of the chat workload, both default models loaded; see localpager/lab/bench.py), a new
 process's first answer on a stored 3,200-turn conversation <= 3 s, and tokens evaluated on eviction
 turns <= 25% of a full re-read at budgets 512 and 2048.
 """
