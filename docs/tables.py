@@ -43,7 +43,8 @@ MARKER = re.compile(r"(<!-- table:(?P<kind>[a-z0-9-]+)(?P<args>[^>]*?)-->\n)(?P<
 # per-item rows a results file carries beside its summary; the docs show summaries only
 DETAIL_KEYS = {"eval": ("results",), "bench": ("turns",), "server-load": ("requests_detail",),
                "mcp-recall": ("heldout_rows",)}
-KINDS = ("eval", "bench", "faults", "recall-gate", "bookmark-coverage", "threads", "server-load", "mcp-recall")
+KINDS = ("eval", "bench", "faults", "recall-gate", "bookmark-coverage", "threads", "server-load", "mcp-recall",
+         "replicas", "embed-speed")
 
 
 # -- data ----------------------------------------------------------------------------------------------
@@ -266,6 +267,33 @@ def mcp_recall(datas: list[dict]) -> str:
     return table(["figure", "value"], rows)
 
 
+def replicas(datas: list[dict]) -> str:
+    (d,) = datas
+    rows = []
+    for run in ("many_replicas", "one_replica"):
+        r = d["result"].get(run) or {}
+        rows.append([r.get("replicas"), "yes" if r.get("killed") else "no", r.get("clients"), r.get("requests"),
+                     r.get("retried_requests"), f"{ms(r.get('p50_ms'))} / {ms(r.get('p95_ms'))}",
+                     r.get("turns_acknowledged"), r.get("turns_lost"), r.get("order_violations"),
+                     f"{r.get('cross_namespace_reads')} of {r.get('cross_namespace_attempts')}"])
+    return table(["replicas", "one killed", "clients", "requests", "sent again", "p50 / p95 ms", "turns acknowledged",
+                  "turns lost", "out of order", "reads across namespaces"], rows, right_from=0)
+
+
+def embed_speed(datas: list[dict]) -> str:
+    (d,) = datas
+    r = d["result"]
+    rows = [[f"{name} (the default here)" if name == r.get("chosen") else name,
+             f"{c['heldout_1024']['turns_per_s']:,.0f}", f"{c['distinct']['turns_per_s']:,.0f}",
+             f"{c['distinct']['turns_per_cpu_s']:,.0f}"] for name, c in r.get("configurations", {}).items()]
+    rows.append(["sentence-transformers on torch (the reference)", f"{r.get('sentence_transformers_heldout_turns_per_s', 0):,.0f}",
+                 "", ""])
+    note = (f"\n\n{r.get('heldout_turns')} held-out turns ({r.get('heldout_distinct')} distinct) and "
+            f"{r.get('distinct_turns')} distinct turns; load average {r.get('load_average', 0):.1f} on "
+            f"{r.get('cores')} cores, so the default ran on {r.get('free_cores')} free core(s).")
+    return table(["configuration", "held-out turns/s", "distinct turns/s", "distinct turns per CPU s"], rows) + note
+
+
 RENDERERS = {
     "eval-summary": ("eval", eval_summary), "eval-by-type": ("eval", eval_by_type),
     "bench-latency": ("bench", bench_latency), "bench-figures": ("bench", bench_figures),
@@ -273,6 +301,7 @@ RENDERERS = {
     "recall-gate-ranking": ("recall-gate", recall_gate_ranking),
     "bookmark-coverage": ("bookmark-coverage", bookmark_coverage), "threads": ("threads", threads),
     "server-load": ("server-load", server_load), "mcp-recall": ("mcp-recall", mcp_recall),
+    "replicas": ("replicas", replicas), "embed-speed": ("embed-speed", embed_speed),
 }
 
 

@@ -86,6 +86,12 @@ def test_every_table_kind_renders_its_format():
         "server-load": {"clients": 4, "requests": 103, "warm_p50_ms": 2290.0, "turns_lost": 0},
         "mcp-recall": {"latency": {"turns": 3200, "warm_ms": {"p50": 33.5, "p95": 435.3}},
                        "heldout": {"probes": 65, "recall_first_is_evidence": 0.77}},
+        "replicas": {"many_replicas": {"replicas": 3, "killed": True, "requests": 32, "p50_ms": 5761.2,
+                                       "turns_acknowledged": 64, "turns_lost": 0, "order_violations": 0},
+                     "one_replica": {"replicas": 1, "killed": False}},
+        "embed-speed": {"configurations": {"before": {"heldout_1024": {"turns_per_s": 703.0},
+                                                      "distinct": {"turns_per_s": 261.6, "turns_per_cpu_s": 131.9}}},
+                        "chosen": "before", "cores": 2, "free_cores": 1, "load_average": 1.6},
     }
     for kind, (want, renderer) in t.RENDERERS.items():
         if want == "eval":
