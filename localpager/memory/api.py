@@ -197,13 +197,17 @@ class LocalPager:
             if warm is not None:
                 warm()
 
-    def selector(self, conv_id: str) -> PageSelector:
+    def lexical(self, conv_id: str) -> LexicalIndex:
+        """The BM25 index of a conversation's turns, kept across questions (turns are appended to it)."""
         from ..retrieval.ranking import LexicalIndex
-        from ..retrieval.rerank import RerankSelector
 
         with self.lock:
-            lexical = self._lexical.setdefault(conv_id, LexicalIndex(conv_id))
-        return RerankSelector(self.index, conv_id, self.rerank, lexical)
+            return self._lexical.setdefault(conv_id, LexicalIndex(conv_id))
+
+    def selector(self, conv_id: str) -> PageSelector:
+        from ..retrieval.rerank import RerankSelector
+
+        return RerankSelector(self.index, conv_id, self.rerank, self.lexical(conv_id))
 
     def counter(self) -> TokenCounter:
         """The loaded model's tokenizer, or a vocabulary-only load of the same model file (a backend other
@@ -219,10 +223,12 @@ class LocalPager:
         return self.store.list_conversations()
 
     def ingest(self, path: str | os.PathLike, format: str = FileFormat.AUTO, config: PagingConfig | None = None,
-               replace: bool = False, progress=None) -> IngestReport:
+               replace: bool = False, progress=None, on_turns=None) -> IngestReport:
         """Read a conversation file and store every conversation in it, each in one transaction.
 
-        The file is validated whole first; an id already in the store is an error unless ``replace``."""
+        The file is validated whole first; an id already in the store is an error unless ``replace``.
+        ``progress`` wraps the conversations (e.g. ``tqdm``); ``on_turns(paged, total)`` is called as turns
+        are paged (every 500 and at each conversation's end), for a bar over one long conversation."""
         config = config or PagingConfig()
         loaded = load_conversations(path, format)
         if not replace:
@@ -232,8 +238,11 @@ class LocalPager:
         counter = self.counter()
         report = IngestReport(warnings=list(loaded.warnings))
         longest = self.n_ctx - self.recall.max_answer_tokens - 64  # a turn past this fits in no prompt whole
+        total, paged = sum(len(c.turns) for c in loaded.conversations), 0
         for conv in loaded.conversations if progress is None else progress(loaded.conversations):
-            pager = page_conversation(conv.turns, counter, config)
+            pager = page_conversation(conv.turns if on_turns is None else _counted(conv.turns, paged, total, on_turns),
+                                      counter, config)
+            paged += len(conv.turns)
             for turn in conv.turns:
                 size = pager.turn_tokens(turn)
                 if size > longest:
@@ -285,12 +294,13 @@ class LocalPager:
 
         return export_conversations(self.store, path, conv_ids, vectors=vectors)
 
-    def import_file(self, path: str | os.PathLike, mode: str = ImportMode.ERROR) -> "ImportReport":
+    def import_file(self, path: str | os.PathLike, mode: str = ImportMode.ERROR, progress=None) -> "ImportReport":
         """Read an export back. A conversation already in the store is an error (``mode``, an ``ImportMode``:
-        ``error``), replaced (``replace``) or extended with the turns it lacks (``merge``)."""
+        ``error``), replaced (``replace``) or extended with the turns it lacks (``merge``). ``progress(stage,
+        done, total)``: see ``interchange.import_conversations``."""
         from .interchange import import_conversations
 
-        return import_conversations(self, path, mode)
+        return import_conversations(self, path, mode, progress)
 
     def check_erasures(self) -> bool:
         """If another process erased text since what this one holds was built (the store's erase generation
@@ -429,6 +439,9 @@ class Conversation:
         self._seen = 0  # the store's generation of the conversation the loaded pager reflects
         self._lock = conversation_lock(self.store, conv_id, lp.lock_timeout)
         self._writing_depth = 0
+        self._keep_warm = False  # warm_up: pages a later turn evicts are embedded in the background
+        self._warming: threading.Thread | None = None
+        self._warm_again = False
         lp._open_conversations.add(self)
 
     def _config_from(self, settings: dict) -> PagingConfig:
@@ -613,6 +626,81 @@ class Conversation:
 
         return recall(self, question, max_turns)
 
+    def prepare(self, progress=None, chunk: int = 64) -> int:
+        """Build now what a first recall would otherwise build while the user waits: the evicted pages'
+        turn vectors (embedded ``chunk`` pages at a time; ``progress(done_turns, total_turns)`` after each
+        chunk, e.g. a tqdm bar's update) and the BM25 index. Returns how many vectors were computed.
+
+        Each chunk reads the pages and turns again under the lock, after checking for another process's
+        erase, so text forgotten meanwhile is never embedded."""
+        from ..retrieval.choices import Signal
+
+        with self.lp.lock:
+            ids = [p.page_id for p in self.pager.evicted]
+            index, lexical = self.lp.index, self.lp.lexical(self.id)
+            total = sum(len(p.turn_range) for p in self.pager.evicted)
+        done = computed = 0
+        for start in range(0, len(ids), chunk):
+            wanted = set(ids[start:start + chunk])
+            with self.lp.lock:  # a question asked meanwhile waits for one chunk at most
+                self.lp.check_erasures()
+                pager = self.pager
+                pages = [p for p in pager.evicted if p.page_id in wanted]
+                computed += index.update(self.id, pages, pager.turns, pager.bookmark, (Signal.TURN,))
+            done += sum(len(p.turn_range) for p in pages)
+            if progress is not None:
+                progress(done, total)
+        with self.lp.lock:
+            if ids:
+                index.signal(Signal.TURN, self.id)  # read (or rebuilt) now, not at the first question
+            lexical.update(self.pager.turns)
+            lexical.warm()
+        return computed
+
+    def warm_up(self, models: bool = False) -> threading.Thread:
+        """``prepare`` on a background thread (with the embedder loading beside it, and with ``models`` the
+        chat model and its side context first), and again whenever a turn added later evicts pages: call it
+        when the conversation opens for a session that waits for input (a chat), so that answers find it
+        done. A question asked meanwhile waits for the lock; an error is left for the first real use."""
+        self._keep_warm = True
+        self.lp.warm_embedder()
+
+        def run() -> None:
+            try:
+                if models:
+                    with self.lp.lock:
+                        self.lp.runtime  # noqa: B018 - loads the chat model
+                        self.lp.side_backend  # noqa: B018 - forks its side context
+                self.prepare()
+            except Exception as exc:  # noqa: BLE001 - a warm-up: the first real use reports a real problem
+                log.debug("warm-up of %r: %s", self.id, exc)
+
+        return self._start_warming(run)
+
+    def _start_warming(self, run) -> threading.Thread:
+        """``run`` on the conversation's warm-up thread, unless one is running (it takes up what is new)."""
+        with self.lp.lock:
+            if self._warming is not None and self._warming.is_alive():
+                self._warm_again = True
+                return self._warming
+
+            def loop() -> None:
+                run()
+                while True:
+                    with self.lp.lock:
+                        if not self._warm_again:
+                            return
+                        self._warm_again = False
+                    try:
+                        self.prepare()
+                    except Exception as exc:  # noqa: BLE001 - as above
+                        log.debug("warm-up of %r: %s", self.id, exc)
+
+            self._warm_again = False
+            self._warming = threading.Thread(target=loop, name=f"localpager-warm-up-{self.id}", daemon=True)
+            self._warming.start()
+            return self._warming
+
     # -- what the user controls -------------------------------------------------------------------
     def forget(self, turn: int | None = None, page: int | None = None, match: str | None = None,
                dry_run: bool = False) -> "ForgetReport":
@@ -731,10 +819,13 @@ class Conversation:
             pager = self._count_with()
             turn = Turn(role=role, text=text, index=len(pager.turns), time=time, speaker=speaker)
             try:
-                changed = {p.page_id: p for p in pager.add_turn(turn).changed}
+                paged = pager.add_turn(turn)
+                changed = {p.page_id: p for p in paged.changed}
                 changed.update({p.page_id: p for p in pager.touch(touch, turn.index)})
                 self._seen = self.store.append_turn(self.id, turn, list(changed.values()),
                                                     unanswered=unanswered, answers=answers)
+                if self._keep_warm and paged.evicted:
+                    self._start_warming(self.prepare)  # the newly evicted pages, embedded meanwhile
                 return turn
             except ConversationChanged:
                 self._pager, self._counting = None, False
@@ -804,6 +895,16 @@ class Conversation:
 
 
 NO_ANSWER = "(no answer: it was interrupted before it was stored)"
+
+
+def _counted(turns: Sequence[Turn], before: int, total: int, report, every: int = 500):
+    """``turns`` one by one, calling ``report(before + n, total)`` every ``every`` turns and at the end."""
+    n = 0
+    for n, turn in enumerate(turns, start=1):
+        yield turn
+        if n % every == 0:
+            report(before + n, total)
+    report(before + n, total)
 
 
 def _check_budget(budget: int) -> None:

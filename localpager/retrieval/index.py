@@ -89,6 +89,8 @@ class SignalIndex:
         self.fingerprint: list = []  # the store's embedding_fingerprint this index reflects
         # files beside the store: only for a whole local store (and never an encrypted or read-only one)
         self.files = conv_id is None and getattr(store, "local", True)
+        self.changes = 0  # moves whenever rows are added or removed: what ``conversation_turns`` caches by
+        self._turns: dict[str, tuple[int, np.ndarray, np.ndarray, np.ndarray]] = {}
         self.index = (None if rebuild or not self.files else self._load()) or self._rebuild()
 
     @contextmanager
@@ -157,6 +159,7 @@ class SignalIndex:
         return index
 
     def _add(self, index, rows) -> None:
+        self.changes += 1
         if not rows:
             return
         vectors = np.stack([np.frombuffer(r[6], dtype=np.float32) for r in rows])
@@ -188,12 +191,49 @@ class SignalIndex:
         """Drop replaced rowids, add the rows not indexed (after the drop: SQLite may give a replacing row
         the rowid it replaced), mark the index current at the store's ``version``, save."""
         if replaced:
+            self.changes += 1
             self.index.remove_ids(np.array(replaced, dtype=np.int64))
             for rowid in replaced:
                 self.rows.pop(rowid, None)
         self._add(self.index, [r for r in rows if r[0] not in self.rows])
         self.fingerprint = [version, len(self.rows)]
         self.save()
+
+    def conversation_turns(self, conv_id: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(place in the index's storage, turn index, page id) of each of ``conv_id``'s turn rows; worked out
+        again only after rows were added or removed, so a question reads no rows from the store."""
+        import faiss
+
+        cached = self._turns.get(conv_id)
+        if cached is not None and cached[0] == self.changes:
+            return cached[1:]
+        mine = [(rowid, page_id, int(kind[5:])) for rowid, (conv, page_id, kind) in self.rows.items()
+                if conv == conv_id and kind.startswith("turn:")]
+        rowids = np.array([r[0] for r in mine], dtype=np.int64)
+        ids = faiss.vector_to_array(self.index.id_map) if self.index.ntotal else np.zeros(0, dtype=np.int64)
+        order = np.argsort(ids, kind="stable")
+        places = order[np.searchsorted(ids[order], rowids)] if len(rowids) else np.zeros(0, dtype=np.int64)
+        result = (places, np.array([r[2] for r in mine], dtype=np.int64), np.array([r[1] for r in mine], dtype=np.int64))
+        self._turns[conv_id] = (self.changes, *result)
+        return result
+
+    def similarities(self, query: np.ndarray, places: np.ndarray) -> np.ndarray:
+        """Inner product of ``query`` with the vectors stored at ``places`` (exhaustive, as the flat index
+        searches, with its kernel: one pass over the span of storage those places cover, no copy of it)."""
+        import faiss
+
+        if not len(places):
+            return np.zeros(0, dtype=np.float32)
+        flat = faiss.downcast_index(self.index.index)
+        stored = faiss.rev_swig_ptr(flat.get_xb(), self.index.ntotal * self.dim).reshape(self.index.ntotal, self.dim)
+        low, high = int(places.min()), int(places.max()) + 1
+        span = stored[low:high]  # a view: contiguous rows
+        query = np.ascontiguousarray(query, dtype=np.float32)
+        out = np.empty(high - low, dtype=np.float32)
+        # FAISS's own inner-product kernel (the flat index's): about twice numpy's matrix-vector product here
+        faiss.fvec_inner_products_ny(faiss.swig_ptr(out), faiss.swig_ptr(query), faiss.swig_ptr(span), self.dim,
+                                     high - low)
+        return out[places - low]
 
     def search(self, query: np.ndarray, rowids: Sequence[int]) -> list[tuple[int, float]]:
         """(rowid, similarity) of ``rowids`` best first; the search never leaves that set."""
@@ -216,6 +256,8 @@ class PageIndex:
         # a store on a database server: one index per (signal, conversation), the most recently used kept
         self.per_conversation = not getattr(store, "local", True)
         self._signals: OrderedDict = OrderedDict()  # signal (or (signal, conversation)) -> SignalIndex
+        # conversation -> (the store's vector version, {page id: (first turn, last turn)} whose turns are embedded)
+        self._embedded: dict[str, tuple[int, dict[int, tuple[int, int]]]] = {}
         self._lock = threading.RLock()
 
     def _key(self, signal: str, conv_id: str | None):
@@ -226,6 +268,7 @@ class PageIndex:
         embedder's cache of texts; returns what was loaded."""
         with self._lock:
             loaded, self._signals = self._signals, OrderedDict()
+            self._embedded = {}
         cache = getattr(self.embedder, "_cache", None)
         if isinstance(cache, dict):
             cache.clear()
@@ -260,8 +303,36 @@ class PageIndex:
                bookmark: Callable[[Page], str], signals: Sequence[str] = (Signal.TURN,)) -> int:
         """Embed whatever of ``pages`` is missing or changed in ``signals`` (default: the turns, all that
         recall ranks; whole-page texts, long and costly to embed, only when a signal asks for them);
-        returns how many vectors were computed."""
+        returns how many vectors were computed.
+
+        For the turns alone (every question asks it of every evicted page), a page whose turns were embedded
+        as they are, while the store's vectors have not changed since, is not looked at again: a question
+        reads no rows for the pages it already knows."""
         signals = {choose(Signal, s, "signal") for s in signals}
+        if signals != {Signal.TURN}:
+            return self._update(conv_id, pages, turns, bookmark, signals)[0]
+        with self._lock:
+            version = self._version(conv_id)
+            known = self._embedded.get(conv_id)
+            spans = known[1] if known is not None and known[0] == version else {}
+            todo = [p for p in pages if spans.get(p.page_id) != (p.first_turn, p.last_turn)]
+            if not todo:
+                return 0
+            computed, before, after = self._update(conv_id, todo, turns, bookmark, signals)
+            if computed and before != version:  # another process wrote vectors meanwhile: look again next time
+                self._embedded.pop(conv_id, None)
+                return computed
+            spans = dict(spans)
+            spans.update({p.page_id: (p.first_turn, p.last_turn) for p in todo})
+            self._embedded[conv_id] = (after if computed else version, spans)
+            return computed
+
+    def _version(self, conv_id: str) -> int:
+        return self.store.embeddings_version(conv_id) if self.per_conversation else self.store.embeddings_version()
+
+    def _update(self, conv_id: str, pages: Sequence[Page], turns: Sequence[Turn],
+                bookmark: Callable[[Page], str], signals: set[str]) -> tuple[int, int | None, int | None]:
+        """``update``'s work: (vectors computed, the store's vector version before and after saving them)."""
         with self._lock:
             page_ids = [p.page_id for p in pages]
             stored = {}
@@ -278,7 +349,7 @@ class PageIndex:
                     if old is None or old[1] != text or old[2] != self.embedder.name:
                         todo.append((page.page_id, kind, text, old[0] if old else None))
             if not todo:
-                return 0
+                return 0, None, None
             vectors = self.embedder.encode([t[2] for t in todo])
             before, after = self.store.save_embeddings([
                 (conv_id, page_id, kind, self.embedder.name, text, vec.tobytes())
@@ -295,7 +366,7 @@ class PageIndex:
                 mine = [t for t in todo if t[1].split(":")[0] == signal]
                 new_rows = self.store.embedding_rows(signal, conv_id, sorted({t[0] for t in mine}))
                 loaded.refresh([t[3] for t in mine if t[3] is not None], new_rows, after)
-            return len(todo)
+            return len(todo), before, after
 
     def turn_scores(self, conv_id: str, query: str | np.ndarray, page_ids: Sequence[int]) -> dict[int, float]:
         """Cosine similarity of ``query`` to every embedded turn of ``page_ids``, by turn index."""
@@ -306,6 +377,21 @@ class PageIndex:
         with self._lock:
             rowids = [r[0] for r in self.store.embedding_rows(Signal.TURN, conv_id, page_ids, vectors=False)]
             return {int(index.rows[rowid][2].split(":")[1]): score for rowid, score in index.search(vector, rowids)}
+
+    def turn_cosines(self, conv_id: str, query: str | np.ndarray,
+                     page_ids: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
+        """``turn_scores`` as arrays (turn indices, cosines), from the loaded index alone: no rows read."""
+        if not len(page_ids):
+            return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32)
+        index = self.signal(Signal.TURN, conv_id)
+        vector = self.embedder.encode_one(query) if isinstance(query, str) else query
+        with self._lock:
+            places, turns, pages = index.conversation_turns(conv_id)
+            wanted = np.asarray(page_ids, dtype=np.int64)
+            lookup = np.zeros(max(int(wanted.max()), int(pages.max(initial=0))) + 1, dtype=bool)
+            lookup[wanted] = True
+            keep = lookup[pages]
+            return turns[keep], index.similarities(vector, places[keep])
 
     def rank(self, conv_id: str, query: str | np.ndarray, page_ids: Sequence[int],
              signal: str = Signal.TURN) -> list[Hit]:

@@ -20,15 +20,16 @@ from enum import StrEnum
 
 import numpy as np
 
-from ..core.answer_types import asked_types
+from ..core.answer_types import TYPES, asked_groups, asked_types, stated_types
 from ..core.answer_types import match as type_match
 from ..core.dates import date_terms
 from ..core.records import Page, Turn
 from ..core.choices import Stemmer, choose
-from ..core.text import asks_nothing, content_words, is_question
+from ..core.text import asks_nothing, content_words, is_question, term_key
 
 # dense(question, turn_indices) -> {turn index: cosine similarity of the question to that turn's text}
 DenseScorer = Callable[[str, list[int]], dict[int, float]]
+TYPE_BITS = {t: i for i, t in enumerate(TYPES)}
 
 
 
@@ -163,15 +164,115 @@ class _Bm25:
         return np.asarray(self.index.get_scores(known), dtype=np.float32)
 
 
-class LexicalIndex:
-    """BM25 (bm25s, Lucene variant) over one conversation's turns.
+class _Appendable:
+    """BM25 (Lucene variant) over a list of documents that only grows: postings are appended, and each
+    question's scores are computed from the document frequencies, count and average length as they are
+    then, as bm25s computes them (float32 term scores from float64 term-frequency parts, summed in float32
+    in the query's order), so appending a turn costs that turn and a question the postings of its terms."""
 
-    Built lazily and cached by (conversation key, number of turns): a growing conversation is
-    re-indexed only when a turn was added since the last question. ``scores`` are divided by the most
-    the question's distinct terms could score (the sum of their idf: Lucene's BM25 term score tends to
-    idf as the term repeats), so 1.0 means every word of the question matched strongly and scores are
-    comparable across questions; a word the conversation never used counts in that sum, so a question
-    about something new scores low.
+    def __init__(self, k1: float, b: float):
+        self.k1, self.b = k1, b
+        self.n, self.total_length = 0, 0
+        self.df: Counter = Counter()
+        self._lengths: list[int] = []
+        self._postings: dict[str, tuple[list[int], list[int]]] = {}  # term -> (rows, term frequencies)
+        self._arrays: dict[str, tuple[int, np.ndarray, np.ndarray]] = {}  # term -> (size, rows, tfs)
+        self._length_array = np.zeros(0, dtype=np.float64)
+
+    def add(self, doc: tuple[str, ...]) -> None:
+        row = self.n
+        for term, tf in Counter(doc).items():
+            rows, tfs = self._postings.setdefault(term, ([], []))
+            rows.append(row)
+            tfs.append(tf)
+            self.df[term] += 1
+        self._lengths.append(len(doc))
+        self.total_length += len(doc)
+        self.n += 1
+
+    def idf(self, term: str) -> float:
+        """Lucene's idf (what bm25s uses); a term the documents never use gets the largest."""
+        df = self.df.get(term, 0)
+        return math.log(1 + (self.n - df + 0.5) / (df + 0.5))
+
+    def _posting(self, term: str) -> tuple[np.ndarray, np.ndarray]:
+        rows, tfs = self._postings[term]
+        cached = self._arrays.get(term)
+        if cached is None or cached[0] != len(rows):
+            cached = (len(rows), np.array(rows, dtype=np.int64), np.array(tfs, dtype=np.float32))
+            self._arrays[term] = cached
+        return cached[1], cached[2]
+
+    def lengths(self) -> np.ndarray:
+        if len(self._length_array) != self.n:
+            self._length_array = np.array(self._lengths, dtype=np.float64)
+        return self._length_array
+
+    def scores(self, query: Sequence[str]) -> np.ndarray:
+        """Every document's score for the distinct terms of ``query`` (0 where none occurs)."""
+        out = np.zeros(self.n, dtype=np.float32)
+        known = [t for t in query if t in self.df]
+        if not known or not self.total_length:
+            return out
+        lengths, l_avg = self.lengths(), np.float64(self.total_length / self.n)
+        for term in known:
+            rows, tfs = self._posting(term)
+            tfc = tfs / (self.k1 * ((1 - self.b) + self.b * lengths[rows] / l_avg) + tfs)
+            out[rows] += (np.float32(self.idf(term)) * tfc).astype(np.float32)
+        return out
+
+
+class TurnTable:
+    """What the ranking asks of every turn that does not depend on the question, computed once per turn as
+    the conversation grows (kept with its ``LexicalIndex``), as arrays: whether it has text (not forgotten),
+    is a question, tells something (``tells``), which fact types it states (``answer_types.stated_types``, a
+    bit each), its speaker; and which turns use each capitalised word (the gate's ``known_name``)."""
+
+    def __init__(self) -> None:
+        self.n = 0
+        self._rows: dict[str, list] = {"text": [], "question": [], "tells": [], "stated": [], "speaker": []}
+        self._arrays: dict[str, np.ndarray] = {}
+        self.speakers: set[str] = set()  # lower case
+        self.names: dict[str, list[int]] = {}  # term_key of a capitalised word -> turns using it
+
+    def add(self, turn: Turn) -> None:
+        from .gate import _CAPITALISED
+
+        row = self._rows
+        row["text"].append(bool(turn.text))
+        row["question"].append(is_question(turn.text))
+        row["tells"].append(tells(turn))
+        row["stated"].append(sum(1 << TYPE_BITS[t] for t in stated_types(turn.text)))
+        speaker = turn.speaker.lower() if turn.speaker else ""
+        row["speaker"].append(speaker)
+        if speaker:
+            self.speakers.add(speaker)
+        for key in dict.fromkeys(term_key(w) for w in _CAPITALISED.findall(turn.text)):
+            self.names.setdefault(key, []).append(self.n)
+        self.n += 1
+
+    def array(self, name: str) -> np.ndarray:
+        cached = self._arrays.get(name)
+        if cached is None or len(cached) != self.n:
+            values = self._rows[name]
+            cached = np.array(values, dtype=object if name == "speaker" else None)
+            if name == "stated":
+                cached = cached.astype(np.int64)
+            self._arrays[name] = cached
+        return cached
+
+
+class LexicalIndex:
+    """BM25 (Lucene variant, as bm25s computes it) over one conversation's turns.
+
+    With the ``conversation`` idf scope (the default) the index is appended to as the conversation grows:
+    a new turn is indexed once, never the whole conversation again (it was rebuilt whenever the turn count
+    changed: seconds a question at 100,000 turns); scores equal bm25s's over the same turns. The
+    ``candidates`` scope builds a bm25s index per candidate set, cached by (conversation key, number of
+    turns, candidates). ``scores`` are divided by the most the question's distinct terms could score (the
+    sum of their idf: Lucene's BM25 term score tends to idf as the term repeats), so 1.0 means every word of
+    the question matched strongly and scores are comparable across questions; a word the conversation never
+    used counts in that sum, so a question about something new scores low.
 
     ``speakers``: a turn's document starts with its speaker's name (LoCoMo questions name who did what).
     ``idf``: ``conversation`` (every turn so far) or ``candidates`` (only the turns being ranked).
@@ -186,6 +287,9 @@ class LexicalIndex:
         self.k1, self.b, self._cache_size = k1, b, cache
         self._turns: Sequence[Turn] = ()
         self._built: OrderedDict[tuple, _Bm25] = OrderedDict()
+        self._grown: _Appendable | None = None  # the conversation scope's index
+        self._table: TurnTable | None = None  # the same turns' question-independent features
+        self._last: tuple[int, str] | None = None  # (index, text) of the last turn appended to it
         self._lock = threading.Lock()
 
     def document(self, turn: Turn) -> tuple[str, ...]:
@@ -196,24 +300,67 @@ class LexicalIndex:
         return content_words(f"{text} {dated}" if dated else text, self.stemmer)
 
     def update(self, turns: Sequence[Turn]) -> None:
-        """The conversation's turns so far; nothing is rebuilt until a question needs it."""
+        """The conversation's turns so far; nothing is indexed until a question needs it (or ``warm``)."""
         with self._lock:
             self._turns = turns
 
+    def warm(self) -> None:
+        """Index the turns given so far now (a background warm-up), not at the next question."""
+        with self._lock:
+            if self.idf_scope == IdfScope.CONVERSATION:
+                self._appended()
+
+    def _appended(self) -> _Appendable:
+        """The conversation scope's index, with the turns not yet in it appended; built again from the first
+        turn when the turns it holds are no longer the conversation's first ones (another conversation's
+        turns, or fewer turns than it holds)."""
+        turns, grown, last = self._turns, self._grown, self._last
+        if grown is not None and (grown.n > len(turns) or (last is not None and turns[last[0]].text != last[1])):
+            grown = None
+        if grown is None:
+            grown, self._table = _Appendable(self.k1, self.b), TurnTable()
+            self._grown = grown
+        for i in range(grown.n, len(turns)):
+            grown.add(self.document(turns[i]))
+            self._table.add(turns[i])
+        self._last = (grown.n - 1, turns[grown.n - 1].text) if grown.n else None
+        return grown
+
+    def table(self, turns: Sequence[Turn]) -> TurnTable:
+        """The question-independent features of ``turns`` (the conversation so far), appended as it grows."""
+        with self._lock:
+            self._turns = turns
+            self._appended()
+            return self._table
+
     def _index(self, candidates: tuple[int, ...]) -> tuple[_Bm25, dict[int, int]]:
-        """The index to score ``candidates`` with, and each turn's row in it."""
-        n = len(self._turns)
-        rows = candidates if self.idf_scope == "candidates" else tuple(range(n))
-        key = (self.key, n, candidates if self.idf_scope == "candidates" else None)
+        """The bm25s index of ``candidates`` (the candidates idf scope), and each turn's row in it."""
+        key = (self.key, len(self._turns), candidates)
         built = self._built.get(key)
         if built is None:
-            built = _Bm25([self.document(self._turns[i]) for i in rows], self.k1, self.b)
+            built = _Bm25([self.document(self._turns[i]) for i in candidates], self.k1, self.b)
             self._built[key] = built
             while len(self._built) > self._cache_size:
                 self._built.popitem(last=False)
         else:
             self._built.move_to_end(key)
-        return built, {turn: row for row, turn in enumerate(rows)}
+        return built, {turn: row for row, turn in enumerate(candidates)}
+
+    def score_array(self, question: str, turns: Sequence[Turn] | None = None) -> np.ndarray:
+        """Every turn's score for ``question`` over the most it could score (0..1), in turn order
+        (the ``conversation`` idf scope only)."""
+        with self._lock:
+            if turns is not None:
+                self._turns = turns
+            return self._conversation_scores(question)
+
+    def _conversation_scores(self, question: str) -> np.ndarray:
+        index = self._appended()
+        query = list(dict.fromkeys(content_words(question, self.stemmer)))
+        weight = sum(index.idf(t) for t in query)
+        if weight <= 0 or not index.n:
+            return np.zeros(index.n, dtype=np.float64)
+        return index.scores(query).astype(np.float64) / weight
 
     def scores(self, question: str, turn_indices: Sequence[int],
                turns: Sequence[Turn] | None = None) -> dict[int, float]:
@@ -226,6 +373,9 @@ class LexicalIndex:
             candidates = tuple(turn_indices)
             if not candidates:
                 return {}
+            if self.idf_scope == IdfScope.CONVERSATION:
+                raw = self._conversation_scores(question)
+                return {i: float(raw[i]) for i in candidates}
             index, row = self._index(candidates)
             query = list(dict.fromkeys(content_words(question, self.stemmer)))
             weight = sum(index.idf(t) for t in query)
@@ -275,23 +425,184 @@ def fused_scores(dense: np.ndarray, lexical: np.ndarray, settings: HybridSetting
     return w * _normalise(dense, settings.dense_norm) + (1 - w) * lexical
 
 
+class Ranking(Sequence[TurnHit]):
+    """Turns best first (``rank_turns``; ties: earlier turn first), held as arrays in turn order: a
+    ``TurnHit`` is made only for the hits that are read, and the order is found for the best ``PREFIX`` first
+    (a partition, then a sort of those), for all only when a reader goes past them. So a question over
+    100,000 candidate turns neither sorts them all nor builds 100,000 objects to use the first few."""
+
+    PREFIX = 1024
+
+    def __init__(self, turns: np.ndarray, pages: np.ndarray, scores: np.ndarray, dense: np.ndarray,
+                 lexical: np.ndarray):
+        self.turns, self.pages, self.scores, self.dense, self.lexical = turns, pages, scores, dense, lexical
+        self._order: np.ndarray | None = None  # rank order of the first len(_order) hits (all once _whole)
+        self._whole = False
+
+    def order(self, k: int | None = None) -> np.ndarray:
+        """Positions (into the turn-order arrays) of at least the best ``k`` hits (None: all), best first."""
+        n = len(self.turns)
+        if self._order is not None and (self._whole or (k is not None and k <= len(self._order))):
+            return self._order
+        if k is None or k > self.PREFIX or n <= 4 * self.PREFIX:
+            self._order, self._whole = np.lexsort((self.turns, -self.scores)), True
+            return self._order
+        kth = np.partition(-self.scores, self.PREFIX - 1)[self.PREFIX - 1]
+        chosen = np.flatnonzero(-self.scores <= kth)  # every hit scoring at least the PREFIX-th, ties included
+        self._order = chosen[np.lexsort((self.turns[chosen], -self.scores[chosen]))]
+        return self._order
+
+    def __len__(self) -> int:
+        return len(self.turns)
+
+    def _hit(self, j: int) -> TurnHit:
+        """The hit at turn-order position ``j``."""
+        return TurnHit(int(self.turns[j]), int(self.pages[j]), float(self.scores[j]), float(self.dense[j]),
+                       float(self.lexical[j]))
+
+    def __getitem__(self, j):
+        if isinstance(j, slice):
+            wanted = range(*j.indices(len(self)))
+            order = self.order(max(wanted) + 1 if wanted else 0)
+            return [self._hit(order[k]) for k in wanted]
+        if j < 0:
+            j += len(self)
+        if not 0 <= j < len(self):
+            raise IndexError(j)
+        return self._hit(self.order(j + 1)[j])
+
+    def __iter__(self):
+        for start in range(0, len(self), 512):  # a slice at a time: reading the first few costs a few
+            part = self.order(start + 512)[start:start + 512]
+            yield from map(TurnHit, self.turns[part].tolist(), self.pages[part].tolist(), self.scores[part].tolist(),
+                           self.dense[part].tolist(), self.lexical[part].tolist())
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, Sequence) and list(self) == list(other)
+
+    __hash__ = None  # a sequence compared by its hits
+
+    def __repr__(self) -> str:
+        return f"Ranking({list(self)!r})"
+
+    def best(self) -> int:
+        """The turn-order position of the best hit."""
+        return int(self.order(1)[0])
+
+    def rank_of(self, turn: int) -> int | None:
+        """The place of ``turn`` in the ranking (0: best), or None if it is no candidate."""
+        where = np.flatnonzero(self.turns == turn)
+        if not len(where):
+            return None
+        for k in (self.PREFIX, None):
+            found = np.flatnonzero(self.order(k) == where[0])
+            if len(found):
+                return int(found[0])
+        return None
+
+    def best_per_page(self) -> list[TurnHit]:
+        """Each page's first (best) hit, best page first."""
+        order = self.order()
+        _, first = np.unique(self.pages[order], return_index=True)
+        return [self._hit(order[j]) for j in np.sort(first)]
+
+    def best_pages(self, limit: int, also: Sequence[int] = ()) -> list[TurnHit]:
+        """``best_per_page``'s first ``limit``, and the hits of the pages in ``also`` wherever they rank."""
+        also = {int(a) for a in also}
+        for k in (self.PREFIX, None):
+            order = self.order(k)
+            pages = self.pages[order]
+            _, first = np.unique(pages, return_index=True)
+            first = np.sort(first)
+            found = set(pages[first].tolist())
+            if self._whole or (len(first) >= limit and also <= found):
+                keep = [j for n, j in enumerate(first.tolist()) if n < limit or int(pages[j]) in also]
+                return [self._hit(order[j]) for j in keep]
+        raise AssertionError("unreachable")
+
+
+def _dense_array(dense: DenseScorer, question: str, candidates: np.ndarray) -> np.ndarray:
+    """The cosines of ``candidates`` as an array (0 for a turn the scorer leaves out), from a scorer's
+    ``array`` method when it has one (no dict of every candidate)."""
+    fast = getattr(dense, "array", None)
+    if fast is not None:
+        return np.asarray(fast(question, candidates), dtype=np.float64)
+    d = dense(question, candidates.tolist())
+    return np.array([d.get(i, 0.0) for i in candidates.tolist()], dtype=np.float64)
+
+
+def _lexical_array(lexical: LexicalIndex, question: str, turns: Sequence[Turn], candidates: np.ndarray) -> np.ndarray:
+    if lexical.idf_scope == IdfScope.CONVERSATION:
+        return lexical.score_array(question, turns)[candidates]
+    lx = lexical.scores(question, candidates.tolist(), turns)
+    return np.array([lx.get(i, 0.0) for i in candidates.tolist()], dtype=np.float64)
+
+
 def rank_turns(question: str, turns: Sequence[Turn], pages: Sequence[Page], dense: DenseScorer,
-               lexical: LexicalIndex, settings: HybridSettings | None = None) -> list[TurnHit]:
-    """Every turn of ``pages``, best fused score first (ties: earlier turn first)."""
+               lexical: LexicalIndex, settings: HybridSettings | None = None) -> Ranking:
+    """Every turn of ``pages``, best fused score first (ties: earlier turn first).
+
+    Per question, the work is array arithmetic over the candidates: what does not depend on the question
+    (a turn's form, what it states, its BM25 postings) is kept per turn in ``lexical`` as turns arrive."""
     settings = settings or HybridSettings()
-    owner = {i: p.page_id for p in pages for i in p.turn_range if i < len(turns) and turns[i].text}  # not forgotten
-    candidates = sorted(owner)
-    if not candidates:
-        return []
-    d = dense(question, candidates) if settings.fusion != "lexical" else {}
-    lx = lexical.scores(question, candidates, turns) if settings.fusion != "dense" else {}
-    dv = np.array([d.get(i, 0.0) for i in candidates])
-    lv = np.array([lx.get(i, 0.0) for i in candidates])
-    fused = (fused_scores(dv, lv, settings) * question_turn_weights(turns, candidates, settings)
-             * answer_priors(question, turns, candidates, settings))
-    order = sorted(range(len(candidates)), key=lambda j: (-fused[j], candidates[j]))
-    return [TurnHit(candidates[j], owner[candidates[j]], float(fused[j]), float(dv[j]), float(lv[j]))
-            for j in order]
+    table = lexical.table(turns)
+    owner, inside = page_owners(pages, len(turns))
+    candidates = np.flatnonzero(inside & table.array("text"))  # not forgotten
+    if not len(candidates):
+        return Ranking(*(np.zeros(0),) * 5)
+    dv = _dense_array(dense, question, candidates) if settings.fusion != "lexical" else np.zeros(len(candidates))
+    lv = (_lexical_array(lexical, question, turns, candidates) if settings.fusion != "dense"
+          else np.zeros(len(candidates)))
+    fused = (fused_scores(dv, lv, settings) * _question_weights(table, candidates, settings)
+             * _priors(question, table, candidates, settings))
+    return Ranking(candidates, owner[candidates], fused, dv, lv)
+
+
+def page_owners(pages: Sequence[Page], n: int) -> tuple[np.ndarray, np.ndarray]:
+    """For each of ``n`` turns, the id of the page of ``pages`` holding it (a later page wins), and whether
+    one does; without a Python step per turn."""
+    owner, inside = np.full(n, -1, dtype=np.int64), np.zeros(n, dtype=bool)
+    if not pages or not n:
+        return owner, inside
+    firsts = np.fromiter((p.first_turn for p in pages), dtype=np.int64, count=len(pages))
+    stops = np.minimum(np.fromiter((p.last_turn for p in pages), dtype=np.int64, count=len(pages)) + 1, n)
+    ids = np.fromiter((p.page_id for p in pages), dtype=np.int64, count=len(pages))
+    lengths = np.maximum(stops - firsts, 0)
+    if lengths.sum() == 0:
+        return owner, inside
+    starts = np.cumsum(lengths) - lengths
+    turns = np.arange(lengths.sum()) - np.repeat(starts - firsts, lengths)
+    owner[turns] = np.repeat(ids, lengths)  # in page order: where pages overlap, the later one's id stays
+    inside[turns] = True
+    return owner, inside
+
+
+def _question_weights(table: TurnTable, candidates: np.ndarray, settings: HybridSettings) -> np.ndarray:
+    """``question_turn_weights`` from the table."""
+    if settings.question_turn_weight == 1.0:
+        return np.ones(len(candidates))
+    return np.where(table.array("question")[candidates], settings.question_turn_weight, 1.0)
+
+
+def _priors(question: str, table: TurnTable, candidates: np.ndarray, settings: HybridSettings) -> np.ndarray:
+    """``answer_priors`` from the table: the same factors, multiplied in the same order."""
+    factors = np.ones(len(candidates))
+    if settings.fusion in ("dense", "lexical"):
+        return factors
+    if settings.telling_weight:
+        factors *= np.where(table.array("tells")[candidates], 1 + settings.telling_weight, 1.0)
+    groups = asked_groups(question)
+    if settings.answer_type_weight and groups:
+        stated = table.array("stated")[candidates]
+        hits = sum(((stated & sum(1 << TYPE_BITS[t] for t in g)) != 0).astype(np.int64) for g in groups)
+        factors *= 1 + settings.answer_type_weight * (hits / len(groups))
+    if settings.speaker_weight:
+        named = question.lower()
+        speaking = {s for s in table.speakers if s in named}
+        if speaking:
+            mask = np.isin(table.array("speaker")[candidates], list(speaking))
+            factors *= np.where(mask, 1 + settings.speaker_weight, 1.0)
+    return factors
 
 
 def answer_priors(question: str, turns: Sequence[Turn], indices: Sequence[int], settings: HybridSettings) -> np.ndarray:
@@ -326,6 +637,8 @@ def question_turn_weights(turns: Sequence[Turn], indices: Sequence[int], setting
 
 def best_per_page(hits: Sequence[TurnHit]) -> list[TurnHit]:
     """Each page's first (best) hit, in the order of ``hits``."""
+    if isinstance(hits, Ranking):
+        return hits.best_per_page()
     seen: dict[int, TurnHit] = {}
     for h in hits:
         seen.setdefault(h.page_id, h)

@@ -15,27 +15,36 @@ newest is injected instead, marked ``latest`` (with ``show_changed``, the older 
 
 from __future__ import annotations
 
+import math
 import re
+from operator import attrgetter
 from dataclasses import dataclass, field
 from typing import Sequence
 
+import numpy as np
+
 from ..core.answer_types import asks_for_several
+from ..core.answer_types import match as type_match
 from ..core.choices import choose
 from ..core.pager import Pager
 from ..core.records import Page, newest
+from ..core.text import term_key
 from ..runtime.choices import DEFAULT_TRIGGER, Trigger
 from ..runtime.layouts import CHANGED, LATEST
 from ..runtime.recall import Injection, fit_turns
 from ..runtime.trace import Candidate
 from .choices import DEFAULT_PAGE_CHOICE, DEFAULT_SIGNAL, PageChoice, Signal
-from .gate import DEFAULT_MODEL, GateDecision, GateModel, decide, gate_features
+from .gate import (DEFAULT_MODEL, GateDecision, GateFeatures, GateModel, _names, decide, gate_features,
+                   message_features)
 from .index import Hit, PageIndex
 from .ranking import (
     HybridSettings,
     LexicalIndex,
+    Ranking,
     TurnHit,
     best_per_page,
     embedding_scorer,
+    page_owners,
     rank_turns,
     should_recall,
     trigger_features,
@@ -111,11 +120,13 @@ class RerankSelector:
         self._rankings: dict[tuple, list[TurnHit]] = {}
         self._telling: dict[int, bool] = {}  # turn index -> ranking.tells, kept across questions
         self.last_gate: GateDecision | None = None
+        self._corrections_of: tuple | None = None
 
     # -- ranking -------------------------------------------------------------------------------
     def _dense(self, pager: Pager):
         """Cosine of the question with turns: evicted turns from the FAISS index, the others embedded
-        directly (the embedder caches by text, so each resident turn is embedded once)."""
+        directly (the embedder caches by text, so each resident turn is embedded once). Its ``array``
+        gives them as an array over the candidates, from the loaded index alone (what the ranking uses)."""
         direct = embedding_scorer(self.index.embedder, pager.turns)
 
         def score(question: str, turn_indices: list[int]) -> dict[int, float]:
@@ -127,12 +138,32 @@ class RerankSelector:
             scores.update(direct(question, [i for i in turn_indices if i not in scores]))
             return scores
 
+        def array(question: str, candidates: np.ndarray) -> np.ndarray:
+            n = len(pager.turns)
+            page_of, _ = page_owners(pager.evicted, n)
+            stored_pages = np.unique(page_of[candidates])
+            stored_pages = stored_pages[stored_pages >= 0]
+            cosine = np.full(n, np.nan)
+            if len(stored_pages):
+                turns, sims = self.index.turn_cosines(self.conv_id, question, stored_pages.tolist())
+                inside = turns < n
+                cosine[turns[inside]] = sims[inside]
+            out = cosine[candidates]
+            missing = np.flatnonzero(np.isnan(out))
+            if len(missing):
+                found = direct(question, candidates[missing].tolist())
+                out[missing] = [found[i] for i in candidates[missing].tolist()]
+            return out
+
+        score.array = array
         return score
 
     def _ranked(self, question: str, pager: Pager, pages: Sequence[Page]) -> list[TurnHit]:
         """Turns of ``pages`` best first; ranked once per question and page set, so the trigger and the
         selection of one answer share the work."""
-        key = (question, len(pager.turns), tuple((p.page_id, p.last_turn, tuple(p.keywords)) for p in pages))
+        # the pages' ids and where the last (the growing) one ends: what the ranking depends on (keywords not)
+        key = (question, len(pager.turns), tuple(map(_PAGE_ID, pages)),
+               (pages[-1].first_turn, pages[-1].last_turn) if pages else None)
         if key not in self._rankings:
             if len(self._rankings) >= 32:  # a selector kept across many questions stays small
                 self._rankings.clear()
@@ -157,6 +188,35 @@ class RerankSelector:
                 pages[-1] = Page(last.page_id, last.first_turn, last.last_turn - 1, evicted=last.evicted)
         return pages
 
+    def _gate_features(self, question: str, hits: Sequence[TurnHit], pager: Pager) -> GateFeatures:
+        """``gate.gate_features`` of the ranking; from its arrays and the turns' table when it has them (the
+        same figures, but for the rounding of the cosines' mean and spread, summed in another order), so that
+        no feature visits every turn in Python."""
+        if not isinstance(hits, Ranking) or not len(hits):
+            return gate_features(question, hits, pager.turns, self._telling)
+        table = self.lexical.table(pager.turns)
+        features = message_features(question)
+        names = _names(question)
+        if names:
+            features.speaker = float(any(n in table.speakers or n.split()[0] in table.speakers for n in names))
+            chosen = np.zeros(len(pager.turns), dtype=bool)
+            chosen[hits.turns] = True
+            features.known_name = float(any(chosen[table.names[k]].any() for k in {term_key(n) for n in names}
+                                            if k in table.names))
+        dense = hits.dense  # in turn order: the sums may differ from the ranked order's in the last bit
+        mean = float(dense.sum() / len(dense))
+        std = math.sqrt(float(((dense - mean) ** 2).sum()) / len(dense))
+        best = float(dense.max())
+        features.dense_best = best
+        features.dense_z = (best - mean) / std if std > 0 else 0.0
+        telling = table.array("tells")[hits.turns]
+        features.dense_tells = float(dense[telling].max()) if telling.any() else 0.0
+        features.lexical_best = float(hits.lexical.max())
+        top = hits.best()
+        features.best_tells = float(telling[top])
+        features.best_type = type_match(question, pager.turns[int(hits.turns[top])].text)
+        return features
+
     @property
     def trigger(self) -> Trigger:
         """The trigger ``should_recall`` applies; the trace names it when it fires."""
@@ -166,7 +226,7 @@ class RerankSelector:
         """The recall gate's verdict on ``question`` over every page, evicted or not (an app asking what
         localpager remembers has its own context, not localpager's prompt)."""
         hits = self._ranked(question, pager, self._searchable(pager, question))
-        return decide(gate_features(question, hits, pager.turns, self._telling), self.settings.gate)
+        return decide(self._gate_features(question, hits, pager), self.settings.gate)
 
     def should_recall(self, question: str, pager: Pager) -> bool:
         """Whether ``question`` pages in without the model asking (``RerankSettings.trigger``); the gate's
@@ -178,14 +238,17 @@ class RerankSelector:
             hits = self._ranked(question, pager, pager.evicted)
             return should_recall(trigger_features(question, hits), self.settings.hybrid)
         hits = self._ranked(question, pager, self._searchable(pager, question))
-        self.last_gate = decide(gate_features(question, hits, pager.turns, self._telling), self.settings.gate)
+        self.last_gate = decide(self._gate_features(question, hits, pager), self.settings.gate)
         return self.last_gate.recall
 
     # -- selection -----------------------------------------------------------------------------
-    def _page_hits(self, question: str, pager: Pager) -> dict[int, TurnHit | Hit]:
-        """Each candidate page's best hit, best page first."""
+    def _page_hits(self, question: str, pager: Pager, named: Sequence[int] = ()) -> dict[int, TurnHit | Hit]:
+        """Each candidate page's best hit, best page first: of the ranking, the best ``top_k`` pages and the
+        pages in ``named`` (all that ``select`` reads)."""
         if self.settings.signal == Signal.TURN:
             ranked = self._ranked(question, pager, self._searchable(pager, question))
+            if isinstance(ranked, Ranking):
+                return {h.page_id: h for h in ranked.best_pages(self.settings.top_k, named)}
             return {h.page_id: h for h in best_per_page(ranked)}
         evicted = [p.page_id for p in pager.evicted]
         self.index.update(self.conv_id, pager.evicted, pager.turns, pager.bookmark, (self.settings.signal,))
@@ -193,7 +256,7 @@ class RerankSelector:
 
     def select(self, question: str, named: Sequence[int], pager: Pager, room: int | None):
         s = self.settings
-        hits = self._page_hits(question, pager) if s.page_choice != PageChoice.MODEL or named else {}
+        hits = self._page_hits(question, pager, named) if s.page_choice != PageChoice.MODEL or named else {}
         pool: list[int] = list(named) if s.page_choice != PageChoice.RERANK else []
         if s.page_choice != PageChoice.MODEL:
             pool += [pid for pid in list(hits)[: s.top_k] if pid not in pool]
@@ -231,6 +294,14 @@ class RerankSelector:
                 injections, _ = self._corrected(pager, injections, candidates, room)
         return injections, candidates
 
+    def _corrections(self, turns) -> set[int]:
+        """The turns that correct another (``superseded_by`` of some turn): read once per question and
+        conversation length (a selector serves one question)."""
+        key = (id(turns), len(turns))
+        if self._corrections_of is None or self._corrections_of[0] != key:
+            self._corrections_of = (key, {t.superseded_by for t in turns if t.superseded_by is not None})
+        return self._corrections_of[1]
+
     def _corrected(self, pager: Pager, injections: list[Injection], candidates: list[Candidate],
                    room: int | None) -> tuple[list[Injection], bool]:
         """A turn the user corrected (``Conversation.correct``) is never shown alone: its newest correction
@@ -239,7 +310,7 @@ class RerankSelector:
         turns = pager.turns
         old = [t for inj in injections for t in inj.turns if turns[t].superseded_by is not None]
         if not old:
-            corrections = {t.superseded_by for t in turns if t.superseded_by is not None}
+            corrections = self._corrections(turns)
             for inj in injections:  # a correction shown for itself still says it is the latest
                 inj.labels.update({t: LATEST for t in inj.turns if t in corrections})
             return injections, False
@@ -301,7 +372,11 @@ class RerankSelector:
         s = self.settings
         best = injections[0].turns[0]
         ranked = self._ranked(question, pager, self._searchable(pager, question))
-        score = next((h.score for h in ranked if h.turn == best), None)
+        if isinstance(ranked, Ranking):
+            place = ranked.rank_of(best)
+            score = ranked[place].score if place is not None else None
+        else:
+            score = next((h.score for h in ranked if h.turn == best), None)
         if score is None:
             return injections
         role = pager.turns[best].role
@@ -335,6 +410,9 @@ class RerankSelector:
             candidates.insert(0, Candidate(page_id=newest_page, score=round(score, 4), injected=True,
                                            reason=f"states it newest (turn {newest}, after turn {best})"))
         return result
+
+
+_PAGE_ID = attrgetter("page_id")
 
 
 def _less(room: int | None, pager: Pager, turns: Sequence[int]) -> int | None:

@@ -57,16 +57,16 @@ def test_speaker_names_are_part_of_the_lexical_document_only_when_asked_for():
     assert without[0] == pytest.approx(without[1])
 
 
-def test_the_index_is_rebuilt_only_when_the_conversation_grew():
+def test_the_index_is_appended_to_as_the_conversation_grows():
     turns = speaker_turns([("A", "the garden fence needs paint"), ("B", "blue would suit it")])
     index = LexicalIndex("c")
     index.scores("fence paint", [0, 1], turns)
-    built = dict(index._built)
+    grown = index._grown
     index.scores("blue fence", [0, 1], turns)
-    assert index._built == built  # same conversation, same length: nothing rebuilt
+    assert index._grown is grown and grown.n == 2  # same conversation, same length: nothing indexed again
     turns.append(Turn("user", "the fence is finished", 2, speaker="A"))
     scores = index.scores("finished fence", [0, 1, 2], turns)
-    assert len(index._built) == 2 and max(scores, key=scores.get) == 2
+    assert index._grown is grown and grown.n == 3 and max(scores, key=scores.get) == 2  # the new turn appended
 
 
 def test_idf_from_the_candidates_only():

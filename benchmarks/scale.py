@@ -1,0 +1,284 @@
+"""A year of conversation on a laptop: ingest, ranking and answer latency at 1,000 to 100,000 turns.
+
+For each length, a generated conversation of that many turns (``lab.synthetic.generate_conversation``: its
+6-8 planted facts, with their later corrections, spread over the whole length, small talk everywhere else)
+is written as interchange JSONL and ingested through the library (``LocalPager.ingest``, what ``localpager
+ingest`` runs) into a fresh store, and its evicted turns embedded (``Conversation.prepare``, what a first
+recall would otherwise do while the user waits). Each planted fact is then asked in every phrasing its kind
+has (``FactKind.asks``), in a worker process of its own so that ``peak_rss_mb`` is that length's:
+
+- ``rank_ms``: the decision ``ask`` makes before its model runs, alone: the selector's ``should_recall`` (the
+  recall gate over the ranking) and ``select`` (the pages to inject), per question, warm (after one question
+  that is not timed); ``extra.recall_api_ms_p50``: ``Conversation.recall`` (the MCP tool), which also lists
+  every ranked turn;
+- ``answer_ms``: a full ``ask`` (remembered: each question and answer become turns, as in a chat), warm;
+- ``page_selection``: the share of questions whose decision injects the page holding the fact's newest
+  statement (so that speed is never bought with recall); ``answer_contains``: the share answered with it;
+- ``cold_first_answer_ms``: ``localpager ask --json`` in a new process on the stored conversation (after one
+  earlier new process, not timed, so that the FAISS file exists), wall time, and its own peak RSS.
+
+    .venv/bin/python benchmarks/scale.py [--turns 1000,10000,100000 | --quick] [--json results/scale.json]
+
+The plot (latency against length, log scale) is written beside the JSON (``.png``; the ``eval`` extra).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+LENGTHS = (1_000, 10_000, 100_000)
+QUICK_LENGTHS = (1_000, 10_000)
+SEED = 7
+
+
+@dataclass
+class Question:
+    """One question about a planted fact: its accepted answers and the turn stating it."""
+
+    text: str
+    answers: list[str]
+    evidence: int
+
+
+@dataclass
+class LengthResult:
+    turns: int
+    ingest_s: float = 0.0  # store + embed
+    ingest_store_s: float = 0.0
+    embed_s: float = 0.0
+    ingest_turns_per_s: float = 0.0
+    store_mb: float = 0.0
+    peak_rss_mb: float = 0.0
+    rank_ms_p50: float = 0.0
+    rank_ms_p95: float = 0.0
+    answer_ms_p50: float = 0.0
+    answer_ms_p95: float = 0.0
+    first_answer_ms: float = 0.0  # the worker's first ask (models loaded by then, not timed in answer_ms)
+    cold_first_answer_ms: float = 0.0
+    cold_startup_ms: float = 0.0
+    cold_peak_rss_mb: float = 0.0
+    page_selection: float = 0.0
+    answer_contains: float = 0.0
+    questions: int = 0
+    pages: int = 0
+    evicted: int = 0
+    vectors: int = 0
+    extra: dict = field(default_factory=dict)
+
+
+def questions_for(conv) -> list[Question]:
+    """Every phrasing of every planted fact's question (the kind's ``asks``), answered by its newest value."""
+    from localpager.lab.synthetic import fact_kinds
+
+    kinds = {k.name: k for k in fact_kinds("tuning")}
+    out = []
+    for probe in conv.probes:
+        if not probe.evidence:
+            continue
+        asks = kinds[probe.extra["kind"]].asks if probe.extra.get("kind") in kinds else (probe.question,)
+        out += [Question(q, list(probe.answers), probe.evidence[0]) for q in dict.fromkeys(asks)]
+    return out
+
+
+def _pct(values: list[float], q: float) -> float:
+    values = sorted(values)
+    return round(values[min(len(values) - 1, int(q * len(values)))], 1) if values else 0.0
+
+
+def _peak_rss_mb() -> float:
+    return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
+
+
+def _store_mb(store: Path) -> float:
+    files = [p for p in store.parent.glob(store.name + "*") if p.is_file() and ".kv-" not in p.name]
+    return round(sum(p.stat().st_size for p in files) / 1e6, 1)
+
+
+def _bar(total: int, desc: str):
+    from tqdm import tqdm
+
+    return tqdm(total=total, desc=desc, unit="turn", file=sys.stderr, mininterval=2.0)
+
+
+def worker(turns: int, workdir: Path, model: str | None) -> LengthResult:
+    """Generate, ingest, embed and ask one length in this process."""
+    from localpager import LocalPager
+    from localpager.lab.metrics import contains_answer
+    from localpager.lab.synthetic import generate_conversation
+    from localpager.store.loaders import dump_jsonl
+
+    result = LengthResult(turns)
+    conv = generate_conversation(SEED, n_turns=turns, general=0, conv_id="scale")
+    questions = questions_for(conv)
+    source, store = workdir / f"scale-{turns}.jsonl", workdir / f"scale-{turns}.db"
+    dump_jsonl([conv], source)
+    del conv
+    lp = LocalPager(store, model=model)
+    start = time.perf_counter()
+    report = lp.ingest(source)
+    result.ingest_store_s = time.perf_counter() - start
+    chat = lp.conversation("scale")
+    bar = _bar(sum(len(p.turn_range) for p in chat.pager.evicted), f"embed {turns}")
+    start = time.perf_counter()
+    result.vectors = chat.prepare(progress=lambda done, total: bar.update(done - bar.n))
+    bar.close()
+    result.embed_s = time.perf_counter() - start
+    result.ingest_s = round(result.ingest_store_s + result.embed_s, 2)
+    result.ingest_store_s, result.embed_s = round(result.ingest_store_s, 2), round(result.embed_s, 2)
+    result.ingest_turns_per_s = round(turns / result.ingest_s, 1)
+    result.pages, result.evicted = report.pages, report.evicted
+    page_of = {t: p.page_id for p in chat.pages for t in p.turn_range}
+    decide(chat, questions[-1].text)  # loads the embedder, reads the indexes: not timed
+    ranks, selected, recalls = [], [], []
+    for q in questions:
+        start = time.perf_counter()
+        injected = decide(chat, q.text)
+        ranks.append((time.perf_counter() - start) * 1000)
+        selected.append(page_of[q.evidence] in injected)
+        start = time.perf_counter()
+        chat.recall(q.text)
+        recalls.append((time.perf_counter() - start) * 1000)
+    result.extra["recall_api_ms_p50"] = _pct(recalls, 0.5)
+    result.rank_ms_p50, result.rank_ms_p95 = _pct(ranks, 0.5), _pct(ranks, 0.95)
+    result.page_selection = round(sum(selected) / len(selected), 3)
+    start = time.perf_counter()
+    chat.ask(questions[0].text)  # loads the chat model: not in answer_ms
+    result.first_answer_ms = round((time.perf_counter() - start) * 1000, 1)
+    answers, right = [], []
+    for q in questions:
+        start = time.perf_counter()
+        answer = chat.ask(q.text)
+        answers.append((time.perf_counter() - start) * 1000)
+        right.append(contains_answer(answer.answer, q.answers))
+    result.answer_ms_p50, result.answer_ms_p95 = _pct(answers, 0.5), _pct(answers, 0.95)
+    result.answer_contains = round(sum(right) / len(right), 3)
+    result.questions = len(questions)
+    result.extra["rank_ms"] = [round(x, 1) for x in ranks]
+    result.extra["answer_ms"] = [round(x, 1) for x in answers]
+    lp.close()
+    result.store_mb = _store_mb(store)
+    result.peak_rss_mb = _peak_rss_mb()
+    return result
+
+
+def decide(chat, question: str) -> set[int]:
+    """What ``ask`` decides before the model runs, as the runtime asks it of the selector: whether to page in
+    (the recall gate), then the pages to inject. Returns the injected page ids."""
+    pager = chat.pager
+    selector = chat.lp.selector(chat.id)
+    selector.should_recall(question, pager)
+    injections, _ = selector.select(question, [], pager, None)
+    return {i.page.page_id for i in injections}
+
+
+def cold_answer(store: Path, question: str, model: str | None) -> tuple[float, float, float]:
+    """``localpager ask --json`` in a new process: wall ms, the part before the answer's own stages, peak RSS."""
+    cmd = [sys.executable, "-m", "localpager.cli", "--store", str(store), "ask", "scale", question, "--json",
+           *(["--model", model] if model else [])]
+    with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
+        start = time.perf_counter()
+        proc = subprocess.Popen(cmd, stdout=out, stderr=err, text=True)
+        _, status, usage = os.wait4(proc.pid, 0)  # this child's own rusage: its peak RSS
+        wall = (time.perf_counter() - start) * 1000
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        out.seek(0), err.seek(0)
+        out, err = out.read(), err.read()
+    if proc.returncode:
+        raise RuntimeError(f"{' '.join(cmd)} failed: {err[-2000:]}")
+    rss = usage.ru_maxrss / 1024
+    total = json.loads(out)["timings_ms"]["total"]
+    return round(wall, 1), round(wall - total, 1), round(rss, 1)
+
+
+def run_length(turns: int, workdir: Path, model: str | None) -> LengthResult:
+    """One length: a worker process, then two new processes asking on its store (the second timed)."""
+    cmd = [sys.executable, __file__, "--worker", str(turns), "--workdir", str(workdir),
+           *(["--model", model] if model else [])]
+    done = subprocess.run(cmd, stdout=subprocess.PIPE, text=True, check=True)
+    result = LengthResult(**json.loads(done.stdout.strip().splitlines()[-1]))
+    from localpager.lab.synthetic import generate_conversation
+
+    question = questions_for(generate_conversation(SEED, n_turns=turns, general=0))[1].text
+    store = workdir / f"scale-{turns}.db"
+    cold_answer(store, question, model)  # the FAISS file written, the KV state saved: not timed
+    result.cold_first_answer_ms, result.cold_startup_ms, result.cold_peak_rss_mb = cold_answer(store, question, model)
+    return result
+
+
+def plot(data: dict, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    lengths = sorted(int(n) for n in data["lengths"])
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    for key, label in (("rank_ms_p50", "rank p50"), ("rank_ms_p95", "rank p95"), ("answer_ms_p50", "answer p50"),
+                       ("answer_ms_p95", "answer p95"), ("cold_first_answer_ms", "cold first answer")):
+        ax.plot(lengths, [data["lengths"][str(n)][key] for n in lengths], marker="o", label=label)
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("turns in the conversation")
+    ax.set_ylabel("ms")
+    ax.set_title(f"localpager at scale ({data['machine']['cores']} cores, load {data['machine']['load_before']})")
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--turns", default=",".join(map(str, LENGTHS)))
+    parser.add_argument("--quick", action="store_true", help=f"lengths {QUICK_LENGTHS} only")
+    parser.add_argument("--json", type=Path, default=None)
+    parser.add_argument("--model", default=None)
+    parser.add_argument("--workdir", type=Path, default=None)
+    parser.add_argument("--worker", type=int, default=None, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.worker is not None:
+        print(json.dumps(asdict(worker(args.worker, args.workdir, args.model))))
+        return
+    lengths = QUICK_LENGTHS if args.quick else tuple(int(n) for n in args.turns.split(","))
+    machine = {"cores": os.cpu_count(), "load_before": round(os.getloadavg()[0], 2)}
+    results = {}
+    with tempfile.TemporaryDirectory(prefix="localpager-scale-") as tmp:
+        workdir = args.workdir or Path(tmp)
+        workdir.mkdir(parents=True, exist_ok=True)
+        for n in lengths:
+            result = run_length(n, workdir, args.model)
+            results[str(n)] = {k: v for k, v in asdict(result).items()}
+            print(f"{n} turns: " + ", ".join(f"{k} {v}" for k, v in results[str(n)].items() if k != "extra"),
+                  file=sys.stderr, flush=True)
+            if args.json:  # written after every length: a long run keeps what it measured
+                machine["load_after"] = round(os.getloadavg()[0], 2)
+                write(args.json, {"machine": machine, "lengths": results})
+    if not args.json:
+        print(json.dumps({"machine": machine, "lengths": results}, indent=2))
+    else:
+        plot({"machine": machine, "lengths": results}, args.json.with_suffix(".png"))
+
+
+def write(path: Path, data: dict) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    first = min(int(n) for n in data["lengths"])
+    base = data["lengths"][str(first)]["answer_ms_p50"]
+    data["targets"] = {n: {"rank_ms_p50<=50": r["rank_ms_p50"] <= 50,
+                           "answer_ms_p50<=1.2x_first": r["answer_ms_p50"] <= 1.2 * base,
+                           "cold_first_answer_ms<=3000": r["cold_first_answer_ms"] <= 3000,
+                           "peak_rss_mb<=1024": max(r["peak_rss_mb"], r["cold_peak_rss_mb"]) <= 1024}
+                       for n, r in data["lengths"].items()}
+    path.write_text(json.dumps(data, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    main()
