@@ -37,6 +37,7 @@ class Generation:
     decode_ms: float  # sampling after the first token
     stopped: str = "eos"  # "eos", "length", "grammar" or "caller"
     shifted: int = 0  # of ``reused``: cached tokens moved to new positions (after an eviction) instead of re-read
+    restored: int = 0  # of ``reused``: tokens of a saved prefix copied back into the cache (``keep`` below)
     timings: dict[str, float] = field(default_factory=dict)
 
 
@@ -73,6 +74,10 @@ class ChatBackend(Protocol):
 
     # Optional: ``expresses(constraint) -> bool``, False for a constraint the backend cannot hold output to
     # (``constraints.expresses`` asks it; a model server that takes neither GBNF nor a JSON schema).
+
+    # Optional: ``keeps_prefixes = True`` and ``generate(..., keep=(n, ...))``: the context saves the KV cache of
+    # ``prompt[:n]`` and puts it back for a later prompt beginning with it, even after other prompts ran there
+    # (the focused answer's fixed part on a side context that also does the model's side work).
 
     # Optional: ``fork() -> ChatBackend``, a second context on the same model for side work (keywords,
     # eviction advice). A backend without it shares its one context, and side work costs the chat its cache.

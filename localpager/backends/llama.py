@@ -11,6 +11,7 @@ import threading
 import time
 import weakref
 from contextlib import nullcontext
+from collections import OrderedDict
 from dataclasses import dataclass
 from difflib import SequenceMatcher
 from functools import lru_cache
@@ -26,6 +27,9 @@ DEFAULT_N_CTX = 2048
 # A splice moves a cached run of at least this many tokens instead of re-evaluating it: below that, the
 # bookkeeping is not worth it.
 MIN_SPLICE = 32
+# Saved prompt prefixes a context keeps (``KeptPrefixes``): the focused answer's fixed part and the last few
+# recalls' notes; SmolLM2-135M holds 23 KB of keys and values a token, so eight 80-token prefixes take 15 MB.
+KEPT_PREFIXES = 8
 
 
 def cpu_threads() -> int:
@@ -145,10 +149,54 @@ def plan_splice(cached: Sequence[int], prompt: Sequence[int], min_size: int = MI
     return Splice(keep=keep, moved=match.a, insert=match.b, size=match.size)
 
 
+class KeptPrefixes:
+    """The KV cache of a few prompt prefixes, saved so that a context which ran other prompts in between
+    (keyword extraction, a worth verdict) gets them back by a copy instead of re-reading them. Least recently
+    used first out. A saved prefix is only ever restored for a prompt that begins with exactly its tokens."""
+
+    def __init__(self, capacity: int = KEPT_PREFIXES):
+        self.capacity = capacity
+        self._states: OrderedDict[tuple[int, ...], bytes] = OrderedDict()
+
+    def __len__(self) -> int:
+        return len(self._states)
+
+    def __contains__(self, tokens: tuple[int, ...]) -> bool:
+        return tokens in self._states
+
+    def longest(self, prompt: Sequence[int], than: int) -> tuple[tuple[int, ...], bytes] | None:
+        """The longest saved prefix of ``prompt`` longer than ``than`` tokens (what the live cache shares)."""
+        best = None
+        for tokens, state in self._states.items():
+            if len(tokens) > than and len(tokens) <= len(prompt) and tuple(prompt[:len(tokens)]) == tokens:
+                if best is None or len(tokens) > len(best[0]):
+                    best = (tokens, state)
+        if best is not None:
+            self._states.move_to_end(best[0])
+        return best
+
+    def touch(self, tokens: tuple[int, ...]) -> bool:
+        """Mark ``tokens`` as just used; False if they are not saved."""
+        if tokens not in self._states:
+            return False
+        self._states.move_to_end(tokens)
+        return True
+
+    def add(self, tokens: tuple[int, ...], state: bytes) -> None:
+        self._states[tokens] = state
+        self._states.move_to_end(tokens)
+        while len(self._states) > self.capacity:
+            self._states.popitem(last=False)
+
+    def clear(self) -> None:
+        self._states.clear()
+
+
 class LlamaCppBackend:
     """One GGUF model in one llama.cpp context; a lock makes it safe to share between threads."""
 
     name = "llama-cpp"
+    keeps_prefixes = True  # ``generate(..., keep=...)`` saves those prefixes (``KeptPrefixes``)
 
     def __init__(self, model_path: str | os.PathLike | None = None, n_ctx: int = DEFAULT_N_CTX,
                  n_threads: int | None = None, kv_shift: bool | None = None, n_threads_batch: int | None = None):
@@ -164,6 +212,7 @@ class LlamaCppBackend:
         self.n_threads_batch = n_threads_batch or self.n_threads_batch
         self.n_ctx = n_ctx
         self.lock = threading.RLock()
+        self.kept = KeptPrefixes()
         self._llm = load_llama(
             self.model_path, n_ctx=n_ctx, n_threads=self.n_threads, n_threads_batch=self.n_threads_batch,
             n_batch=min(512, n_ctx), sequences=2 if kv_shift else 1,
@@ -216,6 +265,7 @@ class LlamaCppBackend:
         """Forget every cached token (after the conversation it came from was erased)."""
         with self.lock:
             internals().clear(self._llm)
+            self.kept.clear()
 
     # -- tokens -------------------------------------------------------------------------------
     def _tokenize_special(self, text: str) -> list[int]:
@@ -236,13 +286,16 @@ class LlamaCppBackend:
     # -- generation ---------------------------------------------------------------------------
     def cached_prefix(self, prompt: Sequence[int]) -> int:
         """How many leading prompt tokens are already in the KV cache (at least one is re-run)."""
-        cached = internals().cached_tokens(self._llm)
+        return min(self._shared(prompt), len(prompt) - 1)
+
+    def _shared(self, prompt: Sequence[int]) -> int:
+        """The leading tokens the KV cache and ``prompt`` have in common."""
         n = 0
-        for a, b in zip(cached, prompt):
+        for a, b in zip(internals().cached_tokens(self._llm), prompt):
             if a != b:
                 break
             n += 1
-        return min(n, len(prompt) - 1)
+        return n
 
     def _splice(self, prompt: Sequence[int]) -> tuple[int, int]:
         """Apply ``plan_splice`` to the KV cache: the tokens it moved instead of re-evaluating and the new
@@ -256,6 +309,27 @@ class LlamaCppBackend:
         inserted = internals().splice(self._llm, prompt, plan.keep, plan.moved, plan.insert, plan.size)
         return (0, 0) if inserted < 0 else (plan.size, inserted)
 
+    def _restore(self, prompt: Sequence[int]) -> int:
+        """Put back the longest kept prefix of ``prompt`` when the live cache shares less of it: the tokens
+        restored (0: none)."""
+        saved = self.kept.longest(prompt, than=self.cached_prefix(prompt))
+        if saved is None or len(saved[0]) >= len(prompt):
+            return 0
+        return len(saved[0]) if internals().restore_sequence(self._llm, saved[1], saved[0]) else 0
+
+    def _keep(self, prompt: Sequence[int], lengths: Sequence[int]) -> int:
+        """Save the KV cache of ``prompt[:n]`` for each ``n`` of ``lengths`` not kept yet, evaluating up to it
+        first (the generation then reuses it): the tokens evaluated. A prefix the cache already holds more of
+        is left for a later call (saving it would cut what the generation reuses)."""
+        evaluated = 0
+        for n in sorted(set(lengths)):
+            tokens = tuple(prompt[:n])
+            if not 0 < n < len(prompt) or self.kept.touch(tokens) or self._shared(prompt) > n:
+                continue
+            evaluated += internals().extend_to(self._llm, prompt, n)
+            self.kept.add(tokens, internals().sequence_state(self._llm))
+        return evaluated
+
     def generate(
         self,
         prompt: Sequence[int],
@@ -264,8 +338,11 @@ class LlamaCppBackend:
         constraint: Constraint | None = None,
         on_text: TextCallback | None = None,
         repeat_penalty: float = 1.0,
+        keep: Sequence[int] = (),
     ) -> Generation:
-        """``constraint`` is rendered to GBNF (``Constraint.gbnf``) and compiled by llama.cpp."""
+        """``constraint`` is rendered to GBNF (``Constraint.gbnf``) and compiled by llama.cpp. ``keep``: prompt
+        lengths whose prefix this context saves (``KeptPrefixes``) and restores for a later prompt that begins
+        with it, whatever ran in between (``Generation.restored`` counts the tokens it gave back)."""
         from llama_cpp import LlamaGrammar
 
         if len(prompt) + max_tokens > self.n_ctx:
@@ -275,8 +352,11 @@ class LlamaCppBackend:
         with self.lock:
             compiled = LlamaGrammar.from_string(constraint.gbnf(), verbose=False) if constraint is not None else None
             start = time.perf_counter()
+            restored = self._restore(prompt) if self.kept else 0
             shifted, inserted = self._splice(prompt) if self.kv_shift else (0, 0)
             reused = self.cached_prefix(prompt) - inserted
+            if keep:
+                self._keep(prompt, keep)
             tokens: list[int] = []
             text = ""
             stopped = "length"
@@ -308,6 +388,7 @@ class LlamaCppBackend:
             evaluated=len(prompt) - reused,
             reused=reused,
             shifted=shifted,
+            restored=restored,
             prefill_ms=(first - start) * 1000,
             decode_ms=(end - first) * 1000,
             stopped=stopped,

@@ -181,3 +181,50 @@ def splice(llm: Any, prompt: Sequence[int], keep: int, moved: int, insert: int, 
     llm.n_tokens = held
     llm._requires_eval = True
     return len(inserted)
+
+
+# -- saved prefixes ------------------------------------------------------------------------------------
+def extend_to(llm: Any, prompt: Sequence[int], upto: int) -> int:
+    """Make the cache hold exactly ``prompt[:upto]``: keep the tokens it already shares with it and evaluate the
+    rest (``Llama.eval`` drops every cell after what is kept). The tokens evaluated."""
+    held = llm.input_ids[: llm.n_tokens].tolist()
+    keep = 0
+    for a, b in zip(held, prompt[:upto]):
+        if a != b:
+            break
+        keep += 1
+    if keep == upto and llm.n_tokens == upto:
+        return 0
+    llm.n_tokens = keep
+    if keep < upto:
+        llm.eval(list(prompt[keep:upto]))
+    else:
+        llm._ctx.kv_cache_seq_rm(-1, upto, -1)
+    llm._requires_eval = True
+    return upto - keep
+
+
+def sequence_state(llm: Any) -> bytes:
+    """Sequence 0's KV cells (keys, values, positions) as bytes: what ``restore_sequence`` puts back."""
+    ctx = llm._ctx.ctx
+    size = llama_cpp.llama_state_seq_get_size(ctx, 0)
+    buffer = (ctypes.c_uint8 * size)()
+    written = llama_cpp.llama_state_seq_get_data(ctx, buffer, size, 0)
+    return ctypes.string_at(buffer, written)
+
+
+def restore_sequence(llm: Any, state: bytes, tokens: Sequence[int]) -> bool:
+    """Replace the cache with ``state`` (from ``sequence_state``), which holds ``tokens``; False (and an empty
+    cache) when llama.cpp refuses it."""
+    memory = _memory(llm)
+    llama_cpp.llama_memory_clear(memory, True)
+    llm.n_tokens = 0
+    buffer = (ctypes.c_uint8 * len(state)).from_buffer_copy(state)
+    if llama_cpp.llama_state_seq_set_data(llm._ctx.ctx, buffer, len(state), 0) != len(state):
+        llama_cpp.llama_memory_clear(memory, True)
+        return False
+    n = len(tokens)
+    llm.input_ids[:n] = list(tokens)
+    llm.n_tokens = n
+    llm._requires_eval = True
+    return True

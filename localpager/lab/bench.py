@@ -355,7 +355,11 @@ def summarize(timings: list[TurnTiming], config: BenchConfig) -> dict[str, Any]:
         stages[str(n)]["ttft"] = {"p50": _pct(ttft, 0.5), "p95": _pct(ttft, 0.95)}
     shortest, longest = str(config.lengths[0]), str(config.lengths[-1])
     later = [t.total_ms for t in paging if t.turn > 0]
+    truncation = [t.total_ms for t in timings if t.strategy == "truncation"]
     return {
+        "paging_vs_truncation_p50": _ratio(_pct([t.total_ms for t in paging], 0.5), _pct(truncation, 0.5)),
+        "paging_vs_truncation_p50_by_length": {str(n): _ratio(p50["paging"][str(n)], p50["truncation"][str(n)])
+                                               for n in config.lengths},
         "warm_answer_ms": _pct(later, 0.5),
         "p95_ms_after_first": _pct(later, 0.95),
         "p95_ms_with_first": _pct([t.total_ms for t in paging], 0.95),
@@ -368,6 +372,16 @@ def summarize(timings: list[TurnTiming], config: BenchConfig) -> dict[str, Any]:
         "evaluated_tokens_p50": {s: {str(n): _pct([t.evaluated for t in by(s, n)], 0.5) for n in config.lengths}
                                  for s in ("paging", "truncation", "full")},
     }
+
+
+def _ratio(a: float, b: float) -> float | None:
+    return round(a / b, 3) if b else None
+
+
+def report_line(result: dict[str, Any]) -> str:
+    """The recall-cost line of the text report: paging's p50 turn against truncation's, in the same run."""
+    by_length = ", ".join(f"{n} turns {r}" for n, r in result["paging_vs_truncation_p50_by_length"].items())
+    return f"paging_vs_truncation_p50: {result['paging_vs_truncation_p50']} ({by_length})"
 
 
 def _peak_rss_mb() -> float:
@@ -447,6 +461,7 @@ def run_bench(config: BenchConfig, progress=None, log: Callable[[str], None] = l
     with tempfile.TemporaryDirectory() as tmp:
         timings = run_turns(backend, config, rates, Path(tmp), progress)
         chat_peak = _peak_rss_mb()
+        log(report_line(summarize(timings, config)))
         log("rerank at scale")
         rerank = rerank_at_scale(config.index_sizes)
         log(f"cold first answers on a stored {config.cold_turns}-turn conversation")

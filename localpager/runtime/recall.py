@@ -135,6 +135,29 @@ def system_message(pager: Pager, show_bookmarks: bool = True) -> Message:
     return Message("system", SYSTEM_PROMPT + "\n" + MEMORY_PROMPT.format(bookmarks=bookmarks))
 
 
+def kept_parts(backend: ChatBackend, layout: str, notes: str, question: str, recent: Sequence[Message],
+               prompt: Sequence[int]) -> tuple[int, ...]:
+    """The prefixes of a focused answer ``prompt`` worth keeping on the side context (``keep`` of
+    ``generate``): the part every recall shares (system line and header) and that part with these notes
+    (the same turns recalled for another question). Each is the prompt's common prefix with the same layout
+    rendered without notes or without the question, so a token merged across a boundary is never kept.
+    Empty for a backend that keeps no prefixes."""
+    if not getattr(backend, "keeps_prefixes", False):
+        return ()
+    fixed = _common(prompt, backend.render(answer_messages(layout, "", "", recent)))
+    with_notes = _common(prompt, backend.render(answer_messages(layout, notes, "", recent)))
+    return tuple(n for n in dict.fromkeys((fixed, with_notes)) if 0 < n < len(prompt))
+
+
+def _common(a: Sequence[int], b: Sequence[int]) -> int:
+    n = 0
+    for x, y in zip(a, b):
+        if x != y:
+            break
+        n += 1
+    return n
+
+
 def _ms(start: float) -> float:
     return (time.perf_counter() - start) * 1000
 
@@ -280,7 +303,9 @@ class Runtime:
         dates = self._date_choice(pager, question, injections) if s.date_answers else None
         if dates is not None and not expresses(backend, dates):  # a server that constrains nothing answers freely
             dates = None
-        gen, text = self._generate_answer(backend, answer_prompt, s.max_answer_tokens, on_text, s, constraint=dates)
+        keep = kept_parts(backend, s.layout, notes, question, recent, answer_prompt)
+        gen, text = self._generate_answer(backend, answer_prompt, s.max_answer_tokens, on_text, s, constraint=dates,
+                                          keep=keep)
         trace.timings_ms["injection_prefill"] += gen.prefill_ms
         trace.timings_ms["answer_decode"] += gen.decode_ms
         trace.add_tokens(gen.evaluated, gen.reused, len(gen.tokens), gen.prompt_tokens, kind="answer")
@@ -369,14 +394,16 @@ class Runtime:
 
     def _generate_answer(self, backend: ChatBackend, prompt: Sequence[int], max_tokens: int,
                          on_text: TextCallback | None, s: RecallSettings, lead: str = "",
-                         constraint: OneOf | None = None):
+                         constraint: OneOf | None = None, keep: Sequence[int] = ()):
         """Generate under the repetition guard; the answer text is what the guard keeps."""
         guard = RepetitionGuard(on_text)
         if lead:
             guard(lead)
-        options = {"repeat_penalty": s.repeat_penalty} if s.repeat_penalty != 1.0 else {}
+        options: dict = {"repeat_penalty": s.repeat_penalty} if s.repeat_penalty != 1.0 else {}
         if constraint is not None:
             options["constraint"] = constraint
+        if keep:
+            options["keep"] = tuple(keep)
         gen = backend.generate(prompt, max_tokens=max(1, max_tokens), on_text=guard, **options)
         guard.flush()
         return gen, guard.text.strip()
