@@ -213,9 +213,10 @@ class LlamaCppBackend:
         self.n_ctx = n_ctx
         self.lock = threading.RLock()
         self.kept = KeptPrefixes()
+        self._sequences = 2 if kv_shift else 1
         self._llm = load_llama(
             self.model_path, n_ctx=n_ctx, n_threads=self.n_threads, n_threads_batch=self.n_threads_batch,
-            n_batch=min(512, n_ctx), sequences=2 if kv_shift else 1,
+            n_batch=min(512, n_ctx), sequences=self._sequences,
         )
         self.model_name = self.model_path.name
         self.kv_shift = kv_shift and internals().can_shift(self._llm)
@@ -317,18 +318,29 @@ class LlamaCppBackend:
             return 0
         return len(saved[0]) if internals().restore_sequence(self._llm, saved[1], saved[0]) else 0
 
-    def _keep(self, prompt: Sequence[int], lengths: Sequence[int]) -> int:
-        """Save the KV cache of ``prompt[:n]`` for each ``n`` of ``lengths`` not kept yet, evaluating up to it
-        first (the generation then reuses it): the tokens evaluated. A prefix the cache already holds more of
-        is left for a later call (saving it would cut what the generation reuses)."""
-        evaluated = 0
-        for n in sorted(set(lengths)):
-            tokens = tuple(prompt[:n])
-            if not 0 < n < len(prompt) or self.kept.touch(tokens) or self._shared(prompt) > n:
-                continue
-            evaluated += internals().extend_to(self._llm, prompt, n)
-            self.kept.add(tokens, internals().sequence_state(self._llm))
-        return evaluated
+    def _to_keep(self, prompt: Sequence[int], lengths: Sequence[int]) -> list[int]:
+        """The lengths of ``lengths`` whose prefix is not kept yet (those that are count as just used)."""
+        return [n for n in sorted(set(lengths)) if 0 < n < len(prompt) and not self.kept.touch(tuple(prompt[:n]))]
+
+    def _keep_after(self, prompt: Sequence[int], lengths: Sequence[int]) -> None:
+        """Save ``prompt[:n]`` for each ``n`` of ``lengths`` from the cache the generation left (the prompt read
+        in one batch, as without keeping; a context with two sequences copies the part to the second)."""
+        for n in self._to_keep(prompt, lengths):
+            if self._shared(prompt) >= n:
+                state = internals().sequence_state(self._llm, n)
+                if state is not None:
+                    self.kept.add(tuple(prompt[:n]), state)
+
+    def _keep_before(self, prompt: Sequence[int], lengths: Sequence[int]) -> None:
+        """On a context with one sequence: evaluate up to each ``n`` of ``lengths`` and save it before the
+        generation reads the rest. A prefix the cache already holds more of is left for a later call (saving it
+        would cut what the generation reuses)."""
+        for n in self._to_keep(prompt, lengths):
+            if self._shared(prompt) <= n:
+                internals().extend_to(self._llm, prompt, n)
+                state = internals().sequence_state(self._llm)
+                if state is not None:
+                    self.kept.add(tuple(prompt[:n]), state)
 
     def generate(
         self,
@@ -355,8 +367,8 @@ class LlamaCppBackend:
             restored = self._restore(prompt) if self.kept else 0
             shifted, inserted = self._splice(prompt) if self.kv_shift else (0, 0)
             reused = self.cached_prefix(prompt) - inserted
-            if keep:
-                self._keep(prompt, keep)
+            if keep and self._sequences == 1:
+                self._keep_before(prompt, keep)
             tokens: list[int] = []
             text = ""
             stopped = "length"
@@ -379,6 +391,8 @@ class LlamaCppBackend:
                 if len(tokens) >= max_tokens:
                     break
             generator.close()
+            if keep and self._sequences == 2:
+                self._keep_after(prompt, keep)  # a few milliseconds, counted with the decoding
             end = time.perf_counter()
         first = first or end
         return Generation(

@@ -204,13 +204,27 @@ def extend_to(llm: Any, prompt: Sequence[int], upto: int) -> int:
     return upto - keep
 
 
-def sequence_state(llm: Any) -> bytes:
-    """Sequence 0's KV cells (keys, values, positions) as bytes: what ``restore_sequence`` puts back."""
+def sequence_state(llm: Any, upto: int | None = None) -> bytes | None:
+    """The KV cells (keys, values, positions) of sequence 0's first ``upto`` tokens (all: None) as bytes, what
+    ``restore_sequence`` puts back. A part of the sequence is copied to sequence 1 first (a context made under
+    ``two_sequences``; None without one), so nothing is re-evaluated and the cache stays as it was."""
     ctx = llm._ctx.ctx
-    size = llama_cpp.llama_state_seq_get_size(ctx, 0)
-    buffer = (ctypes.c_uint8 * size)()
-    written = llama_cpp.llama_state_seq_get_data(ctx, buffer, size, 0)
-    return ctypes.string_at(buffer, written)
+    seq = 0
+    if upto is not None and upto < llm.n_tokens:
+        if llama_cpp.llama_n_seq_max(ctx) < 2:
+            return None
+        memory = _memory(llm)
+        llama_cpp.llama_memory_seq_rm(memory, 1, -1, -1)
+        llama_cpp.llama_memory_seq_cp(memory, 0, 1, 0, upto)
+        seq = 1
+    try:
+        size = llama_cpp.llama_state_seq_get_size(ctx, seq)
+        buffer = (ctypes.c_uint8 * size)()
+        written = llama_cpp.llama_state_seq_get_data(ctx, buffer, size, seq)
+        return ctypes.string_at(buffer, written) if written else None
+    finally:
+        if seq:
+            llama_cpp.llama_memory_seq_rm(_memory(llm), 1, -1, -1)
 
 
 def restore_sequence(llm: Any, state: bytes, tokens: Sequence[int]) -> bool:

@@ -21,10 +21,14 @@ SIDE_WORK = [Message("system", "Answer yes or no."), Message("user", "Is this pa
                                                                      "the weather and a train that was late.")]
 
 
-@pytest.fixture(scope="module")
-def side(backend):
-    """A fork, as ``LocalPager.side_backend`` is: its own KV cache and kept prefixes."""
-    return backend.fork()
+@pytest.fixture(scope="module", params=[True, False], ids=["two-sequences", "one-sequence"])
+def side(backend, request):
+    """A fork, as ``LocalPager.side_backend`` is: its own KV cache and kept prefixes. With two sequences a
+    prefix is saved from what the answer read; with one (no KV shift) it is read first, then saved."""
+    from localpager.backends.llama import LlamaCppBackend
+
+    return LlamaCppBackend(backend.model_path, n_ctx=backend.n_ctx, n_threads=backend.n_threads,
+                           kv_shift=request.param)
 
 
 def answer(side, notes: str, question: str):
