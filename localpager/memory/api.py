@@ -198,11 +198,17 @@ class LocalPager:
                 warm()
 
     def lexical(self, conv_id: str) -> LexicalIndex:
-        """The BM25 index of a conversation's turns, kept across questions (turns are appended to it)."""
+        """The BM25 index of a conversation's turns, kept across questions (turns are appended to it), and
+        saved beside a local store that is neither encrypted nor read-only, for the next process."""
+        from ..retrieval import lexfile
         from ..retrieval.ranking import LexicalIndex
 
         with self.lock:
-            return self._lexical.setdefault(conv_id, LexicalIndex(conv_id))
+            if conv_id not in self._lexical:
+                saved = self.store.local and not (self.store.encrypted or self.store.read_only)
+                self._lexical[conv_id] = LexicalIndex(conv_id, file=lexfile.path_for(self.store.path, conv_id)
+                                                      if saved else None, erasures=self.store.erase_generation)
+            return self._lexical[conv_id]
 
     def selector(self, conv_id: str) -> PageSelector:
         from ..retrieval.rerank import RerankSelector
@@ -330,8 +336,12 @@ class LocalPager:
         chat and side contexts; ``generation`` is the store's erase generation what is held from now on is
         built under. A conversation in the middle of a change in this thread keeps its pages (its own lock
         kept the erase away from it)."""
+        from ..retrieval import lexfile
+
         with self.lock:
             self.invalidate()
+            if self.store.local:
+                lexfile.remove_all(self.store.path)  # saved BM25 postings hold the conversation's words
             if self._index is not None:
                 self._index.unload()  # loaded again from the rewritten files, or rebuilt
             self.prefix_states.forget(self._backend, generation)
@@ -376,13 +386,17 @@ class LocalPager:
             return child
 
     def close(self) -> None:
-        """Save the chat's KV cache for the next process (see ``localpager.store.kvstate``) and close the store."""
+        """Save the chat's KV cache and any FAISS index whose save was deferred for the next process (see
+        ``localpager.store.kvstate``, ``retrieval.index.SAVE_NOW_BELOW``) and close the store."""
         for child in list(self._namespaces.values()):
             child.close()
         self._namespaces.clear()
         if self._backend is not None:
             with self.lock:
                 self.prefix_states.save(self._backend)
+        if self._index is not None:
+            with self.lock:
+                self._index.flush()  # a large FAISS index changed since it was saved
         self.store.close()
 
 

@@ -33,6 +33,10 @@ from .choices import Signal
 from .embedder import Embedder
 SEARCH_THREADS = 1  # measured: one thread is faster for flat search at this size
 CONVERSATION_INDEXES = 256  # per-conversation indexes kept in memory (a store on a database server)
+# An index with fewer vectors is saved after every change; a larger one (100,000 turns: a 150 MB file, 0.5 s
+# to write) when the LocalPager closes (``PageIndex.flush``). A process that ends without closing leaves a
+# file the next one finds stale by its fingerprint, and rebuilds from the store.
+SAVE_NOW_BELOW = 20_000
 log = logging.getLogger(__name__)
 
 
@@ -89,6 +93,7 @@ class SignalIndex:
         self.fingerprint: list = []  # the store's embedding_fingerprint this index reflects
         # files beside the store: only for a whole local store (and never an encrypted or read-only one)
         self.files = conv_id is None and getattr(store, "local", True)
+        self.dirty = False  # changed since saved (``flush``)
         self.changes = 0  # moves whenever rows are added or removed: what ``conversation_turns`` caches by
         self._turns: dict[str, tuple[int, np.ndarray, np.ndarray, np.ndarray]] = {}
         self.index = (None if rebuild or not self.files else self._load()) or self._rebuild()
@@ -141,7 +146,7 @@ class SignalIndex:
         except (ValueError, KeyError, RuntimeError, OSError) as exc:
             log.warning("rebuilding %s: %s", self.path, exc)
             return None
-        rows = self.store.embedding_rows(self.signal, vectors=False)
+        rows = self.store.embedding_keys(self.signal)
         if index.ntotal != len(rows):
             return None
         self.rows = {r[0]: (r[1], r[2], r[3]) for r in rows}
@@ -166,7 +171,7 @@ class SignalIndex:
         index.add_with_ids(vectors, np.array([r[0] for r in rows], dtype=np.int64))
         self.rows.update({r[0]: (r[1], r[2], r[3]) for r in rows})
 
-    def save(self) -> None:
+    def _save(self) -> None:
         """Write the index and its fingerprint beside the store, owner-only; an encrypted store's index
         stays in memory (rebuilt from the store on open), so no vector lands on disk in the clear."""
         import faiss
@@ -197,7 +202,19 @@ class SignalIndex:
                 self.rows.pop(rowid, None)
         self._add(self.index, [r for r in rows if r[0] not in self.rows])
         self.fingerprint = [version, len(self.rows)]
-        self.save()
+        if self.index.ntotal < SAVE_NOW_BELOW:
+            self.save()
+        else:  # a large file is rewritten whole: not on every eviction, but by ``flush`` (on close)
+            self.dirty = True
+
+    def flush(self) -> None:
+        """Save the index if changes are waiting (``refresh`` on a large index defers its save)."""
+        if self.dirty:
+            self.save()
+
+    def save(self) -> None:
+        self.dirty = False
+        self._save()
 
     def conversation_turns(self, conv_id: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(place in the index's storage, turn index, page id) of each of ``conv_id``'s turn rows; worked out
@@ -213,7 +230,8 @@ class SignalIndex:
         ids = faiss.vector_to_array(self.index.id_map) if self.index.ntotal else np.zeros(0, dtype=np.int64)
         order = np.argsort(ids, kind="stable")
         places = order[np.searchsorted(ids[order], rowids)] if len(rowids) else np.zeros(0, dtype=np.int64)
-        result = (places, np.array([r[2] for r in mine], dtype=np.int64), np.array([r[1] for r in mine], dtype=np.int64))
+        turns = np.array([r[2] for r in mine], dtype=np.int64)
+        result = (places, turns, np.array([r[1] for r in mine], dtype=np.int64))
         self._turns[conv_id] = (self.changes, *result)
         return result
 
@@ -256,8 +274,9 @@ class PageIndex:
         # a store on a database server: one index per (signal, conversation), the most recently used kept
         self.per_conversation = not getattr(store, "local", True)
         self._signals: OrderedDict = OrderedDict()  # signal (or (signal, conversation)) -> SignalIndex
-        # conversation -> (the store's vector version, {page id: (first turn, last turn)} whose turns are embedded)
-        self._embedded: dict[str, tuple[int, dict[int, tuple[int, int]]]] = {}
+        # conversation -> (the store's vector version, {page id: (first turn, last turn)} whose turns this
+        # process embedded or checked, the turn vectors per page counted when it first looked)
+        self._embedded: dict[str, tuple[int, dict[int, tuple[int, int]], dict[int, int]]] = {}
         self._lock = threading.RLock()
 
     def _key(self, signal: str, conv_id: str | None):
@@ -273,6 +292,12 @@ class PageIndex:
         if isinstance(cache, dict):
             cache.clear()
         return loaded
+
+    def flush(self) -> None:
+        """Save the loaded indexes whose save was deferred (see ``SAVE_NOW_BELOW``)."""
+        with self._lock:
+            for index in self._signals.values():
+                index.flush()
 
     def adopt(self, index: SignalIndex) -> None:
         """Use ``index`` (just rebuilt) for its signal."""
@@ -314,8 +339,12 @@ class PageIndex:
         with self._lock:
             version = self._version(conv_id)
             known = self._embedded.get(conv_id)
-            spans = known[1] if known is not None and known[0] == version else {}
-            todo = [p for p in pages if spans.get(p.page_id) != (p.first_turn, p.last_turn)]
+            if known is None or known[0] != version:  # a first look, or another process wrote vectors
+                known = (version, {}, self.store.embedded_turn_counts(conv_id, self.embedder.name))
+                self._embedded[conv_id] = known
+            _, spans, counts = known
+            todo = [p for p in pages if spans.get(p.page_id) != (p.first_turn, p.last_turn)
+                    and not _all_embedded(p, turns, counts)]
             if not todo:
                 return 0
             computed, before, after = self._update(conv_id, todo, turns, bookmark, signals)
@@ -324,7 +353,7 @@ class PageIndex:
                 return computed
             spans = dict(spans)
             spans.update({p.page_id: (p.first_turn, p.last_turn) for p in todo})
-            self._embedded[conv_id] = (after if computed else version, spans)
+            self._embedded[conv_id] = (after if computed else version, spans, counts)
             return computed
 
     def _version(self, conv_id: str) -> int:
@@ -408,6 +437,13 @@ class PageIndex:
                 if page_id not in best or score > best[page_id].score:
                     best[page_id] = Hit(page_id, score, kind)
         return sorted(best.values(), key=lambda h: -h.score)
+
+
+def _all_embedded(page: Page, turns: Sequence[Turn], counts: dict[int, int]) -> bool:
+    """Whether ``counts`` (``Store.embedded_turn_counts``) has a vector for every turn of ``page`` with text: a
+    turn's text changes only by being forgotten (its vector goes with it), so the count is the check that
+    reading every row's source text would make, in one query for the whole conversation."""
+    return counts.get(page.page_id, 0) == sum(1 for i in page.turn_range if i < len(turns) and turns[i].text)
 
 
 def rewrite_indexes(store: Store, page_index: PageIndex | None = None) -> None:

@@ -17,6 +17,7 @@ from collections import Counter, OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
+from pathlib import Path
 
 import numpy as np
 
@@ -280,9 +281,15 @@ class LexicalIndex:
     with speaker names 0.63; the idf scope changed nothing beyond 0.01, so the cacheable one is default.
     """
 
+    SAVE_AFTER = 2000  # turns appended since the file was read or written before it is written again
+
     def __init__(self, key: str = "", *, stemmer: str = Stemmer.LIGHT, speakers: bool = True,
-                 idf: str = IdfScope.CONVERSATION, k1: float = 1.5, b: float = 0.75, cache: int = 8):
+                 idf: str = IdfScope.CONVERSATION, k1: float = 1.5, b: float = 0.75, cache: int = 8,
+                 file: Path | None = None, erasures: Callable[[], int] | None = None):
+        """``file``: where the conversation scope's index is saved and read again by a new process
+        (``lexfile``), valid while the store's erase generation (``erasures()``) stays the same."""
         stemmer, idf = choose(Stemmer, stemmer, "stemmer"), choose(IdfScope, idf, "idf scope")
+        self.file, self._erasures, self._saved = file, erasures, 0
         self.key, self.stemmer, self.speakers, self.idf_scope = key, stemmer, speakers, idf
         self.k1, self.b, self._cache_size = k1, b, cache
         self._turns: Sequence[Turn] = ()
@@ -318,13 +325,31 @@ class LexicalIndex:
         if grown is not None and (grown.n > len(turns) or (last is not None and turns[last[0]].text != last[1])):
             grown = None
         if grown is None:
-            grown, self._table = _Appendable(self.k1, self.b), TurnTable()
-            self._grown = grown
+            loaded = self._read(turns)
+            grown, self._table = loaded or (_Appendable(self.k1, self.b), TurnTable())
+            self._grown, self._saved = grown, grown.n
         for i in range(grown.n, len(turns)):
             grown.add(self.document(turns[i]))
             self._table.add(turns[i])
         self._last = (grown.n - 1, turns[grown.n - 1].text) if grown.n else None
+        if self.file is not None and grown.n - self._saved >= self.SAVE_AFTER:
+            from . import lexfile
+
+            lexfile.save(self.file, self._stamp(), grown, self._table, self._last[1])
+            self._saved = grown.n
         return grown
+
+    def _stamp(self) -> dict:
+        """What a saved file must have been built under to be used."""
+        return {"key": self.key, "stemmer": str(self.stemmer), "speakers": self.speakers, "k1": self.k1, "b": self.b,
+                "erasures": self._erasures() if self._erasures else 0}
+
+    def _read(self, turns: Sequence[Turn]):
+        if self.file is None or len(turns) < self.SAVE_AFTER:
+            return None
+        from . import lexfile
+
+        return lexfile.load(self.file, self._stamp(), turns, self.k1, self.b)
 
     def table(self, turns: Sequence[Turn]) -> TurnTable:
         """The question-independent features of ``turns`` (the conversation so far), appended as it grows."""

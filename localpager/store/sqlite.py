@@ -533,6 +533,19 @@ class Store:
             args.extend(page_ids)
         return [tuple(r) for r in self._query(sql + " ORDER BY rowid", args)]
 
+    def embedding_keys(self, signal: str) -> list[tuple[int, str, int, str]]:
+        """(rowid, conv_id, page_id, kind) of every row of a signal, by rowid: what a FAISS index read from
+        its file needs to know of its rows (``embedding_rows`` without the source texts: half the time)."""
+        return [tuple(r) for r in self._query("SELECT rowid, conv_id, page_id, kind FROM embeddings WHERE "
+                                              + _signal_sql() + " ORDER BY rowid", (signal, signal))]
+
+    def embedded_turn_counts(self, conv_id: str, model: str) -> dict[int, int]:
+        """How many turn vectors of ``model`` each page of a conversation has: one query where reading every
+        row's source would take a second at 100,000 turns (``PageIndex.update``'s first look)."""
+        rows = self._query("SELECT page_id, COUNT(*) FROM embeddings WHERE conv_id = ? AND kind LIKE 'turn:%'"
+                           " AND model = ? GROUP BY page_id", (conv_id, model))
+        return {int(r[0]): int(r[1]) for r in rows}
+
     def embedding_fingerprint(self, signal: str) -> list[Any]:
         """Changes whenever a row of the signal is added, replaced or deleted, even when a delete and a
         re-insert leave the count and the rowids as they were: tells a saved index is stale."""

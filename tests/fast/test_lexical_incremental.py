@@ -129,3 +129,39 @@ def test_the_gate_sees_the_same_features_from_the_arrays(fake_pager):
         fast = selector._gate_features(question, hits, chat.pager)
         slow = gate_features(question, list(hits), chat.pager.turns)
         assert fast.vector() == pytest.approx(slow.vector(), rel=1e-12, abs=1e-12)
+
+
+def test_a_saved_index_is_read_back_by_a_new_process_and_dropped_after_an_erase(fake_pager, monkeypatch, tmp_path):
+    from localpager.retrieval import lexfile
+
+    monkeypatch.setattr(LexicalIndex, "SAVE_AFTER", 50)
+    store = tmp_path / "s.db"
+    lp = fake_pager(path=store)
+    chat = lp.conversation("c", create=True)
+    for t in generate_conversation(9, n_turns=120).turns:
+        chat.add_turn(t.role, t.text, stamp=False)
+    question = "What am I allergic to?"
+    first = lp.lexical("c").scores(question, range(120), chat.pager.turns)
+    saved = lexfile.path_for(store, "c")
+    assert saved.is_file() and saved in lp.store.owned_files()
+    again = fake_pager(path=store).lexical("c")  # a new process: reads the file, appends nothing
+    turns = fake_pager(path=store).conversation("c").pager.turns
+    assert again.scores(question, range(120), turns) == first
+    assert again._saved == 120 and again._table.array("tells").tolist() == lp.lexical("c")._table.array("tells").tolist()
+    chat.forget(turn=3)
+    assert not saved.exists()  # it held the forgotten words
+
+
+def test_a_saved_index_of_other_turns_is_not_used(tmp_path, monkeypatch):
+    from localpager.retrieval import lexfile
+
+    monkeypatch.setattr(LexicalIndex, "SAVE_AFTER", 10)
+    turns = generate_conversation(2, n_turns=60).turns
+    file = tmp_path / "x.lexical-1.npz"
+    LexicalIndex("c", file=file).scores("budget", range(60), turns)
+    assert file.is_file()
+    other = [Turn(t.role, t.text + " more", t.index) for t in turns]
+    index = LexicalIndex("c", file=file)
+    assert index.scores("budget", range(60), other) == reference(index, "budget", other)
+    assert lexfile.load(file, index._stamp(), other, 1.5, 0.75) is not None  # rewritten for the new turns
+    assert lexfile.load(file, {**index._stamp(), "erasures": 1}, other, 1.5, 0.75) is None
