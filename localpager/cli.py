@@ -199,6 +199,55 @@ def store_key(ctx: click.Context) -> str | None:
     return key
 
 
+class Bars:
+    """Progress bars on stderr, one per stage (``bars("embed", done, total)``), each shown only once its
+    stage has run for a second (tqdm's ``delay``) and never when ``disabled`` (``--json`` output)."""
+
+    def __init__(self, disabled: bool = False, unit: str = "turn"):
+        self.disabled, self.unit = disabled, unit
+        self._bars: dict = {}
+
+    def __call__(self, stage: str, done: int, total: int) -> None:
+        if self.disabled:
+            return
+        from tqdm import tqdm
+
+        bar = self._bars.get(stage)
+        if bar is None:
+            for earlier in self._bars.values():  # one stage after another: the one before is done
+                earlier.close()
+            unit = "line" if stage == "read" else self.unit
+            bar = self._bars[stage] = tqdm(total=total, desc=stage, unit=unit, delay=1.0, file=sys.stderr,
+                                           mininterval=0.5)
+        bar.total = max(total, done)
+        bar.update(done - bar.n)
+
+    def stage(self, name: str):
+        """The ``progress(done, total)`` of one stage (``Conversation.prepare``, ``ingest``'s ``on_turns``)."""
+        return lambda done, total: self(name, done, total)
+
+    def close(self) -> None:
+        for bar in self._bars.values():
+            bar.close()
+        self._bars.clear()
+
+
+def prepare_recall(conv, bars: Bars) -> None:
+    """Embed the evicted turns a recall would search now, with a bar when that takes more than a second
+    (a store never searched, or just imported); nothing when they are embedded already. A missing embedder
+    is left for the recall itself to report."""
+    from .backends.modelpaths import ModelNotFoundError
+
+    if not conv.pager.evicted:
+        return
+    try:
+        conv.prepare(progress=bars.stage("embed"))
+    except ModelNotFoundError:
+        pass
+    finally:
+        bars.close()
+
+
 def echo_json(data) -> None:
     click.echo(json.dumps(data, indent=2, ensure_ascii=False))
 
@@ -282,20 +331,26 @@ def cli(ctx: click.Context, store: str | None, key_env: str | None, backend: str
 @click.option("--model", type=click.Path(), envvar="LOCALPAGER_MODEL", help="GGUF file: its tokenizer counts tokens "
               "(and, for model keyword strategies, it chooses keywords)")
 @click.option("--replace", is_flag=True, help="overwrite conversations already in the store")
+@click.option("--embed", is_flag=True, help="embed the evicted turns now (else the first recall of each "
+              "conversation does: minutes for 100,000 turns)")
 @click.option("--json", "as_json", is_flag=True)
 @click.pass_context
-def ingest(ctx, file, fmt, boundary, eviction, keywords, worth, bookmark_format, budget, model, replace, as_json):
+def ingest(ctx, file, fmt, boundary, eviction, keywords, worth, bookmark_format, budget, model, replace, embed,
+           as_json):
     """Store the conversations of FILE (interchange JSONL or LoCoMo JSON), paged."""
-    from tqdm import tqdm
-
     from .core.pager import PagingConfig
 
     with friendly_errors():
         config = PagingConfig(boundary=boundary, eviction=eviction, keywords=keywords,
                               bookmark_format=bookmark_format, budget=budget, worth=worth)
         lp = open_pager(ctx, model)
-        bar = lambda items: tqdm(items, desc="ingest", unit="conv", disable=as_json or None, file=sys.stderr)
-        report = lp.ingest(file, fmt, config, replace=replace, progress=bar)
+        bars = Bars(disabled=as_json)
+        try:
+            report = lp.ingest(file, fmt, config, replace=replace, on_turns=bars.stage("ingest"))
+            for conv_id in report.ids if embed else ():
+                lp.conversation(conv_id).prepare(progress=bars.stage("embed"))
+        finally:
+            bars.close()
     for warning in report.warnings:
         click.echo(f"warning: {warning}", err=True)
     if as_json:
@@ -450,6 +505,8 @@ def ask(ctx, conv_id, question, probe, model, budget, save, recall_mode, n_ctx, 
             if not 0 <= probe < len(probes):
                 raise click.ClickException(f"conversation {conv_id!r} has {len(probes)} probes; no probe {probe}")
             question = probes[probe].question
+        if recall_mode != RecallMode.NEVER:
+            prepare_recall(conv, Bars(disabled=as_json))
         result = conv.ask(question, budget=budget)
         if save:
             conv.set_budget(budget)
@@ -477,6 +534,8 @@ def chat(ctx, conv_id, model, budget, save, recall_mode, n_ctx, layout):
         if budget is not None and (save or budget != conv.budget):
             conv.set_budget(budget, save=save)
     click.echo(f"conversation {conv_id}: {len(conv.turns)} turns, {len(conv.pages)} pages. /help for commands.")
+    if recall_mode != RecallMode.NEVER:  # the models, vectors and indexes load while the user types
+        conv.warm_up(models=True)
     last = None
     while True:
         try:
@@ -677,7 +736,9 @@ def forget(ctx, conv_id, turn, page, match, dry_run, yes, finish, as_json):
 def search(ctx, conv_id, query, limit, as_json):
     """What CONV_ID remembers about QUERY: turns ranked as a recall ranks them (loads the embedder only)."""
     with friendly_errors():
-        hits = _conversation(ctx, conv_id).search(query, limit)
+        conv = _conversation(ctx, conv_id)
+        prepare_recall(conv, Bars(disabled=as_json))
+        hits = conv.search(query, limit)
     if as_json:
         echo_json([h.to_dict() for h in hits])
         return
@@ -727,11 +788,39 @@ def import_cmd(ctx, file, replace, merge, model):
         raise click.UsageError("give --replace or --merge, not both")
     with friendly_errors():
         mode = ImportMode.REPLACE if replace else ImportMode.MERGE if merge else ImportMode.ERROR
-        report = open_pager(ctx, model).import_file(file, mode)
+        bars = Bars()
+        try:
+            report = open_pager(ctx, model).import_file(
+                file, mode, progress=lambda stage, done, total: bars(stage, done, total))
+        finally:
+            bars.close()
     extra = "".join(f", {len(v)} {k}" for k, v in (("replaced", report.replaced), ("merged", report.merged)) if v)
     click.echo(f"imported {report.conversations} conversations ({report.turns} turns{extra})")
     for note in report.notes:
         click.echo(note, err=True)
+
+
+def _migrate_with_bar(src, dst, replace: bool):
+    """``migrate_store`` a conversation at a time behind a bar on stderr (shown after a second): those new to
+    the target in the source's order, then those it replaces in one call (one erase of the target)."""
+    from tqdm import tqdm
+
+    from .store.migrate import MigrateReport, migrate_store
+    from .store.sqlite import StoreError
+
+    ids = [c.id for c in src.list_conversations()]
+    taken = [i for i in ids if dst.has_conversation(i)]
+    if taken and not replace:
+        raise StoreError(f"already in {dst.path}: {', '.join(taken)} (use --replace to overwrite them)")
+    report = MigrateReport(replaced=taken)
+    with tqdm(total=len(ids), desc="migrate", unit="conv", delay=1.0, file=sys.stderr) as bar:
+        for batch, replacing in [([i], False) for i in ids if i not in taken] + ([(taken, True)] if taken else []):
+            part = migrate_store(src, dst, batch, replace=replacing)
+            for name in ("conversations", "turns", "vectors", "traces"):
+                setattr(report, name, getattr(report, name) + getattr(part, name))
+            report.ids += part.ids
+            bar.update(len(batch))
+    return report
 
 
 @cli.command(name="migrate-store")
@@ -743,14 +832,13 @@ def migrate_store_cmd(source, target, replace):
     store into a team's database): turns, pages, pins, corrections, probes, traces and vectors. SOURCE is left
     as it was; an encrypted SOURCE: export it, then import the file."""
     from .store.location import open_store
-    from .store.migrate import migrate_store
 
     with friendly_errors():
         src = open_store(source, create=False)
         try:
             dst = open_store(target)
             try:
-                report = migrate_store(src, dst, replace=replace)
+                report = _migrate_with_bar(src, dst, replace)
             finally:
                 dst.close()
         finally:

@@ -48,6 +48,7 @@ if TYPE_CHECKING:
     from .api import LocalPager
 
 FORMAT_VERSION = 1
+Progress = typing.Callable[[str, int, int], None]  # (stage, done, total), e.g. a tqdm bar per stage
 FORGOTTEN_TEXT = "[forgotten]"  # what a forgotten turn reads as in ``turns`` (the loader wants some text)
 _PAGE_FIELDS = ("page_id", "first_turn", "last_turn", "token_count", "keywords", "access_count", "last_access",
                 "pinned", "evicted", "keywords_by", "worth")
@@ -113,11 +114,15 @@ class _Entry:
     state: dict[str, Any]
 
 
-def read_export(path: str | os.PathLike) -> list[_Entry]:
-    """Every line of an export (or of a plain interchange file), checked before anything is stored."""
+def read_export(path: str | os.PathLike, progress: Progress | None = None) -> list[_Entry]:
+    """Every line of an export (or of a plain interchange file), checked before anything is stored;
+    ``progress("read", lines done, lines)`` after each line."""
     text = read_text(path)
     entries, seen = [], set()
-    for number, raw in enumerate(text.split("\n"), start=1):
+    lines = text.split("\n")
+    for number, raw in enumerate(lines, start=1):
+        if progress is not None:
+            progress("read", number, len(lines))
         if not raw.strip():
             continue
         where = Where(str(path), line=number)
@@ -332,10 +337,13 @@ def _vector_bytes(value: Any, where: Where, name: str) -> bytes:
     return blob
 
 
-def import_conversations(lp: LocalPager, path: str | os.PathLike, mode: str = ImportMode.ERROR) -> ImportReport:
-    """Store every conversation of an export (see ``LocalPager.import_file``)."""
+def import_conversations(lp: LocalPager, path: str | os.PathLike, mode: str = ImportMode.ERROR,
+                         progress: Progress | None = None) -> ImportReport:
+    """Store every conversation of an export (see ``LocalPager.import_file``). ``progress(stage, done,
+    total)``: ``read`` by lines, then ``store`` by turns after each conversation (e.g. a tqdm bar each)."""
     mode = choose(ImportMode, mode, "import mode")
-    entries = read_export(path)
+    entries = read_export(path, progress)
+    total, stored = sum(len(e.conversation.turns) for e in entries), 0
     store = lp.store
     taken = [e.conversation.id for e in entries if store.has_conversation(e.conversation.id)]
     if taken and mode == ImportMode.ERROR:
@@ -359,6 +367,9 @@ def import_conversations(lp: LocalPager, path: str | os.PathLike, mode: str = Im
                     report.replaced.append(conv.id)
             report.conversations += 1
             report.ids.append(conv.id)
+            if progress is not None:
+                stored += len(conv.turns)
+                progress("store", stored, total)
         if report.replaced:  # what was replaced is erased from the files, as a forget is
             store.erase()
         lp.after_erase()

@@ -1,0 +1,37 @@
+"""A conversation warmed up when it opens (a chat waiting for its first line) builds what a first recall
+would in the background, and keeps embedding the pages later turns evict."""
+
+from __future__ import annotations
+
+from localpager.lab.synthetic import generate_conversation
+
+
+def test_warm_up_embeds_the_evicted_pages_and_keeps_up_with_evictions(fake_pager, fake_embedder):
+    lp = fake_pager(embedder=fake_embedder)
+    chat = lp.conversation("c", create=True)
+    turns = generate_conversation(5, n_turns=400).turns
+    for t in turns[:300]:
+        chat.add_turn(t.role, t.text, stamp=False)
+    chat.warm_up().join(30)
+    pager = chat.pager
+    assert lp.index.update("c", pager.evicted, pager.turns, pager.bookmark) == 0  # nothing left to embed
+    assert lp.lexical("c")._grown.n == 300
+    before = len(pager.evicted)
+    for t in turns[300:]:
+        chat.add_turn(t.role, t.text, stamp=False)
+    if chat._warming is not None:
+        chat._warming.join(30)
+    pager = chat.pager
+    assert len(pager.evicted) > before
+    assert lp.index.update("c", pager.evicted, pager.turns, pager.bookmark) == 0  # embedded as they were evicted
+
+
+def test_a_question_asked_during_the_warm_up_waits_for_it_and_is_answered(fake_pager):
+    lp = fake_pager(script=["fine"] * 4)
+    chat = lp.conversation("c", create=True)
+    for t in generate_conversation(6, n_turns=200).turns:
+        chat.add_turn(t.role, t.text, stamp=False)
+    thread = chat.warm_up(models=True)
+    answer = chat.ask("What am I allergic to?")
+    thread.join(30)
+    assert answer.answer
