@@ -272,11 +272,14 @@ class LocalPager:
             report.ids.append(conv.id)
         return report
 
-    def conversation(self, conv_id: str, create: bool = False, config: PagingConfig | None = None) -> "Conversation":
+    def conversation(self, conv_id: str, create: bool = False, config: PagingConfig | None = None, *,
+                     warm: bool = False) -> "Conversation":
         """An open conversation; ``create`` makes an empty one (with ``config``) if it does not exist.
 
         Opening reads the conversation's settings only (an unknown id is a ``StoreError``); see
-        ``Conversation`` for what loads when."""
+        ``Conversation`` for what loads when. ``warm``: an app about to wait for the user's first message
+        starts ``Conversation.warm_up(models=True)``, so that the first answer finds the models, vectors and
+        indexes loaded."""
         with self.lock:
             if create and not self.store.has_conversation(conv_id):
                 config = config or PagingConfig()
@@ -285,7 +288,10 @@ class LocalPager:
                 except StoreError:
                     if not self.store.has_conversation(conv_id):  # not another process creating it first
                         raise
-            return Conversation(self, conv_id)
+            conv = Conversation(self, conv_id)
+        if warm:
+            conv.warm_up(models=True)
+        return conv
 
     def forget_conversation(self, conv_id: str, dry_run: bool = False) -> "ForgetReport":
         """Delete a conversation and erase it from the store's files (``dry_run``: only say what would go)."""

@@ -343,8 +343,15 @@ class PageIndex:
                 known = (version, {}, self.store.embedded_turn_counts(conv_id, self.embedder.name))
                 self._embedded[conv_id] = known
             _, spans, counts = known
-            todo = [p for p in pages if spans.get(p.page_id) != (p.first_turn, p.last_turn)
-                    and not _all_embedded(p, turns, counts)]
+            todo = []
+            for p in pages:
+                span = (p.first_turn, p.last_turn)
+                if spans.get(p.page_id) == span:
+                    continue
+                if _all_embedded(p, turns, counts):
+                    spans[p.page_id] = span  # checked once by its count: a dict lookup from now on
+                else:
+                    todo.append(p)
             if not todo:
                 return 0
             computed, before, after = self._update(conv_id, todo, turns, bookmark, signals)

@@ -35,3 +35,13 @@ def test_a_question_asked_during_the_warm_up_waits_for_it_and_is_answered(fake_p
     answer = chat.ask("What am I allergic to?")
     thread.join(30)
     assert answer.answer
+
+
+def test_an_app_opens_a_conversation_warm(fake_pager):
+    lp = fake_pager()
+    chat = lp.conversation("c", create=True)
+    for t in generate_conversation(7, n_turns=160).turns:
+        chat.add_turn(t.role, t.text, stamp=False)
+    warm = lp.conversation("c", warm=True)
+    warm._warming.join(30)
+    assert warm._keep_warm and lp.lexical("c")._grown.n == 160
