@@ -102,6 +102,8 @@ class LocalPager:
         self._runtime: Runtime | None = None
         self._assistant: Assistant | None = None
         self._side: ChatBackend | None = None
+        self._preloading: threading.Thread | None = None  # ``preload`` in flight
+        self._preloaded: tuple[ChatBackend, ChatBackend] | None = None  # what it loaded, not yet adopted
         self._lexical: dict[str, LexicalIndex] = {}  # BM25 over each conversation's turns, rebuilt as it grows
         # the chat's KV cache per conversation, beside the store; never for an encrypted or read-only store, nor
         # a database server's (nothing is kept beside it)
@@ -121,9 +123,47 @@ class LocalPager:
             return self._parent.backend
         with self.lock:
             if self._backend is None:
-                self._backend = load_backend(self.backend_name, model_path=self.model, n_ctx=self.n_ctx,
-                                             **self.backend_options)
+                self._take_preloaded()
+            if self._backend is None:
+                self._backend = self._load_backend()
             return self._backend
+
+    def _load_backend(self) -> ChatBackend:
+        return load_backend(self.backend_name, model_path=self.model, n_ctx=self.n_ctx, **self.backend_options)
+
+    def preload(self) -> None:
+        """Start loading the chat model and forking its side context on a background thread that holds no
+        lock, so that a new process reads its memory (vectors, indexes, turns) while the model loads; the
+        first use of the model waits for it (and loads it itself if the preload failed, reporting why)."""
+        if self._parent is not None:
+            return self._parent.preload()
+        with self.lock:
+            if self._backend is not None or self._preloading is not None:
+                return
+
+            def load() -> None:
+                try:
+                    backend = self._load_backend()
+                    fork = getattr(backend, "fork", None)
+                    self._preloaded = (backend, fork() if fork is not None else backend)
+                except Exception as exc:  # noqa: BLE001 - the first real use loads again and reports it
+                    log.debug("preloading the chat model: %s", exc)
+
+            self._preloading = threading.Thread(target=load, name="localpager-preload", daemon=True)
+            self._preloading.start()
+
+    def _take_preloaded(self) -> None:
+        """Wait for a preload in flight and adopt what it loaded (called holding the lock; the preload never
+        takes it)."""
+        thread, self._preloading = self._preloading, None
+        if thread is None:
+            return
+        thread.join()
+        loaded, self._preloaded = self._preloaded, None
+        if loaded is not None and self._backend is None:
+            self._backend = loaded[0]
+            if self._side is None:
+                self._side = loaded[1]
 
     @property
     def runtime(self) -> Runtime:
@@ -149,6 +189,8 @@ class LocalPager:
         if self._parent is not None:
             return self._parent.side_backend
         with self.lock:
+            if self._side is None and self._backend is None:
+                self._take_preloaded()
             if self._side is None:
                 fork = getattr(self.backend, "fork", None)
                 self._side = fork() if fork is not None else self.backend
@@ -220,8 +262,8 @@ class LocalPager:
         than llama.cpp's counts with its own tokenizer: a served model's ``--model`` is no file)."""
         if self._parent is not None:
             return self._parent.counter()
-        if self._backend is not None or self.backend_name != DEFAULT_BACKEND:
-            return BackendTokenCounter(self.backend)
+        if self._backend is not None or self._preloading is not None or self.backend_name != DEFAULT_BACKEND:
+            return BackendTokenCounter(self.backend)  # a preload in flight: its tokenizer, not a second load
         return counter_for(str(self.model) if self.model else None)
 
     # -- conversations ----------------------------------------------------------------------------
@@ -397,6 +439,8 @@ class LocalPager:
         for child in list(self._namespaces.values()):
             child.close()
         self._namespaces.clear()
+        if self._preloading is not None:  # never used: not adopted (its empty KV cache is not saved)
+            self._preloading.join()
         if self._backend is not None:
             with self.lock:
                 self.prefix_states.save(self._backend)
@@ -688,14 +732,24 @@ class Conversation:
         def run() -> None:
             try:
                 if models:
-                    with self.lp.lock:
-                        self.lp.runtime  # noqa: B018 - loads the chat model
-                        self.lp.side_backend  # noqa: B018 - forks its side context
+                    self.lp.preload()  # the chat model loads beside what follows, holding no lock
                 self.prepare()
             except Exception as exc:  # noqa: BLE001 - a warm-up: the first real use reports a real problem
                 log.debug("warm-up of %r: %s", self.id, exc)
 
         return self._start_warming(run)
+
+    def warmed(self, timeout: float | None = None) -> bool:
+        """Wait (up to ``timeout`` seconds) for the warm-up's work to be done, as a user's typing would; True
+        when nothing is left running."""
+        while True:
+            with self.lp.lock:
+                thread = self._warming
+            if thread is None or not thread.is_alive():
+                return True
+            thread.join(timeout)
+            if thread.is_alive():
+                return False
 
     def _start_warming(self, run) -> threading.Thread:
         """``run`` on the conversation's warm-up thread, unless one is running (it takes up what is new)."""

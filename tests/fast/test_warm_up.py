@@ -19,8 +19,7 @@ def test_warm_up_embeds_the_evicted_pages_and_keeps_up_with_evictions(fake_pager
     before = len(pager.evicted)
     for t in turns[300:]:
         chat.add_turn(t.role, t.text, stamp=False)
-    if chat._warming is not None:
-        chat._warming.join(30)
+    assert chat.warmed(30)
     pager = chat.pager
     assert len(pager.evicted) > before
     assert lp.index.update("c", pager.evicted, pager.turns, pager.bookmark) == 0  # embedded as they were evicted
@@ -43,5 +42,5 @@ def test_an_app_opens_a_conversation_warm(fake_pager):
     for t in generate_conversation(7, n_turns=160).turns:
         chat.add_turn(t.role, t.text, stamp=False)
     warm = lp.conversation("c", warm=True)
-    warm._warming.join(30)
+    assert warm.warmed(30)
     assert warm._keep_warm and lp.lexical("c")._grown.n == 160

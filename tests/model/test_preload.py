@@ -1,0 +1,27 @@
+"""A new process loads the chat model on a background thread while it reads its memory (``LocalPager.preload``):
+the model and its side context are adopted when first used, and an unused preload is not saved on close."""
+
+from __future__ import annotations
+
+import pytest
+
+from localpager import LocalPager
+
+pytestmark = pytest.mark.model
+
+
+def test_a_preloaded_model_is_the_one_used(tmp_path):
+    lp = LocalPager(tmp_path / "s.db")
+    lp.preload()
+    lp.preload()  # once is enough: a second call starts nothing
+    backend = lp.backend
+    assert lp._preloading is None and backend is lp.backend
+    assert lp.side_backend is not backend and lp.counter().count("hello there") > 0
+    lp.close()
+
+
+def test_an_unused_preload_leaves_no_saved_state(tmp_path):
+    lp = LocalPager(tmp_path / "s.db")
+    lp.preload()
+    lp.close()
+    assert lp._backend is None and not list(tmp_path.glob("s.db.kv-*"))
