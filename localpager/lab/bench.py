@@ -5,7 +5,9 @@ evicted fact, some are small talk) under three strategies: ``paging`` (localpage
 (the last turns that fit the same budget) and ``full`` (as much history as the context holds, sliding
 when it is full). Every turn's trace gives its stages; the same run measures llama.cpp's raw prefill
 and decode rates, and a turn's floor is (tokens evaluated / prefill rate) + (tokens generated / decode
-rate): the ratio to it is the overhead localpager adds.
+rate): the ratio to it is the overhead localpager adds. Each run starts from an empty KV cache.
+``paging_vs_truncation_p50`` is paging's p50 turn over truncation's in the same run (all turns of every length;
+``_by_length`` per length): what remembering costs a turn against forgetting.
 
 ``peak_rss_mb`` is the peak resident memory of the chat workload: this process after every turn, with
 the chat model and the embedder loaded, read before the rerank-at-scale measurement builds its synthetic
@@ -142,6 +144,8 @@ def run_turns(backend, config: BenchConfig, rates: tuple[float, float], workdir:
     for strategy, length in progress(jobs) if progress else jobs:
         recall, paging = _strategy(strategy, config)
         history, questions, needs = _workload(length, config.probe_turns, config.seed)
+        if hasattr(backend, "clear_cache"):  # every run starts cold, as a newly opened conversation does: the
+            backend.clear_cache()  # one before (the same turns under another strategy) would otherwise warm it
         lp = LocalPager(workdir / f"{strategy}-{length}.db", backend=backend, recall=recall, n_ctx=config.n_ctx)
         chat = lp.conversation("bench", create=True, config=paging)
         for t in history:
