@@ -7,7 +7,7 @@ the fakes (tests/faultkit.py: no model, so hundreds of runs take minutes), each 
 random moment and the store then reopened and checked: ``PRAGMA integrity_check``, every acknowledged
 turn present once and in order, unanswered questions marked, FAISS indexes loaded or rebuilt, the next
 ``ask`` answering. Concurrency: rounds of five processes appending to one conversation and to their own.
-Fuzz: tests/test_fast_fuzz.py with many more hypothesis examples. Retries: a real `localpager serve` gets
+Fuzz: tests/fast/test_fuzz.py with many more hypothesis examples. Retries: a real `localpager serve` gets
 requests that fail on the client's side and are sent again (benchmarks/retries.py); no turn may be stored
 twice (``duplicate_turns_on_retry``). Forget across processes: a worker holds a conversation while another
 process forgets a secret said in it; no file of the store may hold it after, as bytes or as a saved KV
@@ -101,12 +101,12 @@ def forget_across(rounds: int, log) -> dict:
 
 
 def fuzz(examples: int, log) -> dict:
-    """tests/test_fast_fuzz.py with ``examples`` hypothesis examples per property."""
+    """tests/fast/test_fuzz.py with ``examples`` hypothesis examples per property."""
     env = {**os.environ, "LOCALPAGER_FUZZ_EXAMPLES": str(examples),
            "LOCALPAGER_MODEL": "/nonexistent.gguf", "LOCALPAGER_EMBEDDER": "/nonexistent-embedder"}
     proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--junit-xml",
                            str(Path(tempfile.gettempdir()) / f"fuzz-{os.getpid()}.xml"),
-                           str(ROOT / "tests" / "test_fast_fuzz.py")], capture_output=True, text=True, cwd=ROOT,
+                           str(ROOT / "tests" / "fast" / "test_fuzz.py")], capture_output=True, text=True, cwd=ROOT,
                           env=env)
     import re
 
