@@ -147,7 +147,8 @@ def test_a_saved_index_is_read_back_by_a_new_process_and_dropped_after_an_erase(
     again = fake_pager(path=store).lexical("c")  # a new process: reads the file, appends nothing
     turns = fake_pager(path=store).conversation("c").pager.turns
     assert again.scores(question, range(120), turns) == first
-    assert again._saved == 120 and again._table.array("tells").tolist() == lp.lexical("c")._table.array("tells").tolist()
+    tells = again._table.array("tells").tolist()
+    assert again._saved == 120 and tells == lp.lexical("c")._table.array("tells").tolist()
     chat.forget(turn=3)
     assert not saved.exists()  # it held the forgotten words
 
