@@ -44,7 +44,7 @@ MARKER = re.compile(r"(<!-- table:(?P<kind>[a-z0-9-]+)(?P<args>[^>]*?)-->\n)(?P<
 DETAIL_KEYS = {"eval": ("results",), "bench": ("turns",), "server-load": ("requests_detail",),
                "mcp-recall": ("heldout_rows",)}
 KINDS = ("eval", "bench", "faults", "recall-gate", "bookmark-coverage", "threads", "server-load", "mcp-recall",
-         "replicas", "embed-speed")
+         "replicas", "embed-speed", "scale")
 
 
 # -- data ----------------------------------------------------------------------------------------------
@@ -294,6 +294,22 @@ def embed_speed(datas: list[dict]) -> str:
     return table(["configuration", "held-out turns/s", "distinct turns/s", "distinct turns per CPU s"], rows) + note
 
 
+def scale(datas: list[dict]) -> str:
+    (d,) = datas
+    rows = []
+    for n, r in sorted(d["result"].get("lengths", {}).items(), key=lambda kv: int(kv[0])):
+        extra = r.get("extra") or {}
+        rows.append([f"{int(n):,}", f"{r.get('ingest_s')} s", f"{r.get('ingest_turns_per_s', 0):,.0f}",
+                     f"{extra.get('distinct_texts', 0):,}", f"{r.get('store_mb')}", f"{r.get('peak_rss_mb'):,.0f}",
+                     f"{r.get('rank_ms_p50')} / {r.get('rank_ms_p95')}",
+                     f"{ms(r.get('answer_ms_p50'))} / {ms(r.get('answer_ms_p95'))}", ms(r.get("cold_first_answer_ms")),
+                     f"{frac(r.get('page_selection'))} of {r.get('questions')}"])
+    load = (d["result"].get("machine") or {}).get("load_before")
+    note = f"\n\nLoad average {load} on 2 cores when it started." if load is not None else ""
+    return table(["turns", "ingest", "turns/s", "distinct texts", "store MB", "peak RSS MB", "rank p50 / p95 ms",
+                  "answer p50 / p95 ms", "new process's first answer ms", "page selection"], rows, right_from=0) + note
+
+
 RENDERERS = {
     "eval-summary": ("eval", eval_summary), "eval-by-type": ("eval", eval_by_type),
     "bench-latency": ("bench", bench_latency), "bench-figures": ("bench", bench_figures),
@@ -302,6 +318,7 @@ RENDERERS = {
     "bookmark-coverage": ("bookmark-coverage", bookmark_coverage), "threads": ("threads", threads),
     "server-load": ("server-load", server_load), "mcp-recall": ("mcp-recall", mcp_recall),
     "replicas": ("replicas", replicas), "embed-speed": ("embed-speed", embed_speed),
+    "scale": ("scale", scale),
 }
 
 

@@ -92,6 +92,8 @@ def test_every_table_kind_renders_its_format():
         "embed-speed": {"configurations": {"before": {"heldout_1024": {"turns_per_s": 703.0},
                                                       "distinct": {"turns_per_s": 261.6, "turns_per_cpu_s": 131.9}}},
                         "chosen": "before", "cores": 2, "free_cores": 1, "load_average": 1.6},
+        "scale": {"machine": {"load_before": 1.7}, "lengths": {"1000": {"ingest_s": 3.5, "ingest_turns_per_s": 287.0,
+                                                                       "peak_rss_mb": 512.0, "rank_ms_p50": 18.2}}},
     }
     for kind, (want, renderer) in t.RENDERERS.items():
         if want == "eval":
