@@ -580,7 +580,30 @@ def rank_turns(question: str, turns: Sequence[Turn], pages: Sequence[Page], dens
           else np.zeros(len(candidates)))
     fused = (fused_scores(dv, lv, settings) * _question_weights(table, candidates, settings)
              * _priors(question, table, candidates, settings))
+    keep = ~_earlier_askings(question, turns, table, candidates, fused, lexical.stemmer)
+    if not keep.all():
+        candidates, fused, dv, lv = candidates[keep], fused[keep], dv[keep], lv[keep]
     return Ranking(candidates, owner[candidates], fused, dv, lv)
+
+
+REPEAT_CHECKS = 8  # the best-scored question turns looked at for an earlier asking of the question
+
+
+def _earlier_askings(question: str, turns: Sequence[Turn], table: TurnTable, candidates: np.ndarray,
+                     fused: np.ndarray, stemmer: str) -> np.ndarray:
+    """Which candidates are an earlier asking of this question: a turn in question form whose words are all
+    the question's. It matches the question better than any answer does and holds nothing the question does
+    not, so it leaves the ranking (asked twice, "Who takes care of our parrot?" recalled its own first asking
+    and answered from that). Only the best-scored few question turns are looked at: a repeat scores high."""
+    out = np.zeros(len(candidates), dtype=bool)
+    asking = np.flatnonzero(table.array("question")[candidates])
+    if not len(asking):
+        return out
+    asked = set(content_words(question, stemmer))
+    for i in asking[np.argsort(-fused[asking], kind="stable")[:REPEAT_CHECKS]]:
+        words = content_words(turns[candidates[i]].text, stemmer)
+        out[i] = bool(words) and set(words) <= asked
+    return out
 
 
 def page_owners(pages: Sequence[Page], n: int) -> tuple[np.ndarray, np.ndarray]:

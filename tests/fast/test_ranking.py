@@ -125,6 +125,20 @@ def test_a_page_scores_as_its_best_fused_turn_and_only_given_pages_are_ranked():
     assert rank_pages("anything", turns, [], dense, LexicalIndex("c")) == []
 
 
+def test_an_earlier_asking_of_the_question_is_no_answer_to_it():
+    """Asked twice, the first asking matches best of all turns; it leaves the ranking, the fact ranks first. A
+    question that says more than the question asks (a name) stays."""
+    turns = [Turn("user", f"filler line {i}", i) for i in range(6)]
+    turns[1].text = "Omar Sato takes care of our parrot."
+    turns[3].text = "Who takes care of our parrot?"
+    turns[4].text = "Is Omar taking care of the parrot?"
+    dense = fixed_dense({1: 0.5, 3: 0.95, 4: 0.6})
+    hits = rank_turns("Who takes care of our parrot?", turns, pages_of(turns, 2), dense, LexicalIndex("c"))
+    assert 3 not in {h.turn for h in hits}
+    assert hits[0].turn in (1, 4) and 4 in {h.turn for h in hits}
+    assert len(hits) == 5
+
+
 # -- trigger ---------------------------------------------------------------------------------------
 @pytest.mark.parametrize("text, expected", [
     ("Which snack should I avoid?", True),
