@@ -5,7 +5,9 @@ evicted fact, some are small talk) under three strategies: ``paging`` (localpage
 (the last turns that fit the same budget) and ``full`` (as much history as the context holds, sliding
 when it is full). Every turn's trace gives its stages; the same run measures llama.cpp's raw prefill
 and decode rates, and a turn's floor is (tokens evaluated / prefill rate) + (tokens generated / decode
-rate): the ratio to it is the overhead localpager adds. Each run starts from an empty KV cache.
+rate): the ratio to it is the overhead localpager adds. Each run starts from an empty KV cache; with
+``BenchConfig.warm`` it warms up first, as ``localpager chat`` does while the user types (then the warm-up's work
+is no turn's time, and only the turns' own work is compared).
 ``paging_vs_truncation_p50`` is paging's p50 turn over truncation's in the same run (all turns of every length;
 ``_by_length`` per length): what remembering costs a turn against forgetting.
 
@@ -56,6 +58,11 @@ class BenchConfig:
     cold_turns: int = 3200  # length of the stored conversation a new process answers on
     eviction_turns: int | None = None  # turns replayed at the default budget (more at larger); None: 200 quick, 400
     eviction_budgets: tuple[int, ...] = (512, 2048)
+    # True: each conversation warms up (``Conversation.warm_up(models=True)``: embedder, indexes, the chat's prompt
+    # read into its KV cache) before its first question and each question waits for it to be done, as in
+    # ``localpager chat``, which warms up at its prompt while the user types. False (the default): questions back to
+    # back from a cold start, so the first answer's cost stays in p95_ms_with_first
+    warm: bool = False
 
     @property
     def eviction_runs(self) -> tuple[tuple[int, int], ...]:
@@ -150,7 +157,11 @@ def run_turns(backend, config: BenchConfig, rates: tuple[float, float], workdir:
         chat = lp.conversation("bench", create=True, config=paging)
         for t in history:
             chat.add_turn(t.role, t.text, stamp=False)
+        if config.warm:
+            chat.warm_up(models=True)
         for i, (question, need) in enumerate(zip(questions, needs)):
+            if config.warm:
+                chat.warmed(timeout=300)  # the user types while it runs; not part of the turn's time
             trace = chat.ask(question).trace
             stages = trace.to_dict()["timings_ms"]
             floor = trace.tokens["evaluated"] / prefill_rate * 1000 + trace.tokens["generated"] / decode_rate * 1000
@@ -494,7 +505,7 @@ def run_bench(config: BenchConfig, progress=None, log: Callable[[str], None] = l
         "floor_rates": {"prefill_tok_s": round(rates[0], 1), "decode_tok_s": round(rates[1], 1)},
         "machine": machine(backend),
         "config": {"quick": config.quick, "lengths": list(config.lengths), "probe_turns": config.probe_turns,
-                   "budget": config.budget, "n_ctx": config.n_ctx},
+                   "budget": config.budget, "n_ctx": config.n_ctx, "warm": config.warm},
         "turns": [t.__dict__ for t in timings],
     }
     return result
