@@ -1003,16 +1003,19 @@ def evaluate_cmd(ctx, dataset, fmt, strategies, page_choice, boundary, evictions
 @click.option("--eviction-budgets", default="512,2048", show_default=True,
               help="comma-separated budgets at which tokens on eviction turns are counted")
 @click.option("--model", type=click.Path(), envvar="LOCALPAGER_MODEL")
+@click.option("--warm", is_flag=True,
+              help="each conversation warms up before its first question, as `chat` does while you type (the "
+                   "first answer then finds the models and indexes loaded)")
 @click.option("--json", "json_out", type=click.Path(dir_okay=False), help="write JSON here, and a PNG plot beside it")
 @click.pass_context
-def bench(ctx, quick, probe_turns, cold_turns, eviction_turns, eviction_budgets, model, json_out):
+def bench(ctx, quick, probe_turns, cold_turns, eviction_turns, eviction_budgets, model, warm, json_out):
     """Recall latency per stage and its ratio to the hardware floor, by conversation length."""
     from tqdm import tqdm
 
     export_backend(ctx)
-    from .lab.bench import BenchConfig, plot, run_bench
+    from .lab.bench import BenchConfig, plot, report_line, run_bench
 
-    config = BenchConfig(quick=quick, probe_turns=probe_turns or (6 if quick else 20), model=model,
+    config = BenchConfig(quick=quick, probe_turns=probe_turns or (6 if quick else 20), model=model, warm=warm,
                          cold_turns=cold_turns, eviction_turns=eviction_turns,
                          eviction_budgets=positive_ints(eviction_budgets, "--eviction-budgets"))
     with friendly_errors():
@@ -1021,6 +1024,7 @@ def bench(ctx, quick, probe_turns, cold_turns, eviction_turns, eviction_budgets,
     click.echo(f"ratio to floor (median turn): {result['ratio_to_floor']}   flatness: {result['flatness']} "
                f"(full context: {result['flatness_full']})")
     click.echo("p50 ms by length: " + json.dumps(result["p50_ms"]))
+    click.echo(report_line(result))
     click.echo("rerank ms by index size: " + json.dumps({n: r['total_ms'] for n, r in result['rerank_ms'].items()}))
     click.echo(f"p95 ms {result['p95_ms_with_first']} with each run's first answer, {result['p95_ms_after_first']} "
                f"after it; warm answer p50 {result['warm_answer_ms']} ms")

@@ -988,6 +988,10 @@ class Conversation:
                     self.maintain()
                 except BackendError as exc:  # the answer is stored; the pages stay pending for the next try
                     log.warning("model side work failed, will retry after the next answer: %s", exc)
+                if trace.decision == "recall" and self._keep_warm and self._warm_models:
+                    # a recall was answered on the side context: the chat's cache has not read the question and
+                    # its answer, and the next turn would (50-70 tokens against 15-25): read them while the user types
+                    self._start_warming()
             return Answer(trace.answer, trace)
 
 

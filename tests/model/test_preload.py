@@ -39,3 +39,31 @@ def test_a_warmed_chat_reads_only_its_question(tmp_path):
     trace = chat.ask("Okay, let's move on.", mode="never").trace
     assert trace.tokens["reused"] > 0.8 * trace.tokens["prompt"]  # the memory was read while it waited
     lp.close()
+
+
+
+def test_after_a_recall_a_warmed_chat_reads_the_recalled_exchange_while_it_waits(tmp_path):
+    """A recall the gate decides is answered on the side context, so the chat's cache has not read that question
+    and its answer; a warmed chat reads them after the answer, and the next plain turn reads its own line and
+    the template around it, not the exchange before it."""
+    from localpager.lab.synthetic import generate_conversation
+
+    conv = generate_conversation(2, n_turns=200)
+    lp = LocalPager(tmp_path / "s.db")
+    chat = lp.conversation("c", create=True)
+    for t in conv.turns[:160]:
+        chat.add_turn(t.role, t.text, stamp=False)
+    chat.set_budget(1200)  # room for the exchanges below: no eviction (which would warm the chat up anyway)
+    assert chat.pager.evicted
+    chat.warm_up(models=True)
+    assert chat.warmed(300)
+    question = next(p.question for p in conv.probes if p.evidence and p.evidence[0] < 100)
+    recall = chat.ask(question).trace
+    assert recall.decision == "recall" and recall.tokens["decision"]["evaluated"] == 0  # nothing on the chat's cache
+    assert chat.warmed(300)
+    line = "Okay, thanks."
+    trace = chat.ask(line, mode="never").trace
+    counter = lp.counter()
+    exchange = counter.count(question) + counter.count(recall.answer) + counter.count(line)
+    assert trace.tokens["answer"]["evaluated"] < exchange
+    lp.close()
