@@ -468,7 +468,8 @@ def model_options(f):
     f = click.option("--save", is_flag=True, help="store --budget with the conversation")(f)
     f = click.option("--recall", "recall_mode", type=ChoiceOf(RecallMode, "recall mode", OFFERED_RECALL_MODES),
                      default=RecallMode.AUTO.value, show_default=True,
-                     help="auto: the model decides; always: it must recall; never: no recall")(f)
+                     help="auto: the recall gate pages in when a message asks about what was said, else the "
+                          "model may ask; always: it must recall; never: no recall")(f)
     f = click.option("--n-ctx", type=click.IntRange(min=128), default=2048, show_default=True, help="model context size")(f)
     f = click.option("--layout", type=ChoiceOf(Layout, "layout"), default=DEFAULT_LAYOUT.value, show_default=True,
                      help=LAYOUT_HELP)(f)
