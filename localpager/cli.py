@@ -506,7 +506,7 @@ def ask(ctx, conv_id, question, probe, model, budget, save, recall_mode, n_ctx, 
             if not 0 <= probe < len(probes):
                 raise click.ClickException(f"conversation {conv_id!r} has {len(probes)} probes; no probe {probe}")
             question = probes[probe].question
-        if recall_mode != RecallMode.NEVER:
+        if recall_mode != RecallMode.NEVER and not conv.store.read_only:  # read-only: ask says so, loading nothing
             conv.lp.preload()  # the chat model loads while the memory a recall needs is read
             prepare_recall(conv, Bars(disabled=as_json))
         result = conv.ask(question, budget=budget)

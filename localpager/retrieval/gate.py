@@ -30,7 +30,7 @@ from dataclasses import asdict, dataclass, field
 from ..core.answer_types import match as type_match
 from ..core.records import Turn
 from ..core.text import is_question, term_key
-from .ranking import TurnHit, tells
+from .ranking import CAPITALISED, TurnHit, tells
 
 _MY = re.compile(r"\b(?:my|mine|our|ours|myself|ourselves)\b", re.I)
 _ME = re.compile(r"\b(?:me|us)\b", re.I)
@@ -91,12 +91,11 @@ class GateFeatures:
         return [getattr(self, name) for name in FEATURES]
 
 
-_CAPITALISED = re.compile(r"(?<![.!?]\s)(?<!^)\b[A-Z][\w'’-]*[a-z][\w'’-]*")
 
 
 def _names(message: str) -> list[str]:
     """Capitalised words of ``message`` that are not sentence-initial (and not "I"), in lower case."""
-    return [w.lower().removesuffix("'s").removesuffix("’s") for w in _CAPITALISED.findall(message[:2000])]
+    return [w.lower().removesuffix("'s").removesuffix("’s") for w in CAPITALISED.findall(message[:2000])]
 
 
 def message_features(message: str) -> GateFeatures:
@@ -123,7 +122,7 @@ def gate_features(message: str, hits: Sequence[TurnHit], turns: Sequence[Turn],
     if names:
         speakers = {t.speaker.lower() for t in turns if t.speaker}
         features.speaker = float(any(n in speakers or n.split()[0] in speakers for n in names))
-        said = {term_key(w) for h in hits for w in _CAPITALISED.findall(turns[h.turn].text)}
+        said = {term_key(w) for h in hits for w in CAPITALISED.findall(turns[h.turn].text)}
         features.known_name = float(any(term_key(n) in said for n in names))
 
     def tell(i: int) -> bool:

@@ -15,6 +15,7 @@ import hashlib
 import logging
 import os
 from pathlib import Path
+from typing import Any, Callable
 
 import numpy as np
 
@@ -78,11 +79,11 @@ def save(path: Path, stamp: dict, grown, table, last_text: str) -> None:
         tmp.unlink(missing_ok=True)
 
 
-def load(path: Path, stamp: dict, turns, k1: float, b: float):
-    """(grown, table) from ``path`` if it still describes the first turns of ``turns``; else None."""
+def load(path: Path, stamp: dict, turns, new_index: Callable[[], Any], new_table: Callable[[], Any]):
+    """(grown, table) from ``path`` if it still describes the first turns of ``turns``; else None. ``new_index``
+    and ``new_table`` make the empty ``ranking._Appendable`` and ``ranking.TurnTable`` it fills (passed in, so
+    that this module imports nothing of the ranking's)."""
     from collections import Counter
-
-    from .ranking import TurnTable, _Appendable
 
     try:
         with np.load(path, allow_pickle=False) as data:
@@ -98,12 +99,12 @@ def load(path: Path, stamp: dict, turns, k1: float, b: float):
     expected = repr(sorted({**stamp, "version": VERSION, "n": n, "last": turns[n - 1].text}.items()))
     if str(arrays["stamp"][0]) != expected:
         return None
-    grown = _Appendable(k1, b)
+    grown = new_index()
     grown._postings = _unflatten(arrays["p_keys"], arrays["p_sizes"], [arrays["p_col0"], arrays["p_col1"]])
     grown.df = Counter(dict(zip(arrays["p_keys"].tolist(), arrays["p_sizes"].tolist())))
     grown._lengths = arrays["lengths"].tolist()
     grown.total_length, grown.n = int(arrays["lengths"].sum()), n
-    table = TurnTable()
+    table = new_table()
     table._rows = {c: arrays[f"t_{c}"].tolist() for c in TABLE_COLUMNS}
     for c in ("text", "question", "tells"):
         table._rows[c] = [bool(v) for v in table._rows[c]]

@@ -12,6 +12,7 @@ page-level average.
 from __future__ import annotations
 
 import math
+import re
 import threading
 from collections import Counter, OrderedDict
 from collections.abc import Callable, Sequence
@@ -65,6 +66,10 @@ class IdfScope(StrEnum):
 
     CONVERSATION = "conversation"  # every turn so far
     CANDIDATES = "candidates"  # only the turns being ranked
+
+
+# a capitalised word that does not begin a sentence: a name (the gate's ``known_name``, the turn table's names)
+CAPITALISED = re.compile(r"(?<![.!?]\s)(?<!^)\b[A-Z][\w'’-]*[a-z][\w'’-]*")
 
 
 @dataclass
@@ -237,7 +242,6 @@ class TurnTable:
         self.names: dict[str, list[int]] = {}  # term_key of a capitalised word -> turns using it
 
     def add(self, turn: Turn) -> None:
-        from .gate import _CAPITALISED
 
         row = self._rows
         row["text"].append(bool(turn.text))
@@ -248,7 +252,7 @@ class TurnTable:
         row["speaker"].append(speaker)
         if speaker:
             self.speakers.add(speaker)
-        for key in dict.fromkeys(term_key(w) for w in _CAPITALISED.findall(turn.text)):
+        for key in dict.fromkeys(term_key(w) for w in CAPITALISED.findall(turn.text)):
             self.names.setdefault(key, []).append(self.n)
         self.n += 1
 
@@ -349,7 +353,7 @@ class LexicalIndex:
             return None
         from . import lexfile
 
-        return lexfile.load(self.file, self._stamp(), turns, self.k1, self.b)
+        return lexfile.load(self.file, self._stamp(), turns, lambda: _Appendable(self.k1, self.b), TurnTable)
 
     def table(self, turns: Sequence[Turn]) -> TurnTable:
         """The question-independent features of ``turns`` (the conversation so far), appended as it grows."""
