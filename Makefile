@@ -49,7 +49,8 @@ demo: setup
 	$(BIN)/localpager generate $(DEMO)/conversations.jsonl --n 1 --seed 3 --turns 160
 	$(BIN)/localpager --store $(DEMO)/store.db ingest $(DEMO)/conversations.jsonl
 	$(BIN)/localpager --store $(DEMO)/store.db bookmarks synthetic-3-000
-	$(BIN)/localpager --store $(DEMO)/store.db ask synthetic-3-000 --probe 0 --json
+	$(BIN)/localpager --store $(DEMO)/store.db ask synthetic-3-000 --probe 0
+	$(BIN)/localpager --store $(DEMO)/store.db log synthetic-3-000
 
 test: setup
 	$(PY) -m pytest -q
