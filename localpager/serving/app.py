@@ -958,4 +958,26 @@ def serve(lp: LocalPager, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT,
     server = uvicorn.Server(config)
     shown = f"[{host}]" if ":" in host else host
     stderr_log(f"http://{shown}:{port}/v1 (store {lp.store.path}); memory inspector at http://{shown}:{port}/")
-    server.run()
+    with _exit_on_sigterm():
+        server.run()
+
+
+@contextmanager
+def _exit_on_sigterm():
+    """uvicorn catches SIGTERM, shuts down gracefully, then raises the signal again under the handler it found:
+    with Python's default one the process dies there, before its caller closes the store (saving the KV cache
+    and deferred FAISS indexes for the next process). Under this handler it leaves as ``SystemExit(143)``."""
+    import signal
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def leave(signum, frame):
+        raise SystemExit(128 + signum)
+
+    previous = signal.signal(signal.SIGTERM, leave)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
