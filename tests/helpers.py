@@ -10,6 +10,10 @@ import os
 import re
 import subprocess
 import sys
+import threading
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -137,6 +141,64 @@ def chatter(n: int) -> list:
 
     return [Turn(role="user" if i % 2 == 0 else "assistant", text=f"message number {i} about topic {i // 10}", index=i)
             for i in range(n)]
+
+
+# -- a real `localpager serve` ----------------------------------------------------------------------------
+def free_port() -> int:
+    """A loopback port nothing listens on now."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@dataclass
+class Served:
+    url: str
+    proc: subprocess.Popen
+    lines: list[str]  # its stderr, as read so far
+    reader: threading.Thread  # reads ``lines`` until the process closes stderr
+
+
+@contextmanager
+def serving(store, *options: str, env: dict[str, str] | None = None, preloaded: bool = True, seconds: float = 180):
+    """``localpager serve`` on ``store`` in a subprocess, on a free loopback port, yielded (``Served``) once
+    ``/health`` answers (with ``preloaded``, once the models are loaded; a preload error fails the test).
+    Stopped by its PID: terminated, and killed if it has not left within 60 s."""
+    import httpx
+
+    port = free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "localpager.cli", "--store", str(store), "serve", "--port",
+                             str(port), *options], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                            text=True)
+    lines: list[str] = []
+    reader = threading.Thread(target=lambda: lines.extend(proc.stderr), daemon=True)
+    reader.start()
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + seconds
+    try:
+        while True:
+            assert proc.poll() is None, f"the server exited: {''.join(lines)}"
+            assert time.monotonic() < deadline, f"the server did not start: {''.join(lines)}"
+            try:
+                health = httpx.get(f"{url}/health", timeout=2).json()
+            except httpx.HTTPError:
+                health = None
+            if health is not None:
+                assert not health.get("preload_error"), health
+                if health.get("preloaded") or not preloaded:
+                    break
+            time.sleep(0.3)
+        yield Served(url, proc, lines, reader)
+    finally:
+        if proc.poll() is None:
+            proc.terminate()
+            try:
+                proc.wait(60)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
 
 
 # -- side effects --------------------------------------------------------------------------------------

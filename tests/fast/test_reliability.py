@@ -16,7 +16,7 @@ import click
 import pytest
 from conftest import NetworkRefused
 from fakes import HashEmbedder, ScriptedBackend, shortest_sentence
-from helpers import ROOT, TESTS
+from helpers import ROOT, TESTS, serving
 
 from localpager.core.pager import PagingConfig
 from localpager.memory.api import NO_ANSWER, LocalPager
@@ -408,31 +408,14 @@ def test_serve_stopped_by_sigterm_closes_its_store(tmp_path):
     again; the store must still be closed as on Ctrl-C (its write-ahead log checkpointed and removed, the KV
     cache and deferred FAISS indexes saved), not left as a killed process leaves it."""
     import signal
-    import time
-    import urllib.request
 
     path = tmp_path / "s.db"
     Store(path).close()
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    proc = subprocess.Popen([sys.executable, "-m", "localpager.cli", "--store", str(path), "serve", "--port", str(port),
-                             "--no-preload"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT)
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2) as reply:
-                    assert reply.status == 200
-                    break
-            except OSError:
-                assert proc.poll() is None and time.monotonic() < deadline, proc.stderr.read() if proc.poll() else ""
-                time.sleep(0.2)
+    with serving(path, "--no-preload", preloaded=False) as served:
         assert Path(f"{path}-wal").exists()  # the store is open
-        proc.send_signal(signal.SIGTERM)
-        _, err = proc.communicate(timeout=60)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
+        served.proc.send_signal(signal.SIGTERM)
+        served.proc.wait(60)
+        served.reader.join(10)
+    proc, err = served.proc, "".join(served.lines)
     assert proc.returncode == 128 + signal.SIGTERM and "Traceback" not in err, err
     assert not Path(f"{path}-wal").exists()  # closed: the log was checkpointed into the store and removed

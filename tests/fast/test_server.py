@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import socket
 import sys
 import threading
 import time
@@ -16,6 +15,7 @@ import httpx
 import pytest
 from click.testing import CliRunner
 from fakes import ScriptedBackend, shortest_sentence
+from helpers import free_port
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -319,12 +319,6 @@ def test_requests_on_one_conversation_run_in_arrival_order_and_others_do_not_mix
                                                                    ("assistant", ANSWER))]
         traces = lp.store.traces(conv)
         assert [t["turn"] for t in traces] == [0, 2, 4, 6]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture

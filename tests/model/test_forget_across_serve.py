@@ -9,25 +9,16 @@ import os
 import signal
 import subprocess
 import sys
-import threading
-import time
 
 import httpx
 import pytest
 from faultkit import kv_tokens, leaks, model_decoder, store_files
+from helpers import serving
 
 pytestmark = [pytest.mark.model, pytest.mark.embedder, pytest.mark.slow]
 pytest.importorskip("fastapi")
 
 SECRET = "Quillonfrazzle"
-
-
-def free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def env() -> dict[str, str]:
@@ -39,33 +30,9 @@ def env() -> dict[str, str]:
 @pytest.fixture
 def server(tmp_path):
     """``localpager serve`` on a new store; yields (URL, store path, process, stderr lines); stopped by PID."""
-    store, port = tmp_path / "served.db", free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "localpager.cli", "--store", str(store), "serve", "--port",
-                             str(port), "--max-tokens", "8"],
-                            env=env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    lines: list[str] = []
-    threading.Thread(target=lambda: lines.extend(proc.stderr), daemon=True).start()
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 180
-    try:
-        while True:
-            assert proc.poll() is None, f"the server exited: {''.join(lines)}"
-            assert time.monotonic() < deadline, f"the server did not load its models: {''.join(lines)}"
-            try:
-                if httpx.get(f"{url}/health", timeout=2).json().get("preloaded"):
-                    break
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.3)
-        yield url, store, proc, lines
-    finally:
-        if proc.poll() is None:
-            proc.terminate()
-            try:
-                proc.wait(60)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+    store = tmp_path / "served.db"
+    with serving(store, "--max-tokens", "8", env=env()) as served:
+        yield served.url, store, served.proc, served.lines
 
 
 def chat(url: str, conv: str, text: str) -> str:

@@ -7,13 +7,13 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
 
 import pytest
 from fakes import allows
+from helpers import free_port
 
 from localpager.backends import load_backend
 from localpager.backends.base import BackendError, Message
@@ -23,12 +23,6 @@ from localpager.runtime.grammar import WORTH, keyword_list, page_list, parse_dec
 pytestmark = [pytest.mark.model, pytest.mark.slow]
 httpx = pytest.importorskip("httpx")
 pytest.importorskip("uvicorn")
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def start_server(log_path) -> tuple[subprocess.Popen, str]:

@@ -10,9 +10,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import socket
-import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
@@ -20,7 +17,7 @@ from urllib.parse import quote
 
 import httpx
 import pytest
-from helpers import ROOT
+from helpers import ROOT, serving
 
 pytestmark = [pytest.mark.model, pytest.mark.embedder, pytest.mark.slow]
 
@@ -41,12 +38,6 @@ FILLER = [
     "Our neighbours adopted a grey cat called Pebble last month.",
 ]
 RESULTS = ROOT / "results"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def build_store(path: Path) -> None:
@@ -73,37 +64,10 @@ def server(tmp_path_factory):
     build_store(store)
     key_file = folder / "key"
     key_file.write_text(KEY + "\n")
-    port = free_port()
     env = {**os.environ, "LOCALPAGER_THREADS": "1", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
     env.pop("LOCALPAGER_API_KEY", None)
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "localpager.cli", "--store", str(store), "serve", "--port", str(port),
-         "--api-key-file", str(key_file), "--max-tokens", "24", "--budget", "160"],
-        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    lines: list[str] = []
-    threading.Thread(target=lambda: lines.extend(proc.stderr), daemon=True).start()
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 180
-    try:
-        while True:
-            assert proc.poll() is None, f"the server exited: {''.join(lines)}"
-            assert time.monotonic() < deadline, f"the server did not load its models: {''.join(lines)}"
-            try:
-                health = httpx.get(f"{url}/health", timeout=2).json()
-            except httpx.HTTPError:
-                health = {}
-            assert not health.get("preload_error"), health
-            if health.get("preloaded"):
-                break
-            time.sleep(0.3)
-        yield url, store, lines
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+    with serving(store, "--api-key-file", str(key_file), "--max-tokens", "24", "--budget", "160", env=env) as served:
+        yield served.url, store, served.lines
 
 
 def client(url: str, conv: str | None = None, key: str = KEY):
