@@ -34,8 +34,56 @@ def busy_message(what: str, timeout: float) -> str:
             f"waited {timeout:g} s, try again when it has finished")
 
 
+class _ReentrantLock:
+    """Re-entrance within one thread over an exclusive lock that another thread or process waits for: a
+    flavour gives ``_take(timeout)`` (get the lock or raise ``LockTimeout``), ``_give()`` (let it go) and
+    ``_name`` (what it is, for errors). Only the thread holding it may release it."""
+
+    timeout: float
+    _depth: int
+    _owner: int | None
+    _guard: threading.Lock
+    _name: str
+
+    def acquire(self, timeout: float | None = None) -> None:
+        me = threading.get_ident()
+        with self._guard:
+            if self._owner == me:
+                self._depth += 1
+                return
+        self._take(self.timeout if timeout is None else timeout)
+        with self._guard:
+            self._owner, self._depth = me, 1
+
+    def _check_held(self, action: str) -> None:
+        if self._owner != threading.get_ident():
+            raise RuntimeError(f"{action} of {self._name} by a thread that does not hold it")
+
+    def release(self) -> None:
+        with self._guard:
+            self._check_held("release")
+            self._depth -= 1
+            if self._depth:
+                return
+            self._owner = None
+        self._give()
+
+    def _take(self, timeout: float) -> None:
+        raise NotImplementedError
+
+    def _give(self) -> None:
+        raise NotImplementedError
+
+    def __enter__(self):
+        self.acquire()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
+
+
 @dataclass
-class FileLock:
+class FileLock(_ReentrantLock):
     """An exclusive lock on ``path``, re-entrant within one thread (another thread of this process waits, as
     another process does), waiting up to ``timeout`` seconds. ``what`` names the thing locked, for the
     error message ("conversation 'work' is busy ...")."""
@@ -51,46 +99,27 @@ class FileLock:
     def __post_init__(self) -> None:
         self._lock = filelock.FileLock(str(self.path), mode=0o600)
 
-    def acquire(self, timeout: float | None = None) -> None:
-        me = threading.get_ident()
-        with self._guard:
-            if self._owner == me:
-                self._depth += 1
-                return
-        timeout = self.timeout if timeout is None else timeout
+    @property
+    def _name(self) -> str:
+        return str(self.path)
+
+    def _take(self, timeout: float) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
         try:
             self._lock.acquire(timeout=timeout, poll_interval=POLL_SECONDS)
         except filelock.Timeout:
             raise LockTimeout(busy_message(self.what or str(self.path), timeout)) from None
-        with self._guard:
-            self._owner, self._depth = me, 1
+
+    def _give(self) -> None:
+        self._lock.release()
 
     def remove(self) -> None:
         """Delete the lock file, held by this thread (what it locked is gone). ``filelock`` checks, when it gets
         a lock, that the file it locked is still the one at the path, so a process that was waiting on the old
         file locks the path afresh: never two holders at once."""
         with self._guard:
-            if self._owner != threading.get_ident():
-                raise RuntimeError(f"removal of {self.path} by a thread that does not hold it")
+            self._check_held("removal")
             self.path.unlink(missing_ok=True)
-
-    def release(self) -> None:
-        with self._guard:
-            if self._owner != threading.get_ident():
-                raise RuntimeError(f"release of {self.path} by a thread that does not hold it")
-            self._depth -= 1
-            if self._depth:
-                return
-            self._owner = None
-        self._lock.release()
-
-    def __enter__(self) -> "FileLock":
-        self.acquire()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.release()
 
 
 def lock_dir(store_path: Path) -> Path:
@@ -116,7 +145,7 @@ def named_lock(store_path: Path, name: str, timeout: float = 60.0) -> FileLock:
     return FileLock(lock_dir(store_path) / f"{name}.lock", timeout, what=f"the store's {name}")
 
 
-class AdvisoryLock:
+class AdvisoryLock(_ReentrantLock):
     """The PostgreSQL flavour of ``FileLock``: a session advisory lock on ``key``, held on a pooled connection
     of its own from ``acquire`` to ``release`` (another process, or another thread of this one, waits up to
     ``timeout`` seconds, then ``LockTimeout`` with the same one line). Re-entrant within one thread.
@@ -131,13 +160,11 @@ class AdvisoryLock:
         self._owner: int | None = None
         self._guard = threading.Lock()
 
-    def acquire(self, timeout: float | None = None) -> None:
-        me = threading.get_ident()
-        with self._guard:
-            if self._owner == me:
-                self._depth += 1
-                return
-        timeout = self.timeout if timeout is None else timeout
+    @property
+    def _name(self) -> str:
+        return f"the lock on {self.what}"
+
+    def _take(self, timeout: float) -> None:
         from psycopg_pool import PoolTimeout
 
         try:
@@ -154,31 +181,16 @@ class AdvisoryLock:
             conn.close()  # in an unknown state: it leaves the pool (closing it releases any lock)
             self.pool.putconn(conn)
             raise
-        with self._guard:
-            self._conn, self._owner, self._depth = conn, me, 1
+        self._conn = conn
 
     def remove(self) -> None:
         """Nothing to delete: an advisory lock lives in the server's memory only."""
-        if self._owner != threading.get_ident():
-            raise RuntimeError(f"removal of the lock on {self.what} by a thread that does not hold it")
+        self._check_held("removal")
 
-    def release(self) -> None:
-        with self._guard:
-            if self._owner != threading.get_ident():
-                raise RuntimeError(f"release of the lock on {self.what} by a thread that does not hold it")
-            self._depth -= 1
-            if self._depth:
-                return
-            conn, self._conn, self._owner = self._conn, None, None
+    def _give(self) -> None:
+        conn, self._conn = self._conn, None
         try:
             conn.execute("SELECT pg_advisory_unlock(%s)", (self.key,))
         except Exception:  # noqa: BLE001 - the connection broke: the server released the lock with it
             conn.close()
         self.pool.putconn(conn)
-
-    def __enter__(self) -> "AdvisoryLock":
-        self.acquire()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.release()
