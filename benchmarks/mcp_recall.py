@@ -40,18 +40,12 @@ from pathlib import Path
 from mcp import Client, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
+from localpager.lab.bench import percentile
+
 ROOT = Path(__file__).resolve().parent.parent
 LOCALPAGER = [str(Path(sys.executable).parent / "localpager")] if (Path(sys.executable).parent / "localpager").exists() \
     else [sys.executable, "-m", "localpager.cli"]
 LEAD_INS = ["", "Quick question: ", "Remind me, ", "I forgot: ", "Can you check: ", "One more thing, "]
-
-
-def percentile(values: list[float], q: float) -> float | None:
-    if not values:
-        return None
-    values = sorted(values)
-    k = min(len(values) - 1, max(0, round(q / 100 * (len(values) - 1))))
-    return round(values[k], 1)
 
 
 def summary(values: list[float]) -> dict:

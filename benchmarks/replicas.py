@@ -41,6 +41,8 @@ from pathlib import Path
 
 import httpx
 
+from localpager.lab.bench import percentile
+
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))  # the throwaway cluster the tests use
 
@@ -49,13 +51,6 @@ from postgres_cluster import free_port, start_cluster  # noqa: E402
 LOCALPAGER = [sys.executable, "-m", "localpager.cli"]
 KEYS = {"alice": "alice-" + uuid.uuid4().hex, "bob": "bob-" + uuid.uuid4().hex}
 MAX_TOKENS = 8
-
-
-def percentile(values: list[float], q: float) -> float | None:
-    if not values:
-        return None
-    values = sorted(values)
-    return round(values[min(len(values) - 1, max(0, round(q / 100 * (len(values) - 1))))], 1)
 
 
 # -- processes ----------------------------------------------------------------------------------------

@@ -38,6 +38,8 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from localpager.lab.bench import quantile
+
 LENGTHS = (1_000, 10_000, 100_000)
 QUICK_LENGTHS = (1_000, 10_000)
 SEED = 7
@@ -90,11 +92,6 @@ def questions_for(conv) -> list[Question]:
         asks = kinds[probe.extra["kind"]].asks if probe.extra.get("kind") in kinds else (probe.question,)
         out += [Question(q, list(probe.answers), probe.evidence[0]) for q in dict.fromkeys(asks)]
     return out
-
-
-def _pct(values: list[float], q: float) -> float:
-    values = sorted(values)
-    return round(values[min(len(values) - 1, int(q * len(values)))], 1) if values else 0.0
 
 
 def _peak_rss_mb() -> float:
@@ -175,12 +172,12 @@ def ask_worker(turns: int, workdir: Path, model: str | None) -> dict:
         answers.append((time.perf_counter() - start) * 1000)
         right.append(contains_answer(answer.answer, q.answers))
     lp.close()
-    return {"rank_ms_p50": _pct(ranks, 0.5), "rank_ms_p95": _pct(ranks, 0.95),
-            "answer_ms_p50": _pct(answers, 0.5), "answer_ms_p95": _pct(answers, 0.95),
+    return {"rank_ms_p50": quantile(ranks, 0.5), "rank_ms_p95": quantile(ranks, 0.95),
+            "answer_ms_p50": quantile(answers, 0.5), "answer_ms_p95": quantile(answers, 0.95),
             "first_answer_ms": first_answer_ms, "page_selection": round(sum(selected) / len(selected), 3),
             "answer_contains": round(sum(right) / len(right), 3), "questions": len(questions),
             "store_mb": _store_mb(store), "peak_rss_mb": _peak_rss_mb(),
-            "extra": {"first_decision_ms": first_decision_ms, "recall_api_ms_p50": _pct(recalls, 0.5),
+            "extra": {"first_decision_ms": first_decision_ms, "recall_api_ms_p50": quantile(recalls, 0.5),
                       "rank_ms": [round(x, 1) for x in ranks], "answer_ms": [round(x, 1) for x in answers]}}
 
 

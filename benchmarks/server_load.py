@@ -28,6 +28,8 @@ from pathlib import Path
 import httpx
 import openai
 
+from localpager.lab.bench import percentile
+
 STATEMENTS = [
     "I'm allergic to peanuts, so I always carry an EpiPen.",
     "My sister Hartley moved to Lisbon last spring for a new job.",
@@ -74,14 +76,6 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
-
-
-def percentile(values: list[float], q: float) -> float | None:
-    if not values:
-        return None
-    values = sorted(values)
-    k = min(len(values) - 1, max(0, round(q / 100 * (len(values) - 1))))
-    return round(values[k], 1)
 
 
 def prepare_store(path: Path, clients: int, budget: int) -> None:

@@ -99,9 +99,19 @@ class TurnTiming:
     turn: int = 0  # its place among the run's probe turns: 0 is the first answer on a newly opened store
 
 
-def _pct(values: list[float], q: float) -> float:
+def quantile(values: list[float], q: float) -> float:
+    """The value below which a share ``q`` (0-1) of ``values`` lies (0 for none), to 0.1."""
     values = sorted(values)
     return round(values[min(len(values) - 1, int(q * len(values)))], 1) if values else 0.0
+
+
+def percentile(values: list[float], q: float) -> float | None:
+    """The nearest-rank ``q``-th percentile (0-100) of ``values`` (None for none), to 0.1: what the serving
+    benchmarks report."""
+    if not values:
+        return None
+    values = sorted(values)
+    return round(values[min(len(values) - 1, max(0, round(q / 100 * (len(values) - 1))))], 1)
 
 
 def hardware_rates(backend, reps: int = 3) -> tuple[float, float]:
@@ -187,8 +197,8 @@ class EvictionCost:
 
     def summary(self) -> dict[str, Any]:
         return {"eviction_turns": len(self.evaluated),
-                "eviction_tokens_evaluated": _pct(self.evaluated, 0.5),
-                "eviction_tokens_full": _pct(self.full, 0.5),
+                "eviction_tokens_evaluated": quantile(self.evaluated, 0.5),
+                "eviction_tokens_full": quantile(self.full, 0.5),
                 "eviction_ratio": round(sum(self.evaluated) / max(1, sum(self.full)), 3),
                 "shift_agreement": round(sum(self.agree) / len(self.agree), 3) if self.agree else None}
 
@@ -356,35 +366,35 @@ def machine(backend) -> dict[str, Any]:
 
 def summarize(timings: list[TurnTiming], config: BenchConfig) -> dict[str, Any]:
     by = lambda s, n: [t for t in timings if t.strategy == s and t.length == n]
-    p50 = {s: {str(n): _pct([t.total_ms for t in by(s, n)], 0.5) for n in config.lengths}
+    p50 = {s: {str(n): quantile([t.total_ms for t in by(s, n)], 0.5) for n in config.lengths}
            for s in ("paging", "truncation", "full")}
-    p95 = {s: {str(n): _pct([t.total_ms for t in by(s, n)], 0.95) for n in config.lengths}
+    p95 = {s: {str(n): quantile([t.total_ms for t in by(s, n)], 0.95) for n in config.lengths}
            for s in ("paging", "truncation", "full")}
     paging = [t for t in timings if t.strategy == "paging"]
-    stages = {str(n): {stage: {"p50": _pct([t.stages[stage] for t in by("paging", n)], 0.5),
-                               "p95": _pct([t.stages[stage] for t in by("paging", n)], 0.95)}
+    stages = {str(n): {stage: {"p50": quantile([t.stages[stage] for t in by("paging", n)], 0.5),
+                               "p95": quantile([t.stages[stage] for t in by("paging", n)], 0.95)}
                        for stage in STAGES}
               for n in config.lengths}
     for n in config.lengths:
         ttft = [t.ttft_ms for t in by("paging", n)]
-        stages[str(n)]["ttft"] = {"p50": _pct(ttft, 0.5), "p95": _pct(ttft, 0.95)}
+        stages[str(n)]["ttft"] = {"p50": quantile(ttft, 0.5), "p95": quantile(ttft, 0.95)}
     shortest, longest = str(config.lengths[0]), str(config.lengths[-1])
     later = [t.total_ms for t in paging if t.turn > 0]
     truncation = [t.total_ms for t in timings if t.strategy == "truncation"]
     return {
-        "paging_vs_truncation_p50": _ratio(_pct([t.total_ms for t in paging], 0.5), _pct(truncation, 0.5)),
+        "paging_vs_truncation_p50": _ratio(quantile([t.total_ms for t in paging], 0.5), quantile(truncation, 0.5)),
         "paging_vs_truncation_p50_by_length": {str(n): _ratio(p50["paging"][str(n)], p50["truncation"][str(n)])
                                                for n in config.lengths},
-        "warm_answer_ms": _pct(later, 0.5),
-        "p95_ms_after_first": _pct(later, 0.95),
-        "p95_ms_with_first": _pct([t.total_ms for t in paging], 0.95),
+        "warm_answer_ms": quantile(later, 0.5),
+        "p95_ms_after_first": quantile(later, 0.95),
+        "p95_ms_with_first": quantile([t.total_ms for t in paging], 0.95),
         "ratio_to_floor": round(statistics.median(t.total_ms / t.floor_ms for t in paging if t.floor_ms), 3),
         "flatness": round(p50["paging"][longest] / p50["paging"][shortest], 3),
         "flatness_full": round(p50["full"][longest] / p50["full"][shortest], 3),
         "p50_ms": p50,
         "p95_ms": p95,
         "stages_ms": stages,
-        "evaluated_tokens_p50": {s: {str(n): _pct([t.evaluated for t in by(s, n)], 0.5) for n in config.lengths}
+        "evaluated_tokens_p50": {s: {str(n): quantile([t.evaluated for t in by(s, n)], 0.5) for n in config.lengths}
                                  for s in ("paging", "truncation", "full")},
     }
 
