@@ -7,7 +7,7 @@ import pytest
 from helpers import pages_of, speaker_turns
 
 from localpager.core.records import Turn
-from localpager.retrieval.ranking import HybridSettings, LexicalIndex, embedding_scorer, rank_pages
+from localpager.retrieval.ranking import HybridSettings, LexicalIndex, embedding_scorer, rank_pages, rank_turns
 
 # LoCoMo-style: the question reuses the evidence's words and names a speaker, while short exclamations
 # ("Wow, Caroline, that looks amazing!") embed close to any question about Caroline.
@@ -87,3 +87,18 @@ def test_the_simulators_rerank_column_is_this_ranking(embedder):
     assert rerank.retrieve(question, pages, 3) == expected  # turns read back from the pages' "who: text" lines
     assert get_retriever("dense").retrieve(question, pages, 3, turns=turns, key="conv") == \
         ranks(question, turns, pages, embedder, HybridSettings("dense"))[:3]
+
+
+@pytest.mark.embedder
+def test_a_question_asked_before_ranks_the_fact_first_not_its_first_asking(embedder):
+    """With the real embedder an earlier asking of the question is its nearest turn by far; it is left out, and
+    the turn that states the fact ranks first."""
+    lines = PARAPHRASE[:2] + [("user", "Omar Sato takes care of our parrot while we travel.")] + PARAPHRASE[3:]
+    lines += [("user", "Who takes care of our parrot?"), ("assistant", "I'm not sure.")]
+    turns = [Turn(role, text, i) for i, (role, text) in enumerate(lines)]
+    pages = pages_of(turns, 2)
+    question = "Who takes care of our parrot?"
+    dense = embedding_scorer(embedder, turns)
+    assert max(dense(question, list(range(len(turns)))).items(), key=lambda kv: kv[1])[0] == 8  # the repeat
+    hits = rank_turns(question, turns, pages, dense, LexicalIndex("t"))
+    assert 8 not in [h.turn for h in hits] and hits[0].turn == 2
