@@ -29,7 +29,7 @@ from pathlib import Path
 
 import numpy as np
 
-from localpager.backends.llama import free_cores
+from localpager.backends.cores import free_cores
 from localpager.backends.modelpaths import embedder_path
 from localpager.lab.synthetic import generate_dataset
 from localpager.retrieval.bert import NumpyBertEncoder

@@ -7,8 +7,8 @@ same questions of one generated conversation (``remember=False``; the first answ
 counted), once on an otherwise idle machine and once beside a process that keeps one core busy, and reports the
 p50 and ``busy_ratio`` (p50 busy / p50 idle; ``localpager bench`` reports it for the default).
 ``LOCALPAGER_THREADS`` sets generation threads, ``LOCALPAGER_BATCH_THREADS`` the prompt-reading (batch)
-threads; the default takes the cores the one-minute load average leaves free, so each idle run first waits
-for the load to settle, and each busy run starts after the busy process has run for a minute.
+threads; the default takes the cores other work leaves free (``localpager.backends.cores``), so each idle run
+first waits until no other work keeps a core busy.
 
     .venv/bin/python benchmarks/threads.py [--questions 12] [--json FILE]
 """

@@ -299,7 +299,7 @@ class StoreGroup(click.Group):
               help="openai-http: estimate token counts when the server has no tokenizer (flagged in the trace)")
 @click.option("--threads", type=click.IntRange(min=1), envvar="LOCALPAGER_THREADS", default=None,
               help="llama.cpp threads (default: the cores other work leaves free when the model loads, by the "
-                   "one-minute load average; llama.cpp's threads spin, so taking a busy core costs far more than it "
+                   "CPU time the kernel counts; llama.cpp's threads spin, so taking a busy core costs far more than it "
                    "gives); env LOCALPAGER_THREADS")
 @click.pass_context
 def cli(ctx: click.Context, store: str | None, key_env: str | None, backend: str | None, base_url: str | None,

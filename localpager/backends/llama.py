@@ -20,6 +20,7 @@ from typing import Any, Sequence
 
 from .base import BackendError, Generation, Message, TextCallback
 from .constraints import Constraint
+from .cores import free_cores
 from .modelpaths import chat_model_path
 from .template import CHATML, ChatTemplate
 
@@ -32,14 +33,6 @@ MIN_SPLICE = 32
 KEPT_PREFIXES = 8
 
 
-def cpu_threads() -> int:
-    """The cores this process may run on (llama-cpp-python's default is half of them)."""
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except AttributeError:  # macOS, Windows
-        return max(1, os.cpu_count() or 1)
-
-
 def thread_counts(n_threads: int | None = None) -> tuple[int, int]:
     """(generation threads, prompt-reading threads): ``n_threads`` for both if given; else
     ``LOCALPAGER_THREADS`` (both) and ``LOCALPAGER_BATCH_THREADS`` (prompt reading); else the cores other
@@ -49,21 +42,12 @@ def thread_counts(n_threads: int | None = None) -> tuple[int, int]:
     by an order of magnitude (benchmarks/threads.py measures the defaults idle and beside a busy process)."""
     if n_threads:
         return n_threads, n_threads
-    free = free_cores()
-    generation = _env_threads("LOCALPAGER_THREADS") or free
-    return generation, _env_threads("LOCALPAGER_BATCH_THREADS") or _env_threads("LOCALPAGER_THREADS") or free
-
-
-def free_cores() -> int:
-    """The cores not kept busy by other work: this process's cores minus the machine's one-minute load average
-    (rounded half up: a passing spike hardly moves it), at least one. On two cores with one other busy process, one
-    thread answered in 533 ms p50 against 995 ms with two (idle: 559 and 331 ms; benchmarks/threads.py)."""
-    cores = cpu_threads()
-    try:
-        load = os.getloadavg()[0]
-    except (AttributeError, OSError):  # Windows
-        return cores
-    return max(1, cores - int(load + 0.5))
+    generation = _env_threads("LOCALPAGER_THREADS")
+    batch = _env_threads("LOCALPAGER_BATCH_THREADS") or generation
+    if not (generation and batch):  # the cores are sampled only when the environment leaves a count open
+        free = free_cores()
+        generation, batch = generation or free, batch or free
+    return generation, batch
 
 
 def _env_threads(name: str) -> int:

@@ -19,7 +19,6 @@ the chat model and the embedder loaded, read before the rerank-at-scale measurem
 from __future__ import annotations
 
 import json
-import os
 import platform
 import resource
 import shutil
@@ -446,27 +445,23 @@ def answer_latencies(model: str | None = None, questions: int = 6, env: dict[str
 
 
 def settle(limit: float = 0.5, wait: float = 240) -> None:
-    """Wait until the one-minute load average falls below ``limit`` (the default thread count reads it)."""
+    """Wait until other work keeps fewer than ``limit`` cores busy over a second (``backends.cores``, which the
+    default thread count reads)."""
+    from ..backends.cores import busy_cores
+
     deadline = time.monotonic() + wait
-    while _load() >= limit and time.monotonic() < deadline:
-        time.sleep(5)
-
-
-def _load() -> float:
-    try:
-        return os.getloadavg()[0]
-    except (AttributeError, OSError):
-        return 0.0
+    while (busy_cores(1.0) or 0.0) >= limit and time.monotonic() < deadline:
+        time.sleep(4)
 
 
 def busy_ratio(model: str | None = None, questions: int = 6, env: dict[str, str] | None = None) -> dict[str, Any]:
-    """p50 answer latency beside one process that keeps a core busy (started a minute before, as a competing
+    """p50 answer latency beside one process that keeps a core busy (started a few seconds before, as a competing
     program would have been), over the p50 on the machine left idle; under the threads ``env`` sets."""
     settle()
     idle = answer_latencies(model, questions, env)
     hog = subprocess.Popen([sys.executable, "-c", "while True: pass"])
     try:
-        time.sleep(60)  # the load average sees it
+        time.sleep(3)  # running before the model loads, as a competing program would be
         loaded = answer_latencies(model, questions, env)
     finally:
         hog.kill()

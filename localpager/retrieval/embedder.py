@@ -22,8 +22,8 @@ class Embedder:
     """Normalised float32 embeddings; cosine similarity is a dot product."""
 
     def __init__(self, path: str | os.PathLike | None = None, threads: int | None = None):
-        """``threads``: how many batches the numpy encoder runs at once (by default the cores the one-minute
-        load average leaves free, at each call, as for the chat model); for a model that runs in
+        """``threads``: how many batches the numpy encoder runs at once (by default the cores other work
+        leaves free, ``backends.cores.free_cores``, as for the chat model); for a model that runs in
         sentence-transformers, torch's CPU threads, set (for the whole process: torch has one setting) when it
         loads, and by default torch's own choice is left alone."""
         self.path = embedder_path(path)
@@ -104,7 +104,7 @@ class Embedder:
     def _threads(self) -> int:
         if self.threads:
             return self.threads
-        from ..backends.llama import free_cores  # llama.cpp itself is not imported
+        from ..backends.cores import free_cores
 
         return free_cores()
 

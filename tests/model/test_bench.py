@@ -14,9 +14,9 @@ import pytest
 pytestmark = [pytest.mark.model, pytest.mark.embedder, pytest.mark.slow]
 
 # `localpager bench` with the waits of its busy-machine measurement cut short. Before answering beside a busy
-# process, the bench waits for the one-minute load average to fall below 0.5 (up to 240 s, and a machine running
-# a test suite rarely gets there) and lets the competing process run for a minute so that the load average sees
-# it: a measuring protocol for benchmarks/, five minutes of waiting in a test. Every step still runs (the idle
+# process, the bench waits until no other work keeps a core busy (up to 240 s, and a machine running a test suite
+# rarely gets there) and lets the competing process run a few seconds: a measuring protocol for benchmarks/,
+# minutes of waiting in a test. Every step still runs (the idle
 # answers, the competing process, the answers beside it); only the waits are skipped.
 QUICK_CLOCK = (
     "import sys, time\n"
