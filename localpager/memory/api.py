@@ -738,8 +738,10 @@ class Conversation:
     def _warm_once(self) -> None:
         try:
             self.prepare()
+            self._embed_resident()
             if self._warm_models:
                 self._prefill_chat()
+                self.lp.runtime.prime_answer()
         except Exception as exc:  # noqa: BLE001 - a warm-up: the first real use reports a real problem
             log.debug("warm-up of %r: %s", self.id, exc)
 
@@ -768,6 +770,18 @@ class Conversation:
             self._warming = threading.Thread(target=loop, name=f"localpager-warm-up-{self.id}", daemon=True)
             self._warming.start()
             return self._warming
+
+    def _embed_resident(self) -> None:
+        """Embed the resident turns into the embedder's cache: a question ranks them beside the evicted ones, and
+        its first ranking otherwise embeds them all while the user waits (about 250 ms for 30 turns on a core)."""
+        if self.lp.recall.mode == RecallMode.NEVER:
+            return
+        with self.lp.lock:
+            pager = self.pager
+            texts = [pager.turns[i].text for p in pager.resident for i in p.turn_range if pager.turns[i].text]
+            embedder = self.lp.index.embedder
+        if texts:
+            embedder.encode(texts)
 
     def _prefill_chat(self) -> None:
         """Evaluate the chat's prompt (system message, bookmarks, resident turns) into the model's KV cache, so
@@ -988,9 +1002,10 @@ class Conversation:
                     self.maintain()
                 except BackendError as exc:  # the answer is stored; the pages stay pending for the next try
                     log.warning("model side work failed, will retry after the next answer: %s", exc)
-                if trace.decision == "recall" and self._keep_warm and self._warm_models:
-                    # a recall was answered on the side context: the chat's cache has not read the question and
-                    # its answer, and the next turn would (50-70 tokens against 15-25): read them while the user types
+                if self._keep_warm:
+                    # the question and its answer embedded for the next ranking; after a recall answered on the side
+                    # context (with models warm) also read into the chat's cache, which has not read them and the next
+                    # turn would (50-70 tokens against 15-25): while the user types
                     self._start_warming()
             return Answer(trace.answer, trace)
 

@@ -174,10 +174,29 @@ class Runtime:
         self.settings = settings or RecallSettings()
         self.selector = selector or ModelChoiceSelector()
         self._side = side
+        self._primed: set[tuple[int, str]] = set()  # (answering context, layout) whose fixed part is kept
 
     @property
     def answer_backend(self) -> ChatBackend:
         return self._side() if self._side is not None else self.backend
+
+    def prime_answer(self) -> bool:
+        """Read the part every recall's answer prompt shares (system line and header) into the context that
+        answers recalls, kept there (``keep``), so that the first recall reads only its notes and its question, as
+        later ones do. Once per context and layout; False when there is nothing to do (the ``inline`` layout, a
+        backend that keeps no prefixes)."""
+        layout = self.settings.layout
+        if layout == Layout.INLINE:
+            return False
+        backend = self.answer_backend
+        if not getattr(backend, "keeps_prefixes", False) or (id(backend), layout) in self._primed:
+            return False
+        prompt = backend.render(answer_messages(layout, "-", "?", []))
+        fixed = _common(prompt, backend.render(answer_messages(layout, "", "", [])))
+        if 0 < fixed < len(prompt):
+            backend.generate(prompt[:fixed + 1], max_tokens=1, keep=(fixed,))
+        self._primed.add((id(backend), layout))
+        return 0 < fixed < len(prompt)
 
     def system_tokens(self) -> int:
         """Tokens of the system message without bookmarks: the pager's fixed overhead."""

@@ -67,3 +67,32 @@ def test_after_a_recall_a_warmed_chat_reads_the_recalled_exchange_while_it_waits
     exchange = counter.count(question) + counter.count(recall.answer) + counter.count(line)
     assert trace.tokens["answer"]["evaluated"] < exchange
     lp.close()
+
+
+def test_a_warmed_chat_first_recall_reads_only_its_notes_and_question(tmp_path):
+    """The warm-up embeds the resident turns (a question ranks them too) and reads the answer prompt's fixed part
+    into the side context: the first recall embeds no turn while the user waits and reuses that part, as later
+    recalls do (before, it embedded about 30 turns, 250 ms, and read the whole answer prompt)."""
+    from localpager.lab.synthetic import generate_conversation
+
+    conv = generate_conversation(2, n_turns=200)
+    lp = LocalPager(tmp_path / "s.db")
+    chat = lp.conversation("c", create=True)
+    for t in conv.turns[:160]:
+        chat.add_turn(t.role, t.text, stamp=False)
+    assert chat.pager.evicted
+    embedder = lp.index.embedder
+    embedder._cache.clear()  # the process's embedder, shared with earlier tests: nothing of theirs counts
+    chat.warm_up(models=True)
+    assert chat.warmed(300)
+    encoded: list[str] = []
+    encode = embedder.encode
+    embedder.encode = lambda texts, *a, **k: (encoded.extend(t for t in texts if t not in embedder._cache),
+                                              encode(texts, *a, **k))[1]
+    question = next(p.question for p in conv.probes if p.evidence and p.evidence[0] < 100)
+    trace = chat.ask(question).trace
+    lp.close()
+    assert trace.decision == "recall"
+    assert encoded[0] == question  # then its answer, embedded by the warm-up after it
+    assert not set(encoded) & {t.text for t in conv.turns[:160]}  # every turn it was ranked against was embedded before
+    assert trace.tokens["answer"]["reused"] > 0
