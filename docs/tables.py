@@ -165,6 +165,8 @@ def _bench_figures(r: dict) -> list[tuple[str, str]]:
             ("paging's p50 turn / truncation's (`paging_vs_truncation_p50`)", frac(r.get("paging_vs_truncation_p50"))),
             ("p95 ms after each run's first answer / with it",
              f"{ms(r.get('p95_ms_after_first'))} / {ms(r.get('p95_ms_with_first'))}"),
+            ("each run's first answer, ms (p50 over lengths) / all turns' p50 (`first_vs_p50`)",
+             f"{ms(r.get('first_answer_ms'))} / {frac(r.get('first_vs_p50'))}"),
             ("a new process's first answer from memory, ms", ms(r.get("cold_first_answer_ms"))),
             ("small talk in a new process, without / with the saved KV cache, ms",
              f"{ms((r.get('cold_small_talk_ms') or {}).get('unsaved'))} / {ms((r.get('cold_small_talk_ms') or {}).get('resumed'))}")]

@@ -379,6 +379,7 @@ def summarize(timings: list[TurnTiming], config: BenchConfig) -> dict[str, Any]:
         stages[str(n)]["ttft"] = {"p50": quantile(ttft, 0.5), "p95": quantile(ttft, 0.95)}
     shortest, longest = str(config.lengths[0]), str(config.lengths[-1])
     later = [t.total_ms for t in paging if t.turn > 0]
+    first = quantile([t.total_ms for t in paging if t.turn == 0], 0.5)
     truncation = [t.total_ms for t in timings if t.strategy == "truncation"]
     return {
         "paging_vs_truncation_p50": _ratio(quantile([t.total_ms for t in paging], 0.5), quantile(truncation, 0.5)),
@@ -387,6 +388,10 @@ def summarize(timings: list[TurnTiming], config: BenchConfig) -> dict[str, Any]:
         "warm_answer_ms": quantile(later, 0.5),
         "p95_ms_after_first": quantile(later, 0.95),
         "p95_ms_with_first": quantile([t.total_ms for t in paging], 0.95),
+        # each run's first answer (the median over lengths) against the p50 of all: the first-use cliff alone (a p95
+        # of 20 turns a length is also the longest answers' decoding)
+        "first_answer_ms": first,
+        "first_vs_p50": _ratio(first, quantile([t.total_ms for t in paging], 0.5)),
         "ratio_to_floor": round(statistics.median(t.total_ms / t.floor_ms for t in paging if t.floor_ms), 3),
         "flatness": round(p50["paging"][longest] / p50["paging"][shortest], 3),
         "flatness_full": round(p50["full"][longest] / p50["full"][shortest], 3),

@@ -44,7 +44,7 @@ def test_bench_quick_writes_the_promised_json(tmp_path):
     result = json.loads(out.read_text())
     for key in ("ratio_to_floor", "flatness", "p50_ms", "p95_ms", "rerank_ms", "peak_rss_mb", "help_ms", "machine",
                 "stages_ms", "eviction_tokens_evaluated", "eviction_tokens_full", "cold_first_answer_ms",
-                "warm_answer_ms", "p95_ms_after_first", "p95_ms_with_first"):
+                "warm_answer_ms", "p95_ms_after_first", "p95_ms_with_first", "first_answer_ms", "first_vs_p50"):
         assert key in result, key
     assert result["cold_first_answer_ms"] > 0 and result["cold_answers"]["turns"] == 120
     # a new process that finds the saved KV cache reads little of the chat prompt
