@@ -111,15 +111,32 @@ class Pager:
         self.pages: list[Page] = list(pages)
         self.fixed_overhead = fixed_overhead  # the system prompt's tokens, set by the runtime
         self._bookmark_tokens: dict[int, int] = {}
+        # How many leading pages of ``pages`` (that very list) are evicted, as far as read: a page never comes back
+        # once evicted and pages are only appended, so the reading only moves forward, and ``resident`` and
+        # ``evicted`` (read several times a turn) look at the pages after it alone; at 100,000 turns scanning all
+        # 5,000 pages each time made ingest quadratic.
+        self._settled: tuple[list[Page] | None, int] = (None, 0)
+
+    def _evicted_before(self) -> int:
+        """The number of leading pages that are all evicted (``_settled``, moved forward as far as it goes)."""
+        pages = self.pages
+        seen, n = self._settled
+        if seen is not pages or n > len(pages) or (n and not pages[n - 1].evicted):  # replaced: read from the start
+            n = 0
+        while n < len(pages) and pages[n].evicted:
+            n += 1
+        self._settled = (pages, n)
+        return n
 
     # -- reading ------------------------------------------------------------------------------
     @property
     def resident(self) -> list[Page]:
-        return [p for p in self.pages if not p.evicted]
+        return [p for p in self.pages[self._evicted_before():] if not p.evicted]
 
     @property
     def evicted(self) -> list[Page]:
-        return [p for p in self.pages if p.evicted]
+        n = self._evicted_before()
+        return self.pages[:n] + [p for p in self.pages[n:] if p.evicted]
 
     @property
     def listed(self) -> list[Page]:
@@ -127,7 +144,9 @@ class Pager:
         the budget, oldest first."""
         room = self.config.bookmark_share * self.config.budget
         shown: list[Page] = []
-        for page in reversed(self.evicted):
+        for page in reversed(self.pages):  # from the newest, so only the listed ones and the resident after them
+            if not page.evicted:
+                continue
             room -= self.bookmark_tokens(page)
             if room < 0:
                 break
@@ -135,10 +154,23 @@ class Pager:
         return shown[::-1]
 
     def page(self, page_id: int) -> Page:
+        if 0 < page_id <= len(self.pages) and self.pages[page_id - 1].page_id == page_id:  # ids count from 1
+            return self.pages[page_id - 1]
         for p in self.pages:
             if p.page_id == page_id:
                 return p
         raise KeyError(f"no page p{page_id}")
+
+    def _position(self, page: Page) -> int:
+        """Where ``page`` (this very object) is in ``pages``: by its id first, else from the newest back (a
+        dataclass's ``==`` compares every field, and ``list.index`` compares from the oldest)."""
+        i = page.page_id - 1
+        if 0 <= i < len(self.pages) and self.pages[i] is page:
+            return i
+        for i in range(len(self.pages) - 1, -1, -1):
+            if self.pages[i] is page:
+                return i
+        raise ValueError(f"p{page.page_id} is not a page of this conversation")
 
     def page_of_turn(self, turn_index: int) -> Page:
         for p in self.pages:
@@ -210,8 +242,8 @@ class Pager:
         """The pages keywords are chosen against: ``first`` to ``last`` (default: ``first`` alone) and at most
         ``KEYWORD_WINDOW`` before them, so a long conversation does not re-read all its pages every time
         one closes."""
-        i = self.pages.index(first)
-        j = self.pages.index(last) if last is not None else i
+        i = self._position(first)
+        j = self._position(last) if last is not None else i
         return self.pages[max(0, i - KEYWORD_WINDOW) : j + 1]
 
     def set_keywords_recent(self, page: Page) -> None:

@@ -292,6 +292,8 @@ class LocalPager:
                                       counter, config)
             paged += len(conv.turns)
             for turn in conv.turns:
+                if len(turn.render().encode()) + config.turn_overhead <= longest:  # a token is a byte or more
+                    continue
                 size = pager.turn_tokens(turn)
                 if size > longest:
                     report.warnings.append(

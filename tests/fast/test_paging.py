@@ -162,3 +162,26 @@ def test_config_rejects_bad_values():
         PagingConfig(bookmark_format="fancy")
 
 
+
+
+@pytest.mark.parametrize("eviction", sorted(POLICIES))
+def test_resident_and_evicted_read_every_page_as_it_is(eviction):
+    """``resident`` and ``evicted`` skip the leading pages known evicted (ingest at 100,000 turns scanned 5,000
+    pages several times a turn); they stay what a scan of every page says, whatever the policy evicts, with a
+    pinned old page, touches, and ``pages`` replaced by a caller."""
+    pager = Pager(ApproxTokenCounter(), PagingConfig(boundary="fixed_5", budget=200, eviction=eviction))
+    for turn in chatter(300):
+        pager.add_turn(turn)
+        if turn.index == 12:
+            pager.pages[1].pinned = True
+        if turn.index % 17 == 0 and len(pager.pages) > 3:
+            pager.touch([pager.pages[2].page_id], turn.index)
+        assert pager.resident == [p for p in pager.pages if not p.evicted]
+        assert pager.evicted == [p for p in pager.pages if p.evicted]
+    assert pager.evicted and not pager.pages[1].evicted
+    settled = pager.pages[: next(i for i, p in enumerate(pager.pages) if not p.evicted)]
+    pager.pages = [*settled, Page(page_id=99, first_turn=0, last_turn=4), *pager.pages[len(settled):]]
+    assert pager.resident[0].page_id == 99 and pager.evicted == [p for p in pager.pages if p.evicted]
+    pager.pages = [Page(page_id=1, first_turn=0, last_turn=4), *pager.pages[1:]]  # a resident page in front again
+    assert pager.resident[0].page_id == 1 and pager.evicted == [p for p in pager.pages if p.evicted]
+    assert pager.page(3).page_id == 3 and pager.page(99).page_id == 99  # by id, wherever it is
