@@ -68,23 +68,39 @@ def _own_seconds() -> float:
 
 _last: tuple[float, int] | None = None  # (when, free cores)
 _lock = threading.Lock()
+_refreshing = False
 
 
 def free_cores() -> int:
     """The cores not kept busy by other work, at least one: this process's cores minus the busy ones (rounded
     half up: a passing spike hardly moves it). On two cores with one other busy process, one thread answered in
-    533 ms p50 against 995 ms with two (idle: 559 and 331 ms; benchmarks/threads.py). A reading is reused for
-    ``REUSE_S`` seconds."""
-    global _last
+    533 ms p50 against 995 ms with two (idle: 559 and 331 ms; benchmarks/threads.py).
+
+    The first call samples (a tenth of a second, when a model loads); later ones return the last reading at once,
+    and one older than ``REUSE_S`` seconds is sampled again on a thread of its own: the embedder asks at every
+    encode, and a question must not wait for the sample."""
+    global _refreshing
     with _lock:
-        if _last is not None and time.monotonic() - _last[0] < REUSE_S:
-            return _last[1]
-        cores = cpu_threads()
-        busy = busy_cores()
-        if busy is None:
-            try:
-                busy = os.getloadavg()[0]
-            except (AttributeError, OSError):  # Windows
-                busy = 0.0
-        _last = (time.monotonic(), max(1, cores - int(busy + 0.5)))
-        return _last[1]
+        last = _last
+        stale = last is not None and time.monotonic() - last[0] >= REUSE_S and not _refreshing
+        if stale:
+            _refreshing = True
+    if last is None:
+        return _measure()
+    if stale:
+        threading.Thread(target=_measure, name="localpager-cores", daemon=True).start()
+    return last[1]
+
+
+def _measure() -> int:
+    global _last, _refreshing
+    busy = busy_cores()
+    if busy is None:
+        try:
+            busy = os.getloadavg()[0]
+        except (AttributeError, OSError):  # Windows
+            busy = 0.0
+    free = max(1, cpu_threads() - int(busy + 0.5))
+    with _lock:
+        _last, _refreshing = (time.monotonic(), free), False
+    return free

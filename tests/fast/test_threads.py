@@ -16,6 +16,7 @@ from localpager.backends.base import BackendError
 def two_cores(monkeypatch):
     monkeypatch.setattr(cores, "cpu_threads", lambda: 2)
     monkeypatch.setattr(cores, "_last", None)  # no reading reused from an earlier test
+    monkeypatch.setattr(cores, "_refreshing", False)
     monkeypatch.delenv("LOCALPAGER_THREADS", raising=False)
     monkeypatch.delenv("LOCALPAGER_BATCH_THREADS", raising=False)
 
@@ -33,10 +34,17 @@ def test_without_proc_stat_the_load_average_is_read(two_cores, monkeypatch, load
     assert llama.thread_counts() == (threads, threads)
 
 
-def test_a_reading_is_reused_for_a_few_seconds(two_cores, monkeypatch):
+def test_a_reading_is_reused_and_refreshed_off_the_asking_thread(two_cores, monkeypatch):
     readings = iter([0.0, 2.0])
     monkeypatch.setattr(cores, "busy_cores", lambda window=0.1: next(readings))
     assert cores.free_cores() == 2 and cores.free_cores() == 2  # the embedder asks at every encode
+    when, free = cores._last
+    monkeypatch.setattr(cores, "_last", (when - cores.REUSE_S, free))  # stale
+    assert cores.free_cores() == 2  # the last reading, at once; the new one is taken on a thread of its own
+    deadline = time.monotonic() + 5
+    while cores._last[1] != 1 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert cores.free_cores() == 1
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc/stat")
