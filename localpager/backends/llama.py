@@ -28,9 +28,11 @@ DEFAULT_N_CTX = 2048
 # A splice moves a cached run of at least this many tokens instead of re-evaluating it: below that, the
 # bookkeeping is not worth it.
 MIN_SPLICE = 32
-# Saved prompt prefixes a context keeps (``KeptPrefixes``): the focused answer's fixed part and the last few
-# recalls' notes; SmolLM2-135M holds 23 KB of keys and values a token, so eight 80-token prefixes take 15 MB.
-KEPT_PREFIXES = 8
+# Saved prompt prefixes a context keeps (``KeptPrefixes``): the focused answer's fixed part, the last recalls' notes
+# and the notes read ahead (``Runtime.read_ahead``), at most this many and this many bytes: SmolLM2-135M holds 23 KB
+# of keys and values a token, so a 50-token prefix takes 1.1 MB; a 1.7B model's take ten times that, and fewer fit.
+KEPT_PREFIXES = 48
+KEPT_BYTES = 64 << 20
 
 
 def thread_counts(n_threads: int | None = None) -> tuple[int, int]:
@@ -138,9 +140,11 @@ class KeptPrefixes:
     (keyword extraction, a worth verdict) gets them back by a copy instead of re-reading them. Least recently
     used first out. A saved prefix is only ever restored for a prompt that begins with exactly its tokens."""
 
-    def __init__(self, capacity: int = KEPT_PREFIXES):
+    def __init__(self, capacity: int = KEPT_PREFIXES, max_bytes: int = KEPT_BYTES):
         self.capacity = capacity
+        self.max_bytes = max_bytes
         self._states: OrderedDict[tuple[int, ...], bytes] = OrderedDict()
+        self._bytes = 0
 
     def __len__(self) -> int:
         return len(self._states)
@@ -167,13 +171,19 @@ class KeptPrefixes:
         return True
 
     def add(self, tokens: tuple[int, ...], state: bytes) -> None:
+        self._bytes += len(state) - len(self._states.get(tokens, b""))
         self._states[tokens] = state
         self._states.move_to_end(tokens)
-        while len(self._states) > self.capacity:
-            self._states.popitem(last=False)
+        while len(self._states) > 1 and (len(self._states) > self.capacity or self._bytes > self.max_bytes):
+            self._bytes -= len(self._states.popitem(last=False)[1])
+
+    @property
+    def nbytes(self) -> int:
+        return self._bytes
 
     def clear(self) -> None:
         self._states.clear()
+        self._bytes = 0
 
 
 class LlamaCppBackend:
@@ -227,6 +237,11 @@ class LlamaCppBackend:
         stat = self.model_path.stat()
         parts = (str(self.model_path.resolve()), stat.st_size, stat.st_mtime_ns, llama_cpp.__version__, self.n_ctx)
         return hashlib.sha256(repr(parts).encode()).hexdigest()[:16]
+
+    def has_kept(self, tokens: Sequence[int]) -> bool:
+        """Whether exactly ``tokens`` are kept (``KeptPrefixes``)."""
+        with self.lock:
+            return tuple(tokens) in self.kept
 
     def cached_tokens(self) -> list[int]:
         """The tokens whose keys and values the context holds now, in order."""

@@ -28,7 +28,7 @@ from .grammar import Decision, is_recall_prefix, parse_decision
 from .guard import RepetitionGuard
 from ..core.choices import choose
 from .choices import DEFAULT_LAYOUT, OFFERED_RECALL_MODES, Fired, Layout, RecallMode
-from .layouts import INLINE_PROMPT, Injection, answer_messages, check_layout, recalled_notes
+from .layouts import INLINE_PROMPT, LATEST, Injection, answer_messages, check_layout, recalled_notes, turn_line
 from .trace import Candidate, Citation, Trace
 
 SYSTEM_PROMPT = "You are a helpful assistant. Answer briefly and only from what was said in this conversation."
@@ -197,6 +197,28 @@ class Runtime:
             backend.generate(prompt[:fixed + 1], max_tokens=1, keep=(fixed,))
         self._primed.add((id(backend), layout))
         return 0 < fixed < len(prompt)
+
+    def read_ahead(self, pager: Pager, turn: int) -> bool:
+        """Read ``turn`` into the context that answers recalls as a recall's first note stands (after the fixed part
+        ``prime_answer`` reads), kept there, so that a recall whose best turn it is reads only its question and
+        what follows the note: the likeliest recalls read ahead while the user types, as an OS reads ahead the
+        pages a program is about to want. The kept part ends where the note's line does, so it serves a note with
+        a label or more turns after it too. False when nothing was read (kept already, or nothing to keep)."""
+        layout = self.settings.layout
+        if layout == Layout.INLINE:
+            return False
+        backend = self.answer_backend
+        if not getattr(backend, "keeps_prefixes", False):
+            return False
+        line = turn_line(pager.turns[turn])
+        prompt = backend.render(answer_messages(layout, line, "?", []))
+        # the tokens this note's prompts share, whether the question, a label or another turn follows the line
+        n = min(_common(prompt, backend.render(answer_messages(layout, line + " (" + LATEST + ")", "?", []))),
+                _common(prompt, backend.render(answer_messages(layout, line + "\n" + line, "?", []))))
+        if not 0 < n < len(prompt) or backend.has_kept(prompt[:n]):
+            return False
+        backend.generate(prompt[:n + 1], max_tokens=1, keep=(n,))
+        return True
 
     def system_tokens(self) -> int:
         """Tokens of the system message without bookmarks: the pager's fixed overhead."""

@@ -47,6 +47,18 @@ def test_kept_prefixes_restore_the_longest_and_drop_the_least_recently_used():
     assert len(kept) == 0
 
 
+def test_kept_prefixes_stay_within_their_bytes():
+    """A bigger model's prefixes take more memory a token: the bound in bytes keeps fewer of them."""
+    kept = KeptPrefixes(capacity=100, max_bytes=10)
+    for i in range(5):
+        kept.add((i,), b"xxxx")
+    assert len(kept) == 2 and kept.nbytes == 8 and (4,) in kept and (3,) in kept
+    kept.add((9,), b"y" * 50)  # larger than the bound alone: kept, the others go
+    assert len(kept) == 1 and kept.nbytes == 50
+    kept.add((9,), b"z")  # replaced: counted once
+    assert kept.nbytes == 1
+
+
 def timing(strategy: str, length: int, ms: float) -> TurnTiming:
     return TurnTiming(strategy=strategy, length=length, needs_recall=False, total_ms=ms, floor_ms=ms, ttft_ms=ms,
                       evaluated=1, generated=1, stages=dict.fromkeys(STAGES, 1.0))

@@ -96,3 +96,33 @@ def test_a_warmed_chat_first_recall_reads_only_its_notes_and_question(tmp_path):
     assert encoded[0] == question  # then its answer, embedded by the warm-up after it
     assert not set(encoded) & {t.text for t in conv.turns[:160]}  # every turn it was ranked against was embedded before
     assert trace.tokens["answer"]["reused"] > 0
+
+
+def test_a_warmed_chat_reads_the_likeliest_recalls_ahead(tmp_path):
+    """The warm-up reads the newest telling turns of evicted pages into the side context as a recall's first note
+    (``Runtime.read_ahead``): a recall of one of them reuses its note too, and reads little more than its question.
+    Counts of tokens only."""
+    from localpager.lab.synthetic import generate_conversation
+    from localpager.retrieval.ranking import tells
+    from localpager.runtime.layouts import answer_messages
+    from localpager.runtime.recall import kept_parts
+
+    conv = generate_conversation(3, n_turns=120)
+    lp = LocalPager(tmp_path / "s.db")
+    chat = lp.conversation("c", create=True)
+    for t in conv.turns[:100]:
+        chat.add_turn(t.role, t.text, stamp=False)
+    chat.warm_up(models=True)
+    assert chat.warmed(300)
+    pager = chat.pager
+    ahead = [i for p in reversed(pager.evicted) for i in reversed(p.turn_range) if tells(pager.turns[i])][:32]
+    probe = next(p for p in conv.probes if p.evidence and p.evidence[0] in ahead)
+    side = lp.side_backend
+    fixed = kept_parts(side, "focused", "x", "y", [], side.render(answer_messages("focused", "x", "y")))[0]
+    trace = chat.ask(probe.question, mode="always").trace
+    lp.close()
+    first = trace.injected_turns[0]
+    assert trace.decision == "recall" and first in ahead
+    note = side.count_tokens(pager.turns[first].text)
+    assert trace.tokens["answer"]["reused"] > fixed + note - 4  # the fixed part and the note were read ahead
+    assert trace.tokens["answer"]["evaluated"] < side.count_tokens(probe.question) + 20  # and the frame after it
