@@ -116,6 +116,7 @@ class LocalPager:
         self._parent: LocalPager | None = None  # a namespace's LocalPager shares its parent's models (``namespace``)
         self._namespaces: dict[str, LocalPager] = {}
         self._open_conversations: weakref.WeakSet[Conversation] = weakref.WeakSet()  # dropped after an erase
+        self.closed = False  # close() was called: warm-ups stop, and what it forked is let go
         # how long a change to a conversation waits for another process's (an ask holds it while the model runs)
         self.lock_timeout = float(os.environ.get("LOCALPAGER_LOCK_TIMEOUT", LOCK_TIMEOUT))
 
@@ -440,18 +441,29 @@ class LocalPager:
 
     def close(self) -> None:
         """Save the chat's KV cache and any FAISS index whose save was deferred for the next process (see
-        ``localpager.store.kvstate``, ``retrieval.index.SAVE_NOW_BELOW``) and close the store."""
+        ``localpager.store.kvstate``, ``retrieval.index.SAVE_NOW_BELOW``) and close the store. Warm-ups still
+        running stop at their next step and are waited for; the side context this object forked is let go with
+        what it keeps (read-ahead notes: up to 64 MB), even while the chat model passed in lives on."""
+        self.closed = True
         for child in list(self._namespaces.values()):
             child.close()
         self._namespaces.clear()
         if self._preloading is not None:  # never used: not adopted (its empty KV cache is not saved)
             self._preloading.join()
+        for conv in list(self._open_conversations):
+            thread = conv._warming
+            if thread is not None and thread is not threading.current_thread():
+                thread.join(60)
         if self._backend is not None:
             with self.lock:
                 self.prefix_states.save(self._backend)
         if self._index is not None:
             with self.lock:
                 self._index.flush()  # a large FAISS index changed since it was saved
+        with self.lock:
+            side, self._side, self._runtime, self._assistant = self._side, None, None, None
+        if self._parent is None and side is not None and side is not self._backend and hasattr(side, "clear_cache"):
+            side.clear_cache()
         self.store.close()
 
 
@@ -743,6 +755,8 @@ class Conversation:
         return self._start_warming()
 
     def _warm_once(self) -> None:
+        if self.lp.closed:
+            return
         try:
             self.prepare()
             self._embed_resident()
@@ -806,7 +820,7 @@ class Conversation:
                       if pager.turns[i].text and tells(pager.turns[i])][:limit]
         read = 0
         for i in reversed(wanted):  # the newest read last: the last the kept prefixes let go
-            if self._asking:
+            if self._asking or self.lp.closed:
                 break
             with self.lp.lock:
                 self.lp.check_erasures()

@@ -44,3 +44,19 @@ def test_an_app_opens_a_conversation_warm(fake_pager):
     warm = lp.conversation("c", warm=True)
     assert warm.warmed(30)
     assert warm._keep_warm and lp.lexical("c")._grown.n == 160
+
+
+def test_close_waits_for_the_warm_up_and_lets_go_of_the_side_context(fake_pager):
+    """A closed LocalPager stops its warm-ups and drops the context it forked with what that keeps (read-ahead
+    notes, up to 64 MB each): a process that opens many in turn, on one chat model, does not pile them up."""
+    lp = fake_pager(script=["fine"] * 8)
+    chat = lp.conversation("c", create=True)
+    for t in generate_conversation(8, n_turns=200).turns:
+        chat.add_turn(t.role, t.text, stamp=False)
+    side = lp.side_backend
+    cleared = []
+    side.clear_cache = lambda: cleared.append(True)
+    thread = chat.warm_up(models=True)
+    lp.close()
+    assert not thread.is_alive() and lp._side is None and cleared == [True]
+    assert lp.backend is not side  # the chat model passed in is the caller's, and stays
