@@ -78,7 +78,8 @@ class ChatBackend(Protocol):
     # Optional: ``keeps_prefixes = True`` and ``generate(..., keep=(n, ...))``: the context saves the KV cache of
     # ``prompt[:n]`` and puts it back for a later prompt beginning with it, even after other prompts ran there
     # (the focused answer's fixed part on a side context that also does the model's side work); with it
-    # ``has_kept(tokens) -> bool``, whether exactly those tokens are kept.
+    # ``has_kept(tokens) -> bool``, whether exactly those tokens are kept, and ``kept_fits(n) -> bool``, whether n
+    # more would be kept without pushing another prefix out.
 
     # Optional: ``fork() -> ChatBackend``, a second context on the same model for side work (keywords,
     # eviction advice). A backend without it shares its one context, and side work costs the chat its cache.

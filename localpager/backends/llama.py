@@ -181,6 +181,14 @@ class KeptPrefixes:
     def nbytes(self) -> int:
         return self._bytes
 
+    def fits(self, n_tokens: int) -> bool:
+        """Whether a prefix of ``n_tokens`` would fit without pushing another out (its size estimated from the
+        bytes a token of those kept takes)."""
+        if not self._states:
+            return True
+        per_token = self._bytes / max(1, sum(len(t) for t in self._states))
+        return len(self._states) < self.capacity and self._bytes + per_token * n_tokens <= self.max_bytes
+
     def clear(self) -> None:
         self._states.clear()
         self._bytes = 0
@@ -242,6 +250,11 @@ class LlamaCppBackend:
         """Whether exactly ``tokens`` are kept (``KeptPrefixes``)."""
         with self.lock:
             return tuple(tokens) in self.kept
+
+    def kept_fits(self, n_tokens: int) -> bool:
+        """Whether a prefix of ``n_tokens`` would be kept without pushing another out."""
+        with self.lock:
+            return self.kept.fits(n_tokens)
 
     def cached_tokens(self) -> list[int]:
         """The tokens whose keys and values the context holds now, in order."""

@@ -807,9 +807,10 @@ class Conversation:
 
     def _read_ahead(self, limit: int = READ_AHEAD) -> int:
         """Read the likeliest recalls ahead into the side context (``Runtime.read_ahead``): the turns of evicted
-        pages that tell something (``ranking.tells``), newest first, up to ``limit``; a question asked meanwhile
-        stops it. Each under the store's lock, after checking for another process's erase, so text forgotten
-        meanwhile is never read. Returns how many it read."""
+        pages that tell something (``ranking.tells``), newest first, up to ``limit`` or until the side context's
+        kept prefixes have no room (a bigger model's notes take more memory, and fewer fit); a question asked
+        meanwhile stops it. Each under the store's lock, after checking for another
+        process's erase, so text forgotten meanwhile is never read. Returns how many are kept."""
         from ..retrieval.ranking import tells
 
         if self.lp.recall.mode == RecallMode.NEVER:
@@ -818,16 +819,20 @@ class Conversation:
             pager = self.pager
             wanted = [i for p in reversed(pager.evicted) for i in reversed(p.turn_range)
                       if pager.turns[i].text and tells(pager.turns[i])][:limit]
-        read = 0
-        for i in reversed(wanted):  # the newest read last: the last the kept prefixes let go
+        kept: list[tuple[int, ...]] = []
+        for i in wanted:
             if self._asking or self.lp.closed:
                 break
             with self.lp.lock:
                 self.lp.check_erasures()
                 pager = self.pager
-                if i < len(pager.turns) and pager.turns[i].text and any(p.holds(i) for p in pager.evicted):
-                    read += self.lp.runtime.read_ahead(pager, i)
-        return read
+                if i >= len(pager.turns) or not pager.turns[i].text or not any(p.holds(i) for p in pager.evicted):
+                    continue
+                tokens = self.lp.runtime.read_ahead(pager, i)
+                if tokens is None:  # no room left (or nothing to keep: the same for every turn)
+                    break
+                kept.append(tokens)
+        return len(kept)
 
     def _prefill_chat(self) -> None:
         """Evaluate the chat's prompt (system message, bookmarks, resident turns) into the model's KV cache, so

@@ -198,27 +198,31 @@ class Runtime:
         self._primed.add((id(backend), layout))
         return 0 < fixed < len(prompt)
 
-    def read_ahead(self, pager: Pager, turn: int) -> bool:
+    def read_ahead(self, pager: Pager, turn: int) -> tuple[int, ...] | None:
         """Read ``turn`` into the context that answers recalls as a recall's first note stands (after the fixed part
         ``prime_answer`` reads), kept there, so that a recall whose best turn it is reads only its question and
         what follows the note: the likeliest recalls read ahead while the user types, as an OS reads ahead the
         pages a program is about to want. The kept part ends where the note's line does, so it serves a note with
-        a label or more turns after it too. False when nothing was read (kept already, or nothing to keep)."""
+        a label or more turns after it too. The tokens kept, or None when there is nothing to keep or no room
+        to keep it without pushing out another kept prefix (``kept_fits``)."""
         layout = self.settings.layout
         if layout == Layout.INLINE:
-            return False
+            return None
         backend = self.answer_backend
         if not getattr(backend, "keeps_prefixes", False):
-            return False
+            return None
         line = turn_line(pager.turns[turn])
         prompt = backend.render(answer_messages(layout, line, "?", []))
         # the tokens this note's prompts share, whether the question, a label or another turn follows the line
         n = min(_common(prompt, backend.render(answer_messages(layout, line + " (" + LATEST + ")", "?", []))),
                 _common(prompt, backend.render(answer_messages(layout, line + "\n" + line, "?", []))))
-        if not 0 < n < len(prompt) or backend.has_kept(prompt[:n]):
-            return False
-        backend.generate(prompt[:n + 1], max_tokens=1, keep=(n,))
-        return True
+        if not 0 < n < len(prompt):
+            return None
+        if not backend.has_kept(prompt[:n]):
+            if not backend.kept_fits(n):
+                return None
+            backend.generate(prompt[:n + 1], max_tokens=1, keep=(n,))
+        return tuple(prompt[:n])
 
     def system_tokens(self) -> int:
         """Tokens of the system message without bookmarks: the pager's fixed overhead."""

@@ -126,3 +126,26 @@ def test_a_warmed_chat_reads_the_likeliest_recalls_ahead(tmp_path):
     note = side.count_tokens(pager.turns[first].text)
     assert trace.tokens["answer"]["reused"] > fixed + note - 4  # the fixed part and the note were read ahead
     assert trace.tokens["answer"]["evaluated"] < side.count_tokens(probe.question) + 20  # and the frame after it
+
+
+def test_the_read_ahead_stops_where_the_kept_prefixes_are_full(tmp_path):
+    """A bigger model's notes take more memory a token, and fewer fit in the kept prefixes' bytes: the read-ahead
+    stops where the next note would push another prefix out, instead of reading 32 notes round after round into
+    room for a few."""
+    from localpager.lab.synthetic import generate_conversation
+
+    lp = LocalPager(tmp_path / "s.db")
+    chat = lp.conversation("c", create=True)
+    for t in generate_conversation(3, n_turns=120).turns[:100]:
+        chat.add_turn(t.role, t.text, stamp=False)
+    side = lp.side_backend
+    lp.runtime.prime_answer()
+    one = side.kept.nbytes  # the fixed part alone
+    side.kept.max_bytes = one * 5  # the fixed part and about three notes (each longer than the fixed part)
+    read = chat._read_ahead()
+    assert 1 <= read <= 4 and len(side.kept) == read + 1  # every note read is still kept, the fixed part too
+    calls = []
+    generate = side.generate
+    side.generate = lambda *a, **k: (calls.append(1), generate(*a, **k))[1]
+    assert chat._read_ahead() == read and not calls  # kept: nothing read again
+    lp.close()
