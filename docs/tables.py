@@ -298,8 +298,8 @@ def embed_speed(datas: list[dict]) -> str:
     rows.append(["sentence-transformers on torch (the reference)", f"{r.get('sentence_transformers_heldout_turns_per_s', 0):,.0f}",
                  "", ""])
     note = (f"\n\n{r.get('heldout_turns')} held-out turns ({r.get('heldout_distinct')} distinct) and "
-            f"{r.get('distinct_turns')} distinct turns; load average {r.get('load_average', 0):.1f} on "
-            f"{r.get('cores')} cores, so the default ran on {r.get('free_cores')} free core(s).")
+            f"{r.get('distinct_turns')} distinct turns; the default ran on {r.get('free_cores')} of "
+            f"{r.get('cores')} cores (load average {r.get('load_average', 0):.1f}).")
     return table(["configuration", "held-out turns/s", "distinct turns/s", "distinct turns per CPU s"], rows) + note
 
 
