@@ -799,6 +799,7 @@ class Conversation:
         if self.lp.recall.mode == RecallMode.NEVER:
             return
         with self.lp.lock:
+            self.lp.check_erasures()  # another process's forget: its text is not embedded again
             pager = self.pager
             texts = [pager.turns[i].text for p in pager.resident for i in p.turn_range if pager.turns[i].text]
             embedder = self.lp.index.embedder
@@ -809,8 +810,8 @@ class Conversation:
         """Read the likeliest recalls ahead into the side context (``Runtime.read_ahead``): the turns of evicted
         pages that tell something (``ranking.tells``), newest first, up to ``limit`` or until the side context's
         kept prefixes have no room (a bigger model's notes take more memory, and fewer fit); a question asked
-        meanwhile stops it. Each under the store's lock, after checking for another
-        process's erase, so text forgotten meanwhile is never read. Returns how many are kept."""
+        meanwhile stops it. Each under the store's lock, after checking for another process's erase, so text
+        forgotten meanwhile is never read. Returns how many are kept."""
         from ..retrieval.ranking import tells
 
         if self.lp.recall.mode == RecallMode.NEVER:
