@@ -174,7 +174,6 @@ class Runtime:
         self.settings = settings or RecallSettings()
         self.selector = selector or ModelChoiceSelector()
         self._side = side
-        self._primed: set[tuple[int, str]] = set()  # (answering context, layout) whose fixed part is kept
 
     @property
     def answer_backend(self) -> ChatBackend:
@@ -183,20 +182,20 @@ class Runtime:
     def prime_answer(self) -> bool:
         """Read the part every recall's answer prompt shares (system line and header) into the context that
         answers recalls, kept there (``keep``), so that the first recall reads only its notes and its question, as
-        later ones do. Once per context and layout; False when there is nothing to do (the ``inline`` layout, a
-        backend that keeps no prefixes)."""
+        later ones do. False when there is nothing to do (kept already, the ``inline`` layout, a backend that
+        keeps no prefixes)."""
         layout = self.settings.layout
         if layout == Layout.INLINE:
             return False
         backend = self.answer_backend
-        if not getattr(backend, "keeps_prefixes", False) or (id(backend), layout) in self._primed:
+        if not getattr(backend, "keeps_prefixes", False):
             return False
         prompt = backend.render(answer_messages(layout, "-", "?", []))
         fixed = _common(prompt, backend.render(answer_messages(layout, "", "", [])))
-        if 0 < fixed < len(prompt):
-            backend.generate(prompt[:fixed + 1], max_tokens=1, keep=(fixed,))
-        self._primed.add((id(backend), layout))
-        return 0 < fixed < len(prompt)
+        if not 0 < fixed < len(prompt) or backend.has_kept(prompt[:fixed]):  # after a forget's clear it is not
+            return False
+        backend.generate(prompt[:fixed + 1], max_tokens=1, keep=(fixed,))
+        return True
 
     def read_ahead(self, pager: Pager, turn: int) -> tuple[int, ...] | None:
         """Read ``turn`` into the context that answers recalls as a recall's first note stands (after the fixed part
