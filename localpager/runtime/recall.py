@@ -179,17 +179,24 @@ class Runtime:
     def answer_backend(self) -> ChatBackend:
         return self._side() if self._side is not None else self.backend
 
+    def _keeping_context(self) -> tuple[Layout, ChatBackend] | None:
+        """The answer layout and the context that answers recalls, when that context keeps prompt prefixes and the
+        layout has an answer prompt of its own (not ``inline``); None otherwise: nothing to read ahead."""
+        layout = self.settings.layout
+        if layout == Layout.INLINE:
+            return None
+        backend = self.answer_backend
+        return (layout, backend) if getattr(backend, "keeps_prefixes", False) else None
+
     def prime_answer(self) -> bool:
         """Read the part every recall's answer prompt shares (system line and header) into the context that
         answers recalls, kept there (``keep``), so that the first recall reads only its notes and its question, as
         later ones do. False when there is nothing to do (kept already, the ``inline`` layout, a backend that
         keeps no prefixes)."""
-        layout = self.settings.layout
-        if layout == Layout.INLINE:
+        keeping = self._keeping_context()
+        if keeping is None:
             return False
-        backend = self.answer_backend
-        if not getattr(backend, "keeps_prefixes", False):
-            return False
+        layout, backend = keeping
         prompt = backend.render(answer_messages(layout, "-", "?", []))
         fixed = _common(prompt, backend.render(answer_messages(layout, "", "", [])))
         if not 0 < fixed < len(prompt) or backend.has_kept(prompt[:fixed]):  # after a forget's clear it is not
@@ -204,12 +211,10 @@ class Runtime:
         pages a program is about to want. The kept part ends where the note's line does, so it serves a note with
         a label or more turns after it too. The tokens kept, or None when there is nothing to keep or no room
         to keep it without pushing out another kept prefix (``kept_fits``)."""
-        layout = self.settings.layout
-        if layout == Layout.INLINE:
+        keeping = self._keeping_context()
+        if keeping is None:
             return None
-        backend = self.answer_backend
-        if not getattr(backend, "keeps_prefixes", False):
-            return None
+        layout, backend = keeping
         line = turn_line(pager.turns[turn])
         prompt = backend.render(answer_messages(layout, line, "?", []))
         # the tokens this note's prompts share, whether the question, a label or another turn follows the line
