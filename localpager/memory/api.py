@@ -827,7 +827,7 @@ class Conversation:
             with self.lp.lock:
                 self.lp.check_erasures()
                 pager = self.pager
-                if i >= len(pager.turns) or not pager.turns[i].text or not any(p.holds(i) for p in pager.evicted):
+                if i >= len(pager.turns) or not pager.turns[i].text or not pager.page_of_turn(i).evicted:
                     continue
                 tokens = self.lp.runtime.read_ahead(pager, i)
                 if tokens is None:  # no room left (or nothing to keep: the same for every turn)
