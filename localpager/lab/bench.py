@@ -380,9 +380,10 @@ def summarize(timings: list[TurnTiming], config: BenchConfig) -> dict[str, Any]:
     shortest, longest = str(config.lengths[0]), str(config.lengths[-1])
     later = [t.total_ms for t in paging if t.turn > 0]
     first = quantile([t.total_ms for t in paging if t.turn == 0], 0.5)
+    paging_p50 = quantile([t.total_ms for t in paging], 0.5)
     truncation = [t.total_ms for t in timings if t.strategy == "truncation"]
     return {
-        "paging_vs_truncation_p50": _ratio(quantile([t.total_ms for t in paging], 0.5), quantile(truncation, 0.5)),
+        "paging_vs_truncation_p50": _ratio(paging_p50, quantile(truncation, 0.5)),
         "paging_vs_truncation_p50_by_length": {str(n): _ratio(p50["paging"][str(n)], p50["truncation"][str(n)])
                                                for n in config.lengths},
         "warm_answer_ms": quantile(later, 0.5),
@@ -391,7 +392,7 @@ def summarize(timings: list[TurnTiming], config: BenchConfig) -> dict[str, Any]:
         # each run's first answer (the median over lengths) against the p50 of all: the first-use cliff alone (a p95
         # of 20 turns a length is also the longest answers' decoding)
         "first_answer_ms": first,
-        "first_vs_p50": _ratio(first, quantile([t.total_ms for t in paging], 0.5)),
+        "first_vs_p50": _ratio(first, paging_p50),
         "ratio_to_floor": round(statistics.median(t.total_ms / t.floor_ms for t in paging if t.floor_ms), 3),
         "flatness": round(p50["paging"][longest] / p50["paging"][shortest], 3),
         "flatness_full": round(p50["full"][longest] / p50["full"][shortest], 3),
