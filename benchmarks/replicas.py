@@ -46,7 +46,8 @@ from localpager.lab.bench import percentile
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))  # the throwaway cluster the tests use
 
-from postgres_cluster import free_port, start_cluster  # noqa: E402
+from helpers import free_port  # noqa: E402
+from postgres_cluster import start_cluster  # noqa: E402
 
 LOCALPAGER = [sys.executable, "-m", "localpager.cli"]
 KEYS = {"alice": "alice-" + uuid.uuid4().hex, "bob": "bob-" + uuid.uuid4().hex}

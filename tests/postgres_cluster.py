@@ -16,12 +16,13 @@ import glob
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
+
+from helpers import free_port
 
 
 class ClusterUnavailable(RuntimeError):
@@ -36,12 +37,6 @@ def find_program(name: str) -> str | None:
     candidates = sorted(glob.glob(f"/usr/lib/postgresql/*/bin/{name}"),
                         key=lambda p: int(Path(p).parts[-3]) if Path(p).parts[-3].isdigit() else 0)
     return candidates[-1] if candidates else None
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @dataclass
