@@ -91,8 +91,6 @@ class GateFeatures:
         return [getattr(self, name) for name in FEATURES]
 
 
-
-
 def _names(message: str) -> list[str]:
     """Capitalised words of ``message`` that are not sentence-initial (and not "I"), in lower case."""
     return [w.lower().removesuffix("'s").removesuffix("’s") for w in CAPITALISED.findall(message[:2000])]
