@@ -34,7 +34,7 @@ def _conversations(path: str, which: int):
 
 def corrections(args) -> dict:
     from localpager.lab.evaluate import EvalConfig, evaluate, summarize
-    from localpager.memory.api import Conversation
+    from localpager.memory.conversation import Conversation
 
     conversations = _conversations(args.dataset, args.conversations)
     # conversation id -> {turn of a later statement: the turn it corrects}

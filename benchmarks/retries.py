@@ -134,10 +134,10 @@ def run_cases(url: str, log) -> tuple[int, int]:
 def duplicates(store: Path, log) -> tuple[int, int]:
     """Turns stored beyond one per history turn, question and answer, over all cases; and the turns stored."""
     sys.path.insert(0, str(ROOT))
-    from localpager.store.sqlite import Store
+    from localpager.store.sqlite import SQLiteStore
 
     extra = total = 0
-    with Store(store) as s:
+    with SQLiteStore(store) as s:
         for conv, history, _, _ in CASES:
             turns = s.turns(conv) if s.has_conversation(conv) else []
             total += len(turns)

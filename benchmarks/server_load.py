@@ -135,10 +135,10 @@ def run_client(c: Client, url: str, key: str, t0: float, deadline: float, max_to
 
 def lost_turns(store: Path, clients: list[Client]) -> tuple[int, list[str]]:
     """Turns a client was given that the store does not hold, in order; read after the server stopped."""
-    from localpager.store.sqlite import Store
+    from localpager.store.sqlite import SQLiteStore
 
     lost, notes = 0, []
-    with Store(store) as s:
+    with SQLiteStore(store) as s:
         for c in clients:
             stored = [(t.role, " ".join(t.text.split())) for t in s.turns(c.conv)]
             expected = [(m["role"], " ".join(m["content"].split())) for m in c.history]

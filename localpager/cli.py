@@ -121,7 +121,7 @@ def friendly_errors():
     from .backends.base import BackendError
     from .backends.modelpaths import ModelNotFoundError
     from .store.loaders import ConversationFileError
-    from .store.sqlite import StoreError
+    from .store.base import StoreError
 
     try:
         yield
@@ -151,7 +151,7 @@ def open_pager(ctx: click.Context, model: str | None = None, *, create: bool = T
     or need a conversation already in it, never leave an empty store behind."""
     from .memory.api import LocalPager
     from .store.location import open_store
-    from .store.sqlite import StoreError
+    from .store.base import StoreError
 
     try:  # a SQLite file, or postgresql://USER@HOST:PORT/DB (store.location)
         store = open_store(ctx.obj["store"], key=store_key(ctx), create=create)
@@ -507,7 +507,7 @@ def ask(ctx, conv_id, question, probe, model, budget, save, recall_mode, n_ctx, 
                 raise click.ClickException(f"conversation {conv_id!r} has {len(probes)} probes; no probe {probe}")
             question = probes[probe].question
         if recall_mode != RecallMode.NEVER and not conv.store.read_only:  # read-only: ask says so, loading nothing
-            conv.lp.preload()  # the chat model loads while the memory a recall needs is read
+            conv.held.models.preload()  # the chat model loads while the memory a recall needs is read
             prepare_recall(conv, Bars(disabled=as_json))
         result = conv.ask(question, budget=budget)
         if save:
@@ -635,7 +635,7 @@ def chat_memory_command(conv, line: str) -> None:
     elif command == "/export":
         if not rest:
             raise click.ClickException("/export FILE")
-        conv.lp.export(rest, [conv.id])
+        conv.export(rest)
         click.echo(f"exported {conv.id} to {rest}")
 
 
@@ -808,7 +808,7 @@ def _migrate_with_bar(src, dst, replace: bool):
     from tqdm import tqdm
 
     from .store.migrate import MigrateReport, migrate_store
-    from .store.sqlite import StoreError
+    from .store.base import StoreError
 
     ids = [c.id for c in src.list_conversations()]
     taken = [i for i in ids if dst.has_conversation(i)]

@@ -54,11 +54,9 @@ def _pager(store: str, *, states: bool = False):
     from fakes import HashEmbedder
 
     from localpager.memory.api import LocalPager
-    from localpager.retrieval.index import PageIndex
 
     backend = (StatefulBackend if states else ScriptedBackend)(_reply, model_name="fake.gguf")
-    lp = LocalPager(store, backend=backend)
-    lp._index = PageIndex(lp.store, HashEmbedder())
+    lp = LocalPager(store, backend=backend, embedder=HashEmbedder())
     return lp
 
 
@@ -337,13 +335,13 @@ def _check_indexes(lp, check: Check) -> None:
     from localpager.retrieval.choices import Signal
     from localpager.retrieval.index import SignalIndex
 
-    for signal in Signal:
-        stored = lp.store.embedding_rows(signal)
+    for kind in Signal:
+        stored = lp.store.embedding_rows(kind)
         index = SignalIndex.__new__(SignalIndex)
         # the vectors' own width: a killed real `ask` may have stored 384-wide ones, the fakes embed narrower
         dim = len(stored[0][6]) // 4 if stored else lp.index.embedder.dim
-        index.store, index.signal, index.dim = lp.store, signal, dim
-        index.path = Path(f"{lp.store.path}.{signal}.faiss")
+        index.store, index.signal, index.dim = lp.store, kind, dim
+        index.path = Path(f"{lp.store.path}.{kind}.faiss")
         index.meta_path = index.path.with_suffix(".json")
         index.rows, index.fingerprint = {}, []
         index.conv_id, index.files, index.dirty, index.changes, index._turns = None, True, False, 0, {}
@@ -351,9 +349,9 @@ def _check_indexes(lp, check: Check) -> None:
         if loaded is None:
             check.index_rebuilds += 1
             loaded = index._rebuild()
-        rows = lp.store.embedding_rows(signal, vectors=False)
+        rows = lp.store.embedding_rows(kind, vectors=False)
         if loaded.ntotal != len(rows):
-            check.problems.append(f"index {signal}: {loaded.ntotal} vectors, store has {len(rows)}")
+            check.problems.append(f"index {kind}: {loaded.ntotal} vectors, store has {len(rows)}")
 
 
 def _check_next_ask(lp, conv: str, check: Check) -> None:

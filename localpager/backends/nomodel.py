@@ -5,7 +5,7 @@ the model), forgets and corrects without loading a GGUF file, not even its token
 ``core.tokens.ApproxTokenCounter``'s estimate (four characters a token). The counter's name, ``approx``, is
 stored with each conversation a turn is added to, so the first ``ask`` in a process with a real model
 recounts its pages under that model's tokenizer, as it does for counts made by any other tokenizer
-(``memory.api.Conversation._count_with``). Anything that needs the model (``ask``, model keywords, eviction
+(``memory.conversation.Conversation.counted``). Anything that needs the model (``ask``, model keywords, eviction
 advice, ``maintain``) gets a one-line ``BackendError``; eviction advice falls back to its rule and FIFO
 (the default policy asks no model), and model keyword work waits for the next ``ask`` elsewhere.
 

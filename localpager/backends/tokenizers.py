@@ -5,7 +5,7 @@
 - ``BackendTokenCounter``: a loaded ``ChatBackend``'s own ``count_tokens`` (no second load; the only
   way for a backend whose model is not a local GGUF file, such as a served one).
 
-``memory.api.Conversation`` pages with a stand-in that loads the tokenizer on its first count, so that
+``memory.conversation.Conversation`` pages with a stand-in that loads the tokenizer on its first count, so that
 opening a conversation loads nothing.
 """
 

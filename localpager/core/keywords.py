@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 
-from .choices import DEFAULT_KEYWORDS, MODEL_STRATEGIES, KeywordStrategy, choose
+from .choices import DEFAULT_KEYWORDS, KeywordStrategy, choose
 from .records import ROLES
 from .text import (
     HAN,

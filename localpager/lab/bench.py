@@ -210,7 +210,7 @@ def replayed_prompts(lp, chat, turns) -> Iterator[tuple[Any, list[int]]]:
         chat.add_turn(turn.role, turn.text, stamp=False)
         if turn.role != "user":
             continue
-        pager = chat._count_with(lp.counter())
+        pager = chat.counted(lp.counter())
         pager.fixed_overhead = runtime.system_tokens()
         yield pager, runtime.fit(runtime.messages(pager, None))[1]
 

@@ -4,9 +4,9 @@ Forgetting blanks turns in place rather than deleting rows, so turn indices, pag
 the FAISS rows of other turns keep meaning what they meant; the text, its vectors, the page's bookmark
 and every trace or probe that repeats it go, and the store's files are rewritten (``Store.erase``) so the
 bytes are gone from disk too. Every forget moves the store's erase generation on, in the transaction that
-deletes the text, so other processes drop what they hold of it (``LocalPager.drop_held``) instead of serving or saving
-it; a rewrite of the files that could not finish is recorded and finished by the next forget
-(``finish_erase``). A correction appends the new statement and marks the old turn superseded:
+deletes the text, so other processes drop what they hold of it (``held.Held.drop_held``) instead of serving
+or saving it; a rewrite of the files that could not finish is recorded and finished by the next forget
+(``held.Held.finish_erase``). A correction appends the new statement and marks the old turn superseded:
 recall shows the replacement (``rerank.py``), search labels the old turn, the old page's bookmark is
 rebuilt without it.
 """
@@ -19,10 +19,13 @@ from typing import TYPE_CHECKING, Sequence
 
 from ..core.dates import resolve
 from ..core.records import Page, Turn
+from ..store.base import ConversationBusy, Store
+from ..store.locks import LockTimeout, conversation_lock
+from .held import Held
 
 if TYPE_CHECKING:
     from ..core.pager import Pager
-    from .api import Conversation, LocalPager
+    from ..retrieval.rerank import RerankSelector
 
 PREVIEW = 80  # characters of a turn a dry run shows
 EXPORTS_NOTE = ("exports written before this forget still hold the forgotten text (localpager keeps no list of "
@@ -203,14 +206,13 @@ class _Plan:
     drop_probes: list[int]
 
 
-def _plan(conv: Conversation, turns: list[int], match: str | None) -> _Plan:
+def plan_forget(store: Store, conv_id: str, pager: Pager, turns: list[int], match: str | None) -> _Plan:
     """What forgetting ``turns`` changes, computed on copies: nothing in memory or on disk moves yet."""
     import copy
 
-    pager = conv.pager
     gone = set(turns)
     texts = [pager.turns[i].text for i in turns]
-    report = ForgetReport(conv.id, turns=list(turns), texts=[t[:PREVIEW] for t in texts])
+    report = ForgetReport(conv_id, turns=list(turns), texts=[t[:PREVIEW] for t in texts])
     touched = sorted({pager.page_of_turn(i).page_id for i in turns})
     report.pages = touched
     # new bookmarks on a copy of the pager's records
@@ -226,7 +228,7 @@ def _plan(conv: Conversation, turns: list[int], match: str | None) -> _Plan:
     # traces: gone when they repeat a forgotten turn, scrubbed when they list a changed bookmark
     needles = [t.casefold() for t in texts if t.strip()] + ([match.strip().casefold()] if match else [])
     drop, rewrite = [], {}
-    for row, turn_idx, data in conv.store.trace_rows(conv.id):
+    for row, turn_idx, data in store.trace_rows(conv_id):
         cited = {c.get("turn") for c in data.get("citations", [])} | set(data.get("injected_turns", []))
         marks = data.get("bookmarks", [])
         fixed = [next((new_marks[p] for p, old in old_marks.items() if old == m), m) for m in marks]
@@ -238,7 +240,7 @@ def _plan(conv: Conversation, turns: list[int], match: str | None) -> _Plan:
             rewrite[row] = scrubbed
     report.traces, report.traces_scrubbed = len(drop), len(rewrite)
     probes = []
-    for idx, probe in conv.store.probe_rows(conv.id):
+    for idx, probe in store.probe_rows(conv_id):
         said = " ".join([probe.question, *probe.answers]).casefold()
         if set(probe.evidence) & gone or any(n in said for n in needles):
             probes.append(idx)
@@ -246,176 +248,142 @@ def _plan(conv: Conversation, turns: list[int], match: str | None) -> _Plan:
     return _Plan(report, pages, drop, rewrite, probes)
 
 
-def forget(conv: Conversation, turn: int | None = None, page: int | None = None, match: str | None = None,
-           dry_run: bool = False) -> ForgetReport:
-    """Forget turns of ``conv`` (see ``Conversation.forget``)."""
-    lp = conv.lp
-    with lp.lock:
-        turns = select_turns(conv.pager, turn, page, match)
-        plan = _plan(conv, turns, match)
-        plan.report.dry_run = dry_run
-        if dry_run:
-            return plan.report
-        if not turns:  # nothing new, but an earlier forget's rewrite may wait: "forget again" finishes it
-            return _finish_pending(lp, plan.report)
-    with holding(conv):  # the plan again, under the conversation's lock: another process may have written
-        turns = select_turns(conv.pager, turn, page, match)
-        plan = _plan(conv, turns, match)
-        plan.report.vectors, rewritten = conv.store.forget_turns(
-            conv.id, turns, plan.pages, drop_traces=plan.drop_traces, rewrite_traces=plan.rewrite_traces,
-            drop_probes=plan.drop_probes)
-        lp.after_erase()
-        conv.reload()
-        return _done(plan.report, rewritten, conv.store)
+def forget_turns(held: Held, conv_id: str, pager: Pager, turns: list[int], match: str | None) -> ForgetReport:
+    """Forget ``turns`` of a conversation the caller holds for a change: planned on what is stored now, the
+    rows changed in one transaction, the store's files rewritten, and what is held beside them dropped."""
+    plan = plan_forget(held.store, conv_id, pager, turns, match)
+    plan.report.vectors, rewritten = held.store.forget_turns(
+        conv_id, turns, plan.pages, drop_traces=plan.drop_traces, rewrite_traces=plan.rewrite_traces,
+        drop_probes=plan.drop_probes)
+    held.after_erase()
+    return _done(plan.report, rewritten, held.store)
 
 
-def forget_conversation(lp: LocalPager, conv_id: str, dry_run: bool = False) -> ForgetReport:
+def forget_conversation(held: Held, conv_id: str, dry_run: bool = False) -> ForgetReport:
     """Forget a whole conversation: every row of it, then the files rewritten (see ``Store.erase``)."""
-    with lp.lock:
-        info = next((i for i in lp.store.list_conversations() if i.id == conv_id), None)
+    store = held.store
+    with held.lock:
+        info = next((i for i in store.list_conversations() if i.id == conv_id), None)
         if info is None:
-            if not dry_run and lp.store.erase_pending():  # forgotten before, its rewrite unfinished: finish it
-                return _finish_pending(lp, ForgetReport(conv_id, whole=True))
-            lp.store.settings(conv_id)  # the store's own not-found error
-        pages = [p.page_id for p in lp.store.pages(conv_id)]
+            if not dry_run and store.erase_pending():  # forgotten before, its rewrite unfinished: finish it
+                return finish_pending(held, ForgetReport(conv_id, whole=True))
+            store.settings(conv_id)  # the store's own not-found error
+        pages = [p.page_id for p in store.pages(conv_id)]
         report = ForgetReport(conv_id, turns=list(range(info.turns)), pages=pages, dry_run=dry_run, whole=True,
-                              traces=len(lp.store.trace_rows(conv_id)), probes=info.probes)
+                              traces=len(store.trace_rows(conv_id)), probes=info.probes)
         if dry_run:
             return report
-        conv = lp.conversation(conv_id)
-        with holding(conv):  # no other process is writing to it meanwhile
-            report.vectors = len(lp.store.conversation_embeddings(conv_id))
-            rewritten = lp.store.forget_conversation(conv_id)
-            lp.after_erase()
-            conv._lock.remove()  # its lock file goes with it (a process waiting on it takes a new one)
-        return _done(report, rewritten, lp.store)
+        lock = conversation_lock(store, conv_id, held.lock_timeout)
+        try:
+            lock.acquire(held.lock_timeout)  # no other process is writing to it meanwhile
+        except LockTimeout as exc:
+            raise ConversationBusy(str(exc)) from None
+        try:
+            report.vectors = len(store.conversation_embeddings(conv_id))
+            rewritten = store.forget_conversation(conv_id)
+            held.after_erase()
+            lock.remove()  # its lock file goes with it (a process waiting on it takes a new one)
+        finally:
+            lock.release()
+        return _done(report, rewritten, store)
 
 
-def finish_erase(lp: LocalPager) -> bool:
-    """Rewrite the store's files again, and the indexes and caches beside them: what a forget could not
-    finish (another process was reading the store, or the forgetting process died). True once nothing
-    erased is left in them."""
-    with lp.lock:
-        rewritten = lp.store.erase()
-        lp.after_erase()
-        return rewritten
-
-
-def _finish_pending(lp: LocalPager, report: ForgetReport) -> ForgetReport:
+def finish_pending(held: Held, report: ForgetReport) -> ForgetReport:
     """A forget that found nothing new: it finishes a rewrite an earlier one left pending, if any."""
-    if lp.store.erase_pending():
-        report.rewritten = report.erased = finish_erase(lp)
+    if held.store.erase_pending():
+        report.rewritten = report.erased = held.finish_erase()
         report.rewrite_pending = not report.rewritten
     return report
 
 
-def _done(report: ForgetReport, rewritten: bool, store=None) -> ForgetReport:
+def _done(report: ForgetReport, rewritten: bool, store: Store) -> ForgetReport:
     """A forget that deleted text: whether the files were rewritten, and what no rewrite can reach (earlier
     exports; on a database server, what it keeps outside its tables: ``store.erase_note``)."""
     report.rewritten = report.erased = rewritten
     report.rewrite_pending = not rewritten
     report.note = EXPORTS_NOTE
-    report.database_note = getattr(store, "erase_note", "")
+    report.database_note = store.erase_note
     return report
 
 
-def holding(conv: Conversation):
-    """The conversation held for a change (its cross-process lock, re-entrant), as the API's own writes are."""
-    from contextlib import nullcontext
-
-    writing = getattr(conv, "_writing", None)
-    return writing() if writing is not None else nullcontext()
-
-
 # -- corrections ------------------------------------------------------------------------------------
-def supersede(conv: Conversation, turn: int, by: int) -> None:
-    """Mark ``turn`` as corrected by the later turn ``by``: recall shows ``by`` instead, search labels
-    ``turn`` as changed, and ``turn``'s page gets a bookmark without it."""
-    with conv.lp.lock, holding(conv):
-        pager = conv.pager
-        n = len(pager.turns)
-        if not (0 <= turn < by < n):
-            raise ValueError(f"a correction must come after the turn it corrects (turns 0-{n - 1}): {turn} -> {by}")
-        if not pager.turns[turn].text or not pager.turns[by].text:
-            raise ValueError("a forgotten turn cannot be corrected or correct another")
-        marks = {turn: by}
-        previous = pager.turns[turn].superseded_by
-        if previous is not None and previous != by and previous < by:
-            marks[previous] = by  # the earlier correction is outdated too
-        for old, new in marks.items():
-            pager.turns[old].superseded_by = new
-        pages = {pager.page_of_turn(old).page_id: pager.page_of_turn(old) for old in marks}
-        for page in pages.values():
-            rebuild_bookmark(pager, page)
-        conv.store.set_superseded(conv.id, marks, list(pages.values()))
+def supersede(store: Store, conv_id: str, pager: Pager, turn: int, by: int) -> None:
+    """Mark ``turn`` as corrected by the later turn ``by`` (the caller holds the conversation for a change):
+    recall shows ``by`` instead, search labels ``turn`` as changed, and ``turn``'s page gets a bookmark
+    without it."""
+    n = len(pager.turns)
+    if not (0 <= turn < by < n):
+        raise ValueError(f"a correction must come after the turn it corrects (turns 0-{n - 1}): {turn} -> {by}")
+    if not pager.turns[turn].text or not pager.turns[by].text:
+        raise ValueError("a forgotten turn cannot be corrected or correct another")
+    marks = {turn: by}
+    previous = pager.turns[turn].superseded_by
+    if previous is not None and previous != by and previous < by:
+        marks[previous] = by  # the earlier correction is outdated too
+    for old, new in marks.items():
+        pager.turns[old].superseded_by = new
+    pages = {pager.page_of_turn(old).page_id: pager.page_of_turn(old) for old in marks}
+    for page in pages.values():
+        rebuild_bookmark(pager, page)
+    store.set_superseded(conv_id, marks, list(pages.values()))
 
 
-def correct(conv: Conversation, turn: int, text: str) -> Turn:
-    """Record ``text`` as the corrected statement of ``turn``: appended as a new turn of the same speaker,
-    and ``turn`` marked superseded by it."""
-    with conv.lp.lock, holding(conv):
-        turns = conv.pager.turns
-        if not 0 <= turn < len(turns):
-            raise ValueError(f"no turn {turn}: the conversation has turns 0-{len(turns) - 1}")
-        old = turns[turn]
-        if not old.text:
-            raise ValueError(f"turn {turn} was forgotten; nothing to correct")
-        new = conv.add_turn(old.role, text, speaker=old.speaker)
-        supersede(conv, turn, new.index)
-        return new
+def check_correctable(pager: Pager, turn: int) -> Turn:
+    """The turn a correction replaces: it must exist and not be forgotten."""
+    turns = pager.turns
+    if not 0 <= turn < len(turns):
+        raise ValueError(f"no turn {turn}: the conversation has turns 0-{len(turns) - 1}")
+    if not turns[turn].text:
+        raise ValueError(f"turn {turn} was forgotten; nothing to correct")
+    return turns[turn]
 
 
 # -- search -----------------------------------------------------------------------------------------
-def search(conv: Conversation, query: str, limit: int = 10) -> list[SearchHit]:
-    """The conversation's turns best matching ``query``, by the ranking a recall uses."""
+def search(selector: RerankSelector, pager: Pager, query: str, limit: int = 10) -> list[SearchHit]:
+    """The conversation's turns best matching ``query``, by the ranking a recall uses (the caller holds the
+    model lock)."""
     if not query.strip():
         raise ValueError("search needs some words")
     if limit < 1:
         raise ValueError(f"limit must be at least 1, got {limit}")
-    with conv.lp.lock:
-        pager = conv.pager
-        if not pager.pages:
-            return []
-        hits = conv.lp.selector(conv.id).rank(query, pager)
-        out = []
-        for h in hits[:limit]:
-            t = pager.turns[h.turn]
-            out.append(SearchHit(turn=h.turn, page_id=h.page_id, score=round(h.score, 4), text=t.text, role=t.role,
-                                 speaker=t.speaker, time=t.time, evicted=pager.page(h.page_id).evicted,
-                                 dense=round(h.dense, 4), lexical=round(h.lexical, 4),
-                                 superseded_by=t.superseded_by, label="changed" if t.superseded_by is not None else ""))
-        return out
+    if not pager.pages:
+        return []
+    out = []
+    for h in selector.rank(query, pager)[:limit]:
+        t = pager.turns[h.turn]
+        out.append(SearchHit(turn=h.turn, page_id=h.page_id, score=round(h.score, 4), text=t.text, role=t.role,
+                             speaker=t.speaker, time=t.time, evicted=pager.page(h.page_id).evicted,
+                             dense=round(h.dense, 4), lexical=round(h.lexical, 4),
+                             superseded_by=t.superseded_by, label="changed" if t.superseded_by is not None else ""))
+    return out
 
 
 # -- recall without the model -----------------------------------------------------------------------
-def recall(conv: Conversation, question: str, max_turns: int | None = None) -> Recall:
+def recall(selector: RerankSelector, pager: Pager, question: str, max_turns: int | None = None) -> Recall:
     """What a recall would inject for ``question`` (newest statements first, corrections applied) and, up to
-    ``max_turns`` in all, the ranking's next best turns; with the gate's verdict. Loads the embedder only:
-    neither the chat model nor its tokenizer (nothing is fitted into a prompt)."""
+    ``max_turns`` in all, the ranking's next best turns; with the gate's verdict (the caller holds the model
+    lock). Loads the embedder only: neither the chat model nor its tokenizer (nothing is fitted into a prompt)."""
     if not question.strip():
         raise ValueError("recall needs a question")
     if max_turns is not None and max_turns < 1:
         raise ValueError(f"max_turns must be at least 1, got {max_turns}")
-    with conv.lp.lock:
-        pager = conv.pager
-        if not pager.pages:
-            return Recall(question, False, 0.0, [])
-        selector = conv.lp.selector(conv.id)
-        verdict = selector.gate(question, pager)
-        injections, _ = selector.select(question, [], pager, None)
-        scores = {h.turn: h.score for h in selector.rank(question, pager)}
-        turns = [_recalled(pager, t, scores.get(t, 0.0), inj.labels.get(t, ""), True)
-                 for inj in injections for t in inj.turns]
-        seen = {t.turn for t in turns}
-        limit = max_turns if max_turns is not None else len(turns)
-        for turn, score in scores.items():  # best first
-            if len(turns) >= limit:
-                break
-            if turn not in seen and pager.turns[turn].text:
-                turns.append(_recalled(pager, turn, score, "changed" if pager.turns[turn].superseded_by is not None
-                                       else "", False))
-                seen.add(turn)
-        return Recall(question, verdict.recall, verdict.probability, turns[:limit])
+    if not pager.pages:
+        return Recall(question, False, 0.0, [])
+    verdict = selector.gate(question, pager)
+    injections, _ = selector.select(question, [], pager, None)
+    scores = {h.turn: h.score for h in selector.rank(question, pager)}
+    turns = [_recalled(pager, t, scores.get(t, 0.0), inj.labels.get(t, ""), True)
+             for inj in injections for t in inj.turns]
+    seen = {t.turn for t in turns}
+    limit = max_turns if max_turns is not None else len(turns)
+    for turn, score in scores.items():  # best first
+        if len(turns) >= limit:
+            break
+        if turn not in seen and pager.turns[turn].text:
+            turns.append(_recalled(pager, turn, score, "changed" if pager.turns[turn].superseded_by is not None
+                                   else "", False))
+            seen.add(turn)
+    return Recall(question, verdict.recall, verdict.probability, turns[:limit])
 
 
 def _recalled(pager, index: int, score: float, label: str, injected: bool) -> RecalledTurn:

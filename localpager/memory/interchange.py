@@ -17,7 +17,7 @@ import typing
 from dataclasses import asdict, dataclass, field
 from enum import StrEnum
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import Any, Callable, Sequence
 
 from ..core.choices import choose
 from ..core.records import Page, Transcript, Turn
@@ -41,11 +41,10 @@ from ..store.loaders import (
     show_value,
     storable_text,
 )
+from ..store.base import Store
 from .choices import ImportMode
+from .held import Held
 
-if TYPE_CHECKING:
-    from ..store.sqlite import Store
-    from .api import LocalPager
 
 FORMAT_VERSION = 1
 Progress = typing.Callable[[str, int, int], None]  # (stage, done, total), e.g. a tqdm bar per stage
@@ -109,12 +108,12 @@ def export_conversations(store: Store, path: str | os.PathLike, conv_ids: Sequen
 
 # -- import -----------------------------------------------------------------------------------------
 @dataclass
-class _Entry:
+class Entry:
     conversation: Transcript
     state: dict[str, Any]
 
 
-def read_export(path: str | os.PathLike, progress: Progress | None = None) -> list[_Entry]:
+def read_export(path: str | os.PathLike, progress: Progress | None = None) -> list[Entry]:
     """Every line of an export (or of a plain interchange file), checked before anything is stored;
     ``progress("read", lines done, lines)`` after each line."""
     text = read_text(path)
@@ -139,7 +138,7 @@ def read_export(path: str | os.PathLike, progress: Progress | None = None) -> li
             if t.index in state["forgotten"]:
                 t.text = ""
             t.superseded_by = state["superseded"].get(t.index)
-        entries.append(_Entry(conv, state))
+        entries.append(Entry(conv, state))
     return entries
 
 
@@ -337,31 +336,33 @@ def _vector_bytes(value: Any, where: Where, name: str) -> bytes:
     return blob
 
 
-def import_conversations(lp: LocalPager, path: str | os.PathLike, mode: str = ImportMode.ERROR,
-                         progress: Progress | None = None) -> ImportReport:
+def import_conversations(held: Held, path: str | os.PathLike, mode: str = ImportMode.ERROR,
+                         progress: Progress | None = None, *, merge: Callable[[Entry], int]) -> ImportReport:
     """Store every conversation of an export (see ``LocalPager.import_file``). ``progress(stage, done,
-    total)``: ``read`` by lines, then ``store`` by turns after each conversation (e.g. a tqdm bar each)."""
+    total)``: ``read`` by lines, then ``store`` by turns after each conversation (e.g. a tqdm bar each).
+    ``merge(entry)`` appends an entry's turns the stored conversation lacks, as new turns are paged, and
+    returns how many (``Conversation.merge``)."""
     mode = choose(ImportMode, mode, "import mode")
     entries = read_export(path, progress)
     total, stored = sum(len(e.conversation.turns) for e in entries), 0
-    store = lp.store
+    store = held.store
     taken = [e.conversation.id for e in entries if store.has_conversation(e.conversation.id)]
     if taken and mode == ImportMode.ERROR:
         raise ValueError(f"already in the store: {', '.join(taken)} (use --replace or --merge)")
     report = ImportReport()
-    with lp.lock:
+    with held.lock:
         for entry in entries:  # merges are checked before anything is written
             if entry.conversation.id in taken and mode == ImportMode.MERGE:
-                _check_merge(lp, entry)
+                _check_merge(store, entry)
         for entry in entries:
             conv = entry.conversation
             if conv.id in taken and mode == ImportMode.MERGE:
-                report.turns += _merge(lp, entry)
+                report.turns += merge(entry)
                 report.merged.append(conv.id)
             else:
                 if conv.id in taken:
-                    report.notes += _unforgetting(lp, entry)
-                _restore(lp, entry, replace=conv.id in taken)
+                    report.notes += _unforgetting(store, entry)
+                _restore(held, entry, replace=conv.id in taken)
                 report.turns += len(conv.turns)
                 if conv.id in taken:
                     report.replaced.append(conv.id)
@@ -372,12 +373,12 @@ def import_conversations(lp: LocalPager, path: str | os.PathLike, mode: str = Im
                 progress("store", stored, total)
         if report.replaced:  # what was replaced is erased from the files, as a forget is
             store.erase()
-        lp.after_erase()
-        lp.invalidate(report.ids)
+        held.after_erase()
+        held.invalidate(report.ids)
     return report
 
 
-def _restore(lp: LocalPager, entry: _Entry, replace: bool) -> None:
+def _restore(held: Held, entry: Entry, replace: bool) -> None:
     """Store an exported conversation as it was; one without store state (a plain interchange line) is
     paged afresh, as ``ingest`` would."""
     conv, state = entry.conversation, entry.state
@@ -387,22 +388,23 @@ def _restore(lp: LocalPager, entry: _Entry, replace: bool) -> None:
         from ..core.pager import PagingConfig, page_conversation
 
         config = PagingConfig.from_dict(settings or {})
-        counter = lp.counter()
+        counter = held.models.counter()
         pages = page_conversation(conv.turns, counter, config).pages
         settings = {**config.to_dict(), "tokenizer": counter.name}
-    lp.store.save_conversation(conv.id, conv.turns, pages, conv.probes, settings or {},
-                               source=state.get("source"), meta=conv.meta, replace=replace)
+    store = held.store
+    store.save_conversation(conv.id, conv.turns, pages, conv.probes, settings or {},
+                            source=state.get("source"), meta=conv.meta, replace=replace)
     marks = {t.index: t.superseded_by for t in conv.turns if t.superseded_by is not None}
     if marks:
-        lp.store.set_superseded(conv.id, marks)
+        store.set_superseded(conv.id, marks)
     if state["vectors"]:
-        lp.store.save_embeddings([(conv.id, *row) for row in state["vectors"]])
+        store.save_embeddings([(conv.id, *row) for row in state["vectors"]])
 
 
-def _unforgetting(lp: LocalPager, entry: _Entry) -> list[str]:
+def _unforgetting(store: Store, entry: Entry) -> list[str]:
     """A one-line note when replacing brings back text the store had forgotten (an export written before
     the forget still holds it): the user asked to forget it, so say so rather than restore it silently."""
-    stored = lp.store.turns(entry.conversation.id)
+    stored = store.turns(entry.conversation.id)
     back = [t.index for t in entry.conversation.turns if t.text and t.index < len(stored) and not stored[t.index].text]
     if not back:
         return []
@@ -411,40 +413,15 @@ def _unforgetting(lp: LocalPager, entry: _Entry) -> list[str]:
             "forget them again if that is not what you meant"]
 
 
-def _check_merge(lp: LocalPager, entry: _Entry) -> None:
+def _check_merge(store: Store, entry: Entry) -> None:
     """A merge only extends: the stored turns must be the file's first turns (a forgotten turn on either
     side matches anything)."""
-    stored, incoming = lp.store.turns(entry.conversation.id), entry.conversation.turns
+    stored, incoming = store.turns(entry.conversation.id), entry.conversation.turns
     for a, b in zip(stored, incoming):
         if a.role != b.role or (a.text and b.text and a.text != b.text):
             raise ValueError(f"{entry.conversation.id}: the store and the file differ at turn {a.index}; "
                              "use --replace to take the file's")
 
 
-def _merge(lp: LocalPager, entry: _Entry) -> int:
-    """Append the file's turns the store lacks (paged as new turns are), then its superseded marks and
-    pins on pages that cover the same turns. Nothing stored is deleted or rewritten."""
-    conv_id, incoming = entry.conversation.id, entry.conversation.turns
-    chat = lp.conversation(conv_id)
-    added = 0
-    for t in incoming[len(chat.turns):]:
-        if t.text:
-            chat.add_turn(t.role, t.text, t.time, t.speaker, stamp=False)
-        else:  # forgotten in the file: keep its place, without text
-            chat.add_turn(t.role, FORGOTTEN_TEXT, t.time, t.speaker, stamp=False)
-            chat.forget(turn=t.index)
-        added += 1
-    chat.reload()
-    for t in incoming:
-        if t.superseded_by is not None and chat.turns[t.index].superseded_by is None and chat.turns[t.index].text:
-            chat.supersede(t.index, t.superseded_by)
-    by_range = {(p.first_turn, p.last_turn): p for p in chat.pages}
-    pinned = [by_range[(p.first_turn, p.last_turn)] for p in entry.state["pages"] or []
-              if p.pinned and (p.first_turn, p.last_turn) in by_range]
-    for page in pinned:
-        chat.pin(page.page_id)
-    return added
-
-
-__all__ = ["ImportReport", "conversation_line", "export_conversations", "import_conversations", "read_export",
+__all__ = ["Entry", "ImportReport", "conversation_line", "export_conversations", "import_conversations", "read_export",
            "ConversationFileError"]

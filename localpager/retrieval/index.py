@@ -28,7 +28,7 @@ import numpy as np
 
 from ..core.choices import choose
 from ..core.records import Page, Turn
-from ..store.sqlite import Store
+from ..store.base import Store
 from .choices import Signal
 from .embedder import Embedder
 SEARCH_THREADS = 1  # measured: one thread is faster for flat search at this size

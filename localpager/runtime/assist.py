@@ -22,9 +22,9 @@ from typing import Callable, Iterator, Sequence
 
 from ..backends.base import ChatBackend, Message
 from ..backends.constraints import Constraint
+from ..core.choices import MODEL_STRATEGIES
 from ..core.keywords import (
     DEFAULT_KEYWORDS_PER_PAGE,
-    MODEL_STRATEGIES,
     candidate_terms,
     extract_keywords,
     keyword_information,

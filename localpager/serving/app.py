@@ -47,9 +47,10 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from ..backends.base import BackendError
 from ..backends.modelpaths import ModelNotFoundError
-from ..memory.api import NO_ANSWER, Answer, Conversation, LocalPager
+from ..memory.api import LocalPager
+from ..memory.conversation import NO_ANSWER, Answer, Conversation
 from ..runtime.recall import ContextOverflowError
-from ..store.sqlite import StoreError
+from ..store.base import StoreError
 from .protocol import (
     CONVERSATION_HEADERS,
     ApiError,
@@ -266,7 +267,7 @@ class ModelRunner:
                         conv = self.conversation(job.conv_id, create=True)
                         # the conversation's lock from the history to the stored answer: a request on it at
                         # another replica (any process on the store) waits, then reads what this one stored
-                        held.enter_context(conv._writing(settle=True))
+                        held.enter_context(conv.changing(settle=True))
                         if (replay := self._replay(conv, job)) is not None:
                             return replay
                         self._apply_budget(conv)

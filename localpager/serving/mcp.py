@@ -53,8 +53,9 @@ from ..backends.base import BackendError
 from ..backends.modelpaths import ModelNotFoundError
 from ..backends.nomodel import NoChatModel
 from ..core.checks import check_id
-from ..memory.api import Conversation, LocalPager
-from ..store.sqlite import ConversationNotFound, StoreError
+from ..memory.api import LocalPager
+from ..memory.conversation import Conversation
+from ..store.base import ConversationNotFound, StoreError
 
 log = logging.getLogger("localpager.mcp")
 

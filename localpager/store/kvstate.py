@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Callable
 
 from ..backends.base import ChatBackend
-from .sqlite import StoreError
+from .base import StoreError
 
 log = logging.getLogger("localpager")
 

@@ -34,7 +34,7 @@ def store_location(value: str | os.PathLike | None) -> Path | str:
     if not rest.startswith("//"):
         rest = "/" + rest  # Path("postgresql://u@h/db") is postgresql:/u@h/db
     if scheme.lower() not in POSTGRES_SCHEMES:
-        from .sqlite import StoreError
+        from .base import StoreError
 
         raise StoreError(f"unsupported store URL {scheme}://…: a store is a SQLite file path or "
                          "postgresql://USER@HOST:PORT/DB")
@@ -48,7 +48,8 @@ def is_postgres(location: Path | str) -> bool:
 def open_store(value=None, *, key: str | None = None, create: bool = True):
     """The store ``value`` names (see ``store_location``). ``create=False``: it must exist already (no file
     is created; a PostgreSQL database must hold localpager's tables)."""
-    from .sqlite import Store, StoreError
+    from .base import Store, StoreError
+    from .sqlite import SQLiteStore
 
     if isinstance(value, Store):
         return value
@@ -59,7 +60,7 @@ def open_store(value=None, *, key: str | None = None, create: bool = True):
         return PostgresStore(location, key=key, create=create)
     if not create and not location.exists():
         raise StoreError(f"no store at {location} (ingest a file or start a chat to create one)")
-    return Store(location, key=key)
+    return SQLiteStore(location, key=key)
 
 
 
@@ -67,7 +68,8 @@ def namespace_store(store, name: str):
     """The store of namespace ``name`` beside ``store``: a schema of its own in a PostgreSQL database, a file of
     its own (``<store>.namespaces/NAME.db``) beside a SQLite store. Either way its tables, counters and locks
     are its own: nothing in it can name another namespace's rows."""
-    from .sqlite import Store, StoreError
+    from .base import StoreError
+    from .sqlite import SQLiteStore
 
     check_namespace(name)
     own = getattr(store, "namespace", None)
@@ -76,4 +78,4 @@ def namespace_store(store, name: str):
     if store.encrypted:
         raise StoreError("namespaces (an API keys file) need an unencrypted SQLite store or PostgreSQL: give each "
                          "user an encrypted store of their own instead")
-    return Store(Path(f"{store.path}.namespaces") / f"{name}.db")
+    return SQLiteStore(Path(f"{store.path}.namespaces") / f"{name}.db")

@@ -12,7 +12,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Sequence
 
-from .sqlite import Store, StoreError
+from .base import Store, StoreError
 
 
 @dataclass

@@ -1,7 +1,8 @@
-"""The store on PostgreSQL: the same interface as the SQLite ``Store``, for many ``serve`` replicas over one
-database (``--store postgresql://USER@HOST:PORT/DB``; extra ``postgres``: psycopg 3 and psycopg-pool).
+"""The store on PostgreSQL, for many ``serve`` replicas over one database (``--store
+postgresql://USER@HOST:PORT/DB``; extra ``postgres``: psycopg 3 and psycopg-pool). A ``base.Store``, beside
+``sqlite.SQLiteStore``.
 
-Everything the SQLite store does with SQL runs here unchanged, through a connection that speaks
+The interface's SQL runs here unchanged, through a connection that speaks
 PostgreSQL's placeholders and the few phrases where the engines differ (``PHRASES``); the schema and its
 migrations are the same list (``schema.py``), run once per schema under an advisory lock. What differs is
 the plumbing around them:
@@ -37,7 +38,7 @@ from typing import Any, Iterator, Sequence
 
 from .naming import check_namespace
 from .schema import migrations
-from .sqlite import (
+from .base import (
     BUSY_TIMEOUT_MS,
     SCHEMA_VERSION,
     ConversationChanged,
@@ -45,6 +46,7 @@ from .sqlite import (
     Store,
     StoreBusy,
     StoreError,
+    signal_sql,
 )
 
 log = logging.getLogger("localpager")
@@ -368,10 +370,8 @@ class PostgresStore(Store):
         return rows[0][0] if rows else 0
 
     def embedding_fingerprint(self, signal: str, conv_id: str | None = None) -> list[Any]:
-        from .sqlite import _signal_sql
-
         version = self.embeddings_version(conv_id)  # first: never newer than the count
-        sql, args = "SELECT COUNT(*) FROM embeddings WHERE " + _signal_sql(), [signal, signal]
+        sql, args = "SELECT COUNT(*) FROM embeddings WHERE " + signal_sql(), [signal, signal]
         if conv_id is not None:
             sql += " AND conv_id = ?"
             args.append(conv_id)

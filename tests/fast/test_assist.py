@@ -11,7 +11,8 @@ from fakes import ScriptedBackend, shortest_sentence
 from helpers import CHINESE, paged_turns
 
 from localpager.core.eviction import Cooperative, EvictionContext
-from localpager.core.keywords import MODEL_STRATEGIES, candidate_terms, extract_keywords, keyword_information
+from localpager.core.choices import MODEL_STRATEGIES
+from localpager.core.keywords import candidate_terms, extract_keywords, keyword_information
 from localpager.core.pager import Pager, PagingConfig, page_conversation
 from localpager.core.records import Page, Turn
 from localpager.core.text import term_key

@@ -151,7 +151,7 @@ def _import_mode(name):
     from localpager.store.loaders import ConversationFileError
 
     try:
-        import_conversations(None, "/nonexistent.jsonl", name)  # the mode is checked before the file is read
+        import_conversations(None, "/nonexistent.jsonl", name, merge=None)  # the mode is checked before the file is read
     except ConversationFileError:  # an accepted mode, then no such file
         return ImportMode(name)
 

@@ -120,10 +120,10 @@ def test_bad_files_are_one_line_errors_and_store_nothing(tmp_path, content, mess
 
 
 def test_unknown_conversation_and_missing_file(tmp_path):
-    from localpager.store.sqlite import Store
+    from localpager.store.sqlite import SQLiteStore
 
     store = tmp_path / "s.db"
-    Store(store).close()
+    SQLiteStore(store).close()
     proc = run_cli("bookmarks", "nope", store=store, check=False)
     assert proc.returncode == 1 and "no conversation 'nope'" in proc.stderr
     proc = run_cli("ingest", tmp_path / "missing.jsonl", store=store, check=False)
@@ -145,7 +145,7 @@ def fake_models(monkeypatch):
     model, the hashing embedder."""
     from fakes import HashEmbedder, ScriptedBackend, shortest_sentence
 
-    import localpager.memory.api as api
+    import localpager.memory.models as api
     import localpager.retrieval.embedder as embedder
     from localpager.backends.tokenizers import BackendTokenCounter
 
@@ -165,9 +165,9 @@ def invoke(*args, store, input=None):
 
 
 def stored_budget(path) -> int:
-    from localpager.store.sqlite import Store
+    from localpager.store.sqlite import SQLiteStore
 
-    with Store(path) as s:
+    with SQLiteStore(path) as s:
         return s.settings("c")["budget"]
 
 

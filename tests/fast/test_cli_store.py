@@ -18,10 +18,11 @@ def run(*args: str, env: dict[str, str] | None = None):
 @pytest.fixture
 def store(fake_pager, tmp_path):
     path = tmp_path / "m.db"
-    chat = fake_pager(path=path).conversation("c", create=True, config=PagingConfig(boundary="fixed_5", budget=60))
+    lp = fake_pager(path=path)
+    chat = lp.conversation("c", create=True, config=PagingConfig(boundary="fixed_5", budget=60))
     for i in range(12):
         chat.add_turn("user" if i % 2 == 0 else "assistant", f"Turn {i} mentions the zebra{i}.")
-    chat.lp.close()
+    lp.close()
     return path
 
 

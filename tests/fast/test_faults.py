@@ -35,9 +35,9 @@ def test_several_processes_append_at_once_and_every_acknowledged_turn_is_stored_
     assert [len(a.turns) for a in acked] == [12, 12, 12, 12, 12]
     check = faultkit.check_store(store, acked, ask_after=False)
     assert check.ok, (check.lost, check.problems)
-    from localpager.store.sqlite import Store
+    from localpager.store.sqlite import SQLiteStore
 
-    turns = Store(store).turns("shared")
+    turns = SQLiteStore(store).turns("shared")
     assert len(turns) == 36
     for i, t in enumerate(turns):  # every question is followed by its own answer: asks are not interleaved
         if t.text.startswith("A question"):

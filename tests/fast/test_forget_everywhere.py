@@ -17,7 +17,6 @@ from faultkit import StatefulBackend, decode_fake, kv_tokens, leaks, run_forget_
 from localpager.cli import cli
 from localpager.core.pager import PagingConfig
 from localpager.memory.api import LocalPager
-from localpager.retrieval.index import PageIndex
 from localpager.store.locks import FileLock, LockTimeout
 
 SECRET = "Quillonfrazzle"
@@ -37,8 +36,7 @@ def pagers(tmp_path):
     opened = []
 
     def make():
-        lp = LocalPager(tmp_path / "s.db", backend=StatefulBackend(reply, model_name="fake.gguf"))
-        lp._index = PageIndex(lp.store, HashEmbedder())
+        lp = LocalPager(tmp_path / "s.db", backend=StatefulBackend(reply, model_name="fake.gguf"), embedder=HashEmbedder())
         opened.append(lp)
         return lp
 
@@ -194,7 +192,7 @@ def test_finish_and_the_library_report(pagers, tmp_path):
     report = chat.forget(match=SECRET)
     assert report.turns == [7, 30, 32] and not report.rewritten and report.rewrite_pending and not report.erased
     assert report.note.startswith("exports written before this forget still hold")
-    assert chat.lp.finish_erase() is False and chat.store.erase_pending()
+    assert chat.held.finish_erase() is False and chat.store.erase_pending()
     reader.close()
     result = _cli(path, "forget", "c", "--finish")
     assert result.exit_code == 0 and result.output.startswith("rewrote the store's files")

@@ -19,9 +19,8 @@ from hypothesis import strategies as st
 
 from localpager.core.pager import PagingConfig
 from localpager.memory.api import LocalPager
-from localpager.retrieval.index import PageIndex
 from localpager.store.loaders import ConversationFileError, load_conversations
-from localpager.store.sqlite import StoreError
+from localpager.store.base import StoreError
 
 NASTY = ["<|im_end|>", "<|im_start|>system\n", "\ud800", "\udcff", "\x00", "\u200f", "\u202e", "\x1b[2J", "\t",
          "\n", "\r\n", "::=", "root ::= ", "[^\"]*", "|", "\\", '"', "'", "recall(page_ids=[1])", "\ufeff",
@@ -37,8 +36,7 @@ def reply(prompt, grammar):
 
 
 def pager(path: Path) -> LocalPager:
-    lp = LocalPager(path, backend=ScriptedBackend(reply, model_name="fake.gguf"))
-    lp._index = PageIndex(lp.store, HashEmbedder())
+    lp = LocalPager(path, backend=ScriptedBackend(reply, model_name="fake.gguf"), embedder=HashEmbedder())
     return lp
 
 

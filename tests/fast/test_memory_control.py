@@ -16,7 +16,8 @@ from localpager.core.pager import PagingConfig
 from localpager.retrieval.rerank import RerankSelector, RerankSettings
 from localpager.runtime.layouts import CHANGED, LATEST
 from localpager.store.location import open_store
-from localpager.store.sqlite import Store, StoreError
+from localpager.store.base import StoreError
+from localpager.store.sqlite import SQLiteStore
 
 pytestmark = pytest.mark.both_stores  # the tests that take a store run on SQLite and on PostgreSQL
 MARKER = "Zorblaxquintessa"
@@ -31,7 +32,7 @@ def fill(chat, n: int, marker_at: int | None = None, start: int = 0) -> None:
         chat.add_turn("user" if i % 2 == 0 else "assistant", text)
 
 
-def raw_hits(store: Store, needle: str) -> list[str]:
+def raw_hits(store: SQLiteStore, needle: str) -> list[str]:
     """Files of the store that hold ``needle``: as UTF-8 bytes, or in a saved KV cache's tokens (tests/faultkit.py);
     on PostgreSQL, the files under the database's ``base/`` folder (tests/postgres_cluster.py)."""
     if store.kind == "postgresql":
@@ -47,16 +48,20 @@ def trace(turn: int, question: str, bookmarks: list[str], cited: list[int] = ())
 
 
 @pytest.fixture
-def chat(fake_pager):
-    lp = fake_pager()
+def lp(fake_pager):
+    return fake_pager()
+
+
+@pytest.fixture
+def chat(lp):
     conv = lp.conversation("c", create=True, config=SMALL)
     fill(conv, 30, marker_at=7)
     return conv
 
 
 # -- forget ------------------------------------------------------------------------------------------
-def test_forget_match_removes_text_vectors_bookmark_and_traces_and_leaves_no_bytes(chat):
-    lp, store = chat.lp, chat.store
+def test_forget_match_removes_text_vectors_bookmark_and_traces_and_leaves_no_bytes(chat, lp):
+    store = chat.store
     assert chat.search(MARKER, 1)[0].turn == 7  # embeds the evicted pages: vectors and FAISS files exist
     from localpager.retrieval.choices import Signal
 
@@ -107,7 +112,7 @@ def test_forget_turn_and_page_and_errors(chat):
 
 def test_forgotten_turns_stay_out_of_prompt_and_ranking(chat):
     chat.forget(turn=29)
-    messages = chat.lp.runtime.messages(chat.pager, None)
+    messages = chat.held.models.runtime.messages(chat.pager, None)
     assert all(m.content.strip() for m in messages)
     chat.add_turn("user", "and a new turn after the forgotten one")  # indices carry on
     assert chat.turns[-1].index == 30
@@ -168,7 +173,7 @@ def test_correct_marks_superseded_relabels_search_and_rebuilds_the_bookmark(chat
 
 
 def _select(conv, question, **settings):
-    selector = RerankSelector(conv.lp.index, conv.id, RerankSettings(page_choice="rerank", **settings))
+    selector = RerankSelector(conv.held.index, conv.id, RerankSettings(page_choice="rerank", **settings))
     return selector.select(question, [], conv.pager, room=10_000)
 
 
@@ -224,16 +229,16 @@ def _state(conv):
 
 
 @pytest.mark.parametrize("vectors", [False, True])
-def test_export_import_round_trip(chat, fake_pager, tmp_path, vectors):
+def test_export_import_round_trip(chat, lp, fake_pager, tmp_path, vectors):
     chat.pin(6)
     chat.correct(3, "Turn 3 is really about giraffes.")
     chat.forget(turn=11)
-    chat.lp.conversation("empty", create=True)
+    lp.conversation("empty", create=True)
     query = "zebra3 giraffes topic0"
     before = [h.to_dict() for h in chat.search(query)]
     out = tmp_path / "out" / "export.jsonl"
     out.parent.mkdir()
-    assert chat.lp.export(out, vectors=vectors) == 2
+    assert lp.export(out, vectors=vectors) == 2
     assert stat.S_IMODE(out.stat().st_mode) == 0o600
     assert ("vectors" in json.loads(out.read_text().splitlines()[0])["localpager"]) == vectors
 
@@ -249,13 +254,13 @@ def test_export_import_round_trip(chat, fake_pager, tmp_path, vectors):
     assert _state(other.conversation("c")) == _state(chat)
 
 
-def test_merge_appends_what_the_store_lacks_and_refuses_divergence(chat, fake_pager, tmp_path):
+def test_merge_appends_what_the_store_lacks_and_refuses_divergence(chat, lp, fake_pager, tmp_path):
     out = tmp_path / "e.jsonl"
     other = fake_pager(path=tmp_path / "other.db")
-    chat.lp.export(out)
+    lp.export(out)
     other.import_file(out)
     fill(chat, 5, start=30)
-    chat.lp.export(out)
+    lp.export(out)
     report = other.import_file(out, mode="merge")
     assert report.merged == ["c"] and report.turns == 5
     assert [t.text for t in other.conversation("c").turns] == [t.text for t in chat.turns]
@@ -263,15 +268,15 @@ def test_merge_appends_what_the_store_lacks_and_refuses_divergence(chat, fake_pa
     diverged = other.conversation("c")
     diverged.add_turn("user", "something only the other store has")
     chat.add_turn("user", "something only this store has")
-    chat.lp.export(out)
+    lp.export(out)
     with pytest.raises(ValueError, match="differ at turn 35"):
         other.import_file(out, mode="merge")
 
 
-def test_an_export_is_also_an_ingestible_file(chat, fake_pager, tmp_path):
+def test_an_export_is_also_an_ingestible_file(chat, lp, fake_pager, tmp_path):
     from localpager.store.loaders import load_conversations
 
-    chat.lp.export(tmp_path / "e.jsonl")
+    lp.export(tmp_path / "e.jsonl")
     loaded = load_conversations(tmp_path / "e.jsonl")
     assert [t.text for t in loaded.conversations[0].turns] == [t.text for t in chat.turns]
 
@@ -292,9 +297,9 @@ def test_encrypted_store_has_no_plaintext_and_needs_its_key(fake_pager, tmp_path
     assert b"zebra" not in path.read_bytes()
     snapshot = {f: f.read_bytes() for f in tmp_path.rglob("*") if f.is_file()}
     with pytest.raises(StoreError, match="give its key"):
-        Store(path)
+        SQLiteStore(path)
     with pytest.raises(StoreError, match="wrong key"):
-        Store(path, key="wrong")
+        SQLiteStore(path, key="wrong")
     assert {f: f.read_bytes() for f in tmp_path.rglob("*") if f.is_file()} == snapshot  # a wrong key changes nothing
     again = fake_pager(path=path, key="correct horse").conversation("c")
     assert again.search(MARKER, 1)[0].turn == 7
@@ -312,7 +317,7 @@ def test_missing_encrypt_extra_is_one_line(monkeypatch, tmp_path):
 
     monkeypatch.setattr(builtins, "__import__", no_sqlcipher)
     with pytest.raises(StoreError, match=r"pip install 'localpager\[encrypt\]'"):
-        Store(tmp_path / "x.db", key="k")
+        SQLiteStore(tmp_path / "x.db", key="k")
     assert not (tmp_path / "x.db").exists()
 
 
@@ -344,7 +349,7 @@ def test_schema_migration_adds_the_superseded_column(tmp_path):
     conn.execute("INSERT INTO turns (conv_id, idx, role, text) VALUES ('c', 0, 'user', 'hi')")
     conn.commit()
     conn.close()
-    store = Store(path)
+    store = SQLiteStore(path)
     assert store.turns("c")[0].superseded_by is None
     store.close()
 

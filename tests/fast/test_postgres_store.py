@@ -22,7 +22,8 @@ from localpager.cli import cli
 from localpager.core.pager import PagingConfig
 from localpager.store import schema
 from localpager.store.location import open_store, store_location
-from localpager.store.sqlite import MIGRATIONS, Store, StoreError
+from localpager.store.base import StoreError
+from localpager.store.sqlite import MIGRATIONS, SQLiteStore
 
 ROOT = Path(__file__).resolve().parents[2]
 SMALL = PagingConfig(boundary="fixed_5", budget=60)
@@ -48,10 +49,10 @@ def test_the_sqlite_migrations_are_the_shipped_ones():
     assert set(schema.DIALECTS["sqlite"]) == set(schema.DIALECTS["postgresql"])
 
 
-def test_every_phrase_postgres_translates_is_in_the_sqlite_stores_sql():
+def test_every_phrase_postgres_translates_is_in_the_shared_sql():
     from localpager.store.postgres import PHRASES, pg_sql
 
-    source = (ROOT / "localpager/store/sqlite.py").read_text()
+    source = (ROOT / "localpager/store/base.py").read_text()  # the SQL both stores share
     for phrase in PHRASES:
         assert phrase.strip(" ") in source or phrase == " IN ()", phrase
     assert pg_sql("SELECT 1 WHERE k LIKE ? || ':%' AND x IN ()") == "SELECT 1 WHERE k LIKE %s || ':%%' AND x IN (NULL)"
@@ -66,11 +67,11 @@ def test_a_url_is_never_a_sqlite_file(tmp_path, monkeypatch):
     with pytest.raises(StoreError, match="unsupported store URL mysql://"):
         store_location("mysql://u@h/db")
     with pytest.raises(StoreError, match="is a database URL, not a file"):
-        Store("postgresql://u@h:5432/db")
+        SQLiteStore("postgresql://u@h:5432/db")
     monkeypatch.setenv("LOCALPAGER_STORE", "postgresql://u@h:5432/db")
     assert store_location(None) == "postgresql://u@h:5432/db"
     with pytest.raises(StoreError, match="is a database URL"):
-        Store()
+        SQLiteStore()
     result = CliRunner().invoke(cli, ["--store", "sqlite://x.db", "conversations"])
     assert result.exit_code == 1 and "unsupported store URL" in result.output
     assert list(tmp_path.iterdir()) == []  # no folder named postgresql: or sqlite:
@@ -185,13 +186,11 @@ def test_a_replica_notices_another_replicas_changes(postgres_cluster, store_loca
     from fakes import ScriptedBackend
 
     from localpager.memory.api import LocalPager
-    from localpager.retrieval.index import PageIndex
 
     from fakes import HashEmbedder
 
     def replica():
-        lp = LocalPager(store_location_pg, backend=ScriptedBackend(fallback=lambda p, g: "ok"))
-        lp._index = PageIndex(lp.store, HashEmbedder())
+        lp = LocalPager(store_location_pg, backend=ScriptedBackend(fallback=lambda p, g: "ok"), embedder=HashEmbedder())
         return lp
 
     a, b = replica(), replica()
@@ -228,7 +227,7 @@ def test_the_commands_work_on_postgresql(store_location_pg, tmp_path, monkeypatc
     fakes' tokenizer (no model file)."""
     from fakes import ScriptedBackend
 
-    import localpager.memory.api as api
+    import localpager.memory.models as api
     from localpager.backends.tokenizers import BackendTokenCounter
 
     monkeypatch.setattr(api, "counter_for", lambda path=None: BackendTokenCounter(ScriptedBackend()))
@@ -257,7 +256,7 @@ def test_the_commands_work_on_postgresql(store_location_pg, tmp_path, monkeypatc
     sqlite = tmp_path / "copy.db"
     moved = run("migrate-store", url, str(sqlite))
     assert moved.exit_code == 0 and "copied 1 conversations" in moved.output, moved.output
-    with Store(sqlite) as s:
+    with SQLiteStore(sqlite) as s:
         copied = s.turns("conv")
         assert [t.text for t in copied][3] == "" and len(copied) == 8
     assert run("migrate-store", url, str(sqlite)).exit_code == 1  # already there: nothing is overwritten

@@ -74,7 +74,7 @@ def test_opening_and_reading_load_no_model_and_write_nothing(stored, monkeypatch
     assert len(chat.bookmarks()) == len(chat.pages) and chat.bookmarks("structured")[0].startswith("[p1:")
     assert chat.traces()[0]["answer"] == "a"
     assert chat.budget == 200 and [c.id for c in lp.conversations()] == ["c"]
-    assert lp._backend is None and lp._index is None and lp._runtime is None
+    assert lp.models.loaded is None and lp.held._index is None and lp.models._runtime is None
     lp.close()
     assert dump(stored) == before
 

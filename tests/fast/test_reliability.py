@@ -19,11 +19,13 @@ from fakes import HashEmbedder, ScriptedBackend, shortest_sentence
 from helpers import ROOT, TESTS, serving
 
 from localpager.core.pager import PagingConfig
-from localpager.memory.api import NO_ANSWER, LocalPager
+from localpager.memory.api import LocalPager
+from localpager.memory.conversation import NO_ANSWER
 from localpager.retrieval.index import PageIndex
 from localpager.store.loaders import ConversationFileError, load_conversations
 from localpager.store.locks import conversation_lock
-from localpager.store.sqlite import SCHEMA_VERSION, ConversationBusy, Store, StoreError
+from localpager.store.base import SCHEMA_VERSION, ConversationBusy, StoreError
+from localpager.store.sqlite import SQLiteStore
 
 NO_MODELS = {"LOCALPAGER_MODEL": "/nonexistent.gguf", "LOCALPAGER_EMBEDDER": "/nonexistent-embedder"}
 
@@ -80,7 +82,7 @@ def test_the_network_guard_refuses_outbound_and_allows_loopback():
 # -- many writers ----------------------------------------------------------------------------------------
 def test_processes_opening_a_new_store_at_once_migrate_it_once(tmp_path):
     path = tmp_path / "new.db"
-    code = ("import sys; from localpager.store.sqlite import Store; s = Store(sys.argv[1]); "
+    code = ("import sys; from localpager.store.sqlite import SQLiteStore; s = SQLiteStore(sys.argv[1]); "
             "print(s.schema_version); s.close()")
     procs = [subprocess.Popen([sys.executable, "-c", code, str(path)], stdout=subprocess.PIPE,
                               stderr=subprocess.PIPE, text=True, cwd=ROOT) for _ in range(6)]
@@ -98,12 +100,12 @@ def test_two_pagers_on_one_conversation_never_collide(tmp_path, fake_pager):
     a.add_turn("assistant", "second from a")  # b's pager is now stale
     b.add_turn("user", "third from b")  # read again inside the lock: index 2, not a clash on 1
     a.ask("fourth from a, a question?")
-    assert [t.text for t in Store(path).turns("c")][:5] == [
+    assert [t.text for t in SQLiteStore(path).turns("c")][:5] == [
         "first from a", "second from a", "third from b", "fourth from a, a question?", "Noted, thanks."]
 
 
 def test_a_second_asker_waits_then_is_told_the_conversation_is_busy(chat):
-    chat.lp.lock_timeout = 0.3
+    chat.held.lock_timeout = 0.3
     other = conversation_lock(chat.store.path, "c", 1)  # another process's hold (its own file descriptor)
     held = threading.Event()
     release = threading.Event()
@@ -131,7 +133,7 @@ def test_a_store_locked_by_another_writer_is_a_one_line_busy_error(chat, monkeyp
     import localpager.store.sqlite as store_module
 
     monkeypatch.setattr(store_module, "BUSY_TIMEOUT_MS", 200)
-    store = Store(chat.store.path)
+    store = SQLiteStore(chat.store.path)
     other = sqlite3.connect(chat.store.path, isolation_level=None)
     other.execute("BEGIN IMMEDIATE")
     try:
@@ -183,7 +185,7 @@ def test_the_saved_index_is_stale_after_a_delete_and_a_re_insert(tmp_path):
     from localpager.retrieval.index import SignalIndex
 
     path = tmp_path / "s.db"
-    store = Store(path)
+    store = SQLiteStore(path)
     embedder = HashEmbedder()
     index = PageIndex(store, embedder)
 
@@ -205,7 +207,7 @@ def test_the_saved_index_is_stale_after_a_delete_and_a_re_insert(tmp_path):
 
 
 def test_a_replaced_vector_is_searched_in_the_loaded_index(chat):
-    index = chat.lp.index
+    index = chat.held.index
     pages, turns = chat.pages, chat.turns
     index.update("c", pages, turns, lambda p: f"p{p.page_id}")
     signal_index = index.signal("text")
@@ -254,8 +256,7 @@ def test_a_bad_budget_stored_by_an_older_version_names_the_fix(chat):
     assert f"budget c {512}" in message and "stored budget of 0" in message
     assert dump(store.path) == before
     assert cli("pages", "c", store=store.path).returncode == 0  # reading still works
-    lp = LocalPager(store.path, backend=ScriptedBackend(reply, model_name="fake.gguf"))
-    lp._index = PageIndex(lp.store, HashEmbedder())
+    lp = LocalPager(store.path, backend=ScriptedBackend(reply, model_name="fake.gguf"), embedder=HashEmbedder())
     conv = lp.conversation("c")
     with pytest.raises(StoreError, match="budget c 512"):
         conv.add_turn("user", "hello")
@@ -336,7 +337,7 @@ import resource, signal, sys
 sys.path[:0] = [sys.argv[2]]
 from fakes import ScriptedBackend
 from localpager.memory.api import LocalPager
-from localpager.store.sqlite import StoreError
+from localpager.store.base import StoreError
 signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the limit fails with EFBIG instead of killing us
 lp = LocalPager(sys.argv[1], backend=ScriptedBackend(fallback="ok", model_name="fake.gguf"))
 chat = lp.conversation("c")
@@ -364,7 +365,7 @@ def test_a_full_disk_is_a_one_line_error_and_every_acknowledged_turn_is_kept(cha
     acked = [int(line.split()[1]) for line in lines if line.startswith("ACK")]
     with sqlite3.connect(path) as conn:
         assert conn.execute("PRAGMA integrity_check").fetchall() == [("ok",)]
-    texts = [t.text for t in Store(path).turns("c")]
+    texts = [t.text for t in SQLiteStore(path).turns("c")]
     for i in acked:
         assert texts.count(f"turn {i} " + "x" * 2000) == 1
     assert len(texts) == 12 + 1 + len(acked)  # the refused turn is not there, half or whole
@@ -386,13 +387,14 @@ def test_a_truncated_gguf_is_a_one_line_error_and_nothing_is_stored(tmp_path):
     message = one_line_error(cli("ingest", data, store=store, env={"LOCALPAGER_MODEL": str(bad)}))
     assert "cut.gguf" in message or "model" in message.lower()
     if store.exists():
-        assert Store(store).list_conversations() == []
+        assert SQLiteStore(store).list_conversations() == []
 
 
 def test_a_closed_store_says_so_in_one_line(tmp_path):
-    from localpager.store.sqlite import Store, StoreError
+    from localpager.store.base import StoreError
+    from localpager.store.sqlite import SQLiteStore
 
-    store = Store(tmp_path / "s.db")
+    store = SQLiteStore(tmp_path / "s.db")
     store.create_conversation("c")
     store.close()
     with pytest.raises(StoreError, match="is closed"):
@@ -410,7 +412,7 @@ def test_serve_stopped_by_sigterm_closes_its_store(tmp_path):
     import signal
 
     path = tmp_path / "s.db"
-    Store(path).close()
+    SQLiteStore(path).close()
     with serving(path, "--no-preload", preloaded=False) as served:
         assert Path(f"{path}-wal").exists()  # the store is open
         served.proc.send_signal(signal.SIGTERM)

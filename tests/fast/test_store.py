@@ -9,7 +9,8 @@ import stat
 import pytest
 
 from localpager.core.records import Page, Probe, Turn
-from localpager.store.sqlite import MIGRATIONS, SCHEMA_VERSION, Store, StoreError
+from localpager.store.base import SCHEMA_VERSION, StoreError
+from localpager.store.sqlite import MIGRATIONS, SQLiteStore
 
 pytestmark = pytest.mark.both_stores  # the tests that take `store` run on SQLite and on PostgreSQL
 
@@ -23,10 +24,10 @@ def sample(conv_id="c1"):
 
 def test_reopen_after_close_keeps_everything(tmp_path):
     path = tmp_path / "s.db"
-    with Store(path) as s:
+    with SQLiteStore(path) as s:
         s.save_conversation(*sample(), settings={"budget": 512})
         s.add_trace("c1", 1, {"decision": "answer"})
-    with Store(path) as s:
+    with SQLiteStore(path) as s:
         assert [t.text for t in s.turns("c1")] == ["I'm allergic to peanuts", "Noted"]
         page = s.pages("c1")[0]
         assert page.keywords == ["peanuts"] and page.evicted and page.text.startswith("user: I'm allergic")
@@ -36,7 +37,7 @@ def test_reopen_after_close_keeps_everything(tmp_path):
 
 def test_store_file_is_private(tmp_path):
     path = tmp_path / "deep" / "s.db"
-    Store(path).close()
+    SQLiteStore(path).close()
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
 
 
@@ -66,7 +67,7 @@ def test_migrations_upgrade_an_old_store(tmp_path):
     conn.execute("INSERT INTO conversations (id, created_at) VALUES ('old', 0)")
     conn.commit()
     conn.close()
-    with Store(path) as s:
+    with SQLiteStore(path) as s:
         assert s.schema_version == SCHEMA_VERSION
         assert s.has_conversation("old")
         s.add_trace("old", 0, {"ok": True})  # a table from a later migration
@@ -78,11 +79,11 @@ def test_newer_schema_and_garbage_files_are_clear_errors(tmp_path):
     conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION + 1}")
     conn.close()
     with pytest.raises(StoreError, match="newer"):
-        Store(newer)
+        SQLiteStore(newer)
     garbage = tmp_path / "garbage.db"
     garbage.write_bytes(b"this is not a database at all" * 100)
     with pytest.raises(StoreError, match="cannot open store"):
-        Store(garbage)
+        SQLiteStore(garbage)
     assert garbage.read_bytes().startswith(b"this is not")  # untouched
 
 

@@ -43,7 +43,7 @@ def test_an_app_opens_a_conversation_warm(fake_pager):
         chat.add_turn(t.role, t.text, stamp=False)
     warm = lp.conversation("c", warm=True)
     assert warm.warmed(30)
-    assert warm._keep_warm and lp.lexical("c")._grown.n == 160
+    assert warm.warmer.keep_warm and lp.lexical("c")._grown.n == 160
 
 
 def test_close_waits_for_the_warm_up_and_lets_go_of_the_side_context(fake_pager):
@@ -58,5 +58,5 @@ def test_close_waits_for_the_warm_up_and_lets_go_of_the_side_context(fake_pager)
     side.clear_cache = lambda: cleared.append(True)
     thread = chat.warm_up(models=True)
     lp.close()
-    assert not thread.is_alive() and lp._side is None and cleared == [True]
+    assert not thread.is_alive() and lp.models._side is None and cleared == [True]
     assert lp.backend is not side  # the chat model passed in is the caller's, and stays

@@ -9,7 +9,7 @@ import time
 import pytest
 from helpers import CHINESE, paged_turns
 
-from localpager.core.keywords import MODEL_STRATEGIES
+from localpager.core.choices import MODEL_STRATEGIES
 from localpager.core.pager import PagingConfig, page_conversation
 from localpager.core.text import term_key, tokenize_words
 from localpager.core.tokens import ApproxTokenCounter

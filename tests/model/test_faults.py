@@ -37,28 +37,28 @@ def real_store(tmp_path_factory):
 
 
 def test_the_real_ask_killed_mid_answer_leaves_a_marked_question_and_the_next_ask_works(real_store):
-    from localpager.store.sqlite import Store
+    from localpager.store.sqlite import SQLiteStore
 
     conv = "synthetic-5-000"
-    before = len(Store(real_store).turns(conv))
+    before = len(SQLiteStore(real_store).turns(conv))
     cmd, env = _cli("ask", conv, "Which snack should I avoid?", store=real_store)
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
     deadline = time.monotonic() + 120
-    while len(Store(real_store).turns(conv)) == before and proc.poll() is None and time.monotonic() < deadline:
+    while len(SQLiteStore(real_store).turns(conv)) == before and proc.poll() is None and time.monotonic() < deadline:
         time.sleep(0.05)  # kill once the question is stored: the model is loading or answering
     time.sleep(random.Random(7).uniform(0, 1.5))
     proc.send_signal(signal.SIGKILL)
     proc.wait()
     check = faultkit.check_store(real_store, [], ask_after=False)
     assert check.ok, check.problems
-    turns = Store(real_store).turns(conv)
+    turns = SQLiteStore(real_store).turns(conv)
     if turns[-1].role == "user":  # killed before the answer was stored: the question is marked
-        assert Store(real_store).unanswered(conv) == [turns[-1].index]
+        assert SQLiteStore(real_store).unanswered(conv) == [turns[-1].index]
     cmd, env = _cli("ask", conv, "What is my budget?", "--json", store=real_store)
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=600)
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout)["answer"]
-    assert Store(real_store).unanswered(conv) == []
+    assert SQLiteStore(real_store).unanswered(conv) == []
 
 
 def _unshare_works() -> bool:

@@ -9,7 +9,8 @@ from fakes import ScriptedBackend
 from faultkit import leaks
 
 from localpager.core.pager import PagingConfig
-from localpager.store.sqlite import Store, StoreError
+from localpager.store.base import StoreError
+from localpager.store.sqlite import SQLiteStore
 
 pytestmark = pytest.mark.embedder
 
@@ -34,7 +35,7 @@ def conversation(lp, conv_id: str, fact: str):
     return conv
 
 
-def files_holding(store: Store, needle: str) -> list[str]:
+def files_holding(store: SQLiteStore, needle: str) -> list[str]:
     """Every file the store owns that holds ``needle``: database, -wal, -shm, indexes, locks, and saved KV
     caches, whose tokens no grep sees (tests/faultkit.py ``leaks``: undecodable here, so any counts)."""
     return leaks(store.path, needle)
@@ -87,7 +88,7 @@ def test_encrypted_store_keeps_no_plaintext_or_vectors_on_disk(fake_pager, embed
     assert [f.name for f in tmp_path.iterdir() if f.suffix in (".faiss", ".json", ".tmp")] == []
     assert not [f for f in tmp_path.rglob("*") if f.is_file() and MARKER.encode() in f.read_bytes()]
     with pytest.raises(StoreError, match="encrypted"):
-        Store(path)
+        SQLiteStore(path)
     reopened = fake_pager(path=path, embedder=embedder, key="a long passphrase").conversation("c")
     assert reopened.search("what is the alarm code?", 1)[0].turn == 6
-    assert isinstance(reopened.lp.backend, ScriptedBackend)
+    assert isinstance(reopened.held.models.backend, ScriptedBackend)

@@ -15,7 +15,7 @@ def test_a_preloaded_model_is_the_one_used(tmp_path):
     lp.preload()
     lp.preload()  # once is enough: a second call starts nothing
     backend = lp.backend
-    assert lp._preloading is None and backend is lp.backend
+    assert not lp.models.preloading and backend is lp.backend
     assert lp.side_backend is not backend and lp.counter().count("hello there") > 0
     lp.close()
 
@@ -24,7 +24,7 @@ def test_an_unused_preload_leaves_no_saved_state(tmp_path):
     lp = LocalPager(tmp_path / "s.db")
     lp.preload()
     lp.close()
-    assert lp._backend is None and not list(tmp_path.glob("s.db.kv-*"))
+    assert lp.models.loaded is None and not list(tmp_path.glob("s.db.kv-*"))
 
 
 def test_a_warmed_chat_reads_only_its_question(tmp_path):
@@ -142,10 +142,10 @@ def test_the_read_ahead_stops_where_the_kept_prefixes_are_full(tmp_path):
     lp.runtime.prime_answer()
     one = side.kept.nbytes  # the fixed part alone
     side.kept.max_bytes = one * 5  # the fixed part and about three notes (each longer than the fixed part)
-    read = chat._read_ahead()
+    read = chat.warmer.read_ahead()
     assert 1 <= read <= 4 and len(side.kept) == read + 1  # every note read is still kept, the fixed part too
     calls = []
     generate = side.generate
     side.generate = lambda *a, **k: (calls.append(1), generate(*a, **k))[1]
-    assert chat._read_ahead() == read and not calls  # kept: nothing read again
+    assert chat.warmer.read_ahead() == read and not calls  # kept: nothing read again
     lp.close()

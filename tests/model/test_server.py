@@ -278,7 +278,7 @@ def test_a_refused_first_question_leaves_no_conversation(server):
 
 def test_serve_budget_pages_a_new_conversation_and_the_inspector_shows_an_oversized_turn(server):
     url, store, _ = server
-    from localpager.store.sqlite import Store
+    from localpager.store.sqlite import SQLiteStore
 
     history = [{"role": "user" if i % 2 == 0 else "assistant", "content": text} for i, text in enumerate(FILLER * 3)]
     huge = "The harbour log for the year lists " + "boats and tides " * 800  # more than any 2,048-token prompt
@@ -288,7 +288,7 @@ def test_serve_budget_pages_a_new_conversation_and_the_inspector_shows_an_oversi
     assert answer.choices[0].message.content
     pages = httpx.get(f"{url}/v1/conversations/budgeted/pages", headers=auth(), timeout=30).json()["data"]
     assert any(p["evicted"] for p in pages)  # under the server's budget of 160 tokens...
-    with Store(store) as s:
+    with SQLiteStore(store) as s:
         assert s.settings("budgeted")["budget"] == 512  # ...which is not stored with the conversation
     long = [p for p in pages if p["too_long_turns"]]
     assert [p["too_long_turns"] for p in long] == [[24]] and not long[0]["in_prompt"] and long[0]["state"] == "too long"

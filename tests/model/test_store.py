@@ -12,7 +12,7 @@ import time
 import pytest
 from helpers import LOCOMO, needs_locomo
 
-from localpager.store.sqlite import Store
+from localpager.store.sqlite import SQLiteStore
 
 
 INGEST = """
@@ -45,7 +45,7 @@ def test_killed_ingest_leaves_no_partial_conversation(tmp_path):
     from localpager.store.loaders import load_conversations
 
     expected = {c.id: len(c.turns) for c in load_conversations(LOCOMO).conversations}
-    with Store(path) as s:
+    with SQLiteStore(path) as s:
         stored = s.list_conversations()
         assert 2 <= len(stored) < 10, "the kill should land mid-ingest"
         for info in stored:

@@ -1,0 +1,89 @@
+"""Ingest: a conversation file read, validated whole, paged and stored, each conversation in one transaction."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from typing import Callable, Sequence
+
+from ..core.pager import PagingConfig, page_conversation
+from ..core.records import Turn
+from ..store.choices import FileFormat
+from ..store.loaders import load_conversations
+from ..store.locks import conversation_lock
+from .models import Models
+from .held import Held
+
+
+@dataclass
+class IngestReport:
+    conversations: int = 0
+    turns: int = 0
+    pages: int = 0
+    evicted: int = 0
+    probes: int = 0
+    ids: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+
+def ingest(held: Held, path: str | os.PathLike, format: str = FileFormat.AUTO, config: PagingConfig | None = None,
+           replace: bool = False, progress=None, on_turns: Callable[[int, int], None] | None = None) -> IngestReport:
+    """Store every conversation of a file (see ``LocalPager.ingest``); the models' tokenizer counts the tokens,
+    and their assistant does the model strategies' side work."""
+    store, models = held.store, held.models
+    config = config or PagingConfig()
+    loaded = load_conversations(path, format)
+    if not replace:
+        taken = [c.id for c in loaded.conversations if store.has_conversation(c.id)]
+        if taken:
+            raise ValueError(f"already in the store: {', '.join(taken)} (use replace to overwrite)")
+    counter = models.counter()
+    report = IngestReport(warnings=list(loaded.warnings))
+    total, paged = sum(len(c.turns) for c in loaded.conversations), 0
+    for conv in loaded.conversations if progress is None else progress(loaded.conversations):
+        turns = conv.turns if on_turns is None else _counted(conv.turns, paged, total, on_turns)
+        pager = page_conversation(turns, counter, config)
+        paged += len(conv.turns)
+        report.warnings += _too_long(conv.id, conv.turns, pager, models, config)
+        if pager.pending_keywords() or pager.pending_worth():  # model strategies: one batch per conversation
+            from ..runtime.assist import maintain
+
+            maintain(pager, models.assistant)
+        settings = {**config.to_dict(), "tokenizer": counter.name}
+        # replacing a conversation another process is writing to waits for it, as every writer does
+        with conversation_lock(store, conv.id, held.lock_timeout):
+            store.save_conversation(conv.id, conv.turns, pager.pages, conv.probes, settings,
+                                    source=str(path), meta=conv.meta, replace=replace)
+        report.conversations += 1
+        report.turns += len(conv.turns)
+        report.pages += len(pager.pages)
+        report.evicted += len(pager.evicted)
+        report.probes += len(conv.probes)
+        report.ids.append(conv.id)
+    return report
+
+
+def _too_long(conv_id: str, turns: Sequence[Turn], pager, models: Models, config: PagingConfig) -> list[str]:
+    """A warning for each turn longer than any prompt can hold whole (it is stored and searchable all the same)."""
+    longest = models.n_ctx - models.recall.max_answer_tokens - 64  # a turn past this fits in no prompt whole
+    warnings = []
+    for turn in turns:
+        if len(turn.render().encode()) + config.turn_overhead <= longest:  # a token is a byte or more
+            continue
+        size = pager.turn_tokens(turn)
+        if size > longest:
+            warnings.append(
+                f"{conv_id}: turn {turn.index} is {size} tokens, longer than a {models.n_ctx}-token context "
+                "can show: it is stored and searchable, but no prompt holds it whole (split it, or use a model "
+                "with a larger context)")
+    return warnings
+
+
+def _counted(turns: Sequence[Turn], before: int, total: int, report, every: int = 500):
+    """``turns`` one by one, calling ``report(before + n, total)`` every ``every`` turns and at the end."""
+    n = 0
+    for n, turn in enumerate(turns, start=1):
+        yield turn
+        if n % every == 0:
+            report(before + n, total)
+    report(before + n, total)
