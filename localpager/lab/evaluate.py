@@ -223,7 +223,7 @@ def evaluate(conversations: Sequence[Transcript], config: EvalConfig, workdir: s
                 keyword_ms += (time.perf_counter() - start) * 1000
                 keyword_pages += len(texts)
         elapsed = time.perf_counter() - started
-        assist = scratch._assistant.stats_dict() if scratch._assistant is not None else {}
+        assist = scratch.models.assistant_stats()
         scratch.close()
     if keyword_pages:
         assist[f"keywords:{paging.keywords}"] = {"pages": keyword_pages, "ms": round(keyword_ms, 1),

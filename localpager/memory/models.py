@@ -143,6 +143,10 @@ class Models:
                 self._assistant = Assistant(self.side_backend)
             return self._assistant
 
+    def assistant_stats(self) -> dict:
+        """What the model's side work cost so far (keywords, eviction advice, worth); empty if it never ran."""
+        return self._assistant.stats_dict() if self._assistant is not None else {}
+
     def counter(self) -> TokenCounter:
         """The loaded model's tokenizer, or a vocabulary-only load of the same model file (a backend other
         than llama.cpp's counts with its own tokenizer: a served model's ``--model`` is no file)."""
