@@ -12,10 +12,10 @@ Messages:
   repeat earlier filler nearly word for word; LoCoMo: turns of the last third that do not point back).
 
 Sets. Tuning: generated seed 0 with the tuning phrasings and LoCoMo 1-5, with the tuning general
-questions. Dev and dev2: generated seeds 50 and 70 with the dev phrasings (``dev_phrasings.py``,
-``dev2_phrasings.py``, each written apart), with their own general questions: tuned on beside the tuning
-set, so that what is chosen holds for other words. Held
-out: generated seed 100 with the held-out phrasings (``heldout_phrasings.py``, written apart again),
+questions. Dev and dev2: generated seeds 50 and 70 with the dev phrasings (``phrasing_dev.json``,
+``phrasing_dev2.json`` in ``localpager/lab/data/``, each written apart), with their own general questions:
+tuned on beside the tuning set, so that what is chosen holds for other words. Held
+out: generated seed 100 with the held-out phrasings (``phrasing_heldout.json``, written apart again),
 LoCoMo 6-10, the held-out general questions: reported, never used. The gate's logistic model is fitted on
 the tuning and dev probes against their general questions and LoCoMo's small talk (the generated small
 talk, near-verbatim repeats of earlier turns, is reported, not fitted), and its threshold is where the

@@ -37,9 +37,10 @@ class EvalStrategy(StrEnum):
 
 
 class Phrasing(StrEnum):
-    """The template sets generated conversations state and ask their facts in (``lab.synthetic``)."""
+    """The template sets generated conversations state and ask their facts in (``lab.synthetic``): each is
+    ``lab/data/phrasing_<name>.json`` (its format: ``lab.synthetic_data``)."""
 
-    TUNING = "tuning"  # synthetic.py's own templates: settings were chosen on it
-    DEV = "dev"  # dev_phrasings.py, written apart, tuned on beside tuning so that settings generalize
-    DEV2 = "dev2"  # dev2_phrasings.py, a second development set written apart
-    HELDOUT = "heldout"  # heldout_phrasings.py, written apart, never tuned on
+    TUNING = "tuning"  # the generator's own templates: settings were chosen on it
+    DEV = "dev"  # written apart, tuned on beside tuning so that settings generalize
+    DEV2 = "dev2"  # a second development set written apart
+    HELDOUT = "heldout"  # written apart, never tuned on

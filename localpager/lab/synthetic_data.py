@@ -1,0 +1,77 @@
+"""The words the synthetic generator (``synthetic.py``) draws from: JSON files under ``data/``.
+
+Every file has an ``"about"`` key: free text, a list of lines, saying what the file is and how it was written
+(never read by the code). Lists keep their order: the generator draws from them by position, so reordering a
+list changes what a seed generates.
+
+``phrasing_<name>.json``, one per phrasing set (``--phrasing <name>``, a member of ``choices.Phrasing``), the
+words facts are stated, corrected and asked in, and the general questions:
+
+- ``"kinds"``: every fact kind of ``facts.json`` by name, each with three lists of templates:
+  ``"says"`` (statements of the fact), ``"asks"`` (questions about it) and ``"updates"`` (corrections of it;
+  ``[]`` for the kinds the tuning set never corrects). Statements and corrections hold ``{v}`` (the value)
+  once, plus the fields of the kind's value maker: ``{day}`` (``clock``), ``{dose}`` (``drug``),
+  ``{phone}`` and ``{email}`` (``person``); they are filled by ``str.format``, so a literal brace is written
+  twice. Questions are used as written: no field, and no digit, so they never contain their answer.
+- ``"general"``: questions that need nothing said before, as probes of type ``general``, grouped under
+  headings of your choosing (``"near allergies": [...]``); the groups are only for the reader and are read
+  as one list, in order.
+
+A new set is a new file plus a member of ``choices.Phrasing`` with the same name; ``tests/fast/test_synthetic.py``
+checks that every set has every kind, with corrections where the tuning set has them.
+
+``facts.json``, what the facts are:
+
+- ``"kinds"``: name -> ``{"type": ..., "value": [maker, arguments...]}``: the fact type (one of
+  ``synthetic.FACT_TYPES``) and the value maker that draws its value (``synthetic.VALUE_MAKERS``), with the
+  maker's arguments: ``["pool", <word pool>]``, ``["drug", <word pool>]`` (the drug and a dose),
+  ``["money", low, high, step]``, or ``[maker]`` alone for ``date``, ``clock``, ``person``, ``units``,
+  ``room``, ``locker``, ``flight`` and ``spot``. The order of the kinds is ``synthetic.FACT_KINDS``'s.
+- ``"word_pools"``: name -> list of alternatives; the first word of each is written in the conversation,
+  all of them are accepted answers.
+- ``"months"``, ``"weekdays"``, ``"first_names"``, ``"last_names"``, ``"mail_domains"``, ``"airlines"``,
+  ``"doses"`` (lists) and ``"parking_levels"`` (a string of letters): what the other makers draw from.
+
+``filler.json``, the small talk around the facts:
+
+- ``"lead_ins"``: said before a statement (``""``: none); ``"acks"`` and ``"update_acks"``: the assistant's
+  reply to a statement and to a correction.
+- ``"topics"``: name -> ``{"slots": {field: [values...]}, "exchanges": [{"user": ..., "assistant": ...}]}``;
+  exchanges are drawn a few at a time from one topic, their ``{field}`` filled from ``slots`` (which a topic
+  without fields leaves out).
+"""
+
+from __future__ import annotations
+
+import json
+from functools import cache
+from importlib.resources import files
+from typing import Any
+
+TEMPLATE_KEYS = ("says", "asks", "updates")
+
+
+@cache
+def load(name: str) -> dict[str, Any]:
+    """``data/<name>.json`` with its lists made tuples; read once per process, shared: do not modify it."""
+    text = files(__package__).joinpath("data").joinpath(f"{name}.json").read_text(encoding="utf-8")
+    return _frozen(json.loads(text))
+
+
+@cache
+def phrasing_set(name: str) -> tuple[dict[str, dict[str, tuple[str, ...]]], tuple[str, ...]]:
+    """The templates of phrasing set ``name`` by fact kind, and its general questions in one tuple."""
+    data = load(f"phrasing_{name}")
+    for kind, templates in data["kinds"].items():
+        if set(templates) != set(TEMPLATE_KEYS):
+            raise ValueError(f"phrasing_{name}.json: kind {kind!r} has {sorted(templates)}, "
+                             f"wants exactly {list(TEMPLATE_KEYS)}")
+    return data["kinds"], tuple(q for group in data["general"].values() for q in group)
+
+
+def _frozen(value: Any) -> Any:
+    if isinstance(value, list):
+        return tuple(_frozen(v) for v in value)
+    if isinstance(value, dict):
+        return {k: _frozen(v) for k, v in value.items()}
+    return value
