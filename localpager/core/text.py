@@ -122,20 +122,6 @@ def light_stem(word: str) -> str:
     return word
 
 
-def f1_stem(word: str) -> str:
-    """The answer scorer's stemmer (``eval.metrics.token_f1``): strips the first of -ing, -edly, -ed,
-    -ly, -es, -s that leaves three letters.
-
-    It is not ``light_stem`` on purpose: it stands in for the Porter stemming of LoCoMo's scorer and
-    strips suffixes ``light_stem`` keeps (-ly, -es), while ``light_stem`` folds -ies and doubled
-    consonants. Every F1 figure reported so far was computed with this one, so it stays as it is.
-    """
-    for suffix in ("ing", "edly", "ed", "ly", "es", "s"):
-        if word.endswith(suffix) and len(word) - len(suffix) >= 3:
-            return word[: -len(suffix)]
-    return word
-
-
 STEMMERS: dict[Stemmer, Callable[[str], str]] = {Stemmer.NONE: lambda w: w, Stemmer.PLURAL: fold_plural,
                                                   Stemmer.LIGHT: light_stem}
 

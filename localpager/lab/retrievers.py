@@ -57,7 +57,7 @@ class BM25:
     name = RetrieverName.BM25
 
     def retrieve(self, question: str, pages: Sequence[Page], k: int) -> list[int]:
-        import bm25s  # an `eval` extra: only needed when this retriever is used
+        import bm25s  # a core dependency, imported only when this retriever is used
 
         if not pages:
             return []

@@ -7,7 +7,6 @@ import pytest
 from localpager.core.text import (
     STEMMERS,
     content_words,
-    f1_stem,
     fold_plural,
     is_small_talk,
     is_stopword,
@@ -15,7 +14,7 @@ from localpager.core.text import (
     term_key,
     tokenize_words,
 )
-from localpager.lab.metrics import token_f1
+from localpager.lab.metrics import f1_stem, token_f1
 
 WORDS = ["running", "painted", "repeatedly", "quickly", "boxes", "peanuts", "parties", "studied", "hiking", "hike",
          "glass", "bus", "this", "sing", "red", "needed", "speed", "ies", "cities", "EpiPen", "1200", "花生"]
