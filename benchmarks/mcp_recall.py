@@ -12,7 +12,7 @@ The official SDK's client spawns ``localpager mcp`` over stdio, as a desktop app
   then warm calls in one process (distinct
   questions: the embedder caches a text it has seen), each p50/p95; beside the library's own
   ``Conversation.recall`` in this process (what the protocol and the process boundary add);
-- agreement on the held-out probes (``localpager generate FILE --phrasing heldout --seed 100``): each probe
+- agreement on the held-out probes (``localpager lab generate FILE --phrasing heldout --seed 100``): each probe
   is asked where the file asks it (the conversation stored up to that turn); through MCP, whether
   ``recall``'s first turn is the evidence turn, and in this process, with the real chat model,
   whether the first turn ``ask`` injects is (``ask(remember=False)``: its trace's injected turns); both rank
@@ -40,7 +40,7 @@ from pathlib import Path
 from mcp import Client, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
-from localpager.lab.bench import percentile
+from localpager.lab.bench import quantile
 
 ROOT = Path(__file__).resolve().parent.parent
 LOCALPAGER = [str(Path(sys.executable).parent / "localpager")] if (Path(sys.executable).parent / "localpager").exists() \
@@ -49,12 +49,12 @@ LEAD_INS = ["", "Quick question: ", "Remind me, ", "I forgot: ", "Can you check:
 
 
 def summary(values: list[float]) -> dict:
-    return {"n": len(values), "p50": percentile(values, 50), "p95": percentile(values, 95),
+    return {"n": len(values), "p50": quantile(values, 0.5, empty=None), "p95": quantile(values, 0.95, empty=None),
             "mean": round(statistics.fmean(values), 1) if values else None}
 
 
 def generate(path: Path, *args: str) -> None:
-    subprocess.run([*LOCALPAGER, "generate", str(path), *args], check=True, stdout=subprocess.DEVNULL)
+    subprocess.run([*LOCALPAGER, "lab", "generate", str(path), *args], check=True, stdout=subprocess.DEVNULL)
 
 
 def server(store: Path, errlog, *args: str) -> stdio_client:

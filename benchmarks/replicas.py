@@ -41,7 +41,7 @@ from pathlib import Path
 
 import httpx
 
-from localpager.lab.bench import percentile
+from localpager.lab.bench import quantile
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))  # the throwaway cluster the tests use
@@ -257,7 +257,7 @@ def run_workload(store_url: str, model_url: str, folder: Path, replicas: int, cl
         replica.stop()
     ms = [a.ms for a in run.acks]
     result = {"replicas": replicas, "clients": clients, "requests": len(run.acks), "retried_requests": run.failures,
-              "p50_ms": percentile(ms, 50), "p95_ms": percentile(ms, 95),
+              "p50_ms": quantile(ms, 0.5, empty=None), "p95_ms": quantile(ms, 0.95, empty=None),
               "mean_ms": round(statistics.fmean(ms), 1) if ms else None,
               "requests_per_s": round(len(run.acks) / wall, 2) if wall else None,
               "turns_acknowledged": 2 * len(run.acks),

@@ -28,7 +28,7 @@ from pathlib import Path
 import httpx
 import openai
 
-from localpager.lab.bench import percentile
+from localpager.lab.bench import quantile
 
 STATEMENTS = [
     "I'm allergic to peanuts, so I always carry an EpiPen.",
@@ -214,10 +214,11 @@ def main() -> None:
         "error_samples": [r.error for r in requests if not r.ok][:3],
         "requests_per_s": round(len(requests) / wall, 2) if wall else None,
         "cold_first_request_ms": round(cold_ms, 1),
-        "warm_p50_ms": percentile([r.ms for r in warm], 50), "warm_p95_ms": percentile([r.ms for r in warm], 95),
-        "warm_server_p50_ms": percentile([r.server_ms for r in warm if r.server_ms is not None], 50),
-        "warm_server_p95_ms": percentile([r.server_ms for r in warm if r.server_ms is not None], 95),
-        "stream_first_token_p50_ms": percentile([r.first_token_ms for r in warm if r.first_token_ms], 50),
+        "warm_p50_ms": quantile([r.ms for r in warm], 0.5, empty=None),
+        "warm_p95_ms": quantile([r.ms for r in warm], 0.95, empty=None),
+        "warm_server_p50_ms": quantile([r.server_ms for r in warm if r.server_ms is not None], 0.5, empty=None),
+        "warm_server_p95_ms": quantile([r.server_ms for r in warm if r.server_ms is not None], 0.95, empty=None),
+        "stream_first_token_p50_ms": quantile([r.first_token_ms for r in warm if r.first_token_ms], 0.5, empty=None),
         "recalls": sum(r.recall for r in requests),
         "turns_stored_per_client": [len(c.history) for c in clients],
         "turns_lost": lost, "notes": notes,

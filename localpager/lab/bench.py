@@ -98,24 +98,13 @@ class TurnTiming:
     turn: int = 0  # its place among the run's probe turns: 0 is the first answer on a newly opened store
 
 
-def quantile(values: list[float], q: float) -> float:
-    """The value below which a share ``q`` (0-1) of ``values`` lies (0 for none), to 0.1: the sorted value at
-    index ``floor(q * n)`` (numpy's ``method="higher"`` at 0.5 and 0.95; p50 of an even count is the upper
-    median). What this bench and ``benchmarks/scale.py`` report. ``percentile`` (neither interpolates) picks a
-    neighbouring value for many counts: one rule for both would move one family's figures on the same samples."""
+def quantile(values: list[float], q: float, *, empty: float | None = 0.0) -> float | None:
+    """The value below which a share ``q`` (0-1) of ``values`` lies, to 0.1: the sorted value at index
+    ``floor(q * n)`` (numpy's ``method="higher"`` at 0.5 and 0.95; p50 of an even count is the upper median);
+    ``empty`` for none. The one percentile of every benchmark (the serving benchmarks used a nearest-rank one until
+    December 2026, which picks a neighbouring value for many counts: their figures measured before differ)."""
     values = sorted(values)
-    return round(values[min(len(values) - 1, int(q * len(values)))], 1) if values else 0.0
-
-
-def percentile(values: list[float], q: float) -> float | None:
-    """The ``q``-th percentile (0-100) of ``values`` (None for none), to 0.1: the sorted value nearest rank
-    ``q / 100 * (n - 1)``, ties to even, numpy's ``method="nearest"`` (for an even count, p50 is the lower or
-    the upper median depending on n). What the serving benchmarks report (``mcp_recall``, ``server_load``,
-    ``replicas``); see ``quantile``."""
-    if not values:
-        return None
-    values = sorted(values)
-    return round(values[min(len(values) - 1, max(0, round(q / 100 * (len(values) - 1))))], 1)
+    return round(values[min(len(values) - 1, int(q * len(values)))], 1) if values else empty
 
 
 def hardware_rates(backend, reps: int = 3) -> tuple[float, float]:
