@@ -409,12 +409,12 @@ def test_cli_key_env(fake_pager, tmp_path):
 
 @pytest.mark.sqlite_only
 def test_chat_unknown_slash_command_is_not_sent_or_stored(fake_pager, tmp_path, monkeypatch):
-    import localpager.cli as cli_module
+    import localpager.cli.answer as answer
 
     lp = fake_pager(path=tmp_path / "s.db")
     conv = lp.conversation("c", create=True, config=SMALL)
     fill(conv, 30, marker_at=7)
-    monkeypatch.setattr(cli_module, "_chat_conversation", lambda *a, **k: conv)
+    monkeypatch.setattr(answer, "open_chat", lambda *a, **k: conv)
     result = _cli(tmp_path / "s.db", "chat", "c", input=f"/frobnicate\n/pin 2\n/forget {MARKER}\ny\n"
                                                         f"/export {tmp_path / 'x.jsonl'}\n/quit\n")
     assert "unknown command /frobnicate" in result.output

@@ -1,0 +1,5 @@
+"""``python -m localpager.cli``: the ``localpager`` command."""
+
+from . import main
+
+main()

@@ -1,0 +1,197 @@
+"""The commands over what a store remembers: list conversations and their pages, bookmarks and traces, set a
+budget, pin a page, and the user's controls (search, forget, correct). Each one a call of the library API
+(``LocalPager``, ``Conversation``); no chat model loads unless one needs token counts."""
+
+from __future__ import annotations
+
+import click
+
+from ..core.choices import BookmarkFormat
+from .options import ChoiceOf
+from .output import Bars, echo_json, page_line, prepare_recall
+from .session import friendly_errors, open_conversation, open_pager
+
+
+@click.command()
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_context
+def conversations(ctx, as_json):
+    """List the stored conversations."""
+    with friendly_errors():
+        infos = open_pager(ctx, create=False).conversations()
+    if as_json:
+        echo_json([i.__dict__ for i in infos])
+        return
+    for i in infos:
+        click.echo(f"{i.id}\t{i.turns} turns\t{i.pages} pages ({i.evicted} evicted)\t{i.probes} probes")
+
+
+@click.command()
+@click.argument("conv_id")
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_context
+def pages(ctx, conv_id, as_json):
+    """The pages of a conversation."""
+    with friendly_errors():
+        conv = open_conversation(ctx, conv_id)
+    if as_json:
+        echo_json([{k: v for k, v in p.__dict__.items() if k != "text"} for p in conv.pages])
+        return
+    for p in conv.pages:
+        click.echo(page_line(p))
+
+
+@click.command()
+@click.argument("conv_id")
+@click.argument("page_id", type=int)
+@click.option("--unpin", is_flag=True)
+@click.pass_context
+def pin(ctx, conv_id, page_id, unpin):
+    """Pin page PAGE_ID of CONV_ID so that it is never evicted (or --unpin it)."""
+    with friendly_errors():
+        try:
+            page = open_conversation(ctx, conv_id).pin(page_id, not unpin)
+        except KeyError as exc:
+            raise click.ClickException(exc.args[0]) from None
+    state = "pinned" if page.pinned else "unpinned"
+    click.echo(f"p{page.page_id} {state}{' (it is evicted; it stays evicted)' if page.evicted and page.pinned else ''}")
+
+
+@click.command()
+@click.argument("conv_id")
+@click.option("--format", "fmt", type=ChoiceOf(BookmarkFormat, "bookmark format"), default=None,
+              help="bookmark format (default: the conversation's)")
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_context
+def bookmarks(ctx, conv_id, fmt, as_json):
+    """One bookmark a line for every page of a conversation."""
+    with friendly_errors():
+        conv = open_conversation(ctx, conv_id)
+        lines = conv.bookmarks(fmt)
+    if as_json:
+        echo_json([{"page_id": p.page_id, "evicted": p.evicted, "bookmark": b} for p, b in zip(conv.pages, lines)])
+        return
+    for line in lines:
+        click.echo(line)
+
+
+@click.command()
+@click.argument("conv_id")
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_context
+def log(ctx, conv_id, as_json):
+    """The stored traces of CONV_ID's answered turns."""
+    from ..runtime.trace import format_trace
+
+    with friendly_errors():
+        traces = open_conversation(ctx, conv_id).traces()
+    if as_json:
+        echo_json(traces)
+        return
+    for t in traces:
+        if t.get("status") in ("unanswered", "interrupted"):  # a question whose answer never came (or not yet)
+            reason = f": {t['reason']}" if t.get("reason") else " (being answered, or its process died)"
+            click.echo(f"turn {t['turn']}: {t.get('question', '')[:70]!r}\n  no answer, {t['status']}{reason}")
+        else:
+            click.echo(format_trace(t))
+
+
+@click.command()
+@click.argument("conv_id")
+@click.argument("tokens", type=click.IntRange(min=1), required=False)
+@click.option("--model", type=click.Path(), envvar="LOCALPAGER_MODEL", help="GGUF file whose tokenizer counts tokens")
+@click.pass_context
+def budget(ctx, conv_id, tokens, model):
+    """Show CONV_ID's stored memory budget, or store TOKENS as its budget (evicting at once if over it)."""
+    with friendly_errors():
+        conv = open_pager(ctx, model, create=False).conversation(conv_id)
+        if tokens is None:
+            click.echo(conv.budget)
+            return
+        conv.set_budget(tokens)
+    click.echo(f"{conv_id}: budget {tokens} tokens")
+
+
+# -- memory the user controls: forget, search, correct ---------------------------------------------------
+@click.command()
+@click.argument("conv_id")
+@click.option("--turn", type=int, default=None, help="forget turn N (as `log` and citations number them)")
+@click.option("--page", type=int, default=None, help="forget every turn of page N")
+@click.option("--match", default=None, help="forget every turn containing TEXT (case-insensitive)")
+@click.option("--dry-run", is_flag=True, help="list what would be forgotten; change nothing")
+@click.option("--yes", is_flag=True, help="no confirmation when forgetting a whole conversation")
+@click.option("--finish", is_flag=True, help="finish rewriting the store's files after a forget that could not")
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_context
+def forget(ctx, conv_id, turn, page, match, dry_run, yes, finish, as_json):
+    """Forget turns of CONV_ID (or, with no --turn/--page/--match, the whole conversation): their text,
+    vectors, bookmark words and the traces repeating them, erased from the store's files. Exits 1 if the
+    files could not be rewritten (another process was reading the store): run it again, or --finish."""
+    if sum(x is not None for x in (turn, page, match)) > 1:
+        raise click.UsageError("give one of --turn, --page or --match")
+    if finish and (dry_run or any(x is not None for x in (turn, page, match))):
+        raise click.UsageError("--finish takes no --turn, --page, --match or --dry-run")
+    with friendly_errors():
+        lp = open_pager(ctx, create=False)
+        if finish:
+            from ..memory.controls import ForgetReport
+
+            done = lp.finish_erase()
+            report = ForgetReport(conv_id, rewritten=done, erased=done, rewrite_pending=not done)
+        elif turn is None and page is None and match is None:
+            if not dry_run and not yes:
+                preview = lp.forget_conversation(conv_id, dry_run=True)
+                click.confirm(f"forget conversation {conv_id} ({len(preview.turns)} turns) for good?", abort=True,
+                              err=True)
+            report = lp.forget_conversation(conv_id, dry_run=dry_run)
+        else:
+            report = lp.conversation(conv_id).forget(turn=turn, page=page, match=match, dry_run=dry_run)
+    if as_json:
+        echo_json(report.to_dict())
+    elif finish:
+        click.echo("rewrote the store's files: nothing forgotten is left in them" if report.rewritten else
+                   "could not rewrite the store's files: another process is reading the store; run this again "
+                   "once it has closed")
+    else:
+        for line in report.lines():
+            click.echo(line)
+    if report.rewrite_pending:  # the text is still on disk: not a success
+        ctx.exit(1)
+
+
+@click.command()
+@click.argument("conv_id")
+@click.argument("query")
+@click.option("--limit", type=click.IntRange(min=1), default=10, show_default=True)
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_context
+def search(ctx, conv_id, query, limit, as_json):
+    """What CONV_ID remembers about QUERY: turns ranked as a recall ranks them (loads the embedder only)."""
+    with friendly_errors():
+        conv = open_conversation(ctx, conv_id)
+        prepare_recall(conv, Bars(disabled=as_json))
+        hits = conv.search(query, limit)
+    if as_json:
+        echo_json([h.to_dict() for h in hits])
+        return
+    for h in hits:
+        click.echo(h.line())
+    if not hits:
+        click.echo("(nothing remembered)")
+
+
+@click.command()
+@click.argument("conv_id")
+@click.option("--turn", type=int, required=True, help="the turn the new statement corrects")
+@click.argument("text")
+@click.option("--model", type=click.Path(), envvar="LOCALPAGER_MODEL", help="GGUF file whose tokenizer counts tokens")
+@click.pass_context
+def correct(ctx, conv_id, turn, text, model):
+    """Record TEXT as the corrected statement of --turn N: recall then shows TEXT, and the old turn is
+    labelled changed."""
+    with friendly_errors():
+        new = open_pager(ctx, model, create=False).conversation(conv_id).correct(turn, text)
+    click.echo(f"turn {turn} corrected by turn {new.index}")
+
+
+COMMANDS = (conversations, pages, pin, bookmarks, log, budget, forget, search, correct)

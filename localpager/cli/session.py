@@ -1,0 +1,86 @@
+"""What a command opens, from the global options: the ``LocalPager`` of ``--store`` (with ``--key-env``'s key
+and the ``--backend`` options), and known failures as one-line errors."""
+
+from __future__ import annotations
+
+import os
+from contextlib import contextmanager
+
+import click
+
+# optional dependencies by top-level module, and the extra (pyproject.toml) that installs each
+OPTIONAL_MODULES = {"matplotlib": "eval", "fastapi": "server", "uvicorn": "server", "sse_starlette": "server",
+                    "starlette": "server", "httpx": "http", "sqlcipher3": "encrypt", "psycopg": "postgres",
+                    "psycopg_pool": "postgres"}
+BACKEND_ENV = {"backend": "LOCALPAGER_BACKEND", "base_url": "LOCALPAGER_BASE_URL", "api_key": "LOCALPAGER_API_KEY",
+               "tokenizer": "LOCALPAGER_TOKENIZER", "constraint": "LOCALPAGER_CONSTRAINT",
+               "allow_estimate": "LOCALPAGER_ALLOW_ESTIMATE"}
+
+
+@contextmanager
+def friendly_errors():
+    """Known failures become one-line errors; anything else stays a traceback (a bug to report)."""
+    from ..backends.base import BackendError
+    from ..backends.modelpaths import ModelNotFoundError
+    from ..store.base import StoreError
+    from ..store.loaders import ConversationFileError
+
+    try:
+        yield
+    except ModuleNotFoundError as exc:  # an optional dependency: say which extra brings it
+        extra = OPTIONAL_MODULES.get((exc.name or "").split(".")[0])
+        if extra is None:
+            raise
+        raise click.ClickException(f"this needs {exc.name}, which is not installed: "
+                                   f"pip install 'localpager[{extra}]'") from None
+    except (BackendError, ConversationFileError, ModelNotFoundError, StoreError, ValueError, OSError) as exc:
+        raise click.ClickException(str(exc).splitlines()[0] if str(exc) else type(exc).__name__) from None
+
+
+def open_pager(ctx: click.Context, model: str | None = None, *, create: bool = True, **options):
+    """The LocalPager of ``--store``. Without ``create`` the store must exist: commands that only read it,
+    or need a conversation already in it, never leave an empty store behind."""
+    from ..memory.api import LocalPager
+    from ..store.base import StoreError
+    from ..store.location import open_store
+
+    try:  # a SQLite file, or postgresql://USER@HOST:PORT/DB (store.location)
+        store = open_store(ctx.obj["store"], key=store_key(ctx), create=create)
+    except StoreError as exc:
+        raise click.ClickException(str(exc)) from None
+    lp = LocalPager(store, model=model, **{**backend_options(ctx), **options})
+    ctx.call_on_close(lp.close)  # saves the chat's KV cache for the next command (localpager.store.kvstate)
+    return lp
+
+
+def open_conversation(ctx: click.Context, conv_id: str):
+    """An existing conversation of an existing store; no model loads until a command needs one."""
+    return open_pager(ctx, create=False).conversation(conv_id)
+
+
+def backend_options(ctx: click.Context) -> dict:
+    """LocalPager's ``backend`` and ``backend_options`` from the global options (none: the default backend)."""
+    chosen = ctx.obj.get("backend") or {}
+    if not chosen.get("backend"):
+        return {}
+    options = {k: v for k, v in chosen.items() if k != "backend" and v not in (None, False)}
+    return {"backend": chosen["backend"], "backend_options": options if chosen["backend"] == "openai-http" else {}}
+
+
+def export_backend(ctx: click.Context) -> None:
+    """Put the global backend options in this process's environment, where the commands that build their
+    own backends (eval, bench and the processes bench starts) find them."""
+    for key, value in (ctx.obj.get("backend") or {}).items():
+        if value not in (None, False):
+            os.environ[BACKEND_ENV[key]] = "1" if value is True else str(value)
+
+
+def store_key(ctx: click.Context) -> str | None:
+    """The encryption key named by ``--key-env`` (read from that environment variable), or None."""
+    name = ctx.obj.get("key_env")
+    if not name:
+        return None
+    key = os.environ.get(name)
+    if not key:
+        raise click.ClickException(f"--key-env {name}: the environment variable {name} is not set or empty")
+    return key
