@@ -46,7 +46,7 @@ $(STAMP): pyproject.toml Makefile
 
 demo: setup
 	rm -rf $(DEMO) && mkdir -p $(DEMO)
-	$(BIN)/localpager generate $(DEMO)/conversations.jsonl --n 1 --seed 3 --turns 160
+	$(BIN)/localpager lab generate $(DEMO)/conversations.jsonl --n 1 --seed 3 --turns 160
 	$(BIN)/localpager --store $(DEMO)/store.db ingest $(DEMO)/conversations.jsonl
 	$(BIN)/localpager --store $(DEMO)/store.db bookmarks synthetic-3-000
 	$(BIN)/localpager --store $(DEMO)/store.db ask synthetic-3-000 --probe 0

@@ -2,8 +2,8 @@
 
 The top group and its global options are here; the commands are in modules by what they do: ``memory``
 (conversations, pages, bookmarks, budgets, search, forget, correct), ``answer`` (ask, chat), ``store``
-(ingest, export, import, migrate-store), ``serve`` (serve, mcp) and ``lab`` (eval, bench,
-generate, simulate). ``options``, ``session`` and ``output`` are what they share.
+(ingest, export, import, migrate-store), ``serve`` (serve, mcp) and ``lab`` (eval, bench, and the ``lab``
+group's experiments). ``options``, ``session`` and ``output`` are what they share.
 
 At start-up only click and modules of the standard library are imported (the option choices come from each
 layer's ``choices`` module), so ``localpager --help`` stays fast; numpy, FAISS and the model runtimes are

@@ -1,6 +1,7 @@
 """Measuring memory: ``eval`` (answers scored, on generated conversations or one's own), ``bench`` (recall
-latency on this machine), ``generate`` (synthetic conversations with planted facts) and ``simulate`` (paging
-policies replayed). None of them opens the store; they run ``localpager.lab``."""
+latency on this machine) and the ``lab`` group, for experiments (``lab generate``: synthetic conversations with
+planted facts; ``lab simulate``: paging policies replayed). None of them opens the store; they run
+``localpager.lab``."""
 
 from __future__ import annotations
 
@@ -39,7 +40,13 @@ from .session import export_backend, friendly_errors
 EVAL_RECALL_MODES = (RecallMode.AUTO, RecallMode.ALWAYS)  # never: the eval's truncation strategy
 
 
-@click.command()
+@click.group(name="lab")
+def lab():
+    """Experiments: synthetic conversations with planted facts (generate) and paging policies replayed over
+    them (simulate). They open no store."""
+
+
+@lab.command()
 @click.argument("out", type=click.Path(dir_okay=False, writable=True))
 @click.option("--n", "count", type=click.IntRange(min=1), default=10, show_default=True, help="conversations to generate")
 @click.option("--seed", type=int, default=0, show_default=True)
@@ -65,7 +72,7 @@ def generate(out, count, seed, turns, revisiting, phrasing, general):
     click.echo(f"wrote {len(conversations)} conversations ({conversations[0].id} …), {probes} probes to {out}")
 
 
-@click.command()
+@lab.command()
 @click.argument("dataset", type=click.Path(dir_okay=False))
 @click.option("--format", "fmt", type=ChoiceOf(FileFormat, "file format"), default=FileFormat.AUTO.value,
               show_default=True)
@@ -310,4 +317,4 @@ def bench_lines(result: dict, cold_turns: int) -> list[str]:
     ]
 
 
-COMMANDS = (generate, simulate, evaluate_cmd, bench)
+COMMANDS = (lab, evaluate_cmd, bench)

@@ -106,7 +106,7 @@ class StoreGroup(click.Group):
     its name (``localpager bookmarks X --store m.db``), where people put them: before, only
     ``localpager --store m.db bookmarks X`` worked and the other order was "No such option"."""
 
-    WITHOUT_STORE = ("generate", "simulate", "eval", "bench", "migrate-store")
+    WITHOUT_STORE = ("lab", "eval", "bench", "migrate-store")
 
     def add_command(self, cmd: click.Command, name: str | None = None) -> None:
         if (name or cmd.name) not in self.WITHOUT_STORE:

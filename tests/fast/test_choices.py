@@ -50,10 +50,10 @@ def message(what: str, value: str, names) -> str:
 CLI_OPTIONS = [
     ("ingest", ["f.jsonl"], "--boundary", [*Boundary, *PARAMETRIC_BOUNDARIES], "boundary policy", False),
     ("eval", ["d.jsonl"], "--boundary", [*Boundary, *PARAMETRIC_BOUNDARIES], "boundary policy", False),
-    ("simulate", ["d.jsonl"], "--boundary", [*Boundary, *PARAMETRIC_BOUNDARIES], "boundary policy", True),
+    ("lab simulate", ["d.jsonl"], "--boundary", [*Boundary, *PARAMETRIC_BOUNDARIES], "boundary policy", True),
     ("ingest", ["f.jsonl"], "--eviction", list(Eviction), "eviction policy", False),
     ("eval", ["d.jsonl"], "--eviction", list(Eviction), "eviction policy", True),
-    ("simulate", ["d.jsonl"], "--eviction", [*Eviction, "belady"], "eviction policy", True),
+    ("lab simulate", ["d.jsonl"], "--eviction", [*Eviction, "belady"], "eviction policy", True),
     ("ingest", ["f.jsonl"], "--keywords", list(KeywordStrategy), "keyword strategy", False),
     ("eval", ["d.jsonl"], "--keywords", list(KeywordStrategy), "keyword strategy", True),
     ("ingest", ["f.jsonl"], "--bookmark-format", list(BookmarkFormat), "bookmark format", False),
@@ -69,24 +69,31 @@ CLI_OPTIONS = [
     ("eval", ["d.jsonl"], "--page-choice", list(PageChoice), "page choice", False),
     ("eval", ["d.jsonl"], "--signal", list(Signal), "signal", False),
     ("eval", ["d.jsonl"], "--strategy", list(EvalStrategy), "strategy", True),
-    ("simulate", ["d.jsonl"], "--retriever", list(RetrieverName), "retriever", True),
-    ("generate", ["o.jsonl"], "--phrasing", list(Phrasing), "phrasing", False),
+    ("lab simulate", ["d.jsonl"], "--retriever", list(RetrieverName), "retriever", True),
+    ("lab generate", ["o.jsonl"], "--phrasing", list(Phrasing), "phrasing", False),
     ("ingest", ["f.jsonl"], "--format", list(FileFormat), "file format", False),
     ("eval", ["d.jsonl"], "--format", list(FileFormat), "file format", False),
-    ("simulate", ["d.jsonl"], "--format", list(FileFormat), "file format", False),
+    ("lab simulate", ["d.jsonl"], "--format", list(FileFormat), "file format", False),
 ]
 CLI_IDS = [f"{c} {o}" for c, _, o, *_ in CLI_OPTIONS]
 
 
+def command_of(path: str) -> click.Command:
+    """The command ``localpager PATH`` runs (``lab simulate``: a command of the ``lab`` group)."""
+    cmd = cli
+    for name in path.split():
+        cmd = cmd.commands[name]
+    return cmd
+
+
 def parsed(command: str, args: list[str]) -> dict:
     """The values the command's options parse to, without running it."""
-    cmd = cli.commands[command]
-    with cmd.make_context(command, args) as ctx:
+    with command_of(command).make_context(command.split()[-1], args) as ctx:
         return ctx.params
 
 
 def param_of(command: str, option: str) -> click.Parameter:
-    return next(p for p in cli.commands[command].params if option in p.opts)
+    return next(p for p in command_of(command).params if option in p.opts)
 
 
 @pytest.mark.parametrize("command,before,option,names,what,is_list", CLI_OPTIONS, ids=CLI_IDS)
@@ -103,7 +110,7 @@ def test_every_name_round_trips_through_the_cli_option(command, before, option, 
 
 @pytest.mark.parametrize("command,before,option,names,what,is_list", CLI_OPTIONS, ids=CLI_IDS)
 def test_an_unknown_name_on_the_cli_gets_the_one_message(command, before, option, names, what, is_list):
-    result = CliRunner().invoke(cli, [command, *before, option, "nope"])
+    result = CliRunner().invoke(cli, [*command.split(), *before, option, "nope"])
     assert result.exit_code == 2
     assert re.search(message(what, "nope", names), " ".join(result.output.split())), result.output
 
@@ -112,7 +119,7 @@ def test_an_unknown_name_on_the_cli_gets_the_one_message(command, before, option
 def test_the_cli_offers_exactly_the_enum_and_shows_its_default_by_name(command, before, option, names, what,
                                                                       is_list):
     param = param_of(command, option)
-    help_text = " ".join(CliRunner().invoke(cli, [command, "--help"]).output.split())
+    help_text = " ".join(CliRunner().invoke(cli, [*command.split(), "--help"]).output.split())
     assert "|".join(map(str, names)) in help_text.replace(" ", "")
     if param.default is not None:
         default = param.default
@@ -128,14 +135,16 @@ def test_the_internal_recall_mode_is_never_offered():
     assert choose(RecallMode, "selector", "recall mode", offered=OFFERED_RECALL_MODES) is RecallMode.SELECTOR
 
 
-def test_no_hidden_option_and_no_old_name_is_left():
-    def walk(group):
-        for cmd in group.commands.values():
-            yield cmd
-            if isinstance(cmd, click.Group):
-                yield from walk(cmd)
+def walk(group: click.Group, path: tuple[str, ...] = ()):
+    """(the names that run it, the command) for every command and group under ``group``."""
+    for name, cmd in sorted(group.commands.items()):
+        yield (*path, name), cmd
+        if isinstance(cmd, click.Group):
+            yield from walk(cmd, (*path, name))
 
-    for cmd in [cli, *walk(cli)]:
+
+def test_no_hidden_option_and_no_old_name_is_left():
+    for cmd in [cli, *(cmd for _, cmd in walk(cli))]:
         for param in cmd.params:
             assert not getattr(param, "hidden", False), (cmd.name, param.opts)
             assert "--selector" not in param.opts, cmd.name
@@ -285,7 +294,7 @@ def test_the_selector_names_the_trigger_the_trace_repeats():
 
 # -- start-up stays light ------------------------------------------------------------------------------
 def test_the_cli_help_imports_no_numpy_faiss_or_model_runtime():
-    commands = ["--help"] + [f"{name} --help" for name in sorted(cli.commands)]
+    commands = ["--help"] + [f"{' '.join(path)} --help" for path, _ in walk(cli)]
     code = ("import sys\nfrom click.testing import CliRunner\nfrom localpager.cli import cli\n"
             f"for args in {commands!r}:\n"
             "    assert CliRunner().invoke(cli, args.split()).exit_code == 0, args\n"

@@ -60,5 +60,5 @@ def test_every_command_that_opens_the_store_takes_the_store_options(name):
 
 
 def test_a_command_without_a_store_says_so(tmp_path):
-    result = run("generate", str(tmp_path / "g.jsonl"), "--store", "m.db")
+    result = run("lab", "generate", str(tmp_path / "g.jsonl"), "--store", "m.db")
     assert result.exit_code == 2 and "No such option '--store'" in result.output

@@ -217,13 +217,17 @@ def test_every_localpager_command_and_option_shown_exists(page):
         if args is None:
             continue
         where = f"{rel(page)}: `{line.strip()}`"
-        # the group's options come before the command; the command's own (and --store, --key-env) after it
-        positional = check_options(args, cli.params, where, stop_at_positional=True)
-        if not positional:
-            continue
-        name = positional[0]
-        assert name in cli.commands, f"{where}: no command {name!r}"
-        check_options(args[args.index(name) + 1:], cli.commands[name].params, where)
+        # a group's options come before its command; the command's own (and --store, --key-env) after it
+        command, rest = cli, args
+        while isinstance(command, click.Group):
+            positional = check_options(rest, command.params, where, stop_at_positional=True)
+            if not positional:
+                break
+            name = positional[0]
+            assert name in command.commands, f"{where}: no command {name!r}"
+            command, rest = command.commands[name], rest[rest.index(name) + 1:]
+        else:
+            check_options(rest, command.params, where)
 
 
 @pytest.mark.parametrize("page", CURRENT, ids=rel)
@@ -249,16 +253,16 @@ def quickstart() -> list[tuple[list[str], list[str]]]:
 def test_the_quickstart_asks_about_what_the_data_it_makes_holds(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     steps = quickstart()
-    generate = next((args, out) for args, out in steps if args[0] == "generate")
+    generate = next((args, out) for args, out in steps if args[:2] == ["lab", "generate"])
     result = CliRunner().invoke(cli, generate[0])
     assert result.exit_code == 0, result.output
     assert result.output.splitlines() == generate[1], "the README shows another output of its generate"
     conversations = {}
-    for line in Path(generate[0][1]).read_text(encoding="utf-8").splitlines():
+    for line in Path(generate[0][2]).read_text(encoding="utf-8").splitlines():
         conv = json.loads(line)
         conversations[conv["id"]] = [t["text"] for t in conv["turns"]]
     for args, out in steps:
-        if args[0] in ("generate", "ingest"):
+        if args[0] in ("lab", "ingest"):
             continue
         conv_id = next(a for a in args[1:] if not a.startswith("-"))
         assert conv_id in conversations, f"the quickstart's {args[0]} names {conv_id}, which generate does not make"

@@ -266,9 +266,9 @@ def test_a_bad_budget_stored_by_an_older_version_names_the_fix(chat):
     lp.close()
 
 
-@pytest.mark.parametrize("args", [("generate", "OUT", "--n", "0"), ("generate", "OUT", "--n", "-3"),
+@pytest.mark.parametrize("args", [("lab", "generate", "OUT", "--n", "0"), ("lab", "generate", "OUT", "--n", "-3"),
                                   ("ask", "c", "q", "--budget", "0"), ("ask", "c", "q", "--budget", "-3"),
-                                  ("simulate", "OUT", "--k", "0"), ("bench", "--turns", "0"),
+                                  ("lab", "simulate", "OUT", "--k", "0"), ("bench", "--turns", "0"),
                                   ("budget", "c", "0")])
 def test_zero_and_negative_counts_are_refused_before_anything_is_stored(chat, tmp_path, args):
     before = dump(chat.store.path)

@@ -13,7 +13,7 @@ from helpers import BOOKMARK, LOCOMO, needs_locomo, run_cli
 @pytest.mark.model  # ingest counts tokens with the GGUF tokenizer
 def test_generated_conversations_ingest_and_bookmark(tmp_path):
     data, store = tmp_path / "gen.jsonl", tmp_path / "s.db"
-    run_cli("generate", data, "--n", 2, "--seed", 1)
+    run_cli("lab", "generate", data, "--n", 2, "--seed", 1)
     out = run_cli("ingest", data, "--boundary", "fixed_10", store=store).stdout
     assert re.search(r"stored 2 conversations, \d+ turns, \d+ pages", out)
     listing = json.loads(run_cli("conversations", "--json", store=store).stdout)

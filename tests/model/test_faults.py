@@ -29,7 +29,7 @@ def _cli(*args, store, **kwargs):
 def real_store(tmp_path_factory):
     d = tmp_path_factory.mktemp("real")
     data, store = d / "c.jsonl", d / "s.db"
-    for args in (("generate", data, "--n", "1", "--turns", "60", "--seed", "5"), ("ingest", data)):
+    for args in (("lab", "generate", data, "--n", "1", "--turns", "60", "--seed", "5"), ("ingest", data)):
         cmd, env = _cli(*args, store=store)
         proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=600)
         assert proc.returncode == 0, proc.stderr

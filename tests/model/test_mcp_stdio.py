@@ -43,7 +43,7 @@ def data(tmp_path_factory):
     """A generated conversation (400 turns, planted facts and their probes), as a file."""
     folder = tmp_path_factory.mktemp("mcp")
     path = folder / "conv.jsonl"
-    result = CliRunner().invoke(cli, ["generate", str(path), "--n", "1", "--seed", "3", "--turns", "400"])
+    result = CliRunner().invoke(cli, ["lab", "generate", str(path), "--n", "1", "--seed", "3", "--turns", "400"])
     assert result.exit_code == 0, result.output
     return json.loads(path.read_text(encoding="utf-8").splitlines()[0]), path
 
