@@ -30,8 +30,10 @@ from ..store.choices import FileFormat
 from .options import (
     BoundaryName,
     ChoiceOf,
+    ExperimentCommand,
     ListOf,
     boundary_name,
+    experiment_option,
     list_of,
     positive_ints,
 )
@@ -165,50 +167,50 @@ def eval_experiment_options(f):
     """What only an experiment sets: runs compared (one per value of a list), baselines, the ceiling run,
     and variants of the settings the product's defaults were chosen among."""
     for decorator in reversed([
-        click.option("--strategy", "strategies", type=list_of(EvalStrategy, "strategy"),
+        experiment_option("--strategy", "strategies", type=list_of(EvalStrategy, "strategy"),
                           default=EvalStrategy.BOOKMARKS.value, show_default=True,
                           help="strategies (one run each)"),
-        click.option("--eviction", "evictions", type=list_of(Eviction, "eviction policy"),
+        experiment_option("--eviction", "evictions", type=list_of(Eviction, "eviction policy"),
                           default=DEFAULT_EVICTION.value, show_default=True, help="eviction policies (one run each)"),
-        click.option("--keywords", "keyword_strategies", type=list_of(KeywordStrategy, "keyword strategy"),
+        experiment_option("--keywords", "keyword_strategies", type=list_of(KeywordStrategy, "keyword strategy"),
                           default=DEFAULT_KEYWORDS.value, show_default=True,
                           help="keyword strategies (one run each; llm-*, hybrid and auto ask the model)"),
-        click.option("--layout", "layouts", type=list_of(Layout, "layout"), default=DEFAULT_LAYOUT.value,
+        experiment_option("--layout", "layouts", type=list_of(Layout, "layout"), default=DEFAULT_LAYOUT.value,
                           show_default=True, help="answer layouts (one run each)"),
-        click.option("--page-choice", type=ChoiceOf(PageChoice, "page choice"),
+        experiment_option("--page-choice", type=ChoiceOf(PageChoice, "page choice"),
                           default=DEFAULT_PAGE_CHOICE.value, show_default=True,
                           help="who picks the pages the bookmarks strategy injects: the model, the ranking or both"),
-        click.option("--signal", type=ChoiceOf(Signal, "signal"), default=DEFAULT_SIGNAL.value,
+        experiment_option("--signal", type=ChoiceOf(Signal, "signal"), default=DEFAULT_SIGNAL.value,
                           show_default=True, help="what of a page the reranking compares with the question"),
-        click.option("--trigger", type=ChoiceOf(Trigger, "trigger"), default=DEFAULT_TRIGGER.value,
+        experiment_option("--trigger", type=ChoiceOf(Trigger, "trigger"), default=DEFAULT_TRIGGER.value,
                           show_default=True,
                           help="gate: page in when the recall gate says memory is relevant; question: every question "
                                "while pages are evicted (the rule before the gate); off: only when the model asks"),
-        click.option("--recall", "recall_mode", type=ChoiceOf(RecallMode, "recall mode", EVAL_RECALL_MODES),
+        experiment_option("--recall", "recall_mode", type=ChoiceOf(RecallMode, "recall mode", EVAL_RECALL_MODES),
                           default=RecallMode.AUTO.value, show_default=True,
                           help="always: the model must name pages on every probe (compares page choices on the "
                                "same recalls)"),
-        click.option("--excerpt", default="0", show_default=True,
+        experiment_option("--excerpt", default="0", show_default=True,
                           help="turns each side of a recalled page's best turn to inject, or 'page' for the whole page"),
-        click.option("--pages", "max_pages", type=click.IntRange(1, 8), default=None,
+        experiment_option("--pages", "max_pages", type=click.IntRange(1, 8), default=None,
                           help="pages one recall injects at most (default: the reranking selector's)"),
-        click.option("--several-pages", type=click.IntRange(1, 8), default=None,
+        experiment_option("--several-pages", type=click.IntRange(1, 8), default=None,
                           help="pages a recall injects at most when the question asks for several things (default: "
                                "the reranking selector's)"),
-        click.option("--hide-bookmarks", is_flag=True,
+        experiment_option("--hide-bookmarks", is_flag=True,
                           help="no bookmark list in the prompt: pages come back by the trigger alone"),
-        click.option("--no-oracle", is_flag=True, help="skip the evidence-injected ceiling run"),
-        click.option("--categories", default=None,
+        experiment_option("--no-oracle", is_flag=True, help="skip the evidence-injected ceiling run"),
+        experiment_option("--categories", default=None,
                           help="LoCoMo question categories to ask, comma-separated (e.g. 1,2,3,4); default: all "
                                "with evidence"),
-        click.option("--repeat-penalty", type=float, default=1.0, show_default=True,
+        experiment_option("--repeat-penalty", type=float, default=1.0, show_default=True,
                           help="llama.cpp repeat penalty for answers (the repetition guard runs regardless)"),
     ]):
         f = decorator(f)
     return f
 
 
-@click.command(name="eval")
+@click.command(name="eval", cls=ExperimentCommand)
 @eval_options
 @eval_experiment_options
 @click.pass_context
@@ -251,7 +253,7 @@ def eval_config(limit, model, *, page_choice, recall_mode, no_oracle, excerpt, t
 
 
 # -- bench ---------------------------------------------------------------------------------------------------
-@click.command()
+@click.command(cls=ExperimentCommand)
 @click.option("--quick", is_flag=True, help="two lengths, fewer turns: a few minutes")
 @click.option("--turns", "probe_turns", type=click.IntRange(min=1), default=None, help="probe turns per length (default 20, quick 6)")
 @click.option("--model", type=click.Path(), envvar="LOCALPAGER_MODEL",
@@ -260,12 +262,12 @@ def eval_config(limit, model, *, page_choice, recall_mode, no_oracle, excerpt, t
               help="each conversation warms up before its first question, as `chat` does while you type (the "
                    "first answer then finds the models and indexes loaded)")
 @click.option("--json", "json_out", type=click.Path(dir_okay=False), help="write JSON here, and a PNG plot beside it")
-@click.option("--cold-turns", type=click.IntRange(min=20), default=3200, show_default=True,
+@experiment_option("--cold-turns", type=click.IntRange(min=20), default=3200, show_default=True,
                    help="turns of the stored conversation a new process answers on")
-@click.option("--eviction-turns", type=click.IntRange(min=20), default=None,
+@experiment_option("--eviction-turns", type=click.IntRange(min=20), default=None,
                    help="turns replayed to count tokens on eviction turns (default 400, quick 200; more at larger "
                         "budgets)")
-@click.option("--eviction-budgets", default="512,2048", show_default=True,
+@experiment_option("--eviction-budgets", default="512,2048", show_default=True,
                    help="comma-separated budgets at which tokens on eviction turns are counted")
 @click.pass_context
 def bench(ctx, quick, probe_turns, model, warm, json_out, cold_turns, eviction_turns, eviction_budgets):

@@ -1,5 +1,5 @@
-"""How the commands' options are declared and parsed: the parameter types whose names come from the
-library's enums (``choices`` modules), comma-separated lists, and the store options after a command."""
+"""How the commands' options are declared, parsed and shown: the parameter types whose names come from the
+library's enums (``choices`` modules), comma-separated lists, and ``--help`` with the experiment options apart."""
 
 from __future__ import annotations
 
@@ -8,7 +8,10 @@ from enum import StrEnum
 
 import click
 
-from ..core.choices import PARAMETRIC_BOUNDARIES, Boundary, choose, unknown
+from ..core.choices import PARAMETRIC_BOUNDARIES, Boundary, KeywordStrategy, choose, unknown
+
+# the keyword strategies a user would choose (random is the lab's baseline: eval --keywords still takes it)
+OFFERED_KEYWORDS = tuple(k for k in KeywordStrategy if k is not KeywordStrategy.RANDOM)
 
 
 # -- choices: every option's names come from the enum that the library checks them against ---------------
@@ -92,6 +95,37 @@ def positive_ints(text: str, option: str) -> tuple[int, ...]:
     if not values or min(values) < 1:
         raise click.BadParameter(f"expected comma-separated positive numbers, got {text!r}", param_hint=option)
     return values
+
+
+# -- help: what a user sets, and apart from it what only an experiment sets ------------------------------
+class ExperimentOption(click.Option):
+    """An option only an experiment sets (a strategy sweep, a baseline, a variant of a tuned setting): its
+    command's ``--help`` lists it under "Experiment options", after the options a user sets."""
+
+
+def experiment_option(*decls: str, **attrs) -> Callable:
+    """``click.option``, for an ``ExperimentOption``."""
+    return click.option(*decls, cls=ExperimentOption, **attrs)
+
+
+class ExperimentCommand(click.Command):
+    """A command whose ``--help`` shows two sections: "Options" and "Experiment options"."""
+
+    def format_options(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        for title, records in help_sections(self, ctx):
+            with formatter.section(title):
+                formatter.write_dl(records)
+
+
+def help_sections(command: click.Command, ctx: click.Context) -> list[tuple[str, list[tuple[str, str]]]]:
+    """A command's options as ``--help`` shows them: (section title, [(option, help), ...]), sections
+    without options left out."""
+    sections: dict[str, list[tuple[str, str]]] = {"Options": [], "Experiment options": []}
+    for param in command.get_params(ctx):
+        record = param.get_help_record(ctx)
+        if record is not None and not isinstance(param, click.Argument):  # arguments: in the usage line
+            sections["Experiment options" if isinstance(param, ExperimentOption) else "Options"].append(record)
+    return [(title, records) for title, records in sections.items() if records]
 
 
 # -- the store options, before or after the command ---------------------------------------------------------

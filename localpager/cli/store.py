@@ -19,7 +19,7 @@ from ..core.choices import (
 from ..core.pager import DEFAULT_BUDGET
 from ..memory.choices import ImportMode
 from ..store.choices import FileFormat
-from .options import BoundaryName, ChoiceOf
+from .options import OFFERED_KEYWORDS, BoundaryName, ChoiceOf
 from .output import Bars, echo_json
 from .session import friendly_errors, open_pager
 
@@ -32,7 +32,7 @@ from .session import friendly_errors, open_pager
               help="where one page ends and the next begins")
 @click.option("--eviction", type=ChoiceOf(Eviction, "eviction policy"), default=DEFAULT_EVICTION.value,
               show_default=True, help="which resident page leaves the prompt first")
-@click.option("--keywords", type=ChoiceOf(KeywordStrategy, "keyword strategy"),
+@click.option("--keywords", type=ChoiceOf(KeywordStrategy, "keyword strategy", OFFERED_KEYWORDS),
               default=DEFAULT_KEYWORDS.value, show_default=True,
               help="how bookmark keywords are chosen (llm-*, hybrid and auto ask the model)")
 @click.option("--worth", is_flag=True, help="the model judges each closed page; pages not worth keeping leave first")

@@ -38,6 +38,7 @@ from localpager.store.choices import FileFormat
 
 PACKAGE = Path(__file__).resolve().parents[2] / "localpager"
 EVAL_RECALL_MODES = (RecallMode.AUTO, RecallMode.ALWAYS)
+OFFERED_KEYWORDS = [k for k in KeywordStrategy if k is not KeywordStrategy.RANDOM]  # random: the lab's baseline
 
 
 def message(what: str, value: str, names) -> str:
@@ -54,7 +55,7 @@ CLI_OPTIONS = [
     ("ingest", ["f.jsonl"], "--eviction", list(Eviction), "eviction policy", False),
     ("eval", ["d.jsonl"], "--eviction", list(Eviction), "eviction policy", True),
     ("lab simulate", ["d.jsonl"], "--eviction", [*Eviction, "belady"], "eviction policy", True),
-    ("ingest", ["f.jsonl"], "--keywords", list(KeywordStrategy), "keyword strategy", False),
+    ("ingest", ["f.jsonl"], "--keywords", OFFERED_KEYWORDS, "keyword strategy", False),
     ("eval", ["d.jsonl"], "--keywords", list(KeywordStrategy), "keyword strategy", True),
     ("ingest", ["f.jsonl"], "--bookmark-format", list(BookmarkFormat), "bookmark format", False),
     ("eval", ["d.jsonl"], "--bookmark-format", list(BookmarkFormat), "bookmark format", False),
@@ -141,6 +142,15 @@ def walk(group: click.Group, path: tuple[str, ...] = ()):
         yield (*path, name), cmd
         if isinstance(cmd, click.Group):
             yield from walk(cmd, (*path, name))
+
+
+def test_ingest_offers_only_the_keyword_strategies_a_user_would_choose():
+    """random is the lab's baseline: eval --keywords takes it, ingest neither lists nor takes it."""
+    assert KeywordStrategy.RANDOM not in param_of("ingest", "--keywords").type.choices
+    result = CliRunner().invoke(cli, ["ingest", "f.jsonl", "--keywords", "random"])
+    assert result.exit_code == 2 and "unknown keyword strategy 'random'" in result.output
+    assert parsed("eval", ["d.jsonl", "--keywords", "random"])["keyword_strategies"] == ["random"]
+    assert PagingConfig(keywords="random").keywords is KeywordStrategy.RANDOM  # the library still takes it
 
 
 def test_no_hidden_option_and_no_old_name_is_left():

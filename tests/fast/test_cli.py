@@ -41,6 +41,53 @@ def test_help_is_fast_and_imports_nothing_heavy():
     assert "ingest" in run_cli("--help").stdout
 
 
+PRODUCT_COMMANDS = ["ask", "bench", "bookmarks", "budget", "chat", "conversations", "correct", "eval", "export",
+                    "forget", "import", "ingest", "log", "mcp", "migrate-store", "pages", "pin", "search", "serve"]
+
+
+def help_sections(text: str) -> dict[str, list[str]]:
+    """``--help`` output as {section title: the names its rows start with}."""
+    sections: dict[str, list[str]] = {}
+    for line in text.splitlines():
+        if line and not line.startswith(" ") and line.endswith(":"):
+            sections[line[:-1]] = rows = []
+        elif line.startswith("  ") and not line.startswith("   ") and sections:
+            rows.append(line.split()[0])
+    return sections
+
+
+def test_help_lists_the_product_commands_and_the_lab_group():
+    from click.testing import CliRunner
+
+    from localpager.cli import cli
+
+    top = help_sections(CliRunner().invoke(cli, ["--help"]).output)
+    assert top["Commands"] == sorted([*PRODUCT_COMMANDS, "lab"])
+    lab = help_sections(CliRunner().invoke(cli, ["lab", "--help"]).output)
+    assert lab["Commands"] == ["generate", "simulate"]
+    assert CliRunner().invoke(cli, ["generate", "--help"]).exit_code == 2  # only under lab now
+
+
+@pytest.mark.parametrize("command,product,experiment", [
+    ("eval", ["--format", "--budget", "--model", "--json"],
+     ["--strategy", "--page-choice", "--signal", "--trigger", "--keywords", "--layout", "--no-oracle", "--repeat-penalty"]),
+    ("bench", ["--quick", "--turns", "--warm", "--json"], ["--cold-turns", "--eviction-budgets"]),
+])
+def test_the_experiment_options_are_listed_apart(command, product, experiment):
+    from click.testing import CliRunner
+
+    from localpager.cli import cli
+
+    sections = help_sections(CliRunner().invoke(cli, [command, "--help"]).output)
+    assert list(sections)[-2:] == ["Options", "Experiment options"]
+    assert set(product) <= set(sections["Options"]) and not set(experiment) & set(sections["Options"])
+    assert set(experiment) <= set(sections["Experiment options"])
+    assert {"-h,", "--help"} & set(sections["Options"])  # help is an option of the command's own
+    for name in PRODUCT_COMMANDS:  # only eval and bench have experiment options
+        if name not in ("eval", "bench"):
+            assert "Experiment options" not in CliRunner().invoke(cli, [name, "--help"]).output, name
+
+
 @pytest.fixture
 def small_store(tmp_path, fake_pager):
     """A store with conversation 'c' (40 turns, pages evicted, one answered question), made on the fakes:
