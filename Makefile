@@ -65,9 +65,11 @@ test-fast: setup
 bench: setup
 	$(PY) benchmarks/recall_latency.py
 
-# The docs' tables, rewritten from the results JSON under docs/measurements/data (stdlib only: no setup).
+# The docs' tables, rewritten from the results JSON under docs/measurements/data (stdlib only), and the CLI
+# reference docs/cli.md, written from the commands themselves (it imports the package: .venv, `make setup`).
 docs:
 	$(PYTHON) docs/tables.py
+	$(PY) docs/cli_reference.py
 
 # The README's examples, run as written in an empty folder; their real output is written back.
 docs-examples: setup

@@ -104,6 +104,28 @@ def test_every_table_kind_renders_its_format():
         assert lines[0].startswith("| ") and len(lines) >= 3, kind
 
 
+def cli_reference():
+    spec = importlib.util.spec_from_file_location("docs_cli_reference", DOCS / "cli_reference.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_cli_reference_is_what_the_commands_say():
+    """docs/cli.md is written from the click objects (``make docs``); every command and group is in it."""
+    ref = cli_reference()
+    assert ref.render() == (DOCS / "cli.md").read_text(encoding="utf-8"), "run `make docs`"
+    text = (DOCS / "cli.md").read_text(encoding="utf-8")
+    for path, command in ref.commands(cli):
+        heading = f"## `{' '.join(path)}`\n"
+        assert heading in text, f"docs/cli.md has no {heading.strip()}"
+        section = text[text.index(heading):].split("\n## ")[0]
+        for param in command.params:
+            if isinstance(param, click.Option):
+                assert all(name in section for name in param.opts), (path, param.opts)
+    assert "Experiment options:" in text[text.index("## `localpager eval`"):]
+
+
 # -- links ---------------------------------------------------------------------------------------------
 def slug(heading: str) -> str:
     """GitHub's anchor for a heading."""
@@ -147,7 +169,7 @@ def test_the_readme_is_a_front_door():
     commands = [line.split("#")[0].strip() for line in first.group(2).splitlines()]
     assert text.index(first.group(0)) < 200 and commands == ["make demo", "make test"]
     targets = {t.partition("#")[0] for t in links(README)}
-    for page in ("usage", "memory", "serving", "backends", "how-it-works", "measurements", "development"):
+    for page in ("usage", "cli", "memory", "serving", "backends", "how-it-works", "measurements", "development"):
         assert f"docs/{page}.md" in targets, f"the README links to no docs/{page}.md"
     assert "docs/memory.md#forget-something" in links(README)  # forgetting is one click away
 
