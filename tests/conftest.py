@@ -213,6 +213,23 @@ def fake_pager(tmp_path, store_location):
         lp.close()
 
 
+@pytest.fixture
+def fake_models(monkeypatch):
+    """The command line in this process, on the fakes: the scripted backend (and its tokenizer) for any
+    model, the hashing embedder."""
+    from fakes import HashEmbedder, ScriptedBackend, shortest_sentence
+
+    import localpager.memory.models as api
+    import localpager.retrieval.embedder as embedder
+    from localpager.backends.tokenizers import BackendTokenCounter
+
+    backend = ScriptedBackend(lambda p, g: shortest_sentence(g) if g else "Noted.")
+    monkeypatch.setattr(api, "load_backend", lambda name, **options: backend)
+    monkeypatch.setattr(api, "counter_for", lambda path=None: BackendTokenCounter(backend))
+    monkeypatch.setattr(embedder, "default_embedder", lambda path=None: HashEmbedder())
+    return backend
+
+
 # -- no network: every test runs with outbound sockets refused (loopback and AF_UNIX only) --------------
 class NetworkRefused(OSError):
     """A test tried to reach a non-loopback address: localpager must work with no network at all."""

@@ -186,23 +186,6 @@ def test_corrupt_store_is_a_clear_error(tmp_path):
 
 
 # -- budgets on the command line, on the fakes ---------------------------------------------------------------
-@pytest.fixture
-def fake_models(monkeypatch):
-    """The command line in this process, on the fakes: the scripted backend (and its tokenizer) for any
-    model, the hashing embedder."""
-    from fakes import HashEmbedder, ScriptedBackend, shortest_sentence
-
-    import localpager.memory.models as api
-    import localpager.retrieval.embedder as embedder
-    from localpager.backends.tokenizers import BackendTokenCounter
-
-    backend = ScriptedBackend(lambda p, g: shortest_sentence(g) if g else "Noted.")
-    monkeypatch.setattr(api, "load_backend", lambda name, **options: backend)
-    monkeypatch.setattr(api, "counter_for", lambda path=None: BackendTokenCounter(backend))
-    monkeypatch.setattr(embedder, "default_embedder", lambda path=None: HashEmbedder())
-    return backend
-
-
 def invoke(*args, store, input=None):
     from click.testing import CliRunner
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from localpager.lab.synthetic import generate_conversation
 from localpager.store.loaders import dump_jsonl
-from tests.helpers import run_cli
 
 
 def test_ingest_reports_turns_paged_and_import_reports_lines_and_turns(fake_pager, tmp_path, monkeypatch):
@@ -38,8 +37,26 @@ def test_prepare_embeds_what_a_first_recall_would_and_says_how_far_it_got(fake_p
     assert chat.prepare() == 0  # done: nothing computed again
 
 
-def test_no_bar_with_json(tmp_path):
+def test_no_bar_with_json(tmp_path, fake_models, monkeypatch):
+    """``ingest --json`` draws no bar (its stdout is for a program); without it, the bars are on."""
+    from click.testing import CliRunner
+
+    import localpager.cli.store as commands
+    from localpager.cli import cli
+
+    made = []
+
+    class Recorded(commands.Bars):
+        def __init__(self, disabled: bool = False, unit: str = "turn"):
+            super().__init__(disabled, unit)
+            made.append(disabled)
+
+    monkeypatch.setattr(commands, "Bars", Recorded)
     source = tmp_path / "in.jsonl"
     dump_jsonl([generate_conversation(4, n_turns=600)], source)
-    proc = run_cli("ingest", source, "--json", store=tmp_path / "s.db")
-    assert "ingest" not in proc.stderr and "%" not in proc.stderr
+    for flags, store in ((["--json"], "a.db"), ([], "b.db")):
+        result = CliRunner().invoke(cli, ["--store", str(tmp_path / store), "ingest", str(source), *flags])
+        assert result.exit_code == 0, result.output
+    assert made == [True, False]
+    assert "%" not in CliRunner().invoke(cli, ["--store", str(tmp_path / "c.db"), "ingest", str(source),
+                                               "--json"]).stderr
