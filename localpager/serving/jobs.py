@@ -1,0 +1,253 @@
+"""The model work: one model, many clients. Requests on one conversation run in arrival order (a ticket
+turnstile per conversation); the model work runs in a worker thread under the ``LocalPager``'s own lock, so
+llama.cpp is never re-entered, and it runs to completion even when the client goes away, so no stored turn
+is lost. A request that resends the question the store ends with, answered, is a retry: it gets the stored
+answer (``protocol.retried``), so no retry stores a turn twice. Kept apart from the routes: it needs no web
+framework.
+"""
+
+import asyncio
+import dataclasses
+import threading
+import time
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import quote
+
+from ..memory.api import LocalPager
+from ..memory.conversation import NO_ANSWER, Answer, Conversation
+from ..store.base import StoreError
+from .protocol import Msg, Reconciliation, header_value, reconcile, retried
+
+
+class Turnstile:
+    """First come, first served: tickets are taken in arrival order and served in that order (a plain
+    lock would let a later request on the same conversation overtake an earlier one)."""
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._next = 0
+        self._serving = 0
+
+    def ticket(self) -> int:
+        with self._cond:
+            self._next += 1
+            return self._next - 1
+
+    def wait(self, ticket: int) -> None:
+        with self._cond:
+            self._cond.wait_for(lambda: self._serving == ticket)
+
+    def done(self, ticket: int) -> None:
+        with self._cond:
+            self._serving = ticket + 1
+            self._cond.notify_all()
+
+
+END = object()  # the last of a job's text pieces
+
+
+@dataclass
+class Reply:
+    """A chat answer as the server sends it: the text stored as the assistant's turn and the trace of how
+    it was made (``Trace.to_dict``); ``replayed`` when it is the stored answer to a retried question."""
+
+    text: str
+    trace: dict[str, Any]
+    replayed: bool = False
+
+    @classmethod
+    def of(cls, answer: Answer) -> "Reply":
+        return cls(answer.answer or "…", answer.to_dict())
+
+
+@dataclass
+class Job:
+    """One chat completion: reconcile the history, then ask, in a worker thread. Text pieces and the
+    moment the history is reconciled reach the event loop through ``pieces`` and ``ready``."""
+
+    conv_id: str
+    history: list[Msg]
+    question: str
+    max_tokens: int | None
+    loop: asyncio.AbstractEventLoop
+    ready: asyncio.Future
+    pieces: asyncio.Queue | None = None  # streaming only
+    rec: Reconciliation | None = None
+    question_turn: int = -1
+    started: float = field(default_factory=time.perf_counter)
+    client_gone: bool = False
+
+    def _to_loop(self, fn, *args) -> None:
+        try:
+            self.loop.call_soon_threadsafe(fn, *args)
+        except RuntimeError:  # the loop is closed (server shutting down): nobody is listening
+            pass
+
+    def _resolve(self, value: Any = None, error: BaseException | None = None) -> None:
+        def settle() -> None:
+            if not self.ready.done():
+                self.ready.set_exception(error) if error else self.ready.set_result(value)
+        self._to_loop(settle)
+
+    def on_text(self, piece: str) -> None:
+        if self.pieces is not None:
+            self._to_loop(self.pieces.put_nowait, piece)
+
+
+class ModelRunner:
+    """Runs jobs against one ``LocalPager``: one ``Conversation`` object per id (its pager is the live
+    state, so there must be one), a turnstile per conversation, and the pager's model lock around the
+    whole of each job."""
+
+    def __init__(self, lp: LocalPager, budget: int | None = None):
+        self.lp = lp
+        self.budget = budget
+        self._conversations: dict[str, Conversation] = {}
+        self._turnstiles: dict[str, Turnstile] = {}
+        self._lock = threading.Lock()
+
+    def conversation(self, conv_id: str, create: bool = False) -> Conversation:
+        with self._lock:
+            conv = self._conversations.get(conv_id)
+            if conv is not None and not self.lp.store.has_conversation(conv_id):
+                conv = None  # forgotten whole by another process: a request on it starts afresh
+            if conv is None:
+                conv = self._conversations[conv_id] = self.lp.conversation(conv_id, create=create)
+            return conv
+
+    def drop(self, conv_id: str) -> None:
+        """Forget the open ``Conversation`` of a conversation deleted from the store."""
+        with self._lock:
+            self._conversations.pop(conv_id, None)
+
+    def ticket(self, conv_id: str) -> tuple[Turnstile, int]:
+        """Taken on the event loop when the request arrives, so the order is the arrival order."""
+        with self._lock:
+            turnstile = self._turnstiles.setdefault(conv_id, Turnstile())
+        return turnstile, turnstile.ticket()
+
+    def run(self, job: Job, turnstile: Turnstile, ticket: int) -> Reply:
+        turnstile.wait(ticket)
+        try:
+            with self.lp.lock, ExitStack() as held:  # the model lock: llama.cpp is not re-entrant
+                created = not self.lp.store.has_conversation(job.conv_id)
+                try:
+                    try:
+                        conv = self.conversation(job.conv_id, create=True)
+                        # the conversation's lock from the history to the stored answer: a request on it at
+                        # another replica (any process on the store) waits, then reads what this one stored
+                        held.enter_context(conv.changing(settle=True))
+                        if (replay := self._replay(conv, job)) is not None:
+                            return replay
+                        self._apply_budget(conv)
+                        job.rec = reconcile([Msg(t.role, t.text) for t in conv.turns], job.history)
+                        for m in job.rec.new:
+                            conv.add_turn(m.role, m.text)
+                        job.question_turn = len(conv.turns)
+                    except BaseException as exc:
+                        job._resolve(error=exc)
+                        raise
+                    job._resolve(job.rec)
+                    with self._answer_tokens(job.max_tokens):
+                        return Reply.of(conv.ask(job.question, on_text=job.on_text))
+                except BaseException:
+                    held.close()  # the conversation's lock goes first: discarding may delete the conversation
+                    if created:
+                        self._discard_if_empty(job.conv_id)
+                    raise
+        finally:
+            turnstile.done(ticket)
+            if job.pieces is not None:
+                job._to_loop(job.pieces.put_nowait, END)
+
+    def _replay(self, conv: Conversation, job: Job) -> Reply | None:
+        """The stored answer, when the request is a retry of the question the store ends with (see
+        ``retried``); nothing is stored and the model does not run. A question whose answer is missing
+        (the model failed: the store holds a no-answer note) is asked again."""
+        turns = conv.turns
+        stored = [Msg(t.role, t.text) for t in turns]
+        question = retried(stored, job.history, job.question)
+        if question is None or turns[-1].text.strip() in ("", NO_ANSWER):
+            return None
+        trace = next((t for t in reversed(self.lp.store.traces(job.conv_id)) if t.get("turn") == question), {})
+        job.rec = Reconciliation("retry", matched=len(job.history))
+        job.question_turn = question
+        job._resolve(job.rec)
+        job.on_text(turns[-1].text)
+        return Reply(turns[-1].text, trace, replayed=True)
+
+    def _apply_budget(self, conv: Conversation) -> None:
+        """The server's ``budget`` on a conversation it answers, for this process only (as ``chat --budget``)."""
+        if self.budget is not None and conv.budget != self.budget:
+            conv.set_budget(self.budget, save=False)
+
+    def _discard_if_empty(self, conv_id: str) -> None:
+        """A conversation this request created and left without a turn (its first question was refused)
+        is deleted: a refused request leaves nothing behind."""
+        try:
+            if self.lp.store.has_conversation(conv_id) and not self.lp.store.turns(conv_id):
+                self.lp.store.delete_conversation(conv_id)
+        except StoreError:
+            return
+        self.drop(conv_id)
+
+    @contextmanager
+    def _answer_tokens(self, max_tokens: int | None):
+        """``max_tokens`` for this answer only (under the model lock, which the caller holds)."""
+        runtime = self.lp.runtime
+        before = runtime.settings
+        if max_tokens is None or max_tokens == before.max_answer_tokens:
+            yield
+            return
+        runtime.settings = dataclasses.replace(before, max_answer_tokens=max_tokens)
+        try:
+            yield
+        finally:
+            runtime.settings = before
+
+    def preload(self) -> None:
+        """Load the chat model, its side context and the embedder now, so the first request does not."""
+        with self.lp.lock:
+            self.lp.runtime  # noqa: B018 - loads the backend
+            self.lp.side_backend  # noqa: B018
+            self.lp.index.embedder.encode(["warm up"])
+
+
+def memory_info(job: Job, reply: Reply | None) -> dict[str, Any]:
+    """The ``localpager`` field of a completion: where the trace is and what memory did."""
+    info: dict[str, Any] = {
+        "conversation_id": job.conv_id,
+        "history": job.rec.status if job.rec else None,
+        "appended_turns": len(job.rec.new) if job.rec else 0,
+        "trace_id": f"{job.conv_id}:{job.question_turn}",
+        "turn": job.question_turn,
+        "log": f"/v1/conversations/{quote(job.conv_id, safe='')}/log?turn={job.question_turn}",
+    }
+    if reply is not None:
+        t = reply.trace
+        info.update(decision=t.get("decision"), trigger=t.get("trigger"),
+                    injected_page_ids=t.get("injected_page_ids", []), injected_turns=t.get("injected_turns", []),
+                    citations=t.get("citations", []), tokens=t.get("tokens", {}), timings_ms=t.get("timings_ms", {}),
+                    replayed=reply.replayed)
+    return info
+
+
+def memory_headers(job: Job, reply: Reply | None = None) -> dict[str, str]:
+    """The memory headers; the ids in them percent-encoded (``header_value``): a header holds Latin-1 only."""
+    headers = {"X-Conversation-Id": header_value(job.conv_id),
+               "X-Localpager-Trace-Id": header_value(f"{job.conv_id}:{job.question_turn}")}
+    if job.rec is not None:
+        headers["X-Localpager-History"] = job.rec.status
+        headers["X-Localpager-Appended"] = str(len(job.rec.new))
+    if reply is not None:
+        headers["X-Localpager-Injected"] = ",".join(map(str, reply.trace.get("injected_page_ids", [])))
+    return headers
+
+
+def usage(reply: Reply) -> dict[str, int]:
+    tokens = reply.trace.get("tokens", {})
+    prompt = int(tokens.get("answer_prompt") or tokens.get("prompt", 0))
+    completion = int(tokens.get("generated", 0))
+    return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}

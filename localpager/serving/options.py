@@ -1,0 +1,31 @@
+"""How the server behaves, as plain data: the guard, the namespace router and the routes all read it,
+and it needs no web framework."""
+
+from dataclasses import dataclass
+from typing import Callable, Mapping, Sequence
+
+DEFAULT_HOST = "127.0.0.1"
+DEFAULT_PORT = 8765
+MAX_BODY_BYTES = 1_000_000
+MAX_TOKENS_CAP = 512
+MODEL_ID = "localpager"
+LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1", "[::1]")
+
+
+@dataclass
+class ServerOptions:
+    """How the app behaves; the CLI fills it from its flags."""
+
+    api_key: str | None = None
+    cors_origins: Sequence[str] = ()
+    allowed_hosts: Sequence[str] | None = None  # Host header check (DNS rebinding); None: any host
+    max_body_bytes: int = MAX_BODY_BYTES
+    max_tokens_cap: int = MAX_TOKENS_CAP
+    default_conversation: str | None = None
+    budget: int | None = None  # memory budget for the conversations it answers, while it runs (not stored)
+    model_id: str = MODEL_ID
+    preload: bool = False  # load the chat model and the embedder at start-up, not on the first request
+    log: Callable[[str], None] | None = None  # one line per request; default: stderr
+    # a keys file: {key: namespace}. A request's key chooses the namespace (a store of its own) it can reach
+    api_keys: Mapping[str, str] | None = None
+    namespace: str | None = None  # the whole server in this namespace (one user's --api-key)

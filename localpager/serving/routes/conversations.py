@@ -1,0 +1,222 @@
+"""The memory endpoints, ``/v1/conversations/...``: what is in and out of the prompt, and the user's
+controls over it (pin, search, forget, correct, export). Reads go straight to the store, without the model
+lock, so they answer while the model works; a change waits its turn on the conversation behind the chat
+answers that came before it."""
+
+import asyncio
+import json
+from typing import Any, Callable
+
+import anyio.to_thread
+from fastapi import APIRouter
+from fastapi.responses import Response
+from pydantic import BaseModel, Field
+
+from ..errors import failure
+from ..protocol import ApiError, content_disposition
+from ..state import Served, ServedDep
+
+router = APIRouter()
+FEATURES = ["pin", "search", "forget", "correct", "export"]  # named by /health
+
+
+class PinRequest(BaseModel):
+    pinned: bool = True
+
+
+class ForgetRequest(BaseModel):
+    turn: int | None = Field(default=None, ge=0)
+    page: int | None = Field(default=None, ge=1)
+    match: str | None = Field(default=None, min_length=1)
+    dry_run: bool = False
+
+
+class CorrectRequest(BaseModel):
+    turn: int = Field(ge=0)
+    text: str = Field(min_length=1)
+
+
+def require(s: Served, conv_id: str) -> None:
+    if not s.lp.store.has_conversation(conv_id):
+        raise ApiError(404, f"no conversation {conv_id!r}", code="conversation_not_found")
+
+
+def forget_body(report) -> dict[str, Any]:
+    """A forget's report as JSON; a dry run erased nothing, and never says it did."""
+    body = report.to_dict()
+    if body.get("dry_run"):
+        body["erased"] = False
+    return body
+
+
+@router.get("/v1/conversations")
+async def conversations(s: ServedDep):
+    infos = await anyio.to_thread.run_sync(s.lp.store.list_conversations)
+    return {"object": "list", "data": [{"id": i.id, "turns": i.turns, "pages": i.pages, "evicted": i.evicted,
+                                        "source": i.source} for i in infos]}
+
+
+def too_long(s: Served, conv_id: str, page, turns) -> list[int]:
+    """The turns of ``page`` longer than any prompt can hold: stored and searchable, but neither in the
+    prompt nor recalled whole. Counted only on a page whose stored count is over that, once a turn."""
+    if page.token_count <= s.longest_turn:
+        return []
+    found = []
+    for i in page.turn_range:
+        if i >= len(turns) or not turns[i].text:
+            continue
+        key = (conv_id, i, len(turns[i].text))
+        if key not in s.turn_sizes:
+            with s.lp.lock:  # the tokenizer is the model's: not while it runs
+                s.turn_sizes[key] = s.lp.counter().count(turns[i].render())
+        if s.turn_sizes[key] > s.longest_turn:
+            found.append(i)
+    return found
+
+
+def page_rows(s: Served, conv_id: str) -> list[dict]:
+    from ...core.bookmarks import render_bookmark
+    from ...core.choices import DEFAULT_BOOKMARK_FORMAT
+
+    require(s, conv_id)
+    fmt = s.lp.store.settings(conv_id).get("bookmark_format") or DEFAULT_BOOKMARK_FORMAT
+    turns = s.lp.store.turns(conv_id)
+    rows = []
+    for p in s.lp.store.pages(conv_id, turns):
+        oversized = too_long(s, conv_id, p, turns)
+        rows.append({"page_id": p.page_id, "first_turn": p.first_turn, "last_turn": p.last_turn,
+                     "token_count": p.token_count, "keywords": p.keywords, "evicted": p.evicted,
+                     "in_prompt": not p.evicted and not oversized, "too_long_turns": oversized,
+                     "state": "too long" if oversized else "evicted" if p.evicted else "in prompt",
+                     "pinned": p.pinned, "access_count": p.access_count,
+                     "last_access": p.last_access, "worth": p.worth, "bookmark": render_bookmark(p, fmt),
+                     "preview": " / ".join(turns[i].text[:80] for i in p.turn_range if i < len(turns))[:240]})
+    return rows
+
+
+@router.get("/v1/conversations/{conv_id:path}/pages")
+async def pages(conv_id: str, s: ServedDep):
+    return {"object": "list", "data": await anyio.to_thread.run_sync(page_rows, s, conv_id)}
+
+
+@router.get("/v1/conversations/{conv_id:path}/bookmarks")
+async def bookmarks(conv_id: str, s: ServedDep):
+    rows = await anyio.to_thread.run_sync(page_rows, s, conv_id)
+    return {"object": "list", "data": [{"page_id": r["page_id"], "evicted": r["evicted"],
+                                        "bookmark": r["bookmark"]} for r in rows]}
+
+
+@router.get("/v1/conversations/{conv_id:path}/turns")
+async def turns(conv_id: str, s: ServedDep, offset: int = 0, limit: int = 200):
+    def read():
+        require(s, conv_id)
+        return s.lp.store.turns(conv_id)
+
+    rows = await anyio.to_thread.run_sync(read)
+    total = len(rows)
+    start = max(0, offset if offset >= 0 else total + offset)
+    return {"object": "list", "total": total, "data": [
+        {"index": t.index, "role": t.role, "text": t.text, "time": t.time, "speaker": t.speaker}
+        for t in rows[start:start + max(0, min(limit, 1000))]]}
+
+
+@router.get("/v1/conversations/{conv_id:path}/log")
+async def trace_log(conv_id: str, s: ServedDep, turn: int | None = None, last: int | None = None):
+    def read():
+        require(s, conv_id)
+        return s.lp.store.traces(conv_id)
+
+    traces = await anyio.to_thread.run_sync(read)
+    if turn is not None:
+        traces = [t for t in traces if t.get("turn") == turn]
+    if last is not None:
+        traces = traces[-last:] if last > 0 else []
+    for t in traces:
+        t["trace_id"] = f"{conv_id}:{t.get('turn')}"
+    return {"object": "list", "data": traces}
+
+
+async def in_turn(s: Served, conv_id: str, fn: Callable[[], Any]) -> Any:
+    """``fn`` in a worker thread, in the conversation's turn: after the requests on it that came before
+    (a chat answer being written is never changed under it). Its own task, so the turn is always
+    taken and given back even if the client leaves."""
+    turnstile, ticket = s.runner.ticket(conv_id)
+
+    def run():
+        turnstile.wait(ticket)
+        try:
+            require(s, conv_id)
+            return fn()
+        except KeyError as exc:
+            raise ApiError(404, exc.args[0] if exc.args else "not found", code="not_found") from None
+        except ApiError:
+            raise
+        except Exception as exc:
+            raise failure(exc) from None
+        finally:
+            turnstile.done(ticket)
+
+    return await asyncio.shield(asyncio.ensure_future(anyio.to_thread.run_sync(run, limiter=s.job_threads)))
+
+
+@router.post("/v1/conversations/{conv_id:path}/pages/{page_id}/pin")
+async def pin(conv_id: str, page_id: int, body: PinRequest, s: ServedDep):
+    def change():
+        try:
+            page = s.runner.conversation(conv_id).pin(page_id, body.pinned)
+        except KeyError:
+            raise ApiError(404, f"conversation {conv_id!r} has no page {page_id}", code="page_not_found") from None
+        return {"page_id": page.page_id, "pinned": page.pinned, "evicted": page.evicted}
+
+    return await in_turn(s, conv_id, change)
+
+
+@router.get("/v1/conversations/{conv_id:path}/search")
+async def search(conv_id: str, q: str, s: ServedDep, limit: int = 10):
+    """What is remembered about ``q``, ranked as a recall ranks it (loads the embedder, not the chat model)."""
+    hits = await in_turn(s, conv_id, lambda: s.runner.conversation(conv_id).search(q, limit=max(1, min(limit, 100))))
+    return {"object": "list", "data": [h.to_dict() for h in hits]}
+
+
+@router.post("/v1/conversations/{conv_id:path}/forget")
+async def forget(conv_id: str, body: ForgetRequest, s: ServedDep):
+    """Forget a turn, a page's turns or every turn containing ``match`` (``dry_run``: only list them)."""
+    chosen = [k for k in ("turn", "page", "match") if getattr(body, k) is not None]
+    if len(chosen) != 1:
+        raise ApiError(400, "give exactly one of turn, page or match", param="turn")
+    report = await in_turn(s, conv_id, lambda: s.runner.conversation(conv_id).forget(
+        **{chosen[0]: getattr(body, chosen[0])}, dry_run=body.dry_run))
+    return forget_body(report)
+
+
+@router.post("/v1/conversations/{conv_id:path}/correct")
+async def correct(conv_id: str, body: CorrectRequest, s: ServedDep):
+    """Record ``text`` as the corrected statement of turn ``turn`` (a new turn; the old one superseded)."""
+    turn = await in_turn(s, conv_id, lambda: s.runner.conversation(conv_id).correct(body.turn, body.text))
+    return {"index": turn.index, "role": turn.role, "text": turn.text, "corrects": body.turn}
+
+
+@router.delete("/v1/conversations/{conv_id:path}")
+async def forget_conversation(conv_id: str, s: ServedDep, dry_run: bool = False):
+    """Forget a whole conversation, erased from the store's files."""
+    def erase():
+        report = s.lp.forget_conversation(conv_id, dry_run=dry_run)
+        if not dry_run:
+            s.runner.drop(conv_id)
+        return report
+
+    return forget_body(await in_turn(s, conv_id, erase))
+
+
+@router.get("/v1/conversations/{conv_id:path}/export")
+async def export(conv_id: str, s: ServedDep):
+    """The conversation as one line of localpager's export format (``localpager import`` reads it)."""
+    from ...memory.interchange import conversation_line
+
+    def read():
+        require(s, conv_id)
+        return conversation_line(s.lp.store, conv_id)
+
+    line = await anyio.to_thread.run_sync(read)
+    return Response(json.dumps(line, ensure_ascii=False) + "\n", media_type="application/x-ndjson",
+                    headers={"Content-Disposition": content_disposition(f"{conv_id}.jsonl")})
