@@ -22,17 +22,18 @@ from ..core.keywords import STRATEGIES as STRATEGIES_LOCAL
 from ..core.keywords import extract_keywords
 from ..core.pager import Pager, PagingConfig
 from ..core.records import GENERAL_PROBE, Probe, Transcript
-from ..retrieval.choices import PageChoice, Signal
+from ..retrieval.choices import DEFAULT_PAGE_CHOICE, DEFAULT_SIGNAL, PageChoice, Signal
 from ..retrieval.rerank import RerankSettings
 from ..runtime.grammar import SEARCH_QUERY
 from ..runtime.guard import repeated_sentence
-from ..runtime.choices import DEFAULT_LAYOUT, OFFERED_RECALL_MODES, Fired, Layout, RecallMode, Trigger
+from ..runtime.choices import DEFAULT_LAYOUT, DEFAULT_TRIGGER, OFFERED_RECALL_MODES, Fired, Layout, RecallMode, Trigger
 from ..runtime.layouts import check_layout
 from ..runtime.recall import Injection, RecallSettings, fit_turns, inject_in_order
 from ..runtime.trace import Candidate
 from .metrics import contains_answer, score_answer
 from .choices import EvalStrategy, RetrieverName
 from .retrievers import DEFAULT_TOP_PAGES, get_retriever
+from .selectors import is_product, lab_selector
 
 SEARCH_PROMPT = ("Write a short search query to find, in the earlier conversation, what is needed to answer the "
                  "user's message. Reply only with search(\"...\").")
@@ -41,7 +42,9 @@ SEARCH_PROMPT = ("Write a short search query to find, in the earlier conversatio
 @dataclass
 class EvalConfig:
     strategy: EvalStrategy = EvalStrategy.BOOKMARKS
-    page_choice: PageChoice = RerankSettings.page_choice  # who picks what the bookmarks strategy injects
+    # who picks what the bookmarks strategy injects, what of a page is compared with the question, and when a
+    # probe pages in without the model asking: the product's selector, or one of the lab's (``lab.selectors``)
+    page_choice: PageChoice = DEFAULT_PAGE_CHOICE
     paging: PagingConfig = field(default_factory=PagingConfig)
     recall_mode: RecallMode = RecallMode.AUTO
     limit: int | None = None  # at most this many probes per conversation
@@ -49,9 +52,9 @@ class EvalConfig:
     oracle: bool = True
     n_ctx: int = 2048
     model: str | None = None
-    trigger: Trigger = RerankSettings.trigger  # when a probe pages in without the model asking
+    trigger: Trigger = DEFAULT_TRIGGER
     excerpt: int | None = RerankSettings.excerpt
-    signal: Signal = RerankSettings.signal
+    signal: Signal = DEFAULT_SIGNAL
     show_bookmarks: bool = True  # False: recall only by the trigger, no bookmark list in the prompt
     layout: Layout = DEFAULT_LAYOUT  # how a recall is answered (localpager.runtime.layouts)
     max_pages: int = RerankSettings.max_pages  # pages one recall injects at most
@@ -166,9 +169,8 @@ def _settings(config: EvalConfig) -> tuple[RecallSettings, RerankSettings, Pagin
         mode = RecallMode.SELECTOR  # the baseline's selector alone decides
     if config.strategy == EvalStrategy.FULL:
         paging.budget = config.n_ctx - RecallSettings.max_answer_tokens - 64
-    rerank = RerankSettings(page_choice=config.page_choice, trigger=config.trigger, max_pages=config.max_pages,
-                            pages_when_several=config.pages_when_several,
-                            excerpt=config.excerpt, signal=config.signal)
+    rerank = RerankSettings(max_pages=config.max_pages, pages_when_several=config.pages_when_several,
+                            excerpt=config.excerpt)
     # the oracle run changes the mode, not the prompt: it keeps the strategy's system message, so both
     # runs share the prompt prefix (and the KV cache)
     recall = RecallSettings(mode=mode, show_bookmarks=mode != RecallMode.NEVER and config.show_bookmarks,
@@ -236,12 +238,7 @@ def _ask(lp, chat, conv_id: str, probe: Probe, config: EvalConfig) -> ProbeResul
     pager = chat.pager
     evidence_pages = sorted({pager.page_of_turn(i).page_id for i in probe.evidence if i < len(pager.turns)})
     needs_recall = any(pager.page(pid).evicted for pid in evidence_pages)
-    selector = None
-    if config.strategy in (EvalStrategy.BM25, EvalStrategy.OVERLAP):
-        selector = RetrieverSelector(RetrieverName(config.strategy))
-    elif config.strategy == EvalStrategy.SEARCH:
-        selector = SearchToolSelector(lp, conv_id)
-    result = chat.ask(probe.question, remember=False, selector=selector)
+    result = chat.ask(probe.question, remember=False, selector=_selector(lp, conv_id, config))
     trace = result.trace
     out = ProbeResult(
         conversation=conv_id, question=probe.question, type=probe.type, answers=probe.answers,
@@ -259,6 +256,19 @@ def _ask(lp, chat, conv_id: str, probe: Probe, config: EvalConfig) -> ProbeResul
         out.oracle_output = oracle.answer
         out.oracle_score = score_answer(oracle.answer, probe.answers, probe.extra)
     return out
+
+
+def _selector(lp, conv_id: str, config: EvalConfig):
+    """What picks a probe's recall: a baseline's own selector, the lab's variant of the reranking selector the
+    config's choices name, or None: the product's own (``LocalPager.selector``)."""
+    if config.strategy in (EvalStrategy.BM25, EvalStrategy.OVERLAP):
+        return RetrieverSelector(RetrieverName(config.strategy))
+    if config.strategy == EvalStrategy.SEARCH:
+        return SearchToolSelector(lp, conv_id)
+    if is_product(config.page_choice, config.signal, config.trigger):
+        return None
+    return lab_selector(lp.index, conv_id, lp.rerank, lp.lexical(conv_id), page_choice=config.page_choice,
+                        signal=config.signal, trigger=config.trigger)
 
 
 def _bookmark_covers(pager: Pager, probe: Probe) -> bool | None:

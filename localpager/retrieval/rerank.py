@@ -11,6 +11,11 @@ focused prompt that holds only what was injected, so a fact stated two turns ago
 When a later turn says that what the best turn states has changed (a budget or a deadline), the
 newest is injected instead, marked ``latest`` (with ``show_changed``, the older one follows it, marked
 ``changed later``).
+
+This is the product's selector: the model's pages and the ranking's best, reranked; the ranking of turns; the recall
+gate as its trigger. The lab's variants of each (``lab.selectors``: the model's pages alone or the ranking's
+alone, pages compared by their bookmark or their whole text, the question-form trigger or none) override its
+``should_recall``, ``_candidates``, ``_page_hits`` and ``_newest_wins``.
 """
 
 from __future__ import annotations
@@ -25,15 +30,13 @@ import numpy as np
 
 from ..core.answer_types import asks_for_several
 from ..core.answer_types import match as type_match
-from ..core.choices import choose
 from ..core.pager import Pager
 from ..core.records import Page, newest
 from ..core.text import term_key
-from ..runtime.choices import DEFAULT_TRIGGER, Trigger
+from ..runtime.choices import Fired
 from ..runtime.layouts import CHANGED, LATEST
 from ..runtime.recall import Injection, fit_turns
 from ..runtime.trace import Candidate
-from .choices import DEFAULT_PAGE_CHOICE, DEFAULT_SIGNAL, PageChoice, Signal
 from .gate import (DEFAULT_MODEL, GateDecision, GateFeatures, GateModel, _names, decide, gate_features,
                    message_features)
 from .index import Hit, PageIndex
@@ -46,8 +49,6 @@ from .ranking import (
     embedding_scorer,
     page_owners,
     rank_turns,
-    should_recall,
-    trigger_features,
 )
 
 # A later statement replaces an earlier one only when it says that something changed and ranks among the
@@ -63,10 +64,6 @@ CHANGE_CUE = re.compile(r"\b(?:actually|no longer|any ?more|instead|chang\w*|swi
 class RerankSettings:
     """How the reranking selector picks what a recall injects, and when it pages in unasked."""
 
-    page_choice: PageChoice = DEFAULT_PAGE_CHOICE  # who picks: the model, the ranking, or both
-    # turn: the hybrid ranking of turns (the product); bookmark or text: the question's cosine with each
-    # evicted page's bookmark or whole text, to measure keyword strategies (README, "Keywords").
-    signal: Signal = DEFAULT_SIGNAL
     top_k: int = 3  # pages added as candidates by the ranking
     model_weight: float = 0.05  # bonus for a page the model named
     second_page_margin: float = 0.05  # a second page only if its fused score is within this of the first
@@ -79,11 +76,6 @@ class RerankSettings:
     # --no-oracle): LoCoMo 1-5 multi-hop page selection 0.49 -> 0.55, F1 0.07 either way; the 72 generated
     # tuning probes unchanged (e2e 0.50, selection 0.89: none asks for several things).
     pages_when_several: int = 2
-    # Page in although the model did not ask (a Trigger): "gate" asks the recall gate (``gate.py``: does it ask
-    # about something said before?); "question" pages in any message with a question's form (every probe, but
-    # also every general question: "How do I tie a tie?" answered from an unrelated memory); "off": only when
-    # the model asks.
-    trigger: Trigger = DEFAULT_TRIGGER
     # turns on each side of the best-matching turn; None: the whole page. Measured (3 generated
     # conversations, SmolLM2-135M): the best turn alone answered 0.26 of probes, with one neighbour
     # each side 0.16, in less time.
@@ -99,17 +91,18 @@ class RerankSettings:
     # only the newest answered 0.40 (16 update probes: latest value 0.44), both 0.36 (0.25).
     show_changed: bool = False
     hybrid: HybridSettings = field(default_factory=HybridSettings)
-    gate: GateModel = field(default_factory=lambda: DEFAULT_MODEL)  # the recall gate's model (trigger "gate")
-
-    def __post_init__(self) -> None:
-        self.page_choice = choose(PageChoice, self.page_choice, "page choice")
-        self.signal = choose(Signal, self.signal, "signal")
-        self.trigger = choose(Trigger, self.trigger, "trigger")
+    gate: GateModel = field(default_factory=lambda: DEFAULT_MODEL)  # the recall gate's model: the trigger
 
 
 class RerankSelector:
     """The selector (a ``PageSelector``) for one conversation, backed by the shared page index and its lexical
-    index: it picks as ``RerankSettings.page_choice`` says and pages in unasked as its ``trigger`` says."""
+    index: it reranks the pages the model named with the ranking's best, and pages in unasked when the recall
+    gate says a message asks about something said before."""
+
+    # The trigger ``should_recall`` applies, as the trace names it when it fires. The gate, because "any message
+    # in question form" (the rule before it) paged in every general question too ("How do I tie a tie?" answered
+    # from an unrelated memory) and "only when the model asks" left small models recalling too rarely.
+    trigger: str = Fired.GATE
 
     def __init__(self, index: PageIndex, conv_id: str, settings: RerankSettings | None = None,
                  lexical: LexicalIndex | None = None):
@@ -217,11 +210,6 @@ class RerankSelector:
         features.best_type = type_match(question, pager.turns[int(hits.turns[top])].text)
         return features
 
-    @property
-    def trigger(self) -> Trigger:
-        """The trigger ``should_recall`` applies; the trace names it when it fires."""
-        return self.settings.trigger
-
     def gate(self, question: str, pager: Pager) -> GateDecision:
         """The recall gate's verdict on ``question`` over every page, evicted or not (an app asking what
         localpager remembers has its own context, not localpager's prompt)."""
@@ -229,54 +217,48 @@ class RerankSelector:
         return decide(self._gate_features(question, hits, pager), self.settings.gate)
 
     def should_recall(self, question: str, pager: Pager) -> bool:
-        """Whether ``question`` pages in without the model asking (``RerankSettings.trigger``); the gate's
-        verdict, when it was asked, is kept in ``last_gate`` for the trace."""
+        """Whether ``question`` pages in without the model asking: the recall gate's verdict, kept in
+        ``last_gate`` for the trace."""
         self.last_gate = None
-        if self.settings.trigger == Trigger.OFF or self.settings.page_choice == PageChoice.MODEL or not pager.evicted:
+        if not pager.evicted:
             return False
-        if self.settings.trigger == Trigger.QUESTION:
-            hits = self._ranked(question, pager, pager.evicted)
-            return should_recall(trigger_features(question, hits), self.settings.hybrid)
         hits = self._ranked(question, pager, self._searchable(pager, question))
         self.last_gate = decide(self._gate_features(question, hits, pager), self.settings.gate)
         return self.last_gate.recall
 
     # -- selection -----------------------------------------------------------------------------
     def _page_hits(self, question: str, pager: Pager, named: Sequence[int] = ()) -> dict[int, TurnHit | Hit]:
-        """Each candidate page's best hit, best page first: of the ranking, the best ``top_k`` pages and the
-        pages in ``named`` (all that ``select`` reads)."""
-        if self.settings.signal == Signal.TURN:
-            ranked = self._ranked(question, pager, self._searchable(pager, question))
-            if isinstance(ranked, Ranking):
-                return {h.page_id: h for h in ranked.best_pages(self.settings.top_k, named)}
-            return {h.page_id: h for h in best_per_page(ranked)}
-        evicted = [p.page_id for p in pager.evicted]
-        self.index.update(self.conv_id, pager.evicted, pager.turns, pager.bookmark, (self.settings.signal,))
-        return {h.page_id: h for h in self.index.rank(self.conv_id, question, evicted, self.settings.signal)}
+        """Each candidate page's best hit, best page first: of the ranking of turns, the best ``top_k`` pages and
+        the pages in ``named`` (all that ``select`` reads)."""
+        ranked = self._ranked(question, pager, self._searchable(pager, question))
+        if isinstance(ranked, Ranking):
+            return {h.page_id: h for h in ranked.best_pages(self.settings.top_k, named)}
+        return {h.page_id: h for h in best_per_page(ranked)}
+
+    def _candidates(self, question: str, named: Sequence[int], pager: Pager) -> tuple[dict, list[Candidate]]:
+        """The candidate pages and their hits: the pages the model named and the ranking's best ``top_k``, each
+        scoring its best turn's fused score, plus ``model_weight`` when the model named it."""
+        hits = self._page_hits(question, pager, named)
+        pool = list(named)
+        pool += [pid for pid in list(hits)[: self.settings.top_k] if pid not in pool]
+        bonus = self.settings.model_weight
+        return hits, [candidate(pid, hits, named, score_of(hits, pid) + (bonus if pid in named else 0.0))
+                      for pid in pool]
+
+    def _below_best(self, c: Candidate, best: Candidate) -> bool:
+        """Whether ``c`` scores too far below the best to be injected beside it (``second_page_margin``)."""
+        return c.score < best.score - self.settings.second_page_margin
 
     def select(self, question: str, named: Sequence[int], pager: Pager, room: int | None):
         s = self.settings
-        hits = self._page_hits(question, pager, named) if s.page_choice != PageChoice.MODEL or named else {}
-        pool: list[int] = list(named) if s.page_choice != PageChoice.RERANK else []
-        if s.page_choice != PageChoice.MODEL:
-            pool += [pid for pid in list(hits)[: s.top_k] if pid not in pool]
-        candidates = []
-        for pid in pool:
-            sim = hits[pid].score if pid in hits else 0.0
-            is_named = pid in named
-            bonus = s.model_weight if is_named and s.page_choice == PageChoice.MODEL_RERANK else 0.0
-            score = sim + bonus if s.page_choice != PageChoice.MODEL else 1.0 / (1 + list(named).index(pid))
-            candidates.append(Candidate(page_id=pid, score=round(score, 4),
-                                        similarity=round(getattr(hits.get(pid), "dense", sim), 4),
-                                        named_by_model=is_named))
+        hits, candidates = self._candidates(question, named, pager)
         candidates.sort(key=lambda c: -c.score)
         injections: list[Injection] = []
         most = max(s.max_pages, s.pages_when_several) if asks_for_several(question) else s.max_pages
         for c in candidates:
             if len(injections) >= most:
                 c.reason = f"at most {most} pages"
-            elif (injections and s.page_choice != PageChoice.MODEL
-                  and c.score < candidates[0].score - s.second_page_margin):
+            elif injections and self._below_best(c, candidates[0]):
                 c.reason = f"scores {candidates[0].score - c.score:.3f} below the best"
             else:
                 turns = self._excerpt(pager.page(c.page_id), hits.get(c.page_id), question, pager, room)
@@ -289,10 +271,19 @@ class RerankSelector:
                 c.reason = "best match" if len(injections) == 1 else "close to the best"
         if injections:  # a correction the user made outranks the change-cue rule
             injections, corrected = self._corrected(pager, injections, candidates, room)
-            if not corrected and s.signal == Signal.TURN and s.excerpt == 0:
-                injections = self._newest_first(question, pager, injections, candidates, room)
-                injections, _ = self._corrected(pager, injections, candidates, room)
+            if not corrected:
+                injections = self._newest_wins(question, pager, injections, candidates, room)
         return injections, candidates
+
+    def _newest_wins(self, question: str, pager: Pager, injections: list[Injection], candidates: list[Candidate],
+                     room: int | None) -> list[Injection]:
+        """When only the best turn is injected (``excerpt`` 0): a later turn restating it goes first
+        (``_newest_first``), and a correction of that one is shown instead (``_corrected``)."""
+        if self.settings.excerpt != 0:
+            return injections
+        injections = self._newest_first(question, pager, injections, candidates, room)
+        injections, _ = self._corrected(pager, injections, candidates, room)
+        return injections
 
     def _corrections(self, turns) -> set[int]:
         """The turns that correct another (``superseded_by`` of some turn): read once per question and
@@ -413,6 +404,18 @@ class RerankSelector:
 
 
 _PAGE_ID = attrgetter("page_id")
+
+
+def score_of(hits: dict, page_id: int) -> float:
+    """The score of a page's best hit, 0 for a page without one."""
+    return hits[page_id].score if page_id in hits else 0.0
+
+
+def candidate(page_id: int, hits: dict, named: Sequence[int], score: float) -> Candidate:
+    """A candidate page for the trace: its score, its best hit's cosine (or its score), whether the model named it."""
+    return Candidate(page_id=page_id, score=round(score, 4),
+                     similarity=round(getattr(hits.get(page_id), "dense", score_of(hits, page_id)), 4),
+                     named_by_model=page_id in named)
 
 
 def _less(room: int | None, pager: Pager, turns: Sequence[int]) -> int | None:

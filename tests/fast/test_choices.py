@@ -184,10 +184,10 @@ def _file_format(name):
         return FileFormat(name)
 
 
-def _rerank(field):
-    from localpager.retrieval.rerank import RerankSettings
+def _selector(field):
+    from localpager.lab.selectors import lab_selector
 
-    return lambda name: getattr(RerankSettings(**{field: name}), field)
+    return lambda name: getattr(lab_selector(None, "c", **{field: name}), field)
 
 
 def _eval(field):
@@ -232,11 +232,11 @@ LIBRARY = [
     (Layout, "layout", _eval("layout")),
     (RecallMode, "recall mode", _recall("mode")),
     (RecallMode, "recall mode", _eval("recall_mode")),
-    (Trigger, "trigger", _rerank("trigger")),
+    (Trigger, "trigger", _selector("trigger")),
     (Trigger, "trigger", _eval("trigger")),
-    (PageChoice, "page choice", _rerank("page_choice")),
+    (PageChoice, "page choice", _selector("page_choice")),
     (PageChoice, "page choice", _eval("page_choice")),
-    (Signal, "signal", _rerank("signal")),
+    (Signal, "signal", _selector("signal")),
     (Signal, "signal", _eval("signal")),
     (EvalStrategy, "strategy", _eval("strategy")),
     (RetrieverName, "retriever", _retriever),
@@ -295,11 +295,13 @@ def test_the_trace_names_a_trigger_as_its_setting_does():
 
 
 def test_the_selector_names_the_trigger_the_trace_repeats():
-    from localpager.retrieval.rerank import RerankSelector, RerankSettings
+    from localpager.lab.selectors import lab_selector
+    from localpager.retrieval.rerank import RerankSelector
 
     for trigger in Trigger:
-        selector = RerankSelector(index=None, conv_id="c", settings=RerankSettings(trigger=trigger))
+        selector = lab_selector(index=None, conv_id="c", trigger=trigger)
         assert selector.trigger is trigger
+    assert Fired(RerankSelector(index=None, conv_id="c").trigger) is Fired.GATE  # the product's trigger
 
 
 # -- start-up stays light ------------------------------------------------------------------------------

@@ -190,9 +190,12 @@ def test_locomo_scoring_follows_the_benchmark():
 
 
 def test_hidden_bookmarks_leave_recall_to_the_similarity_trigger():
-    from localpager.lab.evaluate import _settings
+    from localpager.lab.evaluate import _selector, _settings
+    from localpager.retrieval.rerank import RerankSelector
 
-    recall, rerank, _ = _settings(EvalConfig(show_bookmarks=False))
-    assert recall.mode == "auto" and recall.show_bookmarks is False and rerank.trigger == "gate"
+    config = EvalConfig(show_bookmarks=False)
+    recall, rerank, _ = _settings(config)
+    assert recall.mode == "auto" and recall.show_bookmarks is False and config.trigger == "gate"
+    assert _selector(None, "c", config) is None and RerankSelector.trigger == "gate"  # the product's, the gate
     assert _settings(EvalConfig())[0].show_bookmarks is True
     assert _settings(EvalConfig(strategy="truncation"))[0].show_bookmarks is False

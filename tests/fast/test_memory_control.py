@@ -13,7 +13,8 @@ from faultkit import leaks
 
 from localpager.cli import cli
 from localpager.core.pager import PagingConfig
-from localpager.retrieval.rerank import RerankSelector, RerankSettings
+from localpager.lab.selectors import lab_selector
+from localpager.retrieval.rerank import RerankSettings
 from localpager.runtime.layouts import CHANGED, LATEST
 from localpager.store.location import open_store
 from localpager.store.base import StoreError
@@ -173,7 +174,7 @@ def test_correct_marks_superseded_relabels_search_and_rebuilds_the_bookmark(chat
 
 
 def _select(conv, question, **settings):
-    selector = RerankSelector(conv.held.index, conv.id, RerankSettings(page_choice="rerank", **settings))
+    selector = lab_selector(conv.held.index, conv.id, RerankSettings(**settings), page_choice="rerank")
     return selector.select(question, [], conv.pager, room=10_000)
 
 

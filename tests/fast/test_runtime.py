@@ -12,7 +12,8 @@ from fakes import HashEmbedder, allows
 from helpers import DOG, STATEMENT, TALK, open_chat
 
 from localpager.backends.base import Message
-from localpager.retrieval.rerank import RerankSettings
+from localpager.lab.selectors import lab_selector
+from localpager.retrieval.rerank import RerankSelector
 from localpager.runtime.recall import ContextOverflowError, RecallSettings
 from localpager.runtime.trace import Candidate
 
@@ -100,7 +101,7 @@ def test_a_statement_gets_the_models_decision_and_its_answer_continues_after_the
 
 def test_a_statement_the_model_recalls_for_injects_the_named_page_and_answers_on_the_fork(fake_pager):
     lp, chat = open_chat(fake_pager, ["recall(page_ids=[1])", "Biscuit is naughty."])
-    assert lp.rerank.page_choice == "model+rerank"
+    assert type(lp.selector(chat.id)) is RerankSelector  # the product's: the model's pages and the ranking's best
     result = chat.ask(BISCUIT)
     decision, answer = lp.backend.calls
     assert decision.backend == "main" and decision.grammar is not None and decision.output == "recall(page_ids=[1])"
@@ -170,13 +171,18 @@ def test_inline_appends_the_recalled_turns_after_the_question_on_the_chat_contex
 
 
 def _inline(max_rounds):
-    return dict(recall=RecallSettings(layout="inline", max_rounds=max_rounds), rerank=RerankSettings(page_choice="model"))
+    return dict(recall=RecallSettings(layout="inline", max_rounds=max_rounds))
+
+
+def _model_pages(lp, chat):
+    """The lab's selector of exactly the pages the model named (``eval --page-choice model``)."""
+    return lab_selector(lp.index, chat.id, lp.rerank, lp.lexical(chat.id), page_choice="model")
 
 
 def test_inline_a_second_round_injects_a_page_not_injected_yet(fake_pager):
     lp, chat = open_chat(fake_pager, ["recall(page_ids=[1])", "recall(page_ids=[3])", "Biscuit, at seven."],
                          **_inline(2))
-    t = chat.ask("Tell me about Biscuit and the Lisbon trip.").trace
+    t = chat.ask("Tell me about Biscuit and the Lisbon trip.", selector=_model_pages(lp, chat)).trace
     first, second, answer = lp.backend.calls
     assert {c.backend for c in (first, second, answer)} == {"main"}
     assert allows(first.grammar, "recall(page_ids=[1])")
@@ -192,7 +198,7 @@ def test_inline_a_second_round_injects_a_page_not_injected_yet(fake_pager):
 def test_inline_stops_asking_when_no_evicted_page_remains(fake_pager):
     script = ["recall(page_ids=[1])", "recall(page_ids=[2])", "recall(page_ids=[3])", "All three."]
     lp, chat = open_chat(fake_pager, script, **_inline(5))
-    t = chat.ask("Tell me everything.").trace
+    t = chat.ask("Tell me everything.", selector=_model_pages(lp, chat)).trace
     assert [c.grammar is not None for c in lp.backend.calls] == [True, True, True, False]  # no fourth decision
     assert (t.rounds, t.injected_page_ids, t.answer) == (3, [1, 2, 3], "All three.")
     assert lp.backend.remaining == 0
@@ -200,7 +206,7 @@ def test_inline_stops_asking_when_no_evicted_page_remains(fake_pager):
 
 def test_inline_a_second_round_may_answer_and_the_answer_continues_after_it(fake_pager):
     lp, chat = open_chat(fake_pager, ["recall(page_ids=[1])", "Biscuit is the dog."], **_inline(2))
-    t = chat.ask("Tell me about Biscuit.").trace
+    t = chat.ask("Tell me about Biscuit.", selector=_model_pages(lp, chat)).trace
     first, second, rest = lp.backend.calls
     assert second.grammar is not None and second.output == "Biscuit" and rest.grammar is None
     assert rest.prompt == second.prompt + second.generation.tokens

@@ -11,7 +11,8 @@ from localpager.core.records import Turn
 from localpager.memory.api import LocalPager
 from localpager.retrieval.index import PageIndex
 from localpager.retrieval.ranking import best_per_page, rank_turns
-from localpager.retrieval.rerank import RerankSelector, RerankSettings
+from localpager.lab.selectors import lab_selector
+from localpager.retrieval.rerank import RerankSelector
 
 # the real embedder, and the GGUF model: `paged` counts tokens with its tokenizer, two tests answer with it
 pytestmark = [pytest.mark.embedder, pytest.mark.model]
@@ -54,7 +55,7 @@ def paged(store, counter):
 def test_consequence_questions_find_the_right_page(paged, question, page):
     store, pager, index = paged
     assert {3, 5} <= {p.page_id for p in pager.evicted}
-    selector = RerankSelector(index, "c", RerankSettings(page_choice="rerank"))
+    selector = lab_selector(index, "c", page_choice="rerank")
     injections, candidates = selector.select(question, [], pager, room=500)
     assert injections[0].page.page_id == page
     assert candidates[0].page_id == page and candidates[0].injected
@@ -71,10 +72,10 @@ def test_consequence_questions_find_the_right_page(paged, question, page):
 
 def test_model_named_pages_get_the_bonus_but_similarity_can_overrule(paged):
     store, pager, index = paged
-    selector = RerankSelector(index, "c", RerankSettings(page_choice="model+rerank"))
+    selector = RerankSelector(index, "c")  # the product's: the model's pages and the ranking's best
     injections, candidates = selector.select("Which snack should I avoid bringing?", [1], pager, room=500)
     named = next(c for c in candidates if c.page_id == 1)
-    unnamed = RerankSelector(index, "c", RerankSettings(page_choice="rerank"))
+    unnamed = lab_selector(index, "c", page_choice="rerank")
     fused = {h.page_id: h.score for h in best_per_page(unnamed._ranked(
         "Which snack should I avoid bringing?", pager, pager.pages))}
     assert named.named_by_model and named.score == pytest.approx(fused[1] + 0.05, abs=1e-3)
