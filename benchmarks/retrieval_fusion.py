@@ -35,18 +35,16 @@ import numpy as np
 
 from localpager.core.boundaries import get_boundary, split_pages
 from localpager.core.records import Page, Transcript
+from localpager.lab.fusion import FusionSettings, IdfScope, fused_scores, fusion_settings, lexical_index
+from localpager.lab.selectors import QuestionRule, TriggerFeatures, should_recall
 from localpager.lab.synthetic import generate_dataset
 from localpager.retrieval.embedder import default_embedder
 from localpager.retrieval.ranking import (
-    HybridSettings,
     LexicalIndex,
-    TriggerFeatures,
     embedding_scorer,
-    fused_scores,
     is_question,
     question_turn_weights,
     rank_pages,
-    should_recall,
 )
 from localpager.store.loaders import load_conversations
 
@@ -153,13 +151,13 @@ def add_lexical(cases: list[Case], variant: tuple) -> None:
     for case in cases:
         if variant in case.lexical:
             continue
-        index = indices.setdefault(case.conv.id, LexicalIndex(case.conv.id, stemmer=stemmer,
-                                                               speakers=speakers, idf=idf))
+        index = indices.setdefault(case.conv.id, lexical_index(case.conv.id, stemmer=stemmer,
+                                                                speakers=speakers, idf=idf))
         scores = index.scores(case.message, case.candidates.tolist(), case.conv.turns[: case.n])
         case.lexical[variant] = np.array([scores[i] for i in case.candidates.tolist()])
 
 
-def fused(case: Case, settings: HybridSettings, variant: tuple) -> np.ndarray:
+def fused(case: Case, settings: FusionSettings, variant: tuple) -> np.ndarray:
     """The product's turn scores: fused, question turns scaled (``ranking.question_turn_weights``)."""
     key = settings.question_turn_weight
     if key not in case.weights:  # the grid asks for the same weights hundreds of times
@@ -175,7 +173,7 @@ def page_order(case: Case, fused: np.ndarray) -> np.ndarray:
     return pages[np.argsort(first)]
 
 
-def retrieval(cases: list[Case], settings: HybridSettings, variant: tuple) -> tuple[float, float]:
+def retrieval(cases: list[Case], settings: FusionSettings, variant: tuple) -> tuple[float, float]:
     """Share of probes whose evidence page is first, and among the first three."""
     top1 = top3 = 0
     for case in cases:
@@ -190,17 +188,17 @@ def objective(scores: dict[str, tuple[float, float]]) -> float:
     return float(np.mean([(t1 + t3) / 2 for t1, t3 in scores.values()]))
 
 
-def fusion_grid(quick: bool, powers: tuple[float, ...] = (1.0,)) -> list[HybridSettings]:
+def fusion_grid(quick: bool, powers: tuple[float, ...] = (1.0,)) -> list[FusionSettings]:
     weights = np.round(np.arange(0.0, 1.01, 0.2 if quick else 0.1), 2)
-    grid = [HybridSettings("weighted", float(w), dn, ln, p) for w in weights
+    grid = [fusion_settings("weighted", float(w), dn, ln, p) for w in weights
             for dn in ("raw", "minmax", "z") for ln in ("query", "max", "minmax", "z") for p in powers
             if p == 1.0 or ln != "z"]
     if powers == (1.0,):
-        grid += [HybridSettings("rrf", w, rrf_k=k) for w in (0.3, 0.4, 0.5, 0.6, 0.7) for k in (5, 20, 60)]
+        grid += [fusion_settings("rrf", w, rrf_k=k) for w in (0.3, 0.4, 0.5, 0.6, 0.7) for k in (5, 20, 60)]
     return grid
 
 
-def label(s: HybridSettings) -> str:
+def label(s: FusionSettings) -> str:
     if s.fusion == "rrf":
         return f"rrf k={s.rrf_k:g} w_dense={s.dense_weight:g}"
     if s.fusion in ("dense", "lexical"):
@@ -215,7 +213,7 @@ def vlabel(v: tuple) -> str:
 
 
 # -- trigger -------------------------------------------------------------------------------------
-def features(case: Case, settings: HybridSettings, variant: tuple) -> TriggerFeatures:
+def features(case: Case, settings: FusionSettings, variant: tuple) -> TriggerFeatures:
     scores = fused(case, settings, variant)
     order = np.lexsort((case.candidates, -scores))
     pages, first = np.unique(case.owner[order], return_index=True)
@@ -237,14 +235,14 @@ def rule_label(qt: float, st: float | None, m: float) -> str:
     return text + (f", margin >= {m:g}" if m else "")
 
 
-def rates(feats: list[TriggerFeatures], is_probe: list[bool], settings: HybridSettings) -> tuple[float, float]:
+def rates(feats: list[TriggerFeatures], is_probe: list[bool], rule: QuestionRule) -> tuple[float, float]:
     """Shares of probes and of small talk that ``should_recall`` pages in."""
-    fired = np.array([should_recall(f, settings) for f in feats])
+    fired = np.array([should_recall(f, rule) for f in feats])
     probe = np.array(is_probe)
     return float(fired[probe].mean()), float(fired[~probe].mean())
 
 
-def trigger_study(cases: list[Case], settings: HybridSettings, variant: tuple, quick: bool) -> dict:
+def trigger_study(cases: list[Case], settings: FusionSettings, variant: tuple, quick: bool) -> dict:
     """ROC of candidate rules on tuning sets; the chosen rule's numbers on held-out sets too."""
     groups: dict[tuple[str, str], tuple[list[TriggerFeatures], list[bool]]] = {}
     for (dataset, split), members in itertools.groupby(sorted(cases, key=lambda c: (c.dataset, c.split)),
@@ -308,9 +306,8 @@ def trigger_study(cases: list[Case], settings: HybridSettings, variant: tuple, q
     simple = [r for r in pool if cost(r)[2] == 0]
     if simple and cost(min(simple, key=cost))[0] - cost(chosen)[0] < 0.02:
         chosen = min(simple, key=cost)  # a margin or a second threshold must buy 2 points of small talk
-    # the chosen rule through the product's own should_recall gives the same rates
-    rule = replace(settings, question_threshold=chosen["question_threshold"],
-                   statement_threshold=chosen["statement_threshold"], min_margin=chosen["min_margin"])
+    # the chosen rule through the question trigger's own should_recall (lab.selectors) gives the same rates
+    rule = QuestionRule(chosen["question_threshold"], chosen["statement_threshold"], chosen["min_margin"])
     for (d, s), (feats, probe) in groups.items():
         assert np.allclose(rates(feats, probe, rule), chosen["rates"][f"{d}/{s}"]), (d, s)
     return {"groups": {f"{d}/{s}": {"probes": int(arrays[d, s]["probe"].sum()),
@@ -425,8 +422,8 @@ def main() -> None:
     print(f"chosen on the tuning sets: {vlabel(best_variant)}; {label(best_settings)} "
           f"(objective {tune(next(r[2] for r in results if r[:2] == (best_variant, best_settings))):.3f}, "
           f"best {top_objective:.3f})\n")
-    defaults, index = HybridSettings(), LexicalIndex()
-    if (best_variant != (index.stemmer, index.speakers, index.idf_scope)
+    defaults, index = FusionSettings(), LexicalIndex()  # the product's: its ranking has no other fusion or scope
+    if (best_variant != (index.stemmer, index.speakers, IdfScope.CONVERSATION)
             or any(getattr(best_settings, k) != getattr(defaults, k) for k in
                    ("fusion", "dense_weight", "dense_norm", "lexical_norm", "lexical_power"))):
         print("NOTE: localpager.retrieval.ranking's defaults differ from this choice\n")
@@ -436,7 +433,7 @@ def main() -> None:
              + " | best fusion on tuning | its tuning objective |", "|---|" + "---:|" * 6]
     variant_rows = []
     for v in variants:
-        alone = scores_of(HybridSettings("lexical"), v)
+        alone = scores_of(fusion_settings("lexical"), v)
         vbest = max((r for r in results if r[0] == v), key=lambda r: tune(r[2]))
         variant_rows.append({"variant": vlabel(v), "bm25": {f"{d}/{s}": alone[d, s] for d, s in alone},
                              "best_fusion": label(vbest[1]), "objective": tune(vbest[2])})
@@ -454,10 +451,10 @@ def main() -> None:
     print("## Best fusions on the tuning sets (top-1 / top-3)\n\n" + "\n".join(lines) + "\n")
 
     # 4. the headline: dense, bm25, plain RRF and the chosen fusion, tuning and held-out
-    plain = (("none", False, "conversation"), HybridSettings("rrf", 0.5, rrf_k=60))
-    headline = [("dense (cosine of turn.text)", HybridSettings("dense"), best_variant),
-                (f"bm25 ({vlabel(best_variant)})", HybridSettings("lexical"), best_variant),
-                ("bm25 (no stemming, no speaker)", HybridSettings("lexical"), ("none", False, "conversation")),
+    plain = (("none", False, "conversation"), fusion_settings("rrf", 0.5, rrf_k=60))
+    headline = [("dense (cosine of turn.text)", fusion_settings("dense"), best_variant),
+                (f"bm25 ({vlabel(best_variant)})", fusion_settings("lexical"), best_variant),
+                ("bm25 (no stemming, no speaker)", fusion_settings("lexical"), ("none", False, "conversation")),
                 ("rrf k=60, equal weights (no stemming, no speaker)", plain[1], plain[0]),
                 (f"rrf k=60, equal weights ({vlabel(best_variant)})", plain[1], best_variant),
                 (f"chosen: {label(best_settings)} ({vlabel(best_variant)})", best_settings, best_variant)]
@@ -468,21 +465,23 @@ def main() -> None:
           + ", ".join(f"{k} {n}" for k, n in counts.items()) + ")\n\n" + retrieval_table(head_scores) + "\n")
     lap("tables")
 
-    # the product path gives the same pages as the vectorised one
+    # the product path gives the same pages as the vectorised one, which leaves out the priors on what holds an
+    # answer (HybridSettings: chosen later, by benchmarks/recall_gate.py)
     embedder = default_embedder()
+    unprimed = replace(best_settings, telling_weight=0.0, answer_type_weight=0.0, speaker_weight=0.0)
     for case in by_set["locomo", "tuning"][:5] + by_set["generated", "tuning"][:5]:
         turns = case.conv.turns[: case.n]
         pages = evicted_pages(case.conv, case.n)
         stemmer, speakers, idf = best_variant
         hits = rank_pages(case.message, turns, pages, embedding_scorer(embedder, turns),
-                          LexicalIndex(case.conv.id, stemmer=stemmer, speakers=speakers, idf=idf), best_settings)
+                          lexical_index(case.conv.id, stemmer=stemmer, speakers=speakers, idf=idf), unprimed)
         expected = page_order(case, fused(case, best_settings, best_variant))
         assert [h.page_id for h in hits[:3]] == expected[:3].tolist(), (case.message, hits[:3], expected[:3])
 
     speaker_dense = None
     if args.speaker_dense:
         add_dense(probes, speaker=True)
-        speaker_dense = [("dense ('Speaker: text')", scores_of(HybridSettings("dense"), best_variant)),
+        speaker_dense = [("dense ('Speaker: text')", scores_of(fusion_settings("dense"), best_variant)),
                          ("chosen fusion, dense on 'Speaker: text'", scores_of(best_settings, best_variant))]
         print("## Dense text with the speaker's name\n\n" + retrieval_table(speaker_dense) + "\n")
         add_dense(probes)  # back to the contract: turn.text

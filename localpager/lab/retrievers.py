@@ -5,7 +5,8 @@ A retriever sees only the question and the candidate pages (in the simulator: th
 that the same retrievers rank pages in the paging simulator and in the end-to-end evaluation. The
 ``oracle`` is the exception: it knows the probe's evidence and gives the ceiling a retriever can reach.
 A retriever only ranks: the selector (``runtime.PageSelector``) decides what one recall injects (the eval's
-baselines use a retriever as theirs), and the page choice (``RerankSettings.page_choice``) says who picks.
+baselines use a retriever as theirs), and the page choice (``eval --page-choice``, ``lab.selectors``) says who
+picks.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from ..core.text import content_words
 from ..retrieval.embedder import Embedder, default_embedder
 from ..retrieval.ranking import HybridSettings, LexicalIndex, embedding_scorer, rank_pages
 from .choices import RetrieverName
+from .fusion import Fusion, FusionSettings
 
 # pages a retriever returns by default (simulate --k, the eval's bm25 and overlap strategies)
 DEFAULT_TOP_PAGES = 3
@@ -128,13 +130,14 @@ class Rerank:
 
 
 class Dense(Rerank):
-    """The embedding half of ``rerank`` alone, for comparison: cosine to ``turn.text`` as the product's
-    index embeds it (this simulator's rerank used to embed the rendered ``who: text`` lines)."""
+    """The embedding half of ``rerank`` alone, for comparison (``lab.fusion``'s ``dense`` baseline): cosine to
+    ``turn.text`` as the product's index embeds it (this simulator's rerank used to embed the rendered
+    ``who: text`` lines)."""
 
     name = RetrieverName.DENSE
 
     def __init__(self, embedder: Embedder | None = None):
-        super().__init__(embedder, HybridSettings(fusion="dense"))
+        super().__init__(embedder, FusionSettings(fusion=Fusion.DENSE))
 
 
 class Oracle:

@@ -3,7 +3,10 @@
 This is the one ranking the product's reranker and the paging simulator share, so a simulator number
 is a product number. Neither signal wins alone: questions that paraphrase a fact (generated probes avoid
 its words) are found by the embedding, questions that reuse the conversation's words and names (LoCoMo)
-by BM25. ``benchmarks/retrieval_fusion.py`` measures the variants; the defaults below are its choice.
+by BM25. ``benchmarks/retrieval_fusion.py`` measures the variants (``lab.fusion``: other fusions and
+normalisations, one signal alone, BM25's idf over the candidates only); what is here is its choice, the one
+the product runs. The lab plugs its variants in through ``HybridSettings.fuse`` and
+``LexicalIndex.candidate_scores``.
 
 A page scores as its best fused turn: one fact among twenty turns of small talk is blurred by any
 page-level average.
@@ -14,10 +17,9 @@ from __future__ import annotations
 import math
 import re
 import threading
-from collections import Counter, OrderedDict
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from enum import StrEnum
 from pathlib import Path
 
 import numpy as np
@@ -32,40 +34,6 @@ from ..core.text import asks_nothing, content_words, is_question, term_key
 # dense(question, turn_indices) -> {turn index: cosine similarity of the question to that turn's text}
 DenseScorer = Callable[[str, list[int]], dict[int, float]]
 TYPE_BITS = {t: i for i, t in enumerate(TYPES)}
-
-
-
-class Fusion(StrEnum):
-    """How the dense and the lexical signal are fused (``HybridSettings``)."""
-
-    WEIGHTED = "weighted"
-    RRF = "rrf"  # reciprocal rank fusion
-    DENSE = "dense"  # the embedding alone (a baseline)
-    LEXICAL = "lexical"  # BM25 alone (a baseline)
-
-
-class DenseNorm(StrEnum):
-    """How the cosines are normalised over the candidates before fusing."""
-
-    RAW = "raw"
-    MINMAX = "minmax"
-    Z = "z"
-
-
-class LexicalNorm(StrEnum):
-    """How the BM25 scores are normalised before fusing (``query``: the share of the question's weight matched)."""
-
-    QUERY = "query"
-    MAX = "max"
-    MINMAX = "minmax"
-    Z = "z"
-
-
-class IdfScope(StrEnum):
-    """Which turns BM25's idf counts (``LexicalIndex``)."""
-
-    CONVERSATION = "conversation"  # every turn so far
-    CANDIDATES = "candidates"  # only the turns being ranked
 
 
 # a capitalised word that does not begin a sentence: a name (the gate's ``known_name``, the turn table's names)
@@ -86,12 +54,10 @@ class TurnHit:
 
 @dataclass
 class HybridSettings:
-    """How the two signals are fused, and when a message pages in without the model asking.
+    """How the two signals are fused, and the priors on what holds an answer.
 
-    ``weighted``: dense_weight * dense + (1 - dense_weight) * lexical ** lexical_power, each normalised
-    over the candidates first (``raw``/``query`` leave them as they are: the cosine, and the share of
-    the question's BM25 weight matched). ``rrf``: reciprocal rank fusion with the same weights.
-    ``dense``/``lexical``: one signal alone (baselines).
+    ``fuse``: dense_weight * dense + (1 - dense_weight) * lexical ** lexical_power, the cosines normalised
+    min-max over the candidates first, the lexical score the share of the question's BM25 weight matched.
 
     Defaults: the best of 12 lexical variants x 147 fusions (and 198 with a power) on the tuning sets of
     ``benchmarks/retrieval_fusion.py`` (page top-1/top-3, fixed_20, all but the newest page evicted).
@@ -100,25 +66,13 @@ class HybridSettings:
     0.60/0.90, BM25 0.16/0.40). The
     lexical share is strong (0.2-0.5) when a question reuses the conversation's words and near 0.1 when
     it paraphrases; the power damps those weak matches so that the dense tenth decides between them.
-    Plain RRF (k=60, equal weights) lost on both: 0.42/0.65 and 0.41/0.78. Fused scores are relative to
-    the candidates (min-max dense): compare them within one question, not with a fixed cosine.
+    Plain RRF (k=60, equal weights) lost on both: 0.42/0.65 and 0.41/0.78 (the variants: ``lab.fusion``).
+    Fused scores are relative to the candidates (min-max dense): compare them within one question, not with a
+    fixed cosine.
     """
 
-    fusion: Fusion = Fusion.WEIGHTED
     dense_weight: float = 0.1
-    dense_norm: DenseNorm = DenseNorm.MINMAX
-    lexical_norm: LexicalNorm = LexicalNorm.QUERY
     lexical_power: float = 1.5  # > 1 damps weak lexical matches (a shared generic word) more than strong ones
-    rrf_k: float = 60.0
-    # The recall trigger (``should_recall``): a question pages in when its best fused score reaches
-    # ``question_threshold``, any other message when it reaches ``statement_threshold`` (None: never),
-    # and only when the best page leads the second by ``min_margin``. Measured: no similarity rule told
-    # probes from small talk on the generated set (its small talk is 95% questions and repeats filler
-    # it already said), while on LoCoMo the question form alone paged in every probe and 27% of small
-    # talk (any best-cosine threshold that keeps the probes pages in 99-100% of it).
-    question_threshold: float = 0.0
-    statement_threshold: float | None = None
-    min_margin: float = 0.0
     # A turn that is itself a question asks rather than tells: its fused score is scaled by this.
     # benchmarks/retrieval_fusion.py, page top-1 on the tuning sets: generated 0.54 -> 0.61, LoCoMo
     # 0.60 -> 0.62 (0.6: 0.64 and 0.60; 0.4: 0.64 and 0.59); held out 0.55 -> 0.58 and 0.59 -> 0.60.
@@ -135,41 +89,29 @@ class HybridSettings:
     speaker_weight: float = 1.0
 
     def __post_init__(self) -> None:
-        self.fusion = choose(Fusion, self.fusion, "fusion")
-        self.dense_norm = choose(DenseNorm, self.dense_norm, "dense_norm")
-        self.lexical_norm = choose(LexicalNorm, self.lexical_norm, "lexical_norm")
         if not 0.0 <= self.dense_weight <= 1.0:
             raise ValueError(f"dense_weight must be within 0..1, got {self.dense_weight}")
-        if self.lexical_power != 1.0 and (self.lexical_power <= 0 or self.lexical_norm == "z"):
-            raise ValueError("lexical_power must be positive and needs a 0..1 lexical_norm (not z)")
+        if self.lexical_power <= 0:
+            raise ValueError(f"lexical_power must be positive, got {self.lexical_power}")
+
+    def fuse(self, dense: np.ndarray, lexical: np.ndarray) -> np.ndarray:
+        """The fused score of each candidate turn from its cosine and its BM25 share (what ``rank_turns``
+        calls: the lab's variants, ``lab.fusion.FusionSettings``, override it)."""
+        dense, lexical = np.asarray(dense, dtype=np.float64), np.asarray(lexical, dtype=np.float64)
+        if self.lexical_power != 1.0:
+            lexical = np.power(np.clip(lexical, 0.0, None), self.lexical_power)
+        return self.dense_weight * minmax(dense) + (1 - self.dense_weight) * lexical
+
+
+def minmax(x: np.ndarray) -> np.ndarray:
+    """``x`` scaled to 0..1 over its own range (all 0 when it has none)."""
+    if x.size == 0:
+        return x
+    span = x.max() - x.min()
+    return (x - x.min()) / span if span > 0 else np.zeros_like(x)
 
 
 # -- lexical ----------------------------------------------------------------------------------------
-class _Bm25:
-    """A bm25s index over some documents, with the document frequencies its idf comes from."""
-
-    def __init__(self, docs: list[tuple[str, ...]], k1: float, b: float):
-        import bm25s  # imported on first use: the CLI starts without it
-
-        self.n = len(docs)
-        self.df = Counter(t for doc in docs for t in set(doc))
-        self.index = None
-        if self.df:  # bm25s cannot index a corpus without a single term
-            self.index = bm25s.BM25(k1=k1, b=b, method="lucene")
-            self.index.index([list(doc) for doc in docs], show_progress=False)
-
-    def idf(self, term: str) -> float:
-        """Lucene's idf (what bm25s uses); a term the documents never use gets the largest."""
-        df = self.df.get(term, 0)
-        return math.log(1 + (self.n - df + 0.5) / (df + 0.5))
-
-    def scores(self, query: Sequence[str]) -> np.ndarray:
-        known = [t for t in query if t in self.df]
-        if self.index is None or not known:
-            return np.zeros(self.n, dtype=np.float32)
-        return np.asarray(self.index.get_scores(known), dtype=np.float32)
-
-
 class _Appendable:
     """BM25 (Lucene variant) over a list of documents that only grows: postings are appended, and each
     question's scores are computed from the document frequencies, count and average length as they are
@@ -268,37 +210,33 @@ class TurnTable:
 
 
 class LexicalIndex:
-    """BM25 (Lucene variant, as bm25s computes it) over one conversation's turns.
+    """BM25 (Lucene variant, as bm25s computes it) over one conversation's turns, its idf over every turn so far.
 
-    With the ``conversation`` idf scope (the default) the index is appended to as the conversation grows:
-    a new turn is indexed once, never the whole conversation again (it was rebuilt whenever the turn count
-    changed: seconds a question at 100,000 turns); scores equal bm25s's over the same turns. The
-    ``candidates`` scope builds a bm25s index per candidate set, cached by (conversation key, number of
-    turns, candidates). ``scores`` are divided by the most the question's distinct terms could score (the
-    sum of their idf: Lucene's BM25 term score tends to idf as the term repeats), so 1.0 means every word of
-    the question matched strongly and scores are comparable across questions; a word the conversation never
-    used counts in that sum, so a question about something new scores low.
+    The index is appended to as the conversation grows: a new turn is indexed once, never the whole
+    conversation again (it was rebuilt whenever the turn count changed: seconds a question at 100,000 turns);
+    scores equal bm25s's over the same turns. ``scores`` are divided by the most the question's distinct terms
+    could score (the sum of their idf: Lucene's BM25 term score tends to idf as the term repeats), so 1.0 means
+    every word of the question matched strongly and scores are comparable across questions; a word the
+    conversation never used counts in that sum, so a question about something new scores low.
 
     ``speakers``: a turn's document starts with its speaker's name (LoCoMo questions name who did what).
-    ``idf``: ``conversation`` (every turn so far) or ``candidates`` (only the turns being ranked).
     Measured (BM25 alone, LoCoMo 1-5 top-1): no stemming 0.56, plurals 0.56, ``light`` 0.59, ``light``
-    with speaker names 0.63; the idf scope changed nothing beyond 0.01, so the cacheable one is default.
+    with speaker names 0.63; an idf over the candidates only (``lab.fusion.CandidatesIndex``) changed nothing
+    beyond 0.01, so the cacheable scope is the product's.
     """
 
     SAVE_AFTER = 2000  # turns appended since the file was read or written before it is written again
 
     def __init__(self, key: str = "", *, stemmer: str = Stemmer.LIGHT, speakers: bool = True,
-                 idf: str = IdfScope.CONVERSATION, k1: float = 1.5, b: float = 0.75, cache: int = 8,
-                 file: Path | None = None, erasures: Callable[[], int] | None = None):
-        """``file``: where the conversation scope's index is saved and read again by a new process
-        (``lexfile``), valid while the store's erase generation (``erasures()``) stays the same."""
-        stemmer, idf = choose(Stemmer, stemmer, "stemmer"), choose(IdfScope, idf, "idf scope")
+                 k1: float = 1.5, b: float = 0.75, file: Path | None = None,
+                 erasures: Callable[[], int] | None = None):
+        """``file``: where the index is saved and read again by a new process (``lexfile``), valid while the
+        store's erase generation (``erasures()``) stays the same."""
         self.file, self._erasures, self._saved = file, erasures, 0
-        self.key, self.stemmer, self.speakers, self.idf_scope = key, stemmer, speakers, idf
-        self.k1, self.b, self._cache_size = k1, b, cache
+        self.key, self.stemmer, self.speakers = key, choose(Stemmer, stemmer, "stemmer"), speakers
+        self.k1, self.b = k1, b
         self._turns: Sequence[Turn] = ()
-        self._built: OrderedDict[tuple, _Bm25] = OrderedDict()
-        self._grown: _Appendable | None = None  # the conversation scope's index
+        self._grown: _Appendable | None = None  # the index of the conversation's turns
         self._table: TurnTable | None = None  # the same turns' question-independent features
         self._last: tuple[int, str] | None = None  # (index, text) of the last turn appended to it
         self._lock = threading.Lock()
@@ -318,11 +256,10 @@ class LexicalIndex:
     def warm(self) -> None:
         """Index the turns given so far now (a background warm-up), not at the next question."""
         with self._lock:
-            if self.idf_scope == IdfScope.CONVERSATION:
-                self._appended()
+            self._appended()
 
     def _appended(self) -> _Appendable:
-        """The conversation scope's index, with the turns not yet in it appended; built again from the first
+        """The conversation's index, with the turns not yet in it appended; built again from the first
         turn when the turns it holds are no longer the conversation's first ones (another conversation's
         turns, or fewer turns than it holds)."""
         turns, grown, last = self._turns, self._grown, self._last
@@ -362,22 +299,8 @@ class LexicalIndex:
             self._appended()
             return self._table
 
-    def _index(self, candidates: tuple[int, ...]) -> tuple[_Bm25, dict[int, int]]:
-        """The bm25s index of ``candidates`` (the candidates idf scope), and each turn's row in it."""
-        key = (self.key, len(self._turns), candidates)
-        built = self._built.get(key)
-        if built is None:
-            built = _Bm25([self.document(self._turns[i]) for i in candidates], self.k1, self.b)
-            self._built[key] = built
-            while len(self._built) > self._cache_size:
-                self._built.popitem(last=False)
-        else:
-            self._built.move_to_end(key)
-        return built, {turn: row for row, turn in enumerate(candidates)}
-
     def score_array(self, question: str, turns: Sequence[Turn] | None = None) -> np.ndarray:
-        """Every turn's score for ``question`` over the most it could score (0..1), in turn order
-        (the ``conversation`` idf scope only)."""
+        """Every turn's score for ``question`` over the most it could score (0..1), in turn order."""
         with self._lock:
             if turns is not None:
                 self._turns = turns
@@ -402,56 +325,13 @@ class LexicalIndex:
             candidates = tuple(turn_indices)
             if not candidates:
                 return {}
-            if self.idf_scope == IdfScope.CONVERSATION:
-                raw = self._conversation_scores(question)
-                return {i: float(raw[i]) for i in candidates}
-            index, row = self._index(candidates)
-            query = list(dict.fromkeys(content_words(question, self.stemmer)))
-            weight = sum(index.idf(t) for t in query)
-            if weight <= 0:
-                return dict.fromkeys(candidates, 0.0)
-            raw = index.scores(query)
-            return {i: float(raw[row[i]]) / weight for i in candidates}
+            raw = self._conversation_scores(question)
+            return {i: float(raw[i]) for i in candidates}
 
-
-# -- fusion -----------------------------------------------------------------------------------------
-def _normalise(x: np.ndarray, how: str) -> np.ndarray:
-    if how in ("raw", "query") or x.size == 0:
-        return x
-    if how == "max":
-        top = x.max()
-        return x / top if top > 0 else x
-    if how == "minmax":
-        span = x.max() - x.min()
-        return (x - x.min()) / span if span > 0 else np.zeros_like(x)
-    std = x.std()  # z
-    return (x - x.mean()) / std if std > 0 else np.zeros_like(x)
-
-
-def _ranks(x: np.ndarray) -> np.ndarray:
-    """1 for the best; ties in candidate order."""
-    order = np.argsort(-x, kind="stable")
-    ranks = np.empty(len(x), dtype=np.float64)
-    ranks[order] = np.arange(1, len(x) + 1)
-    return ranks
-
-
-def fused_scores(dense: np.ndarray, lexical: np.ndarray, settings: HybridSettings) -> np.ndarray:
-    """Fused score of each candidate turn from its cosine and its normalised BM25 score."""
-    dense, lexical = np.asarray(dense, dtype=np.float64), np.asarray(lexical, dtype=np.float64)
-    w = settings.dense_weight
-    if settings.fusion == "dense":
-        return dense
-    if settings.fusion == "lexical":
-        return lexical
-    if settings.fusion == "rrf":
-        # a turn sharing no word with the question gets no lexical vote rather than a low rank
-        lexical_part = np.where(lexical > 0, 1.0 / (settings.rrf_k + _ranks(lexical)), 0.0)
-        return w / (settings.rrf_k + _ranks(dense)) + (1 - w) * lexical_part
-    lexical = _normalise(lexical, settings.lexical_norm)
-    if settings.lexical_power != 1.0:
-        lexical = np.power(np.clip(lexical, 0.0, None), settings.lexical_power)
-    return w * _normalise(dense, settings.dense_norm) + (1 - w) * lexical
+    def candidate_scores(self, question: str, turns: Sequence[Turn], candidates: np.ndarray) -> np.ndarray:
+        """The scores of ``candidates`` (turn indices) as an array in their order: what ``rank_turns`` reads.
+        The lab's idf over the candidates only (``lab.fusion.CandidatesIndex``) overrides it."""
+        return self.score_array(question, turns)[candidates]
 
 
 class Ranking(Sequence[TurnHit]):
@@ -560,13 +440,6 @@ def _dense_array(dense: DenseScorer, question: str, candidates: np.ndarray) -> n
     return np.array([d.get(i, 0.0) for i in candidates.tolist()], dtype=np.float64)
 
 
-def _lexical_array(lexical: LexicalIndex, question: str, turns: Sequence[Turn], candidates: np.ndarray) -> np.ndarray:
-    if lexical.idf_scope == IdfScope.CONVERSATION:
-        return lexical.score_array(question, turns)[candidates]
-    lx = lexical.scores(question, candidates.tolist(), turns)
-    return np.array([lx.get(i, 0.0) for i in candidates.tolist()], dtype=np.float64)
-
-
 def rank_turns(question: str, turns: Sequence[Turn], pages: Sequence[Page], dense: DenseScorer,
                lexical: LexicalIndex, settings: HybridSettings | None = None) -> Ranking:
     """Every turn of ``pages``, best fused score first (ties: earlier turn first).
@@ -579,10 +452,9 @@ def rank_turns(question: str, turns: Sequence[Turn], pages: Sequence[Page], dens
     candidates = np.flatnonzero(inside & table.array("text"))  # not forgotten
     if not len(candidates):
         return Ranking(*(np.zeros(0),) * 5)
-    dv = _dense_array(dense, question, candidates) if settings.fusion != "lexical" else np.zeros(len(candidates))
-    lv = (_lexical_array(lexical, question, turns, candidates) if settings.fusion != "dense"
-          else np.zeros(len(candidates)))
-    fused = (fused_scores(dv, lv, settings) * _question_weights(table, candidates, settings)
+    dv = _dense_array(dense, question, candidates)
+    lv = lexical.candidate_scores(question, turns, candidates)
+    fused = (settings.fuse(dv, lv) * _question_weights(table, candidates, settings)
              * _priors(question, table, candidates, settings))
     keep = ~_earlier_askings(question, turns, table, candidates, fused, lexical.stemmer)
     if not keep.all():
@@ -639,8 +511,6 @@ def _question_weights(table: TurnTable, candidates: np.ndarray, settings: Hybrid
 def _priors(question: str, table: TurnTable, candidates: np.ndarray, settings: HybridSettings) -> np.ndarray:
     """``answer_priors`` from the table: the same factors, multiplied in the same order."""
     factors = np.ones(len(candidates))
-    if settings.fusion in ("dense", "lexical"):
-        return factors
     if settings.telling_weight:
         factors *= np.where(table.array("tells")[candidates], 1 + settings.telling_weight, 1.0)
     groups = asked_groups(question)
@@ -658,11 +528,8 @@ def _priors(question: str, table: TurnTable, candidates: np.ndarray, settings: H
 
 
 def answer_priors(question: str, turns: Sequence[Turn], indices: Sequence[int], settings: HybridSettings) -> np.ndarray:
-    """The factor of each candidate turn from the priors on what holds an answer (see ``HybridSettings``);
-    none for the one-signal baselines (``dense``, ``lexical``)."""
+    """The factor of each candidate turn from the priors on what holds an answer (see ``HybridSettings``)."""
     factors = np.ones(len(indices))
-    if settings.fusion in ("dense", "lexical"):
-        return factors
     if settings.telling_weight:
         factors *= np.array([1 + settings.telling_weight if tells(turns[i]) else 1.0 for i in indices])
     if settings.answer_type_weight and asked_types(question):
@@ -713,37 +580,3 @@ def embedding_scorer(embedder, turns: Sequence[Turn]) -> DenseScorer:
         return dict(zip(turn_indices, (vectors[1:] @ vectors[0]).tolist()))
 
     return score
-
-
-# -- recall trigger ---------------------------------------------------------------------------------
-@dataclass
-class TriggerFeatures:
-    """What a recall trigger can see of a message before the model runs."""
-
-    score: float  # best fused score
-    margin: float  # best fused score minus the best fused score of another page (score if one page)
-    dense: float  # best cosine of any candidate turn
-    lexical: float  # best normalised BM25 score of any candidate turn
-    question: bool
-    pages: int  # pages ranked
-
-
-def trigger_features(message: str, hits: Sequence[TurnHit]) -> TriggerFeatures:
-    """Features of ``message`` from ``rank_turns``'s hits (``rank_pages``'s give the same score and
-    margin, with dense and lexical maxima over the pages' best turns only)."""
-    question = is_question(message)
-    if not hits:
-        return TriggerFeatures(0.0, 0.0, 0.0, 0.0, question, 0)
-    pages = best_per_page(hits)
-    second = pages[1].score if len(pages) > 1 else 0.0
-    return TriggerFeatures(pages[0].score, pages[0].score - second, max(h.dense for h in hits),
-                           max(h.lexical for h in hits), question, len(pages))
-
-
-def should_recall(features: TriggerFeatures, settings: HybridSettings | None = None) -> bool:
-    """Page in without the model asking: see ``HybridSettings`` for the rule."""
-    s = settings or HybridSettings()
-    if features.pages == 0 or features.margin < s.min_margin:
-        return False
-    threshold = s.question_threshold if features.question else s.statement_threshold
-    return threshold is not None and features.score >= threshold

@@ -8,14 +8,13 @@ import pytest
 
 from localpager.core.records import Page, Turn
 from localpager.core.text import content_words
+from localpager.lab.fusion import Bm25, fusion_settings
 from localpager.lab.synthetic import generate_conversation
 from localpager.retrieval.ranking import (
     HybridSettings,
     LexicalIndex,
     Ranking,
-    _Bm25,
     answer_priors,
-    fused_scores,
     question_turn_weights,
     rank_turns,
 )
@@ -24,7 +23,7 @@ from tests.helpers import pages_of, speaker_turns
 
 def reference(index: LexicalIndex, question: str, turns) -> dict[int, float]:
     """bm25s over every turn, built from scratch (what the index did before it was appended to)."""
-    bm25 = _Bm25([index.document(t) for t in turns], index.k1, index.b)
+    bm25 = Bm25([index.document(t) for t in turns], index.k1, index.b)
     query = list(dict.fromkeys(content_words(question, index.stemmer)))
     weight = sum(bm25.idf(t) for t in query)
     raw = bm25.scores(query)
@@ -66,16 +65,15 @@ def one_by_one(question, turns, pages, dense, lexical, settings):
     """The ranking as it was computed before the table: a dict of candidates, priors turn by turn."""
     owner = {i: p.page_id for p in pages for i in p.turn_range if i < len(turns) and turns[i].text}
     candidates = sorted(owner)
-    d = dense(question, candidates) if settings.fusion != "lexical" else {}
-    lx = lexical.scores(question, candidates, turns) if settings.fusion != "dense" else {}
+    d, lx = dense(question, candidates), lexical.scores(question, candidates, turns)
     dv, lv = np.array([d.get(i, 0.0) for i in candidates]), np.array([lx.get(i, 0.0) for i in candidates])
-    fused = (fused_scores(dv, lv, settings) * question_turn_weights(turns, candidates, settings)
+    fused = (settings.fuse(dv, lv) * question_turn_weights(turns, candidates, settings)
              * answer_priors(question, turns, candidates, settings))
     order = sorted(range(len(candidates)), key=lambda j: (-fused[j], candidates[j]))
     return [(candidates[j], owner[candidates[j]], float(fused[j]), float(dv[j]), float(lv[j])) for j in order]
 
 
-@pytest.mark.parametrize("fusion", ["weighted", "rrf", "dense", "lexical"])
+@pytest.mark.parametrize("fusion", ["product", "weighted", "rrf", "dense", "lexical"])
 def test_the_table_ranks_as_scoring_turn_by_turn(fusion):
     conv = generate_conversation(5, n_turns=200)
     turns = [Turn(t.role, t.text, t.index, speaker=("Ana" if t.role == "user" else None)) for t in conv.turns]
@@ -83,7 +81,7 @@ def test_the_table_ranks_as_scoring_turn_by_turn(fusion):
     rng = np.random.default_rng(0)
     cosines = dict(enumerate(rng.uniform(-0.2, 0.9, len(turns)).tolist()))
     dense = lambda q, idx: {i: cosines[i] for i in idx}
-    settings = HybridSettings(fusion=fusion)
+    settings = HybridSettings() if fusion == "product" else fusion_settings(fusion)  # the lab's: lab.fusion
     index = LexicalIndex("c")
     for q in [p.question for p in conv.probes] + ["What did Ana say about money?", "hello"]:
         hits = rank_turns(q, turns, pages, dense, index, settings)

@@ -9,6 +9,7 @@ import pytest
 
 from localpager.core.answer_types import asked_groups, asks_for_several, match, stated_types
 from localpager.core.records import Page, Turn
+from localpager.lab.fusion import fusion_settings
 from localpager.retrieval.gate import (
     DEFAULT_MODEL,
     FEATURES,
@@ -105,7 +106,7 @@ def test_the_turn_stating_the_asked_type_outranks_one_nearer_in_words() -> None:
     assert rank_turns(question, turns, pages, dense, LexicalIndex(), before)[0].turn == 0
     assert rank_turns(question, turns, pages, dense, LexicalIndex(), HybridSettings())[0].turn == 2
     # the one-signal baselines stay what they are
-    assert rank_turns(question, turns, pages, dense, LexicalIndex(), HybridSettings("dense"))[0].turn == 0
+    assert rank_turns(question, turns, pages, dense, LexicalIndex(), fusion_settings("dense"))[0].turn == 0
 
 
 def test_a_turn_by_the_speaker_the_question_names_is_preferred() -> None:

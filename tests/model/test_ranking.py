@@ -1,5 +1,6 @@
 """Turn-level hybrid ranking with the real embedder: BM25 finds what dense ranks low, dense finds paraphrases, and
-the simulator's rerank column is this ranking (the logic: tests/fast/test_ranking.py)."""
+the simulator's rerank column is this ranking (the logic: tests/fast/test_ranking.py; the lab's baselines:
+lab.fusion)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import pytest
 from helpers import pages_of, speaker_turns
 
 from localpager.core.records import Turn
+from localpager.lab.fusion import fusion_settings
 from localpager.retrieval.ranking import HybridSettings, LexicalIndex, embedding_scorer, rank_pages, rank_turns
 
 # LoCoMo-style: the question reuses the evidence's words and names a speaker, while short exclamations
@@ -57,7 +59,7 @@ def test_hybrid_finds_a_turn_that_reuses_the_question_words_when_dense_ranks_it_
     pages = pages_of(turns, 2)
     question = "Where did Caroline move from 4 years ago?"
     evidence = 3  # turn 4's page
-    assert ranks(question, turns, pages, embedder, HybridSettings("dense")).index(evidence) >= 2
+    assert ranks(question, turns, pages, embedder, fusion_settings("dense")).index(evidence) >= 2
     assert ranks(question, turns, pages, embedder, HybridSettings())[0] == evidence
 
 
@@ -67,8 +69,8 @@ def test_hybrid_still_finds_a_paraphrase_only_dense_matches(embedder):
     pages = pages_of(turns, 2)
     question = "Where will I find my vehicle when I come back from the mall?"
     evidence = 2  # turn 2's page
-    assert ranks(question, turns, pages, embedder, HybridSettings("lexical"))[0] != evidence
-    assert ranks(question, turns, pages, embedder, HybridSettings("dense"))[0] == evidence
+    assert ranks(question, turns, pages, embedder, fusion_settings("lexical"))[0] != evidence
+    assert ranks(question, turns, pages, embedder, fusion_settings("dense"))[0] == evidence
     assert ranks(question, turns, pages, embedder, HybridSettings())[0] == evidence
 
 
@@ -86,7 +88,7 @@ def test_the_simulators_rerank_column_is_this_ranking(embedder):
     assert rerank.retrieve(question, pages, 3, turns=turns, key="conv") == expected
     assert rerank.retrieve(question, pages, 3) == expected  # turns read back from the pages' "who: text" lines
     assert get_retriever("dense").retrieve(question, pages, 3, turns=turns, key="conv") == \
-        ranks(question, turns, pages, embedder, HybridSettings("dense"))[:3]
+        ranks(question, turns, pages, embedder, fusion_settings("dense"))[:3]
 
 
 @pytest.mark.embedder
