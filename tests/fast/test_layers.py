@@ -24,21 +24,14 @@ def module_name(path: Path) -> str:
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
-def imports(path: Path, typing: bool = True) -> set[str]:
-    """The localpager modules ``path`` imports (a ``from x import y`` counts as ``x.y`` when that is a module);
-    without ``typing``, those under ``if TYPE_CHECKING:`` (never executed) are left out."""
+def imports(path: Path) -> set[str]:
+    """The localpager modules ``path`` imports, under ``if TYPE_CHECKING:`` too (a ``from x import y`` counts as
+    ``x.y`` when that is a module)."""
     name = module_name(path)
     package = name if path.name == "__init__.py" else name.rsplit(".", 1)[0]
     tree = ast.parse(path.read_text(encoding="utf-8"))
-    skipped = set()
-    if not typing:
-        for node in ast.walk(tree):
-            if isinstance(node, ast.If) and getattr(node.test, "id", getattr(node.test, "attr", "")) == "TYPE_CHECKING":
-                skipped |= {id(n) for stmt in node.body for n in ast.walk(stmt)}
     found = set()
     for node in ast.walk(tree):
-        if id(node) in skipped:
-            continue
         if isinstance(node, ast.ImportFrom):
             if node.level:
                 base = package.split(".")[: len(package.split(".")) - node.level + 1]
@@ -71,8 +64,7 @@ def layer(module: str) -> str | None:
 
 
 MODULES = {module_name(p): p for p in sorted(PACKAGE.rglob("*.py"))}
-GRAPH = {name: imports(path) for name, path in MODULES.items()}  # every import: for the layers
-RUNS = {name: imports(path, typing=False) for name, path in MODULES.items()}  # executed ones: for circles
+GRAPH = {name: imports(path) for name, path in MODULES.items()}  # every import, type-only ones included
 
 
 def test_every_module_sits_in_a_layer() -> None:
@@ -88,16 +80,16 @@ def test_no_import_reaches_a_higher_layer(module: str) -> None:
 
 
 def test_no_import_circle() -> None:
-    """No module reaches itself through the imports it executes (within a layer too; an import only for
-    type checking runs never, so ``memory.controls`` may name ``memory.api``'s types)."""
+    """No module reaches itself through its imports (within a layer too), those made only for type checking
+    included: a type named back up is a dependency back up all the same."""
     state: dict[str, int] = {}
     stack: list[str] = []
 
     def visit(module: str) -> None:
         state[module] = 1
         stack.append(module)
-        for target in sorted(RUNS.get(module, ())):
-            if target not in RUNS or target == "localpager":
+        for target in sorted(GRAPH.get(module, ())):
+            if target not in GRAPH or target == "localpager":
                 continue
             if state.get(target) == 1:
                 raise AssertionError("import circle: " + " -> ".join(stack[stack.index(target):] + [target]))
@@ -106,7 +98,7 @@ def test_no_import_circle() -> None:
         stack.pop()
         state[module] = 2
 
-    for module in RUNS:
+    for module in GRAPH:
         if module not in state and module != "localpager":
             visit(module)
 
