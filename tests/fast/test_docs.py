@@ -126,6 +126,24 @@ def test_the_cli_reference_is_what_the_commands_say():
     assert "Experiment options:" in text[text.index("## `localpager eval`"):]
 
 
+# -- the architecture page ------------------------------------------------------------------------------
+def test_the_layers_page_names_every_module_of_the_tree():
+    """docs/how-it-works.md's "The layers" lists each folder's rooms: every module of ``localpager/`` (but the
+    package faces, ``__init__.py``, and ``__main__.py``) is named under its layer, and nothing it names is gone."""
+    text = (DOCS / "how-it-works.md").read_text(encoding="utf-8")
+    section = text[text.index("## The layers"):text.index("\n## ", text.index("## The layers") + 1)]
+    rooms = {}
+    for line in section.split("- **")[1:]:
+        layer, _, rest = line.partition("**")
+        rooms[layer] = set(re.findall(r"`([\w/]+\.py)`", rest))
+    package = ROOT / "localpager"
+    for folder in sorted(p for p in package.iterdir() if p.is_dir() and (p / "__init__.py").exists()):
+        modules = {m.relative_to(folder).as_posix() for m in folder.rglob("*.py")
+                   if m.name not in ("__init__.py", "__main__.py")}
+        named = rooms.get(folder.name, set()) - {"__init__.py"}
+        assert modules == named, f"{folder.name}: not named {sorted(modules - named)}, gone {sorted(named - modules)}"
+
+
 # -- links ---------------------------------------------------------------------------------------------
 def slug(heading: str) -> str:
     """GitHub's anchor for a heading."""
