@@ -185,7 +185,7 @@ def decide(chat, question: str) -> set[int]:
     """What ``ask`` decides before the model runs, as the runtime asks it of the selector: whether to page in
     (the recall gate), then the pages to inject. Returns the injected page ids."""
     pager = chat.pager
-    selector = chat.lp.selector(chat.id)
+    selector = chat.held.selector(chat.id)
     selector.should_recall(question, pager)
     injections, _ = selector.select(question, [], pager, None)
     return {i.page.page_id for i in injections}
