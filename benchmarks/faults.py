@@ -11,9 +11,18 @@ Fuzz: tests/fast/test_fuzz.py with many more hypothesis examples. Retries: a rea
 requests that fail on the client's side and are sent again (benchmarks/retries.py); no turn may be stored
 twice (``duplicate_turns_on_retry``). Forget across processes: a worker holds a conversation while another
 process forgets a secret said in it; no file of the store may hold it after, as bytes or as a saved KV
-cache's tokens (``forget_across_processes_leaks``). Pathological input: a 1 MB string without a space through
-ingest, import and a chat request to a real server while /health is polled (benchmarks/pathological.py,
-``pathological_input_ms`` per path). Prints one table, writes the figures.
+cache's tokens (``forget_across_processes_leaks``). Files beside the store (tests/derivedkit.py): a worker
+holding a large conversation whose FAISS save is deferred to close while this process forgets a turn of it
+(``faiss_write_back_leaks``: files holding the forgotten turn's vector after, must be 0); each kind of
+damaged or foreign file (FAISS, BM25, KV cache) opened by a new process (``damaged_files_crashes``, must be
+0, and the results equal an undamaged store's); the issue's crafted import with 8-float vectors
+(``import_breaks_others``: other conversations that cannot search or answer after it, must be 0).
+Pathological input: a 1 MB string without a space through ingest, import and a chat request to a real server
+while /health is polled (benchmarks/pathological.py, ``pathological_input_ms`` per path). Issue 32's server
+cases (benchmarks/serve_cases.py): the 782 KB history against 24,000 stored turns (``history_match_ms_782kb``,
+under 2 s, and a request on another conversation meanwhile, ``history_match_other_ms``), ``--cors-origin null``
+without a key and ``Origin: null`` (``cors_null_*``), and a forget over MCP confirmed by another process
+(``mcp_token_across_processes_*``). Prints one table, writes the figures.
 """
 
 from __future__ import annotations
@@ -31,9 +40,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
+import derivedkit  # noqa: E402
 import faultkit  # noqa: E402
 import pathological  # noqa: E402
 import retries  # noqa: E402
+import serve_cases  # noqa: E402
 
 OPS = ("ask", "add", "maintain", "ingest")
 
@@ -100,6 +111,13 @@ def forget_across(rounds: int, log) -> dict:
     return totals
 
 
+def derived_files(rounds: int, log, big: bool) -> dict:
+    """tests/derivedkit.py's figures: FAISS write-back after a forget (``big``: one run on 20,600 turns, the
+    save deferred as it is in use; else 120 turns with the threshold lowered), damaged files, a crafted import."""
+    with tempfile.TemporaryDirectory() as d:
+        return derivedkit.figures(Path(d), rounds, log, big)
+
+
 def fuzz(examples: int, log) -> dict:
     """tests/fast/test_fuzz.py with ``examples`` hypothesis examples per property."""
     env = {**os.environ, "LOCALPAGER_FUZZ_EXAMPLES": str(examples),
@@ -119,6 +137,20 @@ def fuzz(examples: int, log) -> dict:
     return {"fuzz_cases": properties * examples + 1, "fuzz_failures": failed + (0 if passed else 1)}
 
 
+def serve_case_rows(result: dict) -> list[tuple[str, object]]:
+    """benchmarks/serve_cases.py's figures as table rows (issue 32: history matching, CORS null, MCP tokens)."""
+    return [(f"{result['history_match_request_bytes'] // 1000} KB history vs 24,000 turns: ms (HTTP, history)",
+             f"{result['history_match_ms_782kb']} ({result['history_match_status']}, {result['history_match_history']})"),
+            ("another conversation meanwhile / alone: ms",
+             f"{result['history_match_other_ms']} / {result['history_match_other_alone_ms']}"),
+            ("--cors-origin null served without a key", result["cors_null_without_key_served"]),
+            ("Origin: null forget: HTTP (told to allow it)",
+             f"{result['cors_null_forget_status']} ({result['cors_null_suggested']})"),
+            ("MCP forget confirmed by another process: erased (leaks)",
+             f"{result['mcp_token_across_processes_erased']} ({result['mcp_token_across_processes_leaks']})"),
+            ("MCP token replays accepted", result["mcp_token_replays_accepted"])]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="fewer runs: a few minutes on two cores")
@@ -130,8 +162,9 @@ def main() -> None:
     log = lambda s: print(s, file=sys.stderr, flush=True)
     start = time.monotonic()
     result = {**kill_runs(runs, args.seed, log), **concurrent_rounds(rounds, log), **fuzz(examples, log),
-              **forget_across(forget_rounds, log),
-              **retries.duplicate_turns_on_retry(log), **pathological.pathological_input(log)}
+              **forget_across(forget_rounds, log), **derived_files(2 if args.quick else 4, log, not args.quick),
+              **retries.duplicate_turns_on_retry(log), **pathological.pathological_input(log),
+              **serve_cases.serve_cases(log)}
     result["seconds"] = round(time.monotonic() - start, 1)
     result["quick"] = args.quick
     rows = [("kill runs (ingest, ask+maintain, maintain, add)", result["runs"]), ("killed mid-run", result["kills"]),
@@ -145,11 +178,21 @@ def main() -> None:
             ("forgets while another process holds the conversation", result["forget_across_processes_runs"]),
             ("held cache found on disk before the forget", result["forget_across_processes_seen_before"]),
             ("files holding the secret after (leaks)", result["forget_across_processes_leaks"]),
+            ("deferred FAISS saves after another process's forget", result["faiss_write_back_runs"]),
+            ("FAISS files holding the forgotten vector after (leaks)", result["faiss_write_back_leaks"]),
+            ("damaged or foreign files opened (FAISS, BM25, KV)", result["damaged_files_cases"]),
+            ("crashes on a damaged file", result["damaged_files_crashes"]),
+            ("wrong results, damaged KV caches loaded, not one warning",
+             f"{result['damaged_files_wrong_results']}, {result['damaged_files_kv_loaded']}, "
+             f"{result['damaged_files_not_one_warning']}"),
+            ("crafted import refused", result["import_refused"]),
+            ("other conversations broken by it", result["import_breaks_others"]),
             ("requests retried on a real server", result["retry_cases"]),
             ("turns stored twice by a retry", result["duplicate_turns_on_retry"]),
             *((f"1 MB without a space: {path} ms", ms) for path, ms in result["pathological_input_ms"].items()),
             ("/health answered meanwhile (slowest ms)",
              f"{result['pathological_health_kept_answering']} ({result['pathological_health_slowest_ms']})"),
+            *serve_case_rows(result),
             ("seconds", result["seconds"])]
     width = max(len(name) for name, _ in rows)
     print(f"| {'what'.ljust(width)} | value |\n|{'-' * (width + 2)}|------:|")

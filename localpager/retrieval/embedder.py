@@ -79,6 +79,19 @@ class Embedder:
     def dim(self) -> int:
         return self._load().dim
 
+    @property
+    def known_dim(self) -> int | None:
+        """The width of its vectors when known without loading the model: loaded, or a model the numpy encoder
+        runs (its ``hidden_size``); None otherwise."""
+        if self._model is not None:
+            return int(self._model.dim)
+        from .bert import _read, supports
+
+        if supports(self.path):
+            size = _read(self.path / "config.json").get("hidden_size")
+            return size if type(size) is int and size > 0 else None
+        return None
+
     def encode(self, texts: list[str], batch_size: int | None = None) -> np.ndarray:
         """One row per text, L2-normalised float32; repeated texts are served from a small cache.
 

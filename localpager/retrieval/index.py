@@ -6,14 +6,23 @@ as its best-matching turn, which finds the right page most often). A row's ``kin
 with the turn's index for ``turn``.
 
 SQLite holds the vectors (the source of truth). A FAISS index per signal is saved beside the store and
-rebuilt from it whenever the file is missing, unreadable or stale. A store on a database server
-(PostgreSQL: ``store.local`` is false) keeps nothing beside it: each process builds one index per signal
-and conversation in memory from the rows, keeps the most recently used (``CONVERSATION_INDEXES``), and
-rebuilds one when the conversation's vector version moved (another replica changed its vectors).
+rebuilt from it whenever the file is missing, unreadable or stale. A file is written only under the store's
+FAISS lock, by a process that has just read there that nothing was erased and no vector changed since its
+index was built (``SignalIndex._save``): an erase in another process rewrites the files under the same lock,
+so an index holding an erased vector is never written back after it. A file is read only when its sha256 (in
+its ``.json``) matches, it is an ``IndexIDMap2`` over a flat inner-product index of this embedder's width,
+and its ids are the store's rows; anything else is rebuilt from the store with one warning.
+
+A store on a database server (PostgreSQL: ``store.local`` is false) keeps nothing beside it: each process
+builds one index per signal and conversation in memory from the rows, keeps the most recently used
+(``CONVERSATION_INDEXES``), and rebuilds one when the conversation's vector version moved (another replica
+changed its vectors).
 """
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
 import json
 import logging
 import os
@@ -66,6 +75,51 @@ def private_file(path: Path) -> None:
         os.close(fd)
 
 
+_FILE_LOCKS: dict[str, object] = {}  # store path -> its FAISS files' lock (one per process: re-entrant)
+_FILE_LOCKS_GUARD = threading.Lock()
+
+
+def _files_lock(store_path):
+    """The lock on a store's FAISS files: one object per store and process, so that a thread holding it (an
+    erase rewriting every file) may take it again (each index's save); another process or thread waits."""
+    from ..store.locks import named_lock
+
+    with _FILE_LOCKS_GUARD:
+        key = str(store_path)
+        if key not in _FILE_LOCKS:
+            _FILE_LOCKS[key] = named_lock(store_path, "faiss")
+        return _FILE_LOCKS[key]
+
+
+def file_sha256(path: Path) -> str:
+    """The sha256 of a file's bytes (hex), read in chunks."""
+    with open(path, "rb") as f:
+        return hashlib.file_digest(f, "sha256").hexdigest()
+
+
+class DamagedFile(ValueError):
+    """A file beside the store that is not what this store wrote: rebuilt from the store."""
+
+
+def check_flat_index(index, dim: int) -> None:
+    """Raise ``DamagedFile`` unless ``index`` is what ``SignalIndex`` makes: an ``IndexIDMap2`` over a flat
+    inner-product index of ``dim`` numbers a vector, with one id per vector (any other kind, an HNSW graph,
+    another width, would be read past its buffer or fail on use)."""
+    import faiss
+
+    if not isinstance(index, faiss.IndexIDMap2):
+        raise DamagedFile(f"it holds an index of kind {type(index).__name__}, not IndexIDMap2")
+    inner = faiss.downcast_index(index.index)
+    if type(inner) not in (faiss.IndexFlat, faiss.IndexFlatIP) or inner.metric_type != faiss.METRIC_INNER_PRODUCT:
+        raise DamagedFile(f"its IndexIDMap2 holds an index of kind {type(inner).__name__}, not a flat inner-product "
+                          "one")
+    if index.d != dim or inner.d != dim:
+        raise DamagedFile(f"vectors of {index.d} numbers, not {dim}")
+    if inner.ntotal != index.ntotal or index.id_map.size() != index.ntotal or \
+            inner.codes.size() != index.ntotal * dim * 4:
+        raise DamagedFile("its vector count, ids and storage disagree")
+
+
 @dataclass
 class Hit:
     page_id: int
@@ -91,6 +145,8 @@ class SignalIndex:
         self.meta_path = self.path.with_suffix(".json")
         self.rows: dict[int, tuple[str, int, str]] = {}  # rowid -> (conv_id, page_id, kind)
         self.fingerprint: list = []  # the store's embedding_fingerprint this index reflects
+        self.generation: int | None = None  # the store's erase generation it was built under (read before its rows)
+        self.skipped = 0  # rows of the signal left out: vectors of another width than ``dim`` (another embedder's)
         # files beside the store: only for a whole local store (and never an encrypted or read-only one)
         self.files = conv_id is None and getattr(store, "local", True)
         self.dirty = False  # changed since saved (``flush``)
@@ -102,12 +158,10 @@ class SignalIndex:
     def _files(self):
         """The FAISS files of this store, locked against other processes (one ``flock`` beside them): two
         processes writing the same temporary file, or one reading while another renames, would corrupt."""
-        from ..store.locks import named_lock
-
         if getattr(self.store, "read_only", False):
             yield
             return
-        with named_lock(self.store.path, "faiss"):
+        with _files_lock(self.store.path):
             yield
 
     def current(self) -> bool:
@@ -130,7 +184,9 @@ class SignalIndex:
         return faiss.IndexIDMap2(faiss.IndexFlatIP(self.dim))
 
     def _load(self):
-        """The saved index, if its fingerprint matches the store's rows; None if missing, stale or corrupt."""
+        """The saved index, if it is current for the store (fingerprint, erase generation, width) and intact
+        (checksum, kind, ids); None if missing or stale, and None with one warning if damaged or foreign (the
+        caller rebuilds it from the store, and the rebuilt file replaces it)."""
         import faiss
 
         if getattr(self.store, "encrypted", False):  # never read vectors beside an encrypted store
@@ -138,55 +194,117 @@ class SignalIndex:
         try:
             with self._files():
                 meta = json.loads(self.meta_path.read_text())
-                if meta["fingerprint"] != self.store.embedding_fingerprint(self.signal) or meta["dim"] != self.dim:
+                generation = self.store.erase_generation()
+                if not isinstance(meta, dict):
+                    raise DamagedFile("its .json is not one this localpager writes")
+                if "sha256" not in meta:  # written by an earlier localpager: rebuilt once, no warning
                     return None
+                if (meta.get("fingerprint") != self.store.embedding_fingerprint(self.signal)
+                        or meta.get("dim") != self.dim or meta.get("erasures") != generation):
+                    return None  # stale: the store changed since (a rebuild follows, no warning)
+                if file_sha256(self.path) != meta["sha256"]:
+                    raise DamagedFile("its checksum does not match")
                 index = faiss.read_index(str(self.path))
+                check_flat_index(index, self.dim)
+                rows = self._checked_rows(index, meta.get("skipped", 0))
         except FileNotFoundError:
             return None
-        except (ValueError, KeyError, RuntimeError, OSError) as exc:
-            log.warning("rebuilding %s: %s", self.path, exc)
+        except Exception as exc:  # noqa: BLE001 - derived data, whatever is wrong with it: rebuilt from the store
+            log.warning("rebuilding %s from the store: %s", self.path, str(exc).splitlines()[0] if str(exc) else
+                        type(exc).__name__)
             return None
-        rows = self.store.embedding_keys(self.signal)
-        if index.ntotal != len(rows):
-            return None
-        self.rows = {r[0]: (r[1], r[2], r[3]) for r in rows}
-        self.fingerprint = meta["fingerprint"]
+        self.rows = rows
+        self.fingerprint, self.generation, self.skipped = meta["fingerprint"], generation, meta.get("skipped", 0)
         return index
 
+    def _checked_rows(self, index, skipped) -> dict[int, tuple[str, int, str]]:
+        """The store's rows the saved ``index`` holds, by rowid; ``DamagedFile`` unless its ids are exactly the
+        store's rows of the signal (less the ``skipped`` rows of another width): a row the store no longer
+        has is never ranked."""
+        import faiss
+
+        keys = self.store.embedding_keys(self.signal)
+        ids = np.sort(faiss.vector_to_array(index.id_map)) if index.ntotal else np.zeros(0, dtype=np.int64)
+        rowids = np.array([r[0] for r in keys], dtype=np.int64)
+        if type(skipped) is not int or index.ntotal + skipped != len(keys):
+            raise DamagedFile("it holds another number of vectors than the store")
+        exact = np.array_equal(ids, rowids) if not skipped else (
+            bool(np.isin(ids, rowids).all()) and not np.any(ids[1:] == ids[:-1]))
+        if not exact:
+            raise DamagedFile("its ids are not the store's rows")
+        stored = {r[0]: (r[1], r[2], r[3]) for r in keys}
+        return {int(i): stored[int(i)] for i in ids} if skipped else stored
+
     def _rebuild(self):
+        self.generation = self._erasures()  # first: the rows read after it are at least this recent
         self.fingerprint = self._fingerprint()  # before the rows: never ahead of them
         rows = self.store.embedding_rows(self.signal, self.conv_id)
         index = self._fresh()
-        self.rows = {}
+        self.rows, self.skipped = {}, 0
         self._add(index, rows)
         self.index = index
         self.save()
         return index
 
+    def _erasures(self) -> int | None:
+        reader = getattr(self.store, "erase_generation", None)
+        return reader() if reader is not None else None
+
     def _add(self, index, rows) -> None:
         self.changes += 1
-        if not rows:
+        width = 4 * self.dim
+        fitting = [r for r in rows if len(r[6]) == width]
+        if len(fitting) != len(rows):  # another embedder's vectors (never stored by import): left out, not fatal
+            self.skipped += len(rows) - len(fitting)
+            log.warning("%s: left out %d vectors that are not %d numbers wide (another embedder's); they are "
+                        "embedded again when their pages are", self.path.name, len(rows) - len(fitting), self.dim)
+        if not fitting:
             return
-        vectors = np.stack([np.frombuffer(r[6], dtype=np.float32) for r in rows])
-        index.add_with_ids(vectors, np.array([r[0] for r in rows], dtype=np.int64))
-        self.rows.update({r[0]: (r[1], r[2], r[3]) for r in rows})
+        vectors = np.stack([np.frombuffer(r[6], dtype=np.float32) for r in fitting])
+        index.add_with_ids(vectors, np.array([r[0] for r in fitting], dtype=np.int64))
+        self.rows.update({r[0]: (r[1], r[2], r[3]) for r in fitting})
+
+    @property
+    def writes_files(self) -> bool:
+        """Whether this index is saved beside the store: a whole local store, neither encrypted nor read-only."""
+        return self.files and not (getattr(self.store, "encrypted", False) or getattr(self.store, "read_only", False))
+
+    def _still_current(self) -> bool:
+        """Read under the files' lock just before writing: nothing was erased since this index was built and no
+        vector changed since it was brought up to date. An erase in another process moves the erase generation
+        in the transaction that deletes the rows, then rewrites the files under this lock: a save either lands
+        before that rewrite (and is replaced by it) or sees the new generation here and writes nothing."""
+        from ..store.base import StoreError
+
+        try:
+            return self.generation == self.store.erase_generation() and self.fingerprint == self._fingerprint()
+        except StoreError:  # a closed store: nothing can be checked, so nothing is written
+            return False
 
     def _save(self) -> None:
-        """Write the index and its fingerprint beside the store, owner-only; an encrypted store's index
-        stays in memory (rebuilt from the store on open), so no vector lands on disk in the clear."""
+        """Write the index and its fingerprint beside the store, owner-only, if it is still current (see
+        ``_still_current``); an encrypted store's index stays in memory (rebuilt from the store on open), so no
+        vector lands on disk in the clear. The ``.json`` (fingerprint, width, erase generation, checksum) is
+        removed first and written last: a process killed in between leaves a file without one, rebuilt."""
         import faiss
 
-        if getattr(self.store, "encrypted", False) or getattr(self.store, "read_only", False) or not self.files:
+        if not self.writes_files:
             return
         try:
             with self._files():
+                if not self._still_current():
+                    log.debug("not saving %s: the store changed since it was built", self.path)
+                    return
                 tmp = self.path.with_suffix(".tmp")
                 private_file(tmp)
                 faiss.write_index(self.index, str(tmp))
-                tmp.replace(self.path)
+                meta = {"fingerprint": self.fingerprint, "dim": self.dim, "erasures": self.generation,
+                        "skipped": self.skipped, "sha256": file_sha256(tmp)}
                 meta_tmp = self.meta_path.with_name(self.meta_path.name + ".tmp")  # replaced whole, never half written
                 private_file(meta_tmp)
-                meta_tmp.write_text(json.dumps({"fingerprint": self.fingerprint, "dim": self.dim}))
+                meta_tmp.write_text(json.dumps(meta))
+                self.meta_path.unlink(missing_ok=True)
+                tmp.replace(self.path)
                 meta_tmp.replace(self.meta_path)
         except (OSError, RuntimeError) as exc:  # derived data: the store is intact, the next open rebuilds
             log.warning("could not save %s (%s); it will be rebuilt from the store", self.path, exc)
@@ -199,9 +317,10 @@ class SignalIndex:
             self.changes += 1
             self.index.remove_ids(np.array(replaced, dtype=np.int64))
             for rowid in replaced:
-                self.rows.pop(rowid, None)
+                if self.rows.pop(rowid, None) is None and self.skipped:  # a row of another width, left out
+                    self.skipped -= 1
         self._add(self.index, [r for r in rows if r[0] not in self.rows])
-        self.fingerprint = [version, len(self.rows)]
+        self.fingerprint = [version, len(self.rows) + self.skipped]
         if self.index.ntotal < SAVE_NOW_BELOW:
             self.save()
         else:  # a large file is rewritten whole: not on every eviction, but by ``flush`` (on close)
@@ -460,20 +579,25 @@ def rewrite_indexes(store: Store, page_index: PageIndex | None = None) -> None:
     loaded = page_index.unload() if page_index is not None else {}
     if not getattr(store, "local", True):  # nothing on disk: the indexes are built again from the rows on use
         return
-    for signal in Signal:
-        path = Path(f"{store.path}.{signal}.faiss")
-        dim = loaded[signal].dim if signal in loaded else _saved_dim(path.with_suffix(".json"))
-        if dim is None:
-            for stale in (path, path.with_suffix(".json"), path.with_suffix(".tmp")):
-                stale.unlink(missing_ok=True)
-            continue
-        index = SignalIndex(store, signal, dim, rebuild=True)
-        if page_index is not None and signal in loaded:
+    writable = not (getattr(store, "read_only", False) or getattr(store, "encrypted", False))
+    rebuilt = []
+    with _files_lock(store.path) if writable else contextlib.nullcontext():  # no save of another process between
+        for signal in Signal:
+            path = Path(f"{store.path}.{signal}.faiss")
+            dim = loaded[signal].dim if signal in loaded else _saved_dim(path.with_suffix(".json"))
+            if dim is None:
+                for stale in (path, path.with_suffix(".json"), path.with_suffix(".tmp")):
+                    stale.unlink(missing_ok=True)
+                continue
+            rebuilt.append(SignalIndex(store, signal, dim, rebuild=True))
+    for index in rebuilt:  # after the files' lock: a thread saving an index takes that lock inside the index's
+        if page_index is not None and index.signal in loaded:
             page_index.adopt(index)
 
 
 def _saved_dim(meta_path: Path) -> int | None:
     try:
-        return int(json.loads(meta_path.read_text())["dim"])
+        dim = json.loads(meta_path.read_text())["dim"]
     except (OSError, ValueError, KeyError, TypeError):
         return None
+    return dim if type(dim) is int and 0 < dim <= 65_536 else None

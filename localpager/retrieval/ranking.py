@@ -229,10 +229,13 @@ class LexicalIndex:
 
     def __init__(self, key: str = "", *, stemmer: str = Stemmer.LIGHT, speakers: bool = True,
                  k1: float = 1.5, b: float = 0.75, file: Path | None = None,
-                 erasures: Callable[[], int] | None = None):
+                 erasures: Callable[[], int] | None = None, generation: int | None = None):
         """``file``: where the index is saved and read again by a new process (``lexfile``), valid while the
-        store's erase generation (``erasures()``) stays the same."""
+        store's erase generation (``erasures()``) stays the same; ``generation``: the erase generation the turns
+        it will be given were read under (default: the store's now). It is saved only while the store's is
+        still that one (checked under the store's lock as it is written)."""
         self.file, self._erasures, self._saved = file, erasures, 0
+        self.generation = generation if generation is not None else (erasures() if erasures else 0)
         self.key, self.stemmer, self.speakers = key, choose(Stemmer, stemmer, "stemmer"), speakers
         self.k1, self.b = k1, b
         self._turns: Sequence[Turn] = ()
@@ -276,14 +279,23 @@ class LexicalIndex:
         if self.file is not None and grown.n - self._saved >= self.SAVE_AFTER:
             from . import lexfile
 
-            lexfile.save(self.file, self._stamp(), grown, self._table, self._last[1])
-            self._saved = grown.n
+            lexfile.save(self.file, self._stamp(), grown, self._table, self._last[1], current=self._current)
+            self._saved = grown.n  # saved, or not worth trying again before as many turns more
         return grown
 
     def _stamp(self) -> dict:
         """What a saved file must have been built under to be used."""
         return {"key": self.key, "stemmer": str(self.stemmer), "speakers": self.speakers, "k1": self.k1, "b": self.b,
-                "erasures": self._erasures() if self._erasures else 0}
+                "erasures": self.generation}
+
+    def _current(self) -> bool:
+        """Nothing was erased since the turns it holds were read (the store's erase generation is still theirs)."""
+        if self._erasures is None:
+            return True
+        try:
+            return self._erasures() == self.generation
+        except Exception:  # noqa: BLE001 - a closed store: nothing can be checked, so nothing is saved
+            return False
 
     def _read(self, turns: Sequence[Turn]):
         if self.file is None or len(turns) < self.SAVE_AFTER:

@@ -15,6 +15,12 @@ tokens. So a cache is only ever saved for the store's erase generation (``Store.
 built under, checked against the store under a lock (``<store>.locks/kv.lock``) that the forgetting process
 takes to delete the files: a save either lands before that deletion or sees the new generation and drops
 the cache instead. A cache is loaded only from a file of the current generation.
+
+llama.cpp trusts the bytes it loads: a cache damaged past its header can abort the whole process (a fatal
+error in the grammar code, exit 134), again on every restart while the file stays. So every cache is written
+with the sha256 of its bytes (``<store>.kvsum-…`` beside ``<store>.kv-…``, under the same lock) and loaded
+only when they still match, also under that lock; a file that does not (damaged, cut short, written by
+something else, or without its checksum) is deleted with one warning and the answer goes on cold.
 """
 
 from __future__ import annotations
@@ -32,6 +38,11 @@ log = logging.getLogger("localpager")
 
 def supported(backend: ChatBackend) -> bool:
     return all(hasattr(backend, name) for name in ("state_key", "save_state", "load_state", "cached_tokens"))
+
+
+def _file_sha256(path: Path) -> str:
+    with open(path, "rb") as f:
+        return hashlib.file_digest(f, "sha256").hexdigest()
 
 
 class PrefixStates:
@@ -81,12 +92,19 @@ class PrefixStates:
         path = self.path(conv_id, backend)
         if not path.is_file():
             return 0
-        loaded = backend.load_state(path)
+        try:
+            with self._files():
+                problem = self._damage(path)
+                loaded = 0 if problem else backend.load_state(path)
+                if not loaded:
+                    log.warning("deleted a saved model state that %s: %s",
+                                problem or "llama.cpp could not read", path.name)
+                    self._remove(path)
+        except OSError as exc:  # a cache: an unreadable folder or a lock that never came must not fail the answer
+            log.warning("did not load the saved model state: %s", exc)
+            return 0
         if loaded:
             self._saved[conv_id] = hash(tuple(backend.cached_tokens()))
-        else:
-            log.warning("ignored an unreadable saved model state %s", path)
-            path.unlink(missing_ok=True)
         return loaded
 
     def save(self, backend: ChatBackend) -> bool:
@@ -107,7 +125,11 @@ class PrefixStates:
                 if self._current() != built:  # a forget committed meanwhile: its deletion may have run
                     self.forget(backend)
                     return False
-                saved = backend.save_state(self.path(owner, backend, built))
+                path = self.path(owner, backend, built)
+                self.sum_path(path).unlink(missing_ok=True)  # never an old checksum beside new bytes
+                saved = backend.save_state(path)
+                if saved:
+                    self._write_sum(path)
         except OSError as exc:  # a cache: a full or read-only disk must not fail the answer
             log.warning("could not save the model state: %s", exc)
             return False
@@ -129,19 +151,57 @@ class PrefixStates:
 
         return named_lock(self.store_path, "kv")
 
+    # -- checksums ------------------------------------------------------------------------------
+    def sum_path(self, path: Path) -> Path:
+        """Where the checksum of the saved cache ``path`` (``<store>.kv-REST``) is: ``<store>.kvsum-REST``."""
+        prefix = f"{self.store_path.name}.kv-"
+        return path.with_name(f"{self.store_path.name}.kvsum-{path.name[len(prefix):]}")
+
+    def _write_sum(self, path: Path) -> None:
+        """Write ``path``'s sha256 beside it, owner-only, replaced whole."""
+        import os
+
+        target = self.sum_path(path)
+        tmp = target.with_name(target.name + ".tmp")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as f:
+            f.write(_file_sha256(path) + "\n")
+        os.replace(tmp, target)
+
+    def _damage(self, path: Path) -> str | None:
+        """Why the saved cache at ``path`` must not reach llama.cpp (no checksum, or another one), or None."""
+        try:
+            expected = self.sum_path(path).read_text().strip()
+        except FileNotFoundError:
+            return "has no checksum"
+        except (OSError, ValueError):
+            return "has an unreadable checksum"
+        return None if _file_sha256(path) == expected else "does not match its checksum"
+
+    def _remove(self, path: Path) -> None:
+        for each in (path, self.sum_path(path)):
+            each.unlink(missing_ok=True)
+
     def remove_saved(self) -> None:
         """Delete every saved cache of this store (after an erase committed): under the lock a saving
         process takes, so a save of an older generation either happened before (and is deleted here) or
         sees the new generation and saves nothing."""
+        import glob
+
+        name = glob.escape(self.store_path.name)
         with self._files():
-            for path in self.store_path.parent.glob(f"{self.store_path.name}.kv-*"):
-                path.unlink(missing_ok=True)
+            for pattern in (f"{name}.kv-*", f"{name}.kvsum-*"):
+                for path in self.store_path.parent.glob(pattern):
+                    path.unlink(missing_ok=True)
 
     def _prune(self) -> None:
-        """Delete all but the ``keep`` most recently saved caches of this store."""
-        files = [p for p in self.store_path.parent.glob(f"{self.store_path.name}.kv-*") if not p.name.endswith(".tmp")]
+        """Delete all but the ``keep`` most recently saved caches of this store (with their checksums)."""
+        import glob
+
+        files = [p for p in self.store_path.parent.glob(f"{glob.escape(self.store_path.name)}.kv-*")
+                 if not p.name.endswith(".tmp")]
         for path in sorted(files, key=lambda p: p.stat().st_mtime_ns, reverse=True)[self.keep:]:
-            path.unlink(missing_ok=True)
+            self._remove(path)
 
     def forget(self, backend: ChatBackend | None = None, generation: int | None = None) -> None:
         """After an erase: the live cache may hold erased text, so it goes too (the files go with the

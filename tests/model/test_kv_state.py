@@ -85,6 +85,7 @@ def test_a_state_that_does_not_match_the_prompt_is_used_only_as_far_as_it_matche
     lp.close()
     mine, theirs = (lp.prefix_states.path(c, lp.backend) for c in ("c", "d"))
     theirs.replace(mine)
+    lp.prefix_states.sum_path(theirs).replace(lp.prefix_states.sum_path(mine))  # a sound file: its checksum too
     resumed = ask_in_new_process(stored)
     assert 0 < resumed.trace.tokens["reused"] <= system
     assert resumed.answer == full.answer
@@ -94,4 +95,25 @@ def test_an_unreadable_state_is_dropped_and_the_answer_is_unchanged(stored, full
     kv_files(stored)[0].write_bytes(b"not a llama.cpp state")
     resumed = ask_in_new_process(stored)
     assert resumed.trace.tokens["reused"] == 0 and resumed.answer == full.answer
-    assert "unreadable saved model state" in caplog.text
+    assert "deleted a saved model state" in caplog.text
+
+
+@pytest.mark.parametrize("where", ["after the header", "in the middle"])
+def test_a_damaged_state_never_reaches_llama_cpp(stored, full, caplog, where):
+    """Issue 32, item 2: 2,000 bytes changed in a saved cache (past the header, so that llama.cpp's own checks
+    may not see it: it aborted the process 3 times of 3, again at every restart). Its checksum no longer
+    matches: it is deleted with one warning line before llama.cpp reads it, and the answer is a full read's."""
+    import struct
+
+    path, = kv_files(stored)
+    data = bytearray(path.read_bytes())
+    _, _, n_tokens = struct.unpack_from("<III", data)
+    start = 12 + 4 * n_tokens + 16 if where == "after the header" else len(data) // 2
+    for i in range(start, start + 2000):
+        data[i] ^= 0x5A
+    path.write_bytes(bytes(data))
+    with caplog.at_level("WARNING"):
+        resumed = ask_in_new_process(stored)
+    assert resumed.trace.tokens["reused"] == 0 and resumed.answer == full.answer
+    warnings = [r.getMessage() for r in caplog.records if r.levelno >= 30]
+    assert len(warnings) == 1 and "does not match its checksum" in warnings[0], warnings
