@@ -141,6 +141,7 @@ def serve_case_rows(result: dict) -> list[tuple[str, object]]:
     """benchmarks/serve_cases.py's figures as table rows (issue 32: history matching, CORS null, MCP tokens)."""
     return [(f"{result['history_match_request_bytes'] // 1000} KB history vs 24,000 turns: ms (HTTP, history)",
              f"{result['history_match_ms_782kb']} ({result['history_match_status']}, {result['history_match_history']})"),
+            ("of which matching it in the server: ms", result["history_match_server_match_ms"]),
             ("another conversation meanwhile / alone: ms",
              f"{result['history_match_other_ms']} / {result['history_match_other_alone_ms']}"),
             ("--cors-origin null served without a key", result["cors_null_without_key_served"]),

@@ -22,7 +22,7 @@ from .base import BackendError, Generation, Message, TextCallback
 from .constraints import Constraint
 from .cores import free_cores
 from .modelpaths import chat_model_path
-from .template import CHATML, ChatTemplate
+from .template import ChatTemplate, chosen_template
 
 DEFAULT_N_CTX = 2048
 # A splice moves a cached run of at least this many tokens instead of re-evaluating it: below that, the
@@ -201,12 +201,14 @@ class LlamaCppBackend:
     keeps_prefixes = True  # ``generate(..., keep=...)`` saves those prefixes (``KeptPrefixes``)
 
     def __init__(self, model_path: str | os.PathLike | None = None, n_ctx: int = DEFAULT_N_CTX,
-                 n_threads: int | None = None, kv_shift: bool | None = None, n_threads_batch: int | None = None):
+                 n_threads: int | None = None, kv_shift: bool | None = None, n_threads_batch: int | None = None,
+                 chat_template: str | None = None):
         """``kv_shift``: when a prompt drops a run of cached tokens (an evicted page) and inserts a few (its
         bookmark), move the cached tokens after it instead of re-reading them (see ``Splice``). The moved
         tokens keep what they computed while the dropped ones were there, as after llama.cpp's context
         shift; off, every such change re-evaluates the rest of the prompt. Default: on, unless the
-        environment says ``LOCALPAGER_KV_SHIFT=0``."""
+        environment says ``LOCALPAGER_KV_SHIFT=0``. ``chat_template``: ``chatml`` or a Jinja file instead of
+        the model's own (``template.chosen_template``; a GGUF without one is refused unless it is given)."""
         if kv_shift is None:
             kv_shift = os.environ.get("LOCALPAGER_KV_SHIFT", "1").strip().lower() not in ("0", "false", "no", "off")
         self.model_path = chat_model_path(model_path)
@@ -221,10 +223,15 @@ class LlamaCppBackend:
             n_batch=min(512, n_ctx), sequences=self._sequences,
         )
         self.model_name = self.model_path.name
+        self.chat_template = chat_template
         self.kv_shift = kv_shift and internals().can_shift(self._llm)
         bos = [self._llm.token_bos()] if self._llm.metadata.get("tokenizer.ggml.add_bos_token") == "true" else []
         self.eos = {self._llm.token_eos()}
-        template = self._llm.metadata.get("tokenizer.chat_template") or CHATML
+        try:
+            template = chosen_template(self._llm.metadata.get("tokenizer.chat_template"), self.model_name, chat_template)
+        except BackendError:
+            self._llm.close()
+            raise
         self.template = ChatTemplate(template, lru_cache(maxsize=256)(lambda t: tuple(self._tokenize_special(t))),
                                      lru_cache(maxsize=4096)(lambda t: tuple(self.tokenize(t))), bos)
 
@@ -232,7 +239,7 @@ class LlamaCppBackend:
         """Another context on the same model file (llama.cpp maps the weights, so they are shared):
         side work such as keyword extraction runs there and leaves this context's KV cache alone."""
         return LlamaCppBackend(self.model_path, n_ctx=self.n_ctx, n_threads=self.n_threads, kv_shift=self.kv_shift,
-                               n_threads_batch=self.n_threads_batch)
+                               n_threads_batch=self.n_threads_batch, chat_template=self.chat_template)
 
     # -- the KV cache on disk -------------------------------------------------------------------
     def state_key(self) -> str:

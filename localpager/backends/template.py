@@ -13,11 +13,37 @@ from .base import BackendError, Message
 
 Tokenize = Callable[[str], Sequence[int]]
 
-# For a GGUF file without a template of its own.
+# For a GGUF file without a template of its own, when asked for (``--chat-template chatml``).
 CHATML = (
     "{% for message in messages %}{{'<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>\n'}}"
     "{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}"
 )
+CHAT_TEMPLATE_ENV = "LOCALPAGER_CHAT_TEMPLATE"  # what the global --chat-template sets
+NAMED_TEMPLATES = {"chatml": CHATML}
+
+
+def chosen_template(own: str | None, model: str, choice: str | None = None) -> str:
+    """The chat template to render with: ``choice`` (default ``$LOCALPAGER_CHAT_TEMPLATE``) when given, a name
+    of ``NAMED_TEMPLATES`` or a Jinja file; else the model's ``own``. A model without one is refused in one
+    line: it is most likely a base model, which answers a chat with garbage (gemma-3-270m's base GGUF
+    answered ``<|im_end|>`` to a ChatML prompt); ``--chat-template`` says otherwise."""
+    import os
+
+    choice = (choice or os.environ.get(CHAT_TEMPLATE_ENV) or "").strip() or None
+    if choice is None:
+        if own:
+            return own
+        raise BackendError(f"{model} has no chat template: it looks like a base model, not a chat (instruct) model, "
+                           "and would answer with garbage; use a chat model, or give a template with --chat-template "
+                           f"chatml (or a Jinja file; env {CHAT_TEMPLATE_ENV})")
+    if choice.lower() in NAMED_TEMPLATES:
+        return NAMED_TEMPLATES[choice.lower()]
+    try:
+        with open(choice, encoding="utf-8") as f:
+            return f.read()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise BackendError(f"--chat-template {choice}: not one of {', '.join(NAMED_TEMPLATES)} and not a readable "
+                           f"Jinja file ({getattr(exc, 'strerror', None) or exc})") from None
 
 
 class ChatTemplate:

@@ -50,13 +50,18 @@ __all__ = ["StoreGroup", "cli", "friendly_errors", "main"]
               help="llama.cpp threads (default: the cores other work leaves free when the model loads, by the "
                    "CPU time the kernel counts; llama.cpp's threads spin, so taking a busy core costs far more than it "
                    "gives); env LOCALPAGER_THREADS")
+@click.option("--chat-template", envvar="LOCALPAGER_CHAT_TEMPLATE", default=None, metavar="chatml|FILE",
+              help="the chat template for a GGUF that has none (a base model is refused without one): chatml, or a "
+                   "Jinja file; env LOCALPAGER_CHAT_TEMPLATE")
 @click.pass_context
 def cli(ctx: click.Context, store: str | None, key_env: str | None, backend: str | None, base_url: str | None,
         api_key: str | None, tokenizer: str | None, constraint: str | None, allow_estimate: bool,
-        threads: int | None) -> None:
+        threads: int | None, chat_template: str | None) -> None:
     """Long-conversation memory for local LLMs: pages old turns out, recalls them by bookmark."""
     if threads:
         os.environ["LOCALPAGER_THREADS"] = str(threads)  # read where the model loads, in this process and its workers
+    if chat_template:
+        os.environ["LOCALPAGER_CHAT_TEMPLATE"] = chat_template  # read where the model loads, as --threads is
     ctx.obj = {"store": store, "key_env": key_env,
                "backend": {"backend": backend, "base_url": base_url, "api_key": api_key, "tokenizer": tokenizer,
                            "constraint": constraint, "allow_estimate": allow_estimate}}

@@ -22,11 +22,13 @@ def friendly_errors():
     """Known failures become one-line errors; anything else stays a traceback (a bug to report)."""
     from ..backends.base import BackendError
     from ..backends.modelpaths import ModelNotFoundError
-    from ..store.base import StoreError
+    from ..store.base import ConversationNotFound, StoreError
     from ..store.loaders import ConversationFileError
 
     try:
         yield
+    except ConversationNotFound as exc:  # a mistyped id: the ids close to it, as click does for commands
+        raise click.ClickException(f"{str(exc).splitlines()[0]}{_close_ids()}") from None
     except ModuleNotFoundError as exc:  # an optional dependency: say which extra brings it
         extra = OPTIONAL_MODULES.get((exc.name or "").split(".")[0])
         if extra is None:
@@ -35,6 +37,23 @@ def friendly_errors():
                                    f"pip install 'localpager[{extra}]'") from None
     except (BackendError, ConversationFileError, ModelNotFoundError, StoreError, ValueError, OSError) as exc:
         raise click.ClickException(str(exc).splitlines()[0] if str(exc) else type(exc).__name__) from None
+
+
+def _close_ids() -> str:
+    """``"; did you mean 'x'?"`` for the conversation id the running command was given (its ``conv_id``) among
+    the ids of the store it opened; ``""`` when it gave none or opened none."""
+    from ..core.checks import did_you_mean
+    from ..store.base import StoreError
+
+    ctx = click.get_current_context(silent=True)
+    wanted = ctx.params.get("conv_id") if ctx is not None else None
+    store = (ctx.obj or {}).get("opened_store") if ctx is not None else None
+    if not isinstance(wanted, str) or store is None:
+        return ""
+    try:
+        return did_you_mean(wanted, [info.id for info in store.list_conversations()])
+    except StoreError:
+        return ""
 
 
 def open_pager(ctx: click.Context, model: str | None = None, *, create: bool = True, **options):
@@ -48,6 +67,7 @@ def open_pager(ctx: click.Context, model: str | None = None, *, create: bool = T
         store = open_store(ctx.obj["store"], key=store_key(ctx), create=create)
     except StoreError as exc:
         raise click.ClickException(str(exc)) from None
+    ctx.obj["opened_store"] = store  # a mistyped conversation id is answered with the ids close to it
     lp = LocalPager(store, model=model, **{**backend_options(ctx), **options})
     ctx.call_on_close(lp.close)  # saves the chat's KV cache for the next command (localpager.store.kvstate)
     return lp

@@ -55,3 +55,18 @@ def check_id(conv_id: str) -> str:
     if problem := id_problem(conv_id):
         raise ValueError(f"conversation id {conv_id!r} {problem}")
     return conv_id
+
+
+def did_you_mean(wanted: str, known) -> str:
+    """``"; did you mean 'trip'?"`` (or ``"; did you mean one of 'a', 'b'?"``) for the ids of ``known`` close to
+    ``wanted``, as click suggests a mistyped command; ``""`` when none is close."""
+    from difflib import get_close_matches
+
+    known = [k for k in known if k != wanted]
+    same_case = [k for k in known if k.casefold() == wanted.casefold()]
+    close = same_case or get_close_matches(wanted, known, n=3, cutoff=0.6)
+    if not close:
+        return ""
+    if len(close) == 1:
+        return f"; did you mean {close[0]!r}?"
+    return f"; did you mean one of {', '.join(map(repr, close))}?"

@@ -36,7 +36,7 @@ def ingest(held: Held, path: str | os.PathLike, format: str = FileFormat.AUTO, c
     if not replace:
         taken = [c.id for c in loaded.conversations if store.has_conversation(c.id)]
         if taken:
-            raise ValueError(f"already in the store: {', '.join(taken)} (use replace to overwrite)")
+            raise ValueError(f"already in the store: {', '.join(taken)} (use --replace to overwrite them)")
     counter = models.counter()
     report = IngestReport(warnings=list(loaded.warnings))
     total, paged = sum(len(c.turns) for c in loaded.conversations), 0

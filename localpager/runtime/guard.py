@@ -1,4 +1,4 @@
-"""Stopping degenerate answers: a small model that repeats itself until its token limit.
+"""Stopping degenerate answers: a small model that repeats itself until its token limit, or turn after turn.
 
 Greedy decoding of a 135M model loops: a sentence ("That's a great question. In your conversation, I
 was referring to …" again and again) or a phrase inside one ("Mali, Morocco, Morocco, Morocco, …",
@@ -7,11 +7,18 @@ the generation as soon as a sentence comes round a second time, or the same run 
 time in a row; the answer keeps everything before the repeat. It passes text on word by word, holding
 back only what a repeat could still cut off, so a streaming client sees what the answer keeps, as it
 is generated.
+
+It also loops across turns: in a chat, SmolLM2 gave "I'm sorry for any confusion, but as a dental
+professional…" word for word to four different questions in a row. Given the conversation's last replies
+(``earlier_replies``), the guard holds an answer back while it is still word for word the beginning of one
+of them, and says when it turned out the same (``repeats_earlier``): the runtime then generates it again
+with a penalty on repeated tokens (``RETRY_PENALTY``), and the client sees only that one.
 """
 
 from __future__ import annotations
 
 import re
+from typing import Sequence
 
 from ..backends.base import TextCallback
 
@@ -23,6 +30,33 @@ MAX_LOOP_WORDS = 12
 LOOP_REPEATS = 3
 _BREAK = re.compile(r"[.!?\n]")
 _WORD = re.compile(r"\w+")
+# An answer that is word for word one of the conversation's last this many replies (to other questions) is
+# generated again, with this penalty on repeated tokens (llama.cpp's repeat_penalty).
+EARLIER_REPLIES = 4
+RETRY_PENALTY = 1.3
+
+
+def _normal(text: str) -> str:
+    """``text`` as answers are compared across turns: case and white space folded."""
+    return " ".join(_fold(text.lower()).split())
+
+
+def earlier_replies(turns: Sequence, question: str, last: int = EARLIER_REPLIES) -> tuple[str, ...]:
+    """The conversation's last ``last`` replies (assistant turns of ``turns``), as ``RepetitionGuard`` compares
+    an answer with them; a reply to this same ``question`` is left out (the same answer to the same question
+    is no loop)."""
+    asked, found, seen = _normal(question), [], 0
+    for i in range(len(turns) - 1, -1, -1):
+        turn = turns[i]
+        if turn.role != "assistant" or not turn.text.strip():
+            continue
+        seen += 1
+        if seen > last:
+            break
+        before = turns[i - 1] if i > 0 else None
+        if before is None or before.role != "user" or _normal(before.text) != asked:
+            found.append(_normal(turn.text))
+    return tuple(found)
 
 
 def loop_start(text: str) -> int | None:
@@ -116,8 +150,9 @@ class RepetitionGuard:
     drop) and releases it once the text diverges. What the callback saw is therefore always the
     beginning of ``text``, and after ``flush`` all of it; a streaming client never shows the loop."""
 
-    def __init__(self, inner: TextCallback | None = None):
+    def __init__(self, inner: TextCallback | None = None, earlier: Sequence[str] = ()):
         self.inner = inner
+        self.earlier = tuple(earlier)  # ``earlier_replies``: held back while the answer may be one of them
         self.raw = ""  # everything the model produced
         self.text = ""  # what the answer keeps
         self.tripped = False
@@ -167,10 +202,18 @@ class RepetitionGuard:
         start = _loop_hold(_fold(raw.lower()))
         if start is not None:
             hold = min(hold, start)
+        # an answer that may still turn out word for word an earlier reply is held whole (see ``repeats_earlier``)
+        if self.earlier and self._sent == 0 and any(e.startswith(_normal(raw)) for e in self.earlier):
+            return 0
         # both stops strip what ends the kept text (spaces, line breaks, " ,;:-"): never send that yet
         while hold > self._sent and (raw[hold - 1].isspace() or raw[hold - 1] in _CUT_TRAIL):
             hold -= 1
         return hold
+
+    @property
+    def repeats_earlier(self) -> bool:
+        """The answer is word for word one of the ``earlier`` replies (nothing of it was passed on)."""
+        return self._sent == 0 and _normal(self.text) in self.earlier
 
     def flush(self) -> None:
         """Pass on what is still held back once the generation has ended."""

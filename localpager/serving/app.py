@@ -19,6 +19,8 @@ namespace of a keys file). It imports fastapi: import it only when serving (the 
 
 import asyncio
 import dataclasses
+import errno
+import socket
 import threading
 import time
 from contextlib import asynccontextmanager, contextmanager
@@ -89,20 +91,89 @@ def preload(served: Served) -> asyncio.Future:
 
 def serve(lp: LocalPager, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT,
           options: ServerOptions | None = None) -> None:
-    """Run the app on uvicorn until interrupted (one line to stderr when listening)."""
-    import uvicorn
-
+    """Run the app on uvicorn until interrupted: the address is bound and listening before the one line to
+    stderr that says so (a taken port is a one-line ``OSError``, and nothing says "listening"). Idle
+    connections are closed (``KEEP_ALIVE_S`` after a response, ``REQUEST_HEAD_S`` for a request's head)."""
     options = options or ServerOptions()
     if options.allowed_hosts is None and is_loopback(host):
         options = dataclasses.replace(options, allowed_hosts=LOOPBACK_HOSTS)
-    app = create_app(lp, options)
-    config = uvicorn.Config(app, host=host, port=port, log_level="warning", access_log=False, lifespan="on",
-                            timeout_graceful_shutdown=120)
-    server = uvicorn.Server(config)
+    server = uvicorn_server(create_app(lp, options), host, port, options)
+    sock = listen(host, port)
     shown = f"[{host}]" if ":" in host else host
-    stderr_log(f"http://{shown}:{port}/v1 (store {lp.store.path}); memory inspector at http://{shown}:{port}/")
-    with _exit_on_sigterm():
-        server.run()
+    port = sock.getsockname()[1]
+    stderr_log(f"listening at http://{shown}:{port}/v1 (store {lp.store.path}); memory inspector at "
+               f"http://{shown}:{port}/")
+    with sock, _exit_on_sigterm():
+        server.run(sockets=[sock])
+
+
+def uvicorn_server(app, host: str, port: int, options: ServerOptions):
+    """The uvicorn server ``serve`` runs ``app`` on: closing idle connections (``options.keep_alive_s`` after a
+    response, ``options.head_timeout_s`` for a request's head), and giving answers being written up to 120 s
+    to be stored at shutdown."""
+    import uvicorn
+
+    config = uvicorn.Config(app, host=host, port=port, log_level="warning", access_log=False, lifespan="on",
+                            timeout_graceful_shutdown=120, timeout_keep_alive=options.keep_alive_s,
+                            http=closing_idle(options.head_timeout_s))
+    return uvicorn.Server(config)
+
+
+def listen(host: str, port: int) -> socket.socket:
+    """A socket bound to ``host:port`` and listening (connections wait in its backlog until the server runs);
+    an ``OSError`` saying what went wrong in one line (a port in use names ``--port``)."""
+    try:
+        family, kind, proto, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
+    except socket.gaierror as exc:
+        raise OSError(f"cannot listen on {host}:{port}: {exc.strerror}") from None
+    sock = socket.socket(family, kind, proto)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(address)
+        sock.listen(2048)
+    except OSError as exc:
+        sock.close()
+        hint = ("; another program (another localpager serve?) is using the port: stop it or choose another with "
+                "--port") if exc.errno == errno.EADDRINUSE else ""
+        raise OSError(f"cannot listen on {host}:{port}: {exc.strerror or exc}{hint}") from None
+    sock.set_inheritable(True)
+    return sock
+
+
+def closing_idle(head_timeout: float):
+    """uvicorn's HTTP protocol, which closes a connection that has not sent a whole request head within
+    ``head_timeout`` seconds of opening or of its last response (uvicorn's own keep-alive timer starts only
+    after a response, and stops at the first byte of the next request: a connection that sends nothing, or
+    half a head, was held open for ever)."""
+    from uvicorn.protocols.http.auto import AutoHTTPProtocol
+
+    class ClosingIdle(AutoHTTPProtocol):  # type: ignore[misc, valid-type]
+        _head_timer: asyncio.TimerHandle | None = None
+
+        def connection_made(self, transport) -> None:
+            super().connection_made(transport)
+            self._await_head()
+
+        def on_response_complete(self) -> None:
+            super().on_response_complete()
+            self._await_head()
+
+        def connection_lost(self, exc) -> None:
+            if self._head_timer is not None:
+                self._head_timer.cancel()
+            super().connection_lost(exc)
+
+        def _await_head(self) -> None:
+            if self._head_timer is not None:
+                self._head_timer.cancel()
+            self._head_timer = self.loop.call_later(head_timeout, self._head_late, self.cycle)
+
+        def _head_late(self, cycle) -> None:
+            """No request began since the timer was set (the same cycle, ended or none): close."""
+            if self.cycle is cycle and (cycle is None or cycle.response_complete) and not self.transport.is_closing():
+                self.transport.close()
+
+    return ClosingIdle
 
 
 @contextmanager

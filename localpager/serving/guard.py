@@ -1,8 +1,9 @@
 """The guard every request passes before a route: the Host check (DNS rebinding), no state changed from
-a foreign web page (``Origin``), the bearer key compared in constant time, the body size limit, and one log
-line per request with control characters escaped. Pure ASGI, so it never buffers a streamed answer.
+a foreign web page (``Origin``), the bearer key compared in constant time, the body size limit and time limit,
+and one log line per request with control characters escaped. Pure ASGI, so it never buffers a streamed answer.
 """
 
+import asyncio
 import hmac
 import json
 import sys
@@ -10,7 +11,7 @@ import time
 from typing import Callable, Sequence
 
 from .options import ServerOptions
-from .protocol import CONVERSATION_HEADERS, error_body, escape_controls, origin_allowed
+from .protocol import CONVERSATION_HEADERS, error_body, escape_controls, forbidden_origin_message, origin_allowed
 
 STATE_CHANGING = ("POST", "PUT", "PATCH", "DELETE")
 
@@ -62,9 +63,8 @@ class GuardMiddleware:
         if (scope["method"] in STATE_CHANGING and origin is not None
                 and not origin_allowed(origin, headers.get("host", ""), self.options.cors_origins)):
             # a web page elsewhere may not change memory, whatever content type it sends (no preflight needed)
-            return await send_json(send, 403, error_body(
-                f"requests from the web page at {origin!r} may not change anything here; start the server with "
-                f"--cors-origin {origin} to allow it", type="permission_error", code="forbidden_origin"))
+            return await send_json(send, 403, error_body(forbidden_origin_message(origin), type="permission_error",
+                                                         code="forbidden_origin"))
         path = scope["path"]
         if self.options.api_key and path.startswith("/v1/") and scope["method"] != "OPTIONS":
             given = headers.get("authorization", "")
@@ -81,15 +81,21 @@ class GuardMiddleware:
             return await send_json(send, 413, error_body(f"the request body is over {limit} bytes",
                                                           code="request_too_large"))
         body, more = b"", True
-        while more:
-            message = await receive()
-            if message["type"] == "http.disconnect":
-                return
-            body += message.get("body", b"")
-            more = message.get("more_body", False)
-            if len(body) > limit:
-                return await send_json(send, 413, error_body(f"the request body is over {limit} bytes",
-                                                              code="request_too_large"))
+        try:
+            async with asyncio.timeout(self.options.body_timeout_s):  # a body sent a byte at a time holds no slot
+                while more:
+                    message = await receive()
+                    if message["type"] == "http.disconnect":
+                        return
+                    body += message.get("body", b"")
+                    more = message.get("more_body", False)
+                    if len(body) > limit:
+                        return await send_json(send, 413, error_body(f"the request body is over {limit} bytes",
+                                                                      code="request_too_large"))
+        except TimeoutError:
+            return await send_json(send, 408, error_body(
+                f"the request body did not arrive within {self.options.body_timeout_s:g} s", code="request_timeout"),
+                [(b"connection", b"close")])
         replayed = False
 
         async def replay():

@@ -1,9 +1,10 @@
 """The model work: one model, many clients. Requests on one conversation run in arrival order (a ticket
 turnstile per conversation); the model work runs in a worker thread under the ``LocalPager``'s own lock, so
 llama.cpp is never re-entered, and it runs to completion even when the client goes away, so no stored turn
-is lost. A request that resends the question the store ends with, answered, is a retry: it gets the stored
-answer (``protocol.retried``), so no retry stores a turn twice. Kept apart from the routes: it needs no web
-framework.
+is lost. A request's history is matched with the store before that lock (``Matched``), in time about linear
+in both, so a long history costs its own request's time only. A request that resends the question the store
+ends with, answered, is a retry: it gets the stored answer (``protocol.retried``), so no retry stores a turn
+twice. Kept apart from the routes: it needs no web framework.
 """
 
 import asyncio
@@ -17,7 +18,7 @@ from urllib.parse import quote
 
 from ..memory.api import LocalPager
 from ..memory.conversation import NO_ANSWER, Answer, Conversation
-from ..store.base import StoreError
+from ..store.base import ConversationNotFound, StoreError
 from .protocol import Msg, Reconciliation, header_value, reconcile, retried
 
 
@@ -78,6 +79,7 @@ class Job:
     question_turn: int = -1
     started: float = field(default_factory=time.perf_counter)
     client_gone: bool = False
+    match_ms: float = 0.0  # matching the history with the store (``ModelRunner._match``), before the model lock
 
     def _to_loop(self, fn, *args) -> None:
         try:
@@ -94,6 +96,16 @@ class Job:
     def on_text(self, piece: str) -> None:
         if self.pieces is not None:
             self._to_loop(self.pieces.put_nowait, piece)
+
+
+@dataclass
+class Matched:
+    """A request's history matched against the stored conversation at ``generation`` (None: no conversation)."""
+
+    generation: int | None
+    rec: Reconciliation
+    retry: int | None  # the stored question this request asks again (``retried``), answered
+    ms: float = 0.0  # how long reading the stored turns and matching took
 
 
 class ModelRunner:
@@ -131,6 +143,9 @@ class ModelRunner:
     def run(self, job: Job, turnstile: Turnstile, ticket: int) -> Reply:
         turnstile.wait(ticket)
         try:
+            # the history is matched before the model lock, which every conversation shares: a long history
+            # costs its own request's time, never another conversation's
+            matched = self._match(job)
             with self.lp.lock, ExitStack() as held:  # the model lock: llama.cpp is not re-entrant
                 created = not self.lp.store.has_conversation(job.conv_id)
                 try:
@@ -139,10 +154,12 @@ class ModelRunner:
                         # the conversation's lock from the history to the stored answer: a request on it at
                         # another replica (any process on the store) waits, then reads what this one stored
                         held.enter_context(conv.changing(settle=True))
-                        if (replay := self._replay(conv, job)) is not None:
+                        if matched.generation != self._generation(job.conv_id):
+                            matched = self._match(job)  # another process wrote to it meanwhile: match again
+                        if (replay := self._replay(conv, job, matched)) is not None:
                             return replay
                         self._apply_budget(conv)
-                        job.rec = reconcile([Msg(t.role, t.text) for t in conv.turns], job.history)
+                        job.rec = matched.rec
                         for m in job.rec.new:
                             conv.add_turn(m.role, m.text)
                         job.question_turn = len(conv.turns)
@@ -162,15 +179,38 @@ class ModelRunner:
             if job.pieces is not None:
                 job._to_loop(job.pieces.put_nowait, END)
 
-    def _replay(self, conv: Conversation, job: Job) -> Reply | None:
+    def _generation(self, conv_id: str) -> int | None:
+        """The stored conversation's generation (it moves with every change to it); None: there is none."""
+        try:
+            return self.lp.store.generation(conv_id)
+        except ConversationNotFound:
+            return None
+
+    def _match(self, job: Job) -> "Matched":
+        """The request's history matched against the stored conversation as it stands now (``reconcile``,
+        ``retried``: time about linear in both), read from the store without the model lock."""
+        start = time.perf_counter()
+        generation, turns = self._generation(job.conv_id), []
+        if generation is not None:
+            try:
+                turns = self.lp.store.turns(job.conv_id)
+            except ConversationNotFound:  # deleted meanwhile: the generation differs under the lock
+                pass
+        stored = [Msg(t.role, t.text) for t in turns]
+        retry = retried(stored, job.history, job.question)
+        if retry is not None and turns[-1].text.strip() in ("", NO_ANSWER):
+            retry = None  # the answer is missing (the model failed): the question is asked again
+        rec = reconcile(stored, job.history)
+        job.match_ms += (time.perf_counter() - start) * 1000
+        return Matched(generation, rec, retry, job.match_ms)
+
+    def _replay(self, conv: Conversation, job: Job, matched: "Matched") -> Reply | None:
         """The stored answer, when the request is a retry of the question the store ends with (see
         ``retried``); nothing is stored and the model does not run. A question whose answer is missing
         (the model failed: the store holds a no-answer note) is asked again."""
-        turns = conv.turns
-        stored = [Msg(t.role, t.text) for t in turns]
-        question = retried(stored, job.history, job.question)
-        if question is None or turns[-1].text.strip() in ("", NO_ANSWER):
+        if matched.retry is None:
             return None
+        question, turns = matched.retry, conv.turns
         trace = next((t for t in reversed(self.lp.store.traces(job.conv_id)) if t.get("turn") == question), {})
         job.rec = Reconciliation("retry", matched=len(job.history))
         job.question_turn = question

@@ -10,6 +10,9 @@ MAX_BODY_BYTES = 1_000_000
 MAX_TOKENS_CAP = 512
 MODEL_ID = "localpager"
 LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1", "[::1]")
+KEEP_ALIVE_S = 5  # an idle connection is closed this long after its last response (uvicorn's keep-alive)
+REQUEST_HEAD_S = 10  # a connection must send a whole request head this soon after opening or its last response
+REQUEST_BODY_S = 30  # and a request's whole body this soon after its head
 
 
 @dataclass
@@ -29,3 +32,7 @@ class ServerOptions:
     # a keys file: {key: namespace}. A request's key chooses the namespace (a store of its own) it can reach
     api_keys: Mapping[str, str] | None = None
     namespace: str | None = None  # the whole server in this namespace (one user's --api-key)
+    # idle connections are closed: seconds after a response, for a request's head, and for its body
+    keep_alive_s: float = KEEP_ALIVE_S
+    head_timeout_s: float = REQUEST_HEAD_S
+    body_timeout_s: float = REQUEST_BODY_S

@@ -20,6 +20,7 @@ from .naming import is_url as _looks_like_url
 from .schema import migrations
 
 STORE_ENV = "LOCALPAGER_STORE"
+ELSEWHERE = f"choose a store in a folder you can write to with --store PATH or {STORE_ENV}"
 # Each entry moves the schema up one version; never edit an entry that has shipped, add one (in schema.py:
 # one list for SQLite and PostgreSQL, rendered here in SQLite's words, exactly as it always read).
 MIGRATIONS: tuple[str, ...] = migrations("sqlite")
@@ -78,7 +79,11 @@ class SQLiteStore(Store):
         self.encrypted = key is not None
         driver = _driver(key)  # before anything is created: a missing extra leaves no empty file behind
         if not self.path.exists():
-            _create_private(self.path)
+            try:
+                _create_private(self.path)
+            except OSError as exc:  # a read-only folder or mount, no permission: say where else to put it
+                raise StoreError(f"cannot create store {self.path}: {exc.strerror or exc} "
+                                 f"({exc.filename or self.path}); {ELSEWHERE}") from None
         # read-only to us (permissions, a read-only mount): opened so that SQLite creates nothing beside it
         self.read_only = not (os.access(self.path, os.W_OK) and os.access(self.path.parent, os.W_OK))
         self._lock = threading.RLock()
@@ -110,7 +115,8 @@ class SQLiteStore(Store):
         """One atomic change: committed whole on success, rolled back whole on any error."""
         with self._lock:
             if self.read_only:
-                raise StoreError(f"store {self.path} is read-only (no write permission on it or its folder)")
+                raise StoreError(f"store {self.path} is read-only (no write permission on it or its folder); to change "
+                                 f"anything, {ELSEWHERE}")
             try:
                 self._conn.execute("BEGIN IMMEDIATE")  # the write lock now: no other writer between read and write
             except sqlite3.OperationalError as exc:

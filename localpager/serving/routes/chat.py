@@ -75,7 +75,8 @@ async def chat_completions(body: ChatRequest, request: Request, s: ServedDep):
 def new_job(body: ChatRequest, request: Request, s: Served) -> Job:
     """The request as a job: its conversation, the history before its question, and its ``max_tokens``."""
     options = s.options
-    conv_id = resolve_conversation_id(request.headers, body.model_dump(), options.default_conversation)
+    conv_id = resolve_conversation_id(request.headers, {"metadata": body.metadata, "user": body.user},
+                                      options.default_conversation)
     if body.n not in (None, 1):
         raise ApiError(400, "n must be 1: one answer per request", param="n")
     messages = [Msg(m.role, message_text(m.content)) for m in body.messages]
@@ -159,6 +160,7 @@ def log_job(log: Callable[[str], None], job: Job, task: asyncio.Future) -> None:
     if reply.replayed:
         recall = "retry: the stored answer, nothing stored"
     log(f"chat conv={job.conv_id} turn={job.question_turn} history={job.rec.status if job.rec else '-'}"
-        f"+{len(job.rec.new) if job.rec else 0} tokens prompt={tokens.get('prompt', 0)} "
+        f"+{len(job.rec.new) if job.rec else 0} (matched in {job.match_ms:.0f} ms) "
+        f"tokens prompt={tokens.get('prompt', 0)} "
         f"generated={tokens.get('generated', 0)} {ms:.0f} ms {recall}"
         f"{' (client left; answer stored)' if job.client_gone else ''}")
