@@ -40,6 +40,7 @@ import numpy as np
 
 from localpager.core.boundaries import get_boundary, split_pages
 from localpager.core.records import GENERAL_PROBE, Page, Transcript
+from localpager.lab.fitting import fit_logistic
 from localpager.lab.synthetic import general_questions, generate_dataset
 from localpager.retrieval.embedder import default_embedder
 from localpager.retrieval.gate import DEFAULT_MODEL, FEATURES, GateModel, gate_features
@@ -136,21 +137,6 @@ def page_hits(cases: list[Case], name: str, k: int) -> float:
 # -- the gate ------------------------------------------------------------------------------------------
 def features(cases: list[Case], name: str) -> np.ndarray:
     return np.array([gate_features(c.message, c.hits[name], c.conv.turns).vector() for c in cases])
-
-
-def fit_logistic(x: np.ndarray, y: np.ndarray, weight: np.ndarray, l2: float = 1.0, steps: int = 50):
-    """L2-regularised logistic regression by Newton's method on standardised features."""
-    mean, scale = x.mean(0), x.std(0)
-    scale[scale == 0] = 1.0
-    z = np.hstack([np.ones((len(x), 1)), (x - mean) / scale])
-    beta = np.zeros(z.shape[1])
-    penalty = l2 * np.diag(np.r_[0.0, np.ones(z.shape[1] - 1)])
-    for _ in range(steps):
-        p = 1 / (1 + np.exp(-z @ beta))
-        gradient = z.T @ (weight * (p - y)) + penalty @ beta
-        hessian = (z * (weight * p * (1 - p))[:, None]).T @ z + penalty
-        beta -= np.linalg.solve(hessian, gradient)
-    return beta, mean, scale
 
 
 def fit_gate(cases: list[Case], x: np.ndarray) -> GateModel:

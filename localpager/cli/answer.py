@@ -89,12 +89,15 @@ def stored_probe(lp, conv_id: str, number: int) -> str:
 
 
 # -- chat ----------------------------------------------------------------------------------------------------
-CHAT_COMMANDS = ("/bookmarks", "/pages", "/trace", "/search", "/forget", "/pin", "/unpin", "/export", "/quit")
+CHAT_COMMANDS = ("/bookmarks", "/pages", "/trace", "/facts", "/search", "/forget", "/pin", "/unpin", "/export",
+                 "/quit")
 VIEW_COMMANDS = ("/bookmarks", "/pages", "/trace")
-MEMORY_COMMANDS = ("/search", "/forget", "/pin", "/unpin", "/export")
+MEMORY_COMMANDS = ("/facts", "/search", "/forget", "/pin", "/unpin", "/export")
 CHAT_HELP = """/bookmarks          evicted pages as the model sees them
 /pages              every page
 /trace              what the pager did on the last turn
+/facts [all]        what you told me about yourself that stays true (all: the replaced ones too)
+/facts pin N, /facts unpin N   keep standing fact N in the prompt whatever the room (or not)
 /search WORDS       what is remembered about WORDS
 /forget turn N | page N | TEXT   forget a turn, a page, or every turn containing TEXT (asks first)
 /pin N, /unpin N    keep page N in the prompt (or not)
@@ -107,7 +110,7 @@ CHAT_HELP = """/bookmarks          evicted pages as the model sees them
 @model_options
 @click.pass_context
 def chat(ctx, conv_id, model, budget, save, recall_mode, n_ctx, layout):
-    """Chat in conversation CONV_ID (created if new); /help lists /search, /forget, /pin, /export and more.
+    """Chat in conversation CONV_ID (created if new); /help lists /facts, /search, /forget, /pin, /export and more.
 
     --budget N pages the conversation under N tokens for this session only; with --save it becomes the
     conversation's budget."""
@@ -191,10 +194,12 @@ def answer_line(conv, line: str):
 
 
 def chat_memory_command(conv, line: str) -> None:
-    """/search, /forget, /pin, /unpin and /export in a chat: what the commands of the same name do."""
+    """/facts, /search, /forget, /pin, /unpin and /export in a chat: what the commands of the same name do."""
     command, _, rest = line.partition(" ")
     rest = rest.strip()
-    if command == "/search":
+    if command == "/facts":
+        chat_facts(conv, rest)
+    elif command == "/search":
         chat_search(conv, rest)
     elif command == "/forget":
         chat_forget(conv, rest)
@@ -211,6 +216,27 @@ def chat_memory_command(conv, line: str) -> None:
             raise click.ClickException("/export FILE")
         conv.export(rest)
         click.echo(f"exported {conv.id} to {rest}")
+
+
+def chat_facts(conv, rest: str) -> None:
+    """/facts [all], /facts pin N, /facts unpin N."""
+    action, _, number = rest.partition(" ")
+    if action in ("pin", "unpin"):
+        if not number.strip().lstrip("#").isdigit():
+            raise click.ClickException(f"/facts {action} N (a standing fact's number)")
+        try:
+            fact = conv.pin_fact(int(number.strip().lstrip("#")), action == "pin")
+        except ValueError as exc:
+            raise click.ClickException(str(exc)) from None
+        click.echo(f"#{fact.fact_id} {'pinned' if fact.pinned else 'unpinned'}: {fact.text}")
+        return
+    if rest not in ("", "all"):
+        raise click.ClickException("/facts [all] | /facts pin N | /facts unpin N")
+    found = conv.facts(all=rest == "all")
+    for fact in found:
+        click.echo(fact.line())
+    if not found:
+        click.echo("(no standing facts yet)")
 
 
 def chat_search(conv, words: str) -> None:

@@ -23,7 +23,7 @@ from ..core.choices import (
     KeywordStrategy,
 )
 from ..core.pager import DEFAULT_BUDGET
-from ..lab.choices import BELADY, EvalStrategy, Phrasing, RetrieverName
+from ..lab.choices import BELADY, EvalStrategy, Phrasing, QuestionStyle, RetrieverName
 from ..retrieval.choices import DEFAULT_PAGE_CHOICE, DEFAULT_SIGNAL, PageChoice, Signal
 from ..runtime.choices import DEFAULT_LAYOUT, DEFAULT_TRIGGER, Layout, RecallMode, Trigger
 from ..store.choices import FileFormat
@@ -60,14 +60,22 @@ def lab():
                                       "it, with dev), or heldout (written apart, never tuned on)")
 @click.option("--general", type=click.IntRange(min=0), default=None,
               help="general questions asked at the end of each conversation, which should page nothing in (default 6)")
-def generate(out, count, seed, turns, revisiting, phrasing, general):
+@click.option("--questions", type=ChoiceOf(QuestionStyle, "question style"), default=QuestionStyle.EXPLICIT.value,
+              show_default=True, help="how each fact is asked about: explicit (a question about it), implicit (a "
+                                      "present need that depends on it, without asking about the past), or both "
+                                      "(the implicit one right after the explicit one)")
+@click.option("--absent", type=click.IntRange(min=0), default=0, show_default=True,
+              help="questions per conversation about facts it never states (probes of type absent, no answer), "
+                   "asked at the end")
+def generate(out, count, seed, turns, revisiting, phrasing, general, questions, absent):
     """Write COUNT synthetic long conversations with planted facts and probes to OUT (JSONL)."""
     from ..lab.synthetic import GENERAL_PER_CONVERSATION, generate_dataset
     from ..store.loaders import dump_jsonl
 
     with friendly_errors():
         conversations = generate_dataset(count, seed=seed, n_turns=turns, revisiting=revisiting, phrasing=phrasing,
-                                         general=GENERAL_PER_CONVERSATION if general is None else general)
+                                         general=GENERAL_PER_CONVERSATION if general is None else general,
+                                         questions=questions, absent=absent)
         Path(out).parent.mkdir(parents=True, exist_ok=True)
         dump_jsonl(conversations, out)
     probes = sum(len(c.probes) for c in conversations)
@@ -205,6 +213,12 @@ def eval_experiment_options(f):
                                "with evidence"),
         experiment_option("--repeat-penalty", type=float, default=1.0, show_default=True,
                           help="llama.cpp repeat penalty for answers (the repetition guard runs regardless)"),
+        experiment_option("--no-facts", is_flag=True,
+                          help="without the long-term layer (standing facts): the product before it, for comparison"),
+        experiment_option("--no-abstain", is_flag=True,
+                          help="never answer \"not remembered\": a recall always answers from its best turn"),
+        experiment_option("--forget", type=click.IntRange(min=0), default=0, show_default=True,
+                          help="forget N planted facts at each conversation's end and ask about them again"),
     ]):
         f = decorator(f)
     return f
@@ -239,7 +253,7 @@ def evaluate_cmd(ctx, dataset, fmt, boundary, worth, bookmark_format, budget, li
 
 
 def eval_config(limit, model, *, page_choice, recall_mode, no_oracle, excerpt, trigger, signal, hide_bookmarks,
-                repeat_penalty, max_pages, several_pages, categories, **_runs):
+                repeat_penalty, max_pages, several_pages, categories, no_facts, no_abstain, forget, **_runs):
     """The ``EvalConfig`` of eval's options (the lists of runs, ``_runs``, are the sweep's)."""
     from ..lab.evaluate import EvalConfig
     from ..retrieval.rerank import RerankSettings
@@ -249,7 +263,8 @@ def eval_config(limit, model, *, page_choice, recall_mode, no_oracle, excerpt, t
                       signal=signal, show_bookmarks=not hide_bookmarks, repeat_penalty=repeat_penalty,
                       max_pages=max_pages or RerankSettings.max_pages,
                       pages_when_several=several_pages or RerankSettings.pages_when_several,
-                      categories=list(positive_ints(categories, "--categories")) if categories else None)
+                      categories=list(positive_ints(categories, "--categories")) if categories else None,
+                      facts=not no_facts, abstain=not no_abstain, forget=forget)
 
 
 # -- bench ---------------------------------------------------------------------------------------------------

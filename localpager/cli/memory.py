@@ -1,5 +1,5 @@
 """The commands over what a store remembers: list conversations and their pages, bookmarks and traces, set a
-budget, pin a page, and the user's controls (search, forget, correct). Each one a call of the library API
+budget, pin a page, and the user's controls (search, forget, correct, the standing facts). Each one a call of the library API
 (``LocalPager``, ``Conversation``); no chat model loads unless one needs token counts."""
 
 from __future__ import annotations
@@ -194,4 +194,36 @@ def correct(ctx, conv_id, turn, text, model):
     click.echo(f"turn {turn} corrected by turn {new.index}")
 
 
-COMMANDS = (conversations, pages, pin, bookmarks, log, budget, forget, search, correct)
+@click.command()
+@click.argument("conv_id")
+@click.option("--all", "everything", is_flag=True, help="the replaced and corrected ones too")
+@click.option("--pin", "pin_id", type=int, default=None, metavar="ID", help="keep fact ID in the prompt whatever the room")
+@click.option("--unpin", "unpin_id", type=int, default=None, metavar="ID", help="let fact ID be chosen again")
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_context
+def facts(ctx, conv_id, everything, pin_id, unpin_id, as_json):
+    """The standing facts of CONV_ID: what its speakers said about themselves that stays true (allergies,
+    schedules, people, preferences, ...), each with its source turn. The newest value of a fact stands; forget
+    or correct its source turn to change it. No model loads."""
+    if pin_id is not None and unpin_id is not None:
+        raise click.UsageError("give one of --pin or --unpin")
+    with friendly_errors():
+        conv = open_conversation(ctx, conv_id)
+        if pin_id is not None or unpin_id is not None:
+            try:
+                fact = conv.pin_fact(pin_id if pin_id is not None else unpin_id, pin_id is not None)
+            except ValueError as exc:
+                raise click.ClickException(str(exc)) from None
+            click.echo(f"#{fact.fact_id} {'pinned' if fact.pinned else 'unpinned'}: {fact.text}")
+            return
+        found = conv.facts(all=everything)
+    if as_json:
+        echo_json([f.to_dict() for f in found])
+        return
+    for fact in found:
+        click.echo(fact.line())
+    if not found:
+        click.echo("(no standing facts)")
+
+
+COMMANDS = (conversations, pages, pin, bookmarks, log, budget, forget, search, correct, facts)

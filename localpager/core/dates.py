@@ -104,6 +104,16 @@ def format_time(value: str | None) -> str | None:
     return f"{hour}:{moment.minute:02d} {'am' if moment.hour < 12 else 'pm'} on {moment.day} {MONTHS[moment.month - 1]}, {moment.year}"
 
 
+def format_day(value: str | None) -> str | None:
+    """A stored time as a reader understands it, without the clock: "1 December 2026" (for ISO and LoCoMo's
+    "1:56 pm on 8 May, 2023" alike). A recalled line carries this: a clock time beside a number ("10:39 PM")
+    is a number a small model answers with ("the locker with the 10:39 PM date is mine")."""
+    moment = parse_time(value)
+    if moment is None:
+        return value
+    return day_label(moment.date())
+
+
 def day_label(day: date) -> str:
     return f"{day.day} {MONTHS[day.month - 1]} {day.year}"
 

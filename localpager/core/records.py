@@ -11,6 +11,10 @@ from typing import Any, Sequence
 
 ROLES = ("user", "assistant")
 GENERAL_PROBE = "general"  # a probe's type: a question that needs nothing said before (no answer, no evidence)
+# a probe's type: a question about something never said (no answer, no evidence): the right reply is that it is
+# not remembered
+ABSENT_PROBE = "absent"
+UNANSWERED_PROBES = (GENERAL_PROBE, ABSENT_PROBE)  # the probe types that carry no answer
 
 
 @dataclass

@@ -44,3 +44,11 @@ class Phrasing(StrEnum):
     DEV = "dev"  # written apart, tuned on beside tuning so that settings generalize
     DEV2 = "dev2"  # a second development set written apart
     HELDOUT = "heldout"  # written apart, never tuned on
+
+
+class QuestionStyle(StrEnum):
+    """How generated conversations ask about their facts (``lab.synthetic``, ``lab generate --questions``)."""
+
+    EXPLICIT = "explicit"  # a question about the fact itself ("asks"), which may ask about the past
+    IMPLICIT = "implicit"  # a present need that depends on the fact without naming it ("implicit")
+    BOTH = "both"  # the two, the implicit one right after the explicit one

@@ -13,7 +13,7 @@ import statistics
 import tempfile
 import time
 from collections import defaultdict
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
@@ -21,7 +21,7 @@ from ..core.choices import choose
 from ..core.keywords import STRATEGIES as STRATEGIES_LOCAL
 from ..core.keywords import extract_keywords
 from ..core.pager import Pager, PagingConfig
-from ..core.records import GENERAL_PROBE, Probe, Transcript
+from ..core.records import ABSENT_PROBE, GENERAL_PROBE, UNANSWERED_PROBES, Probe, Transcript
 from ..retrieval.choices import DEFAULT_PAGE_CHOICE, DEFAULT_SIGNAL, PageChoice, Signal
 from ..retrieval.rerank import RerankSettings
 from ..runtime.grammar import SEARCH_QUERY
@@ -30,11 +30,12 @@ from ..runtime.choices import DEFAULT_LAYOUT, DEFAULT_TRIGGER, OFFERED_RECALL_MO
 from ..runtime.layouts import check_layout
 from ..runtime.recall import Injection, RecallSettings, fit_turns, inject_in_order
 from ..runtime.trace import Candidate
-from .metrics import contains_answer, score_answer
+from .metrics import contains_answer, says_not_mentioned, score_answer
 from .choices import EvalStrategy, RetrieverName
 from .retrievers import DEFAULT_TOP_PAGES, get_retriever
 from .selectors import is_product, lab_selector
 
+FORGOTTEN_PROBE = "forgotten"  # a result's type: a planted fact's question asked again after the fact was forgotten
 SEARCH_PROMPT = ("Write a short search query to find, in the earlier conversation, what is needed to answer the "
                  "user's message. Reply only with search(\"...\").")
 
@@ -61,6 +62,11 @@ class EvalConfig:
     repeat_penalty: float = 1.0
     date_answers: bool = RecallSettings.date_answers  # a question asking when is answered with a recalled date
     pages_when_several: int = RerankSettings.pages_when_several
+    facts: bool = RecallSettings.facts  # the long-term layer (standing facts): off, what the product was before
+    abstain: bool = RecallSettings.abstain  # "not remembered" below the relevance floor
+    # at the end of each conversation, this many planted facts are forgotten (every statement of each) and their
+    # questions asked again: the answer should be that nothing about it is remembered
+    forget: int = 0
 
     def __post_init__(self) -> None:
         self.strategy = choose(EvalStrategy, self.strategy, "strategy")
@@ -95,6 +101,11 @@ class ProbeResult:
     gate_probability: float | None = None
     oracle_output: str | None = None
     oracle_score: float | None = None
+    style: str = "explicit"  # a planted fact asked about (explicit) or depended on without asking (implicit)
+    decision: str = ""  # the trace's: answer, recall, fact, unknown, overview
+    fact_shown: bool | None = None  # a planted fact: its standing fact was in front of the answer
+    abstained: bool = False  # the answer says nothing about it is remembered
+    mentions: bool | None = None  # general, never-said or forgotten: the answer brings up a planted fact's value
 
 
 class EvidenceSelector:
@@ -175,16 +186,17 @@ def _settings(config: EvalConfig) -> tuple[RecallSettings, RerankSettings, Pagin
     # runs share the prompt prefix (and the KV cache)
     recall = RecallSettings(mode=mode, show_bookmarks=mode != RecallMode.NEVER and config.show_bookmarks,
                             layout=config.layout, repeat_penalty=config.repeat_penalty,
-                            date_answers=config.date_answers)
+                            date_answers=config.date_answers, facts=config.facts, abstain=config.abstain)
     return recall, rerank, paging
 
 
 def _ask_points(conv: Transcript, limit: int | None, categories: Sequence[int] | None = None) -> dict[int, list[Probe]]:
     """Where each probe is asked: fact probes (they have evidence) up to ``limit`` a conversation, then every
-    general question (``GENERAL_PROBE``: what should page nothing in)."""
+    general question (``GENERAL_PROBE``: what should page nothing in) and every question about something never
+    said (``ABSENT_PROBE``: what should be answered "not remembered")."""
     probes = [p for p in conv.probes if p.evidence
               and (categories is None or p.extra.get("category") in categories)][:limit]
-    probes += [p for p in conv.probes if p.type == GENERAL_PROBE and not p.evidence]
+    probes += [p for p in conv.probes if p.type in UNANSWERED_PROBES and not p.evidence]
     points: dict[int, list[Probe]] = defaultdict(list)
     for p in probes:
         points[len(conv.turns) - 1 if p.at is None else p.at].append(p)
@@ -210,14 +222,16 @@ def evaluate(conversations: Sequence[Transcript], config: EvalConfig, workdir: s
         for conv in conversations:
             points = _ask_points(conv, config.limit, config.categories)
             chat = scratch.conversation(conv.id, create=True, config=paging)
+            planted = planted_values(conv)
             for turn in conv.turns:
                 chat.add_turn(turn.role, turn.text, turn.time, turn.speaker, stamp=False)
                 if turn.index in points:
                     chat.maintain()  # the model's side work, done between turns in a real chat
                 for probe in points.get(turn.index, []):
-                    results.append(_ask(scratch, chat, conv.id, probe, config))
+                    results.append(_ask(scratch, chat, conv.id, probe, config, planted))
                     if ticks is not None:
                         next(ticks, None)
+            results += _ask_forgotten(scratch, chat, conv, config, planted)
             if paging.keywords in STRATEGIES_LOCAL:  # what a local strategy costs per page, for the table
                 texts = [p.text for p in chat.pager.pages]
                 start = time.perf_counter()
@@ -234,7 +248,30 @@ def evaluate(conversations: Sequence[Transcript], config: EvalConfig, workdir: s
     return report
 
 
-def _ask(lp, chat, conv_id: str, probe: Probe, config: EvalConfig) -> ProbeResult:
+def planted_values(conv: Transcript) -> list[str]:
+    """Every value planted in a generated conversation (its fact probes' accepted answers, old values too): what
+    an answer to a general, never-said or forgotten question must not bring up."""
+    return sorted({a for p in conv.probes if "kind" in p.extra and "category" not in p.extra
+                   for a in [*p.answers, *p.extra.get("old_answers", [])]})
+
+
+def _ask_forgotten(lp, chat, conv: Transcript, config: EvalConfig, planted: list[str]) -> list[ProbeResult]:
+    """Forget ``config.forget`` planted facts of ``conv`` (every turn that states each: its statement and its
+    corrections) and ask each one's question again: nothing about it should be remembered now."""
+    chosen = [p for p in conv.probes if p.evidence and "kind" in p.extra and p.extra.get("style") != "implicit"
+              and "category" not in p.extra][::3][: config.forget]
+    out = []
+    for probe in chosen:
+        for turn in sorted(set(probe.extra.get("stated") or probe.evidence)):
+            if chat.turns[turn].text:
+                chat.forget(turn=turn)
+        forgotten = Probe(probe.question, [], [], FORGOTTEN_PROBE, extra={"kind": probe.extra["kind"],
+                                                                       "old_answers": probe.answers})
+        out.append(_ask(lp, chat, conv.id, forgotten, replace(config, oracle=False), probe.answers))
+    return out
+
+
+def _ask(lp, chat, conv_id: str, probe: Probe, config: EvalConfig, planted: list[str]) -> ProbeResult:
     pager = chat.pager
     evidence_pages = sorted({pager.page_of_turn(i).page_id for i in probe.evidence if i < len(pager.turns)})
     needs_recall = any(pager.page(pid).evicted for pid in evidence_pages)
@@ -249,6 +286,10 @@ def _ask(lp, chat, conv_id: str, probe: Probe, config: EvalConfig) -> ProbeResul
         latest=_gives_latest(result.answer, probe),
         bookmark_covered=_bookmark_covers(pager, probe),
         gate_probability=(trace.gate or {}).get("probability"),
+        style=probe.extra.get("style", "explicit"), decision=trace.decision,
+        fact_shown=_fact_shown(chat, trace, probe), abstained=says_not_mentioned(result.answer),
+        mentions=contains_answer(result.answer, planted) if probe.type in (*UNANSWERED_PROBES, FORGOTTEN_PROBE)
+        else None,
     )
     if config.oracle and probe.evidence:
         oracle = chat.ask(probe.question, remember=False, selector=EvidenceSelector(probe.evidence),
@@ -269,6 +310,15 @@ def _selector(lp, conv_id: str, config: EvalConfig):
         return None
     return lab_selector(lp.index, conv_id, lp.rerank, lp.lexical(conv_id), page_choice=config.page_choice,
                         signal=config.signal, trigger=config.trigger)
+
+
+def _fact_shown(chat, trace, probe: Probe) -> bool | None:
+    """For a planted fact: whether a standing fact stated by its newest statement was in front of the answer
+    (in the prompt's prefix, or given to it as a note); None for a probe that is no planted fact."""
+    if not probe.evidence or "kind" not in probe.extra:
+        return None
+    shown = set(trace.facts_shown) | {f["fact_id"] for f in trace.facts}
+    return any(f.fact_id in shown and f.turn in probe.evidence for f in chat.facts(all=True))
 
 
 def _bookmark_covers(pager: Pager, probe: Probe) -> bool | None:
@@ -312,10 +362,13 @@ def _mean(values: Sequence[float]) -> float | None:
 
 
 def summarize(results: Sequence[ProbeResult]) -> dict[str, Any]:
-    """The figures of a run; general questions count only in ``general_recall_rate`` (the share of them that
-    paged anything in), every other figure is over the fact probes."""
+    """The figures of a run. General questions count only in ``general_recall_rate`` (the share of them that
+    paged anything in) and ``general_contamination`` (the share whose answer brings up a planted fact's value);
+    questions about something never said or forgotten only in the abstention figures; every other figure is over
+    the fact probes (and ``false_abstention_rate``: the share of those answered "not remembered")."""
     general = [r for r in results if r.type == GENERAL_PROBE]
-    results = [r for r in results if r.type != GENERAL_PROBE]
+    unknowable = [r for r in results if r.type in (ABSENT_PROBE, FORGOTTEN_PROBE)]
+    results = [r for r in results if r.type not in (GENERAL_PROBE, ABSENT_PROBE, FORGOTTEN_PROBE)]
     needing = [r for r in results if r.needs_recall]
     not_needing = [r for r in results if not r.needs_recall]
     injected = [p for r in results for p in r.injected_pages]
@@ -344,6 +397,18 @@ def summarize(results: Sequence[ProbeResult]) -> dict[str, Any]:
         "bookmark_fact_coverage": _mean([float(r.bookmark_covered) for r in results if r.bookmark_covered is not None]),
         "general_questions": len(general),
         "general_recall_rate": _mean([float(bool(r.injected_pages)) for r in general]),
+        "general_contamination": _mean([float(bool(r.mentions)) for r in general if r.mentions is not None]),
+        # the long-term layer: a planted fact's standing fact in front of the answer; answered from a standing fact
+        "standing_fact_recall": _mean([float(r.fact_shown) for r in results if r.fact_shown is not None]),
+        "fact_answer_rate": _mean([float(r.decision == "fact") for r in results]),
+        # questions about what was never said or was forgotten: "not remembered", and never another value
+        "never_said": sum(r.type == ABSENT_PROBE for r in unknowable),
+        "forgotten": sum(r.type == FORGOTTEN_PROBE for r in unknowable),
+        "abstention_rate": _mean([float(r.abstained) for r in unknowable]),
+        "abstention_never_said": _mean([float(r.abstained) for r in unknowable if r.type == ABSENT_PROBE]),
+        "abstention_forgotten": _mean([float(r.abstained) for r in unknowable if r.type == FORGOTTEN_PROBE]),
+        "unknown_answered_with_a_value": _mean([float(bool(r.mentions)) for r in unknowable if r.mentions is not None]),
+        "false_abstention_rate": _mean([float(r.abstained) for r in results]),
         "latency_ms": {
             "p50": round(statistics.median(latencies), 1) if latencies else None,
             "p95": round(latencies[min(len(latencies) - 1, int(0.95 * len(latencies)))], 1) if latencies else None,
@@ -360,12 +425,15 @@ class EvalReport:
 
     def to_dict(self) -> dict[str, Any]:
         by_type: dict[str, list[ProbeResult]] = defaultdict(list)
+        by_style: dict[str, list[ProbeResult]] = defaultdict(list)
         for r in self.results:
-            if r.type != GENERAL_PROBE:
+            if r.type not in (GENERAL_PROBE, ABSENT_PROBE, FORGOTTEN_PROBE):
                 by_type[r.type or "untyped"].append(r)
+                by_style[r.style].append(r)
         return {
             **summarize(self.results),
             "by_type": {t: summarize(rs) for t, rs in sorted(by_type.items())},
+            "by_style": {s: summarize(rs) for s, rs in sorted(by_style.items())},
             "config": {**asdict(self.config), "paging": self.config.paging.to_dict()},
             "seconds": round(self.seconds, 1),
             "assist": self.assist,

@@ -3,8 +3,11 @@
 Real long chats with known answers are scarce, so we plant 6-8 personal facts in 120-200+ turns
 of small talk and ask about them later. The filler reuses the facts' generic words ("budget",
 "schedule", "nuts") and the questions avoid the facts' own words, so word overlap alone cannot
-find the page that holds an answer. Only the standard library is used and every choice comes
-from ``random.Random(seed)``, so a seed always gives the same conversation.
+find the page that holds an answer. A fact is asked about explicitly ("Which snack should I keep
+away from at the party?"), implicitly (a present need that depends on it: "I'm packing snacks for a
+long flight tomorrow. Anything I should stay away from?") or both; "absent" probes ask about facts
+never said, and general questions need none. Only the standard library is used and every choice
+comes from ``random.Random(seed)``, so a seed always gives the same conversation.
 """
 
 from __future__ import annotations
@@ -17,23 +20,31 @@ from dataclasses import dataclass, field, replace
 from localpager.core.choices import choose
 from localpager.core.records import GENERAL_PROBE, Probe, Transcript, Turn
 
-from .choices import Phrasing
+from .choices import Phrasing, QuestionStyle
 from .synthetic_data import load, phrasing_set
 
 FACT_TYPES = (
     "allergy", "budget", "deadline", "contact", "medical", "preference", "schedule", "number",
+    "diet", "constraint", "pet", "family", "plan",
 )
+
+ABSENT_PROBE = "absent"  # a probe's type: a question about a fact the conversation never states
+# Fact types an absent question must also avoid when one of them is planted: a question about the other
+# would have an answer after all ("what must never end up in a dish cooked for me?" of a vegetarian).
+ABSENT_RELATED = {"allergy": ("diet",), "diet": ("allergy",)}
 
 FACTS_PER_CONVERSATION = (6, 8)
 UPDATES_PER_CONVERSATION = (1, 2)
 MIN_TURNS = 60
 TAIL_TURNS = 20  # filler only, so every fact sits in an evicted page when probed at the end
 REVISIT_GAP = 20  # turns between a fact and a mid-conversation probe of it
+DRAW_ATTEMPTS = 10_000  # values and templates tried for a statement before giving up
 
 
 @dataclass(frozen=True)
 class FactKind:
-    """One way a fact type shows up: how the user states it, corrects it and is asked about it.
+    """One way a fact type shows up: how the user states it, corrects it and is asked about it,
+    explicitly (``asks``) or by a present need that depends on it (``implicit``).
 
     ``value`` names a value maker and its arguments; templates fill ``{v}`` (the value) and
     whatever extra fields that maker provides (``{day}``, ``{dose}``, ``{phone}``, ``{email}``).
@@ -45,6 +56,7 @@ class FactKind:
     says: tuple[str, ...]
     asks: tuple[str, ...]
     updates: tuple[str, ...] = ()
+    implicit: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -109,7 +121,8 @@ def fact_kinds(phrasing: str = "tuning") -> tuple[FactKind, ...]:
         return FACT_KINDS
     kinds, _ = _phrasing_set(phrasing)
     return tuple(replace(kind, says=kinds[kind.name]["says"], asks=kinds[kind.name]["asks"],
-                         updates=kinds[kind.name]["updates"] if kind.updates else ())
+                         updates=kinds[kind.name]["updates"] if kind.updates else (),
+                         implicit=kinds[kind.name]["implicit"])
                  for kind in FACT_KINDS)
 
 
@@ -123,36 +136,54 @@ def general_questions(phrasing: str = "tuning") -> tuple[str, ...]:
 
 def generate_conversation(
     seed: int, n_turns: int = 160, revisiting: bool = False, conv_id: str | None = None,
-    phrasing: str = "tuning", general: int = GENERAL_PER_CONVERSATION,
+    phrasing: str = "tuning", general: int = GENERAL_PER_CONVERSATION, questions: str = "explicit",
+    absent: int = 0,
 ) -> Transcript:
-    """A conversation of ``n_turns`` (rounded up to even) with planted facts and one probe each.
+    """A conversation of ``n_turns`` (rounded up to even) with planted facts and a probe or two each.
 
-    Forward conversations ask every probe at the end; revisiting ones ask most probes mid-way,
-    some turns after the fact, so paged-out facts get recalled during the conversation. ``general``
-    general questions (``GENERAL_QUESTIONS``) are asked at the end as probes of type ``general``; they
-    are drawn from a random stream of their own, so the conversation and its fact probes do not depend
-    on how many there are.
+    ``questions`` (a ``QuestionStyle``) says how each fact is asked about: ``explicit``, one question
+    about it (its kind's ``asks``); ``implicit``, one present need that depends on it (``implicit``,
+    the probe's ``extra["style"]`` is ``"implicit"``); ``both``, the two, the implicit one right after
+    the explicit one. Both ask the same thing: the same answers, evidence and turn. Forward conversations
+    ask every probe at the end; revisiting ones ask most probes mid-way, some turns after the fact, so
+    paged-out facts get recalled during the conversation. ``general`` general questions
+    (``GENERAL_QUESTIONS``) and ``absent`` questions about kinds whose fact type the conversation never
+    states (type ``absent``, ``extra["kind"]`` the kind asked about) are asked at the end, in that
+    order, with no answer and no evidence. Implicit, general and absent questions are drawn from random
+    streams of their own, so the turns and the other probes do not depend on them.
     """
+    style = choose(QuestionStyle, questions, "question style")
     n_turns += n_turns % 2
     if n_turns < MIN_TURNS:
         raise ValueError(f"n_turns must be at least {MIN_TURNS}, got {n_turns}")
+    if absent < 0:
+        raise ValueError(f"absent must be 0 or more, got {absent}")
+    kinds = fact_kinds(phrasing)
     rng = random.Random(seed)
-    facts = _draw_facts(rng, fact_kinds(phrasing))
+    facts = _draw_facts(rng, kinds)
     _place(rng, facts, n_turns)
+    meta = {"seed": seed, "revisiting": revisiting, "phrasing": phrasing}
+    if style != QuestionStyle.EXPLICIT:
+        meta["questions"] = style.value
+    if absent:
+        meta["absent"] = absent
     return Transcript(
         id=conv_id or f"synthetic-{seed}{'-revisiting' if revisiting else ''}",
         turns=_turns(rng, facts, n_turns),
-        probes=_probes(rng, facts, n_turns, revisiting) + _general_probes(seed, phrasing, general),
+        probes=(_probes(rng, facts, n_turns, revisiting, style, random.Random(f"implicit:{phrasing}:{seed}"))
+                + _general_probes(seed, phrasing, general) + _absent_probes(seed, phrasing, facts, kinds, absent)),
         source="synthetic",
-        meta={"seed": seed, "revisiting": revisiting, "phrasing": phrasing},
+        meta=meta,
     )
 
 
 def generate_dataset(
     n: int = 10, seed: int = 0, n_turns: int = 160, revisiting: bool | None = None,
-    phrasing: str = "tuning", general: int = GENERAL_PER_CONVERSATION,
+    phrasing: str = "tuning", general: int = GENERAL_PER_CONVERSATION, questions: str = "explicit",
+    absent: int = 0,
 ) -> list[Transcript]:
-    """``n`` conversations from one seed; ``revisiting=None`` alternates forward and revisiting."""
+    """``n`` conversations from one seed; ``revisiting=None`` alternates forward and revisiting (the other
+    arguments: ``generate_conversation``'s)."""
     rng = random.Random(seed)
     return [
         generate_conversation(
@@ -162,6 +193,8 @@ def generate_dataset(
             conv_id=f"synthetic-{seed}-{i:03d}",
             phrasing=phrasing,
             general=general,
+            questions=questions,
+            absent=absent,
         )
         for i in range(n)
     ]
@@ -217,24 +250,28 @@ def _draw(
     """
     others = [s for fact in facts for s in fact.statements]
     maker = VALUE_MAKERS[str(kind.value[0])]
-    while True:
+    for _ in range(DRAW_ATTEMPTS):
         value = maker(rng, *kind.value[1:])
         said = _sentence(rng.choice(templates).format(**value.slots))
         text = f"{rng.choice(LEAD_INS)} {said}".strip()
         if not any(mentions(o.text, value.answers) or mentions(text, o.value.answers)
                    for o in others):
             return _Statement(text, value)
+    raise RuntimeError(f"{kind.name}: no template and value clear of the other facts' words "
+                       f"after {DRAW_ATTEMPTS} draws (does every template name another fact's value?)")
 
 
 def _place(rng: random.Random, facts: list[_Fact], n_turns: int) -> None:
     """Spread facts and 1-2 corrections over the conversation, leaving the tail to filler.
 
     Corrections take slots in the second half, each after an earlier fact with another event
-    between them.
+    between them (the facts are placed in their drawn order unless a correction would then have no
+    fact to correct: see ``_correctable_order``).
     """
     n_updates = rng.randint(*UPDATES_PER_CONVERSATION)
     pairs = _spread(rng, 1, (n_turns - TAIL_TURNS) // 2, len(facts) + n_updates)
     update_slots = set(rng.sample(range(len(pairs) // 2, len(pairs)), n_updates))
+    order = _correctable_order(facts, [s for s in range(len(pairs)) if s not in update_slots], update_slots)
     placed: list[_Fact] = []
     for slot, pair in enumerate(pairs):
         if slot in update_slots:
@@ -246,9 +283,26 @@ def _place(rng: random.Random, facts: list[_Fact], n_turns: int) -> None:
             fact = rng.choice(earlier)
             fact.statements.append(_draw(rng, fact.kind, fact.kind.updates, facts))
         else:
-            fact = facts[len(placed)]
+            fact = order[len(placed)]
             placed.append(fact)
         fact.statements[-1].turn = 2 * pair
+
+
+def _correctable_order(facts: list[_Fact], fact_slots: list[int], update_slots: set[int]) -> list[_Fact]:
+    """``facts`` in the order they are placed in ``fact_slots``: their own, unless some correction (a slot of
+    ``update_slots``) would find fewer correctable facts at least two slots before it than corrections so
+    far; then the earliest later correctable fact swaps places with the latest earlier one that is not.
+
+    Some kinds are never corrected (an allergy, a diet, a pet's name), so the drawn order alone may leave a
+    correction with nothing to correct."""
+    order = list(facts)
+    for due, update in enumerate(sorted(update_slots), start=1):
+        early = [i for i, slot in enumerate(fact_slots) if slot <= update - 2]
+        while sum(bool(order[i].kind.updates) for i in early) < due:
+            late = next(i for i in range(len(early), len(order)) if order[i].kind.updates)
+            fixed = max(i for i in early if not order[i].kind.updates)
+            order[fixed], order[late] = order[late], order[fixed]
+    return order
 
 
 def _spread(rng: random.Random, first: int, stop: int, k: int) -> list[int]:
@@ -272,7 +326,8 @@ def _turns(rng: random.Random, facts: list[_Fact], n_turns: int) -> list[Turn]:
     for index in range(0, n_turns, 2):
         if index in events:
             user, is_update = events[index]
-            assistant = rng.choice(UPDATE_ACKS if is_update else ACKS)
+            # an acknowledgement never states a planted value ("I'll go with the new one" when Go is one)
+            assistant = rng.choice([a for a in (UPDATE_ACKS if is_update else ACKS) if not mentions(a, banned)])
         else:
             user, assistant = next(filler)
         turns += [Turn("user", user, index), Turn("assistant", assistant, index + 1)]
@@ -298,12 +353,26 @@ def _filler(rng: random.Random, banned: list[str]) -> Iterator[tuple[str, str]]:
 # --- probes ---------------------------------------------------------------------------------------
 
 
-def _probes(rng: random.Random, facts: list[_Fact], n_turns: int, revisiting: bool) -> list[Probe]:
-    """One probe per fact, sorted by when it is asked (end-of-conversation probes last)."""
-    probes = [_probe(rng, fact) for fact in facts]
+def _probes(
+    rng: random.Random, facts: list[_Fact], n_turns: int, revisiting: bool,
+    style: QuestionStyle, implicit_rng: random.Random,
+) -> list[Probe]:
+    """One probe per fact (two for ``both``), sorted by when it is asked (end-of-conversation probes last).
+
+    The explicit probes are always drawn, from ``rng``, so every style asks at the same turns; implicit
+    questions come from ``implicit_rng``, in the order of the facts.
+    """
+    explicit = [_probe(rng, fact) for fact in facts]
     if revisiting:
-        for probe in probes:
+        for probe in explicit:
             probe.at = _revisit_turn(rng, probe.evidence[0], n_turns)
+    probes: list[Probe] = []
+    for fact, probe in zip(facts, explicit):
+        if style != QuestionStyle.IMPLICIT:
+            probes.append(probe)
+        if style != QuestionStyle.EXPLICIT:
+            probes.append(_implicit(implicit_rng, fact, probe))
+    # a stable sort: an implicit probe stays right after its explicit twin
     return sorted(probes, key=lambda p: (p.at is None, p.at or 0, p.evidence[0]))
 
 
@@ -323,12 +392,45 @@ def _probe(rng: random.Random, fact: _Fact) -> Probe:
     )
 
 
+def _implicit(rng: random.Random, fact: _Fact, explicit: Probe) -> Probe:
+    """The fact's implicit question, asking what ``explicit`` asks: the same answers, evidence and turn."""
+    return Probe(
+        question=rng.choice(fact.kind.implicit),
+        answers=list(explicit.answers),
+        evidence=list(explicit.evidence),
+        type=explicit.type,
+        at=explicit.at,
+        extra={**{k: list(v) if isinstance(v, list) else v for k, v in explicit.extra.items()},
+               "style": QuestionStyle.IMPLICIT.value},
+    )
+
+
 def _general_probes(seed: int, phrasing: str, n: int) -> list[Probe]:
     """``n`` distinct general questions, asked at the end; drawn from their own stream (see above)."""
     pool = general_questions(phrasing)
     rng = random.Random(f"general:{phrasing}:{seed}")
     return [Probe(question=q, answers=[], evidence=[], type=GENERAL_PROBE)
             for q in rng.sample(pool, min(n, len(pool)))]
+
+
+def _absent_probes(
+    seed: int, phrasing: str, facts: list[_Fact], kinds: tuple[FactKind, ...], n: int
+) -> list[Probe]:
+    """``n`` questions about facts never stated, asked at the end: "asks" of the kinds whose fact type is not
+    planted (nor related to a planted one, ``ABSENT_RELATED``), one kind each as long as kinds last, then
+    more of their questions; as many as there are if fewer. Drawn from their own stream (see above)."""
+    if n <= 0:
+        return []
+    planted = {fact.kind.type for fact in facts}
+    blocked = planted | {t for p in planted for t in ABSENT_RELATED.get(p, ())}
+    rng = random.Random(f"absent:{phrasing}:{seed}")
+    candidates = [k for k in kinds if k.type not in blocked]
+    order = rng.sample(candidates, len(candidates))
+    asks = {k.name: rng.sample(k.asks, len(k.asks)) for k in order}
+    rounds = max((len(k.asks) for k in order), default=0)
+    drawn = [(k, asks[k.name][i]) for i in range(rounds) for k in order if i < len(k.asks)]
+    return [Probe(question=q, answers=[], evidence=[], type=ABSENT_PROBE, extra={"kind": k.name})
+            for k, q in drawn[:n]]
 
 
 def _revisit_turn(rng: random.Random, evidence: int, n_turns: int) -> int | None:
@@ -417,10 +519,16 @@ def _spot(rng: random.Random) -> _Value:
     return _Value({"v": forms[0]}, forms)
 
 
+def _code(rng: random.Random) -> _Value:
+    """A four-digit door code, accepted only as written."""
+    code = str(rng.randint(1000, 9999))
+    return _Value({"v": code}, [code])
+
+
 VALUE_MAKERS = {
     "pool": _pool_value, "money": _money, "date": _date, "clock": _clock, "person": _person,
     "drug": _drug, "units": _units, "room": _room, "locker": _locker, "flight": _flight,
-    "spot": _spot,
+    "spot": _spot, "code": _code,
 }
 
 

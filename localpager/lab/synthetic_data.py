@@ -7,18 +7,22 @@ list changes what a seed generates.
 ``phrasing_<name>.json``, one per phrasing set (``--phrasing <name>``, a member of ``choices.Phrasing``), the
 words facts are stated, corrected and asked in, and the general questions:
 
-- ``"kinds"``: every fact kind of ``facts.json`` by name, each with three lists of templates:
-  ``"says"`` (statements of the fact), ``"asks"`` (questions about it) and ``"updates"`` (corrections of it;
-  ``[]`` for the kinds the tuning set never corrects). Statements and corrections hold ``{v}`` (the value)
-  once, plus the fields of the kind's value maker: ``{day}`` (``clock``), ``{dose}`` (``drug``),
-  ``{phone}`` and ``{email}`` (``person``); they are filled by ``str.format``, so a literal brace is written
-  twice. Questions are used as written: no field, and no digit, so they never contain their answer.
+- ``"kinds"``: every fact kind of ``facts.json`` by name, each with four lists of templates:
+  ``"says"`` (statements of the fact), ``"asks"`` (questions about it), ``"updates"`` (corrections of it;
+  ``[]`` for the kinds the tuning set never corrects) and ``"implicit"`` (questions that depend on the fact
+  without asking about the past: a present need or plan in the first person whose good answer names the
+  value, "I'm packing snacks for a long flight tomorrow. Anything I should stay away from?"; never "did I
+  say", "remind me", "again", "earlier"... and never the kind's obvious keyword). Statements and corrections
+  hold ``{v}`` (the value) once, plus the fields of the kind's value maker: ``{day}`` (``clock``), ``{dose}``
+  (``drug``), ``{phone}`` and ``{email}`` (``person``); they are filled by ``str.format``, so a literal brace
+  is written twice. Questions (asks and implicit) are used as written: no field, and no digit, so they never
+  contain their answer.
 - ``"general"``: questions that need nothing said before, as probes of type ``general``, grouped under
   headings of your choosing (``"near allergies": [...]``); the groups are only for the reader and are read
   as one list, in order.
 
 A new set is a new file plus a member of ``choices.Phrasing`` with the same name; ``tests/fast/test_synthetic.py``
-checks that every set has every kind, with corrections where the tuning set has them.
+checks that every set has every kind with the four lists, with corrections where the tuning set has them.
 
 ``facts.json``, what the facts are:
 
@@ -26,7 +30,8 @@ checks that every set has every kind, with corrections where the tuning set has 
   ``synthetic.FACT_TYPES``) and the value maker that draws its value (``synthetic.VALUE_MAKERS``), with the
   maker's arguments: ``["pool", <word pool>]``, ``["drug", <word pool>]`` (the drug and a dose),
   ``["money", low, high, step]``, or ``[maker]`` alone for ``date``, ``clock``, ``person``, ``units``,
-  ``room``, ``locker``, ``flight`` and ``spot``. The order of the kinds is ``synthetic.FACT_KINDS``'s.
+  ``room``, ``locker``, ``flight``, ``spot`` and ``code`` (a four-digit number). The order of the kinds is
+  ``synthetic.FACT_KINDS``'s.
 - ``"word_pools"``: name -> list of alternatives; the first word of each is written in the conversation,
   all of them are accepted answers.
 - ``"months"``, ``"weekdays"``, ``"first_names"``, ``"last_names"``, ``"mail_domains"``, ``"airlines"``,
@@ -48,7 +53,7 @@ from functools import cache
 from importlib.resources import files
 from typing import Any
 
-TEMPLATE_KEYS = ("says", "asks", "updates")
+TEMPLATE_KEYS = ("says", "asks", "updates", "implicit")
 
 
 @cache

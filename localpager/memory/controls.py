@@ -42,7 +42,8 @@ class ForgetReport:
     texts: list[str] = field(default_factory=list)  # the start of each forgotten turn, what a dry run lists
     traces: int = 0  # stored traces deleted (they repeated the turns)
     traces_scrubbed: int = 0  # traces kept with the changed bookmarks rewritten
-    probes: int = 0  # stored probes deleted (their evidence was forgotten)
+    probes: int = 0  # stored probes deleted (their evidence was forgotten, or a field of theirs repeats it)
+    meta_scrubbed: int = 0  # values of the conversation's meta that held the text, now "[forgotten]"
     vectors: int = 0  # embedding rows deleted
     dry_run: bool = False
     whole: bool = False  # the whole conversation
@@ -74,7 +75,8 @@ class ForgetReport:
         import shlex
 
         out = [f"  deleted {self.vectors} vectors, {self.traces} traces, {self.probes} probes; "
-               f"{self.traces_scrubbed} traces scrubbed"]
+               f"{self.traces_scrubbed} traces scrubbed"
+               + (f", {self.meta_scrubbed} meta values scrubbed" if self.meta_scrubbed else "")]
         if self.rewrite_pending:
             out.append("  warning: the store's files still hold the forgotten text: another process is reading "
                        "the store, so they could not be rewritten; once it has closed, run: localpager forget "
@@ -184,17 +186,21 @@ class RecalledTurn:
 
 @dataclass
 class Recall:
-    """What localpager remembers for a question, without its model: the recall gate's verdict (is memory
-    relevant to it?) and the turns a recall would inject, then the ranking's next best up to a limit."""
+    """What localpager remembers for a question, without its model: the standing facts that bear on it, the
+    recall gate's verdict (is memory relevant to it?) and the turns a recall would inject, then the ranking's
+    next best up to a limit. When the gate says memory is relevant but what the ranking found is below the
+    relevance floor, nothing is remembered about it: ``relevant`` is false and no turn is ``injected``."""
 
     question: str
     relevant: bool
     probability: float
     turns: list[RecalledTurn]
+    facts: list[dict] = field(default_factory=list)  # standing facts that bear on the question (id, turn, text, p)
+    floor: dict | None = None  # the relevance floor's verdict on the best turn, when the gate said relevant
 
     def to_dict(self) -> dict:
         return {"question": self.question, "relevant": self.relevant, "probability": round(self.probability, 4),
-                "turns": [asdict(t) for t in self.turns]}
+                "facts": self.facts, "turns": [asdict(t) for t in self.turns], "floor": self.floor}
 
 
 @dataclass
@@ -204,6 +210,32 @@ class _Plan:
     drop_traces: list[int]
     rewrite_traces: dict[int, dict]
     drop_probes: list[int]
+    meta: dict | None = None  # the conversation's meta with the text scrubbed (None: it held none)
+
+
+FORGOTTEN = "[forgotten]"  # what a scrubbed value of a conversation's meta reads as
+
+
+def scrub(value, needles: Sequence[str]) -> tuple[object, int]:
+    """``value`` (JSON: objects, lists, strings, numbers) with every string that holds one of ``needles``
+    (casefolded) replaced by ``FORGOTTEN`` and every object key that holds one dropped with its value; and
+    how many were."""
+    if isinstance(value, str):
+        hit = any(n in value.casefold() for n in needles)
+        return (FORGOTTEN, 1) if hit else (value, 0)
+    if isinstance(value, list):
+        parts = [scrub(v, needles) for v in value]
+        return [v for v, _ in parts], sum(n for _, n in parts)
+    if isinstance(value, dict):
+        out, count = {}, 0
+        for key, v in value.items():
+            if any(n in str(key).casefold() for n in needles):
+                count += 1
+                continue
+            out[key], n = scrub(v, needles)
+            count += n
+        return out, count
+    return value, 0
 
 
 def plan_forget(store: Store, conv_id: str, pager: Pager, turns: list[int], match: str | None) -> _Plan:
@@ -240,12 +272,14 @@ def plan_forget(store: Store, conv_id: str, pager: Pager, turns: list[int], matc
             rewrite[row] = scrubbed
     report.traces, report.traces_scrubbed = len(drop), len(rewrite)
     probes = []
-    for idx, probe in store.probe_rows(conv_id):
-        said = " ".join([probe.question, *probe.answers]).casefold()
+    for idx, probe in store.probe_rows(conv_id):  # every field of it: question, answers, type, extra
+        said = " ".join([probe.question, *probe.answers, probe.type or "",
+                         json.dumps(probe.extra, ensure_ascii=False)]).casefold()
         if set(probe.evidence) & gone or any(n in said for n in needles):
             probes.append(idx)
     report.probes = len(probes)
-    return _Plan(report, pages, drop, rewrite, probes)
+    meta, report.meta_scrubbed = scrub(store.conversation_record(conv_id)["meta"], needles)
+    return _Plan(report, pages, drop, rewrite, probes, meta if report.meta_scrubbed else None)
 
 
 def forget_turns(held: Held, conv_id: str, pager: Pager, turns: list[int], match: str | None) -> ForgetReport:
@@ -254,7 +288,7 @@ def forget_turns(held: Held, conv_id: str, pager: Pager, turns: list[int], match
     plan = plan_forget(held.store, conv_id, pager, turns, match)
     plan.report.vectors, rewritten = held.store.forget_turns(
         conv_id, turns, plan.pages, drop_traces=plan.drop_traces, rewrite_traces=plan.rewrite_traces,
-        drop_probes=plan.drop_probes)
+        drop_probes=plan.drop_probes, meta=plan.meta)
     held.after_erase()
     return _done(plan.report, rewritten, held.store)
 
@@ -369,8 +403,16 @@ def recall(selector: RerankSelector, pager: Pager, question: str, max_turns: int
         raise ValueError(f"max_turns must be at least 1, got {max_turns}")
     if not pager.pages:
         return Recall(question, False, 0.0, [])
+    facts = [h.to_dict() for h in selector.facts_for(question)]
     verdict = selector.gate(question, pager)
+    relevant = verdict.recall or bool(facts)
     injections, _ = selector.select(question, [], pager, None)
+    floor = None
+    if verdict.recall and injections and not facts:
+        floor = selector.answerable(question, pager, injections)
+        if not floor.answer:  # nothing about it is remembered: no turn to answer from
+            relevant, injections = False, []
+        floor = floor.to_dict()
     scores = {h.turn: h.score for h in selector.rank(question, pager)}
     turns = [_recalled(pager, t, scores.get(t, 0.0), inj.labels.get(t, ""), True)
              for inj in injections for t in inj.turns]
@@ -383,7 +425,7 @@ def recall(selector: RerankSelector, pager: Pager, question: str, max_turns: int
             turns.append(_recalled(pager, turn, score, "changed" if pager.turns[turn].superseded_by is not None
                                    else "", False))
             seen.add(turn)
-    return Recall(question, verdict.recall, verdict.probability, turns[:limit])
+    return Recall(question, relevant, verdict.probability, turns[:limit], facts, floor)
 
 
 def _recalled(pager, index: int, score: float, label: str, injected: bool) -> RecalledTurn:

@@ -19,11 +19,13 @@ from ..backends.base import BackendError, TextCallback
 from ..core.checks import check_text
 from ..core.dates import now_stamp
 from ..core.eviction import Cooperative
+from ..core.facts import FACTS_VERSION, StandingFact, facts_of
 from ..core.pager import DEFAULT_BUDGET, Pager, PagingConfig
 from ..core.records import Page, Turn
 from ..core.tokens import TokenCounter
 from ..runtime.choices import RecallMode
-from ..runtime.recall import ContextOverflowError, PageSelector
+from ..retrieval.facts import prompt_facts
+from ..runtime.recall import ContextOverflowError, FactContext, PageSelector
 from ..runtime.trace import Trace
 from ..store.base import ConversationBusy, ConversationChanged, StoreError
 from ..store.locks import LockTimeout, conversation_lock
@@ -285,7 +287,47 @@ class Conversation:
         ``max_turns``), each with page, turn, time, resolved dates, speaker, text and score. For an app whose
         own model answers (the MCP server's ``recall`` tool). Loads the embedder, never the chat model."""
         with self.held.lock:
-            return controls.recall(self.held.selector(self.id), self.pager, question, max_turns)
+            return controls.recall(self.held.selector(self.id, self.facts(all=True)), self.pager, question, max_turns)
+
+    # -- the long-term layer -----------------------------------------------------------------------
+    def facts(self, all: bool = False) -> list[StandingFact]:
+        """The standing facts of this conversation (``core.facts``): the durable facts its turns state, each with
+        its source turn, kind and day; the current ones, or with ``all`` the superseded and corrected ones too.
+        Loads no model and writes nothing (a conversation stored before them gets them derived here; they are
+        stored at its next change)."""
+        with self.held.lock:
+            if self.store.facts_version(self.id) == FACTS_VERSION:
+                facts = self.store.facts(self.id)
+            else:
+                facts = facts_of(self.pager.turns)
+        return facts if all else [f for f in facts if f.current]
+
+    def pin_fact(self, fact_id: int, pinned: bool = True) -> StandingFact:
+        """Keep standing fact ``fact_id`` in the prompt whatever the room (``pinned=False``: chosen again)."""
+        with self.changing():
+            self._ensure_facts()
+            self.store.pin_fact(self.id, fact_id, pinned)
+            return next(f for f in self.store.facts(self.id) if f.fact_id == fact_id)
+
+    def _ensure_facts(self) -> None:
+        """Standing facts made by an older extractor (or by none: a store that predates them) are made again
+        (a change: the caller holds the conversation)."""
+        if self.store.facts_version(self.id) != FACTS_VERSION:
+            self.store.rebuild_facts(self.id)
+
+    def fact_context(self, pager: Pager) -> FactContext:
+        """What an answer sees of the long-term layer: the current standing facts, the ones the prompt's prefix
+        shows (those that fit ``RecallSettings.fact_share`` of the budget, by ``prompt_facts``) and the
+        keywords of the latest evicted pages."""
+        settings = self.held.models.recall
+        if not settings.facts:
+            return FactContext()
+        every = self.facts(all=True)
+        current = [f for f in every if f.current]
+        room = int(settings.fact_share * pager.config.budget)
+        shown = prompt_facts(current, room, pager.counter.count)
+        recent = [", ".join(p.keywords) for p in pager.listed[-3:] if p.keywords]
+        return FactContext(shown, current, recent, every)
 
     # -- before the user asks ---------------------------------------------------------------------
     def prepare(self, progress=None, chunk: int = 64) -> int:
@@ -319,7 +361,8 @@ class Conversation:
             report.dry_run = dry_run
             if dry_run:
                 return report
-            if not turns:  # nothing new, but an earlier forget's rewrite may wait: "forget again" finishes it
+            if not turns and not (report.probes or report.traces or report.meta_scrubbed):
+                # nothing new, but an earlier forget's rewrite may wait: "forget again" finishes it
                 return controls.finish_pending(self.held, report)
         with self.changing():  # the plan again, under the conversation's lock: another process may have written
             turns = controls.select_turns(self.pager, turn, page, match)
@@ -455,7 +498,7 @@ class Conversation:
 
     def _append(self, role: str, text: str, time: str | None = None, speaker: str | None = None, *,
                 unanswered: bool = False, answers: tuple[int, dict] | None = None,
-                touch: Sequence[int] = ()) -> Turn:
+                touch: Sequence[int] = (), asked: Sequence[int] = ()) -> Turn:
         """Page a new turn and store it with every page it changed (and ``touch``'s uses) in one transaction.
         If the store refuses it, the pager is read again, so memory never holds a turn the store lacks; if
         another writer that does not take the conversation's lock got there first, it is tried once more
@@ -468,7 +511,7 @@ class Conversation:
                 changed = {p.page_id: p for p in paged.changed}
                 changed.update({p.page_id: p for p in pager.touch(touch, turn.index)})
                 self._seen = self.store.append_turn(self.id, turn, list(changed.values()),
-                                                    unanswered=unanswered, answers=answers)
+                                                    unanswered=unanswered, answers=answers, asked=asked)
                 if paged.evicted:
                     self.warmer.again()  # the newly evicted pages embedded meanwhile (and the prompt read)
                 return turn
@@ -512,8 +555,10 @@ class Conversation:
             models.warm_embedder()  # recall may need it: it loads beside the chat model
         with self.changing(settle=True):
             runtime = models.runtime
+            self._ensure_facts()
             pager = self.counted(models.counter())  # the loaded model's own tokenizer from here on
-            pager.fixed_overhead = runtime.system_tokens()
+            facts = self.fact_context(pager)
+            pager.fixed_overhead = runtime.system_tokens(facts.shown)
             _check_question_fits(runtime, pager, question, budget or pager.config.budget)
             with self._budget_for_call(budget):
                 if remember:  # durable before the model runs, marked unanswered until the answer is stored
@@ -521,8 +566,8 @@ class Conversation:
                 self.held.prefix_states.switch_to(self.id, runtime.backend)  # resume this chat's KV cache if saved
                 try:
                     trace = runtime.answer(self.pager, question, pending=not remember, on_text=on_text,
-                                           selector=selector or self.held.selector(self.id), mode=mode,
-                                           layout=layout)
+                                           selector=selector or self.held.selector(self.id, facts.every),
+                                           mode=mode, layout=layout, facts=facts)
                 except BaseException as exc:
                     if remember:
                         self._mark_interrupted(f"no answer: {(str(exc) or type(exc).__name__).splitlines()[0]}")
@@ -531,7 +576,8 @@ class Conversation:
                     trace.tokens["estimated"] = 1
                 if remember:  # the answer, the pages it used and its trace: one transaction
                     self._append("assistant", trace.answer or "…", now_stamp(), answers=(trace.turn, trace.to_dict()),
-                                 touch=trace.injected_page_ids)
+                                 touch=trace.injected_page_ids, asked=[f["fact_id"] for f in trace.facts
+                                                                       if trace.decision == "fact"])
             if remember:
                 try:
                     self.maintain()

@@ -14,6 +14,7 @@ import threading
 import weakref
 from typing import TYPE_CHECKING, Protocol, Sequence
 
+from ..core.facts import StandingFact
 from ..store.base import Store
 from ..store.kvstate import PrefixStates
 from .models import Models
@@ -81,13 +82,16 @@ class Held:
         with self.lock:
             if conv_id not in self._lexical:
                 file = lexfile.path_for(self.store.path, conv_id) if self.saves_beside else None
-                self._lexical[conv_id] = LexicalIndex(conv_id, file=file, erasures=self.store.erase_generation)
+                # saved only while nothing is erased after the generation what this process holds was read under
+                self._lexical[conv_id] = LexicalIndex(conv_id, file=file, erasures=self.store.erase_generation,
+                                                      generation=self.prefix_states.generation)
             return self._lexical[conv_id]
 
-    def selector(self, conv_id: str) -> RerankSelector:
+    def selector(self, conv_id: str, facts: Sequence[StandingFact] = ()) -> RerankSelector:
+        """The reranking selector of a conversation, scoring ``facts`` (its standing facts) too."""
         from ..retrieval.rerank import RerankSelector
 
-        return RerankSelector(self.index, conv_id, self.rerank, self.lexical(conv_id))
+        return RerankSelector(self.index, conv_id, self.rerank, self.lexical(conv_id), facts)
 
     # -- erasures ---------------------------------------------------------------------------------
     def check_erasures(self) -> bool:

@@ -82,6 +82,8 @@ def conversation_line(store: Store, conv_id: str, vectors: bool = False) -> dict
         "pages": [{k: getattr(p, k) for k in _PAGE_FIELDS} for p in store.pages(conv_id, turns)],
         "superseded": {str(t.index): t.superseded_by for t in turns if t.superseded_by is not None},
         "forgotten": [t.index for t in turns if not t.text],
+        # the standing facts, as the store has them (made again from the turns on import; their pins kept)
+        "facts": [{k: v for k, v in asdict(f).items() if k in _FACT_KEYS} for f in store.facts(conv_id)],
     }
     if vectors:
         state["vectors"] = [
@@ -113,9 +115,79 @@ class Entry:
     state: dict[str, Any]
 
 
-def read_export(path: str | os.PathLike, progress: Progress | None = None) -> list[Entry]:
+@dataclass
+class VectorFit:
+    """What the vectors of an import must be to be stored here. FAISS keeps every conversation's vectors of
+    a signal in one index, so a vector of another width would break search in every conversation: each must
+    have ``width`` numbers (this store's embedder's, when known without loading it; else the width of the
+    vectors the store has; else that of the file's first vector), be finite and of unit length (the
+    embedder's are normalised). Vectors of another model than this store's embedder (when its name is
+    known) are not stored: they would rank against questions embedded by another model; they are computed
+    again when needed (``dropped`` counts them). Worked out from ``held`` at the first vector."""
+
+    held: Held | None = None
+    model: str | None = None
+    width: int | None = None
+    source: str = ""  # where ``width`` comes from, for the message
+    dropped: dict[str, int] = field(default_factory=dict)
+
+    def _resolve(self) -> None:
+        from ..backends.modelpaths import ModelNotFoundError
+
+        held, self.held = self.held, None
+        try:
+            embedder = held.models.embedder
+        except ModelNotFoundError:  # an import that brings its vectors needs no embedder: the store decides
+            embedder = None
+        self.model = getattr(embedder, "name", None)
+        dim = getattr(embedder, "known_dim", getattr(embedder, "dim", None)) if embedder is not None else None
+        if type(dim) is int and dim > 0:
+            self.width, self.source = dim, f"this store's embedder ({self.model}) makes"
+            return
+        widths = held.store.embedding_widths()
+        mine = widths.get(self.model, {}) if self.model else {}
+        counts: dict[int, int] = {}
+        for by_width in ([mine] if mine else widths.values()):
+            for width, n in by_width.items():
+                counts[width] = counts.get(width, 0) + n
+        if counts:
+            self.width = max(counts, key=lambda w: counts[w])
+            self.source = f"the vectors in this store ({self.model or 'every model'}) hold"
+
+    def keeps(self, model: str, blob: bytes, where: Where, name: str) -> bool:
+        """Whether the vector is stored (False: another model's, dropped); a vector that would break the index
+        is refused with one line naming the field."""
+        if self.held is not None:
+            self._resolve()
+        if self.model is not None and model != self.model:
+            self.dropped[model] = self.dropped.get(model, 0) + 1
+            return False
+        numbers = len(blob) // 4
+        if self.width is None:
+            self.width, self.source = numbers, "the file's first vector holds"
+        if numbers != self.width:
+            raise where.error(name, f"holds {numbers} numbers; {self.source} {self.width}")
+        import numpy as np
+
+        vector = np.frombuffer(blob, dtype=np.float32)
+        if not np.isfinite(vector).all():
+            raise where.error(name, "holds a number that is not finite (NaN or infinity)")
+        length = float(np.linalg.norm(vector.astype(np.float64)))
+        if abs(length - 1.0) > 1e-3:
+            raise where.error(name, f"must be a unit vector (this store's vectors are normalised), its length is "
+                                    f"{length:.4g}")
+        return True
+
+    def notes(self) -> list[str]:
+        return [f"note: {n} vectors of model {model} were not imported: this store embeds with {self.model}; "
+                "they are computed again when needed" for model, n in sorted(self.dropped.items())]
+
+
+def read_export(path: str | os.PathLike, progress: Progress | None = None,
+                fit: VectorFit | None = None) -> list[Entry]:
     """Every line of an export (or of a plain interchange file), checked before anything is stored;
-    ``progress("read", lines done, lines)`` after each line."""
+    ``progress("read", lines done, lines)`` after each line. ``fit``: what vectors must be to be stored in
+    the store they are read for (none: only checked against each other)."""
     text = read_text(path)
     entries, seen = [], set()
     lines = text.split("\n")
@@ -133,7 +205,7 @@ def read_export(path: str | os.PathLike, progress: Progress | None = None) -> li
         if conv.id in seen:
             raise where.error("id", f"duplicate conversation id {conv.id!r}")
         seen.add(conv.id)
-        state = _checked_state(obj.get("localpager", {}), where, len(conv.turns))
+        state = _checked_state(obj.get("localpager", {}), where, len(conv.turns), fit)
         for t in conv.turns:
             if t.index in state["forgotten"]:
                 t.text = ""
@@ -152,7 +224,8 @@ def _empty_conversation(obj: dict[str, Any], where: Where) -> Transcript:
 
 
 # -- checking what an export adds: every field typed, so that nothing stored fails later ---------------
-_STATE_KEYS = {"version", "source", "created_at", "settings", "pages", "superseded", "forgotten", "vectors"}
+_STATE_KEYS = {"version", "source", "created_at", "settings", "pages", "superseded", "forgotten", "vectors", "facts"}
+_FACT_KEYS = {"fact_id", "turn", "kind", "subject", "text", "superseded_by", "pinned", "asked"}
 _VECTOR_KEYS = {"page_id", "kind", "model", "source", "vector"}
 _PAGE_TYPES: dict[str, Any] = {"page_id": int, "first_turn": int, "last_turn": int, "token_count": int, "keywords": list,
                                "access_count": int, "last_access": int, "pinned": bool, "evicted": bool,
@@ -160,7 +233,7 @@ _PAGE_TYPES: dict[str, Any] = {"page_id": int, "first_turn": int, "last_turn": i
 _PAGE_MINIMUM = {"token_count": 0, "access_count": 0, "last_access": -1}
 
 
-def _checked_state(value: Any, where: Where, n_turns: int) -> dict[str, Any]:
+def _checked_state(value: Any, where: Where, n_turns: int, fit: VectorFit | None = None) -> dict[str, Any]:
     """The ``localpager`` object of a line, checked as strictly as its turns: each field of its type, pages
     that tile the turns, turn indices in range, vectors that decode. Pages that overlapped were stored and
     made every later ``ask`` fail with an IndexError. A plain interchange line has none (all empty)."""
@@ -176,7 +249,23 @@ def _checked_state(value: Any, where: Where, n_turns: int) -> dict[str, Any]:
     return {"source": optional_string(state.get("source"), where, "localpager.source"), "created_at": created,
             "settings": _checked_settings(state.get("settings"), where), "pages": pages, "forgotten": forgotten,
             "superseded": _checked_superseded(state.get("superseded", {}), where, n_turns),
-            "vectors": _checked_vectors(state.get("vectors", []), where, pages or [], forgotten)}
+            "vectors": _checked_vectors(state.get("vectors", []), where, pages or [], forgotten, fit),
+            "pinned_facts": _checked_pinned_facts(state.get("facts", []), where, n_turns)}
+
+
+def _checked_pinned_facts(value: Any, where: Where, n_turns: int) -> set[tuple[int, str]]:
+    """(turn, text) of the exported standing facts that were pinned. The facts themselves are made again from
+    the turns on import, as the store makes them (a file cannot bring a "fact" no turn states): only a pin, kept
+    on the fact of the same turn and words, comes from the file."""
+    pinned = set()
+    for i, row in enumerate(list_of(value, where, "localpager.facts")):
+        name = f"localpager.facts[{i}]"
+        object_of(row, where, name, "a standing fact object")
+        no_unknown_keys(row, _FACT_KEYS, where, f"{name}.")
+        if _typed(row.get("pinned", False), bool, where, f"{name}.pinned"):
+            turn = checked_turn_index(required_field(row, "turn", where, f"{name}.turn"), n_turns, where, f"{name}.turn")
+            pinned.add((turn, required_string(row, "text", where, name)))
+    return pinned
 
 
 def _check_version(version: Any, where: Where) -> None:
@@ -293,11 +382,14 @@ def _checked_superseded(value: Any, where: Where, n_turns: int) -> dict[int, int
     return marks
 
 
-def _checked_vectors(value: Any, where: Where, pages: list[Page], forgotten: set[int]) -> list[tuple]:
+def _checked_vectors(value: Any, where: Where, pages: list[Page], forgotten: set[int],
+                     fit: VectorFit | None = None) -> list[tuple]:
     """(page_id, kind, model, source, float32 bytes) of each vector: of a page of the file, of its bookmark,
-    its text or one of its turns (not a forgotten one), the same width for every vector of one model."""
+    its text or one of its turns (not a forgotten one), one per page and kind, the same width for every vector
+    of one model, and what ``fit`` asks of the store's vectors."""
     by_id = {p.page_id: p for p in pages}
     widths: dict[str, int] = {}
+    seen: set[tuple[int, str]] = set()
     out = []
     for i, row in enumerate(list_of(value, where, "localpager.vectors")):
         name = f"localpager.vectors[{i}]"
@@ -313,7 +405,11 @@ def _checked_vectors(value: Any, where: Where, pages: list[Page], forgotten: set
         if widths.setdefault(model, len(blob)) != len(blob):
             raise where.error(f"{name}.vector", f"holds {len(blob) // 4} numbers; the other {model} vectors hold "
                                                 f"{widths[model] // 4}")
-        out.append((page_id, kind, model, source, blob))
+        if (page_id, kind) in seen:
+            raise where.error(f"{name}.kind", f"a second vector for {kind} of page {page_id}")
+        seen.add((page_id, kind))
+        if fit is None or fit.keeps(model, blob, where, f"{name}.vector"):
+            out.append((page_id, kind, model, source, blob))
     return out
 
 
@@ -343,13 +439,14 @@ def import_conversations(held: Held, path: str | os.PathLike, mode: str = Import
     ``merge(entry)`` appends an entry's turns the stored conversation lacks, as new turns are paged, and
     returns how many (``Conversation.merge``)."""
     mode = choose(ImportMode, mode, "import mode")
-    entries = read_export(path, progress)
+    fit = VectorFit(held)
+    entries = read_export(path, progress, fit)
     total, stored = sum(len(e.conversation.turns) for e in entries), 0
     store = held.store
     taken = [e.conversation.id for e in entries if store.has_conversation(e.conversation.id)]
     if taken and mode == ImportMode.ERROR:
         raise ValueError(f"already in the store: {', '.join(taken)} (use --replace or --merge)")
-    report = ImportReport()
+    report = ImportReport(notes=fit.notes())
     with held.lock:
         for entry in entries:  # merges are checked before anything is written
             if entry.conversation.id in taken and mode == ImportMode.MERGE:
@@ -394,6 +491,9 @@ def _restore(held: Held, entry: Entry, replace: bool) -> None:
     store = held.store
     store.save_conversation(conv.id, conv.turns, pages, conv.probes, settings or {},
                             source=state.get("source"), meta=conv.meta, replace=replace)
+    for fact in store.facts(conv.id):
+        if (fact.turn, fact.text) in state["pinned_facts"]:
+            store.pin_fact(conv.id, fact.fact_id)
     marks = {t.index: t.superseded_by for t in conv.turns if t.superseded_by is not None}
     if marks:
         store.set_superseded(conv.id, marks)

@@ -18,6 +18,7 @@ from typing import Protocol
 from ..core.pager import Pager
 from ..core.tokens import TokenCounter
 from ..runtime.choices import RecallMode
+from ..runtime.recall import FactContext
 from .held import Held
 
 log = logging.getLogger("localpager")
@@ -41,6 +42,8 @@ class Warmable(Protocol):
     def changing(self) -> AbstractContextManager[None]: ...
 
     def counted(self, counter: TokenCounter | None = None) -> Pager: ...
+
+    def fact_context(self, pager: Pager) -> FactContext: ...
 
 
 class Warmer:
@@ -190,9 +193,10 @@ class Warmer:
             if not hasattr(backend, "cached_prefix"):
                 return
             pager = conv.counted(held.models.counter())
-            pager.fixed_overhead = runtime.system_tokens()
+            facts = conv.fact_context(pager)  # the standing facts the prompt's prefix shows, as an answer's will
+            pager.fixed_overhead = runtime.system_tokens(facts.shown)
             held.prefix_states.switch_to(conv.id, backend)  # this conversation's saved cache, if any
-            _, tokens = runtime.fit(runtime.messages(pager, None))
+            _, tokens = runtime.fit(runtime.messages(pager, None, facts=facts.shown))
             if len(tokens) + 1 <= backend.n_ctx and backend.cached_prefix(tokens) < len(tokens) - 1:
                 backend.generate(tokens, max_tokens=1)
 

@@ -30,6 +30,7 @@ import numpy as np
 
 from ..core.answer_types import asks_for_several
 from ..core.answer_types import match as type_match
+from ..core.facts import StandingFact
 from ..core.pager import Pager
 from ..core.records import Page, newest
 from ..core.text import term_key
@@ -37,6 +38,9 @@ from ..runtime.choices import Fired
 from ..runtime.layouts import CHANGED, LATEST
 from ..runtime.recall import Injection, fit_turns
 from ..runtime.trace import Candidate
+from .answerable import DEFAULT_ANSWER_MODEL, Answerability, answer_features
+from .answerable import decide as decide_answer
+from .facts import DEFAULT_FACT_MODEL, FactHit, FactRanker
 from .gate import (DEFAULT_MODEL, GateDecision, GateFeatures, GateModel, _names, decide, gate_features,
                    message_features)
 from .index import Hit, PageIndex
@@ -92,6 +96,8 @@ class RerankSettings:
     show_changed: bool = False
     hybrid: HybridSettings = field(default_factory=HybridSettings)
     gate: GateModel = field(default_factory=lambda: DEFAULT_MODEL)  # the recall gate's model: the trigger
+    facts: GateModel = field(default_factory=lambda: DEFAULT_FACT_MODEL)  # which standing facts bear on a message
+    answerable: GateModel = field(default_factory=lambda: DEFAULT_ANSWER_MODEL)  # the relevance floor of a recall
 
 
 class RerankSelector:
@@ -105,11 +111,13 @@ class RerankSelector:
     trigger: str = Fired.GATE
 
     def __init__(self, index: PageIndex, conv_id: str, settings: RerankSettings | None = None,
-                 lexical: LexicalIndex | None = None):
+                 lexical: LexicalIndex | None = None, facts: Sequence[StandingFact] = ()):
+        """``facts``: the conversation's standing facts, scored against each message (``facts_for``)."""
         self.index = index
         self.conv_id = conv_id
         self.settings = settings or RerankSettings()
         self.lexical = lexical or LexicalIndex(conv_id)
+        self.facts = FactRanker(facts, lambda texts: self.index.embedder.encode(texts), self.settings.facts)
         self._rankings: dict[tuple, list[TurnHit]] = {}
         self._telling: dict[int, bool] = {}  # turn index -> ranking.tells, kept across questions
         self.last_gate: GateDecision | None = None
@@ -225,6 +233,24 @@ class RerankSelector:
         hits = self._ranked(question, pager, self._searchable(pager, question))
         self.last_gate = decide(self._gate_features(question, hits, pager), self.settings.gate)
         return self.last_gate.recall
+
+    # -- the long-term layer and the relevance floor ---------------------------------------------
+    def facts_for(self, question: str) -> list[FactHit]:
+        """The standing facts that bear on ``question``, best first (``retrieval.facts``)."""
+        return self.facts.relevant(question)
+
+    def answerable(self, question: str, pager: Pager, injections: Sequence[Injection]) -> Answerability:
+        """Whether what a recall found answers ``question`` at all (``retrieval.answerable``), judged on the
+        ranking's best turn (what the question matched; a correction injected in its place answers it as well as
+        the turn it corrects): below the floor, the answer is that nothing about it is remembered."""
+        ranked = self._ranked(question, pager, self._searchable(pager, question))
+        hit = ranked[0] if len(ranked) else None
+        turn = pager.turns[hit.turn] if hit is not None else pager.turns[injections[0].turns[0]]
+        speakers = sorted({t.speaker.lower() for t in pager.turns if t.speaker})
+        gate = self.last_gate.probability if self.last_gate is not None else self.gate(question, pager).probability
+        features = answer_features(question, turn, hit.dense if hit else 0.0, hit.lexical if hit else 0.0,
+                                   speakers, gate)
+        return decide_answer(features, self.settings.answerable)
 
     # -- selection -----------------------------------------------------------------------------
     def _page_hits(self, question: str, pager: Pager, named: Sequence[int] = ()) -> dict[int, TurnHit | Hit]:

@@ -15,7 +15,8 @@ from typing import Sequence
 
 from ..backends.base import Message
 from ..core.choices import choose
-from ..core.dates import annotate, format_time
+from ..core.answer_types import asked_types, asks_when_past
+from ..core.dates import annotate, format_day, format_time
 from ..core.records import Page, Turn
 from .choices import Layout
 
@@ -41,17 +42,24 @@ class Injection:
     labels: dict[int, str] = field(default_factory=dict)
 
 
-def turn_line(turn: Turn, label: str = "") -> str:
-    """One recalled turn as the model reads it: ``[time] speaker: text (label)``, each relative date in
-    the text followed by the date it means ("yesterday [7 May 2023]", ``dates.annotate``)."""
-    when = f"[{format_time(turn.time)}] " if turn.time else ""
+def turn_line(turn: Turn, label: str = "", clock: bool = False) -> str:
+    """One recalled turn as the model reads it: ``[1 December 2026] speaker: text (label)``, each relative date
+    in the text followed by the date it means ("yesterday [7 May 2023]", ``dates.annotate``). The clock time
+    only with ``clock`` (``wants_clock``): beside a number, a small model answers with the time."""
+    when = f"[{(format_time if clock else format_day)(turn.time)}] " if turn.time else ""
     mark = f" ({label})" if label else ""
     return f"{when}{turn.speaker or turn.role}: {annotate(turn.text, turn.time)}{mark}"
 
 
-def recalled_notes(turns: Sequence[Turn], injections: Sequence[Injection]) -> str:
+def recalled_notes(turns: Sequence[Turn], injections: Sequence[Injection], clock: bool = False) -> str:
     """The recalled turns, one a line, in the order the selector chose (best or newest first)."""
-    return "\n".join(turn_line(turns[i], inj.labels.get(i, "")) for inj in injections for i in inj.turns)
+    return "\n".join(turn_line(turns[i], inj.labels.get(i, ""), clock) for inj in injections for i in inj.turns)
+
+
+def wants_clock(question: str) -> bool:
+    """Whether the recalled lines show the clock time they were said at: only for a question asking at what
+    time something happened ("What time did I call the plumber?")."""
+    return "time" in asked_types(question) and asks_when_past(question)
 
 
 def answer_messages(layout: str, notes: str, question: str, recent: Sequence[Message] = ()) -> list[Message]:

@@ -20,18 +20,26 @@ from typing import Callable, Protocol, Sequence
 
 from ..backends.base import BackendError, ChatBackend, Message, TextCallback
 from ..core.answer_types import asks_when, asks_when_past
-from ..core.dates import turn_dates
+from ..core.dates import format_day, turn_dates
+from ..core.facts import StandingFact, asks_what_is_remembered
 from ..core.pager import Pager
 from ..core.records import Turn
 from ..backends.constraints import OneOf, RecallChoice, expresses
 from .grammar import Decision, is_recall_prefix, parse_decision
-from .guard import RepetitionGuard
+from .guard import RETRY_PENALTY, RepetitionGuard, earlier_replies
 from ..core.choices import choose
 from .choices import DEFAULT_LAYOUT, OFFERED_RECALL_MODES, Fired, Layout, RecallMode
-from .layouts import INLINE_PROMPT, LATEST, Injection, answer_messages, check_layout, recalled_notes, turn_line
+from .layouts import (INLINE_PROMPT, LATEST, Injection, answer_messages, check_layout, recalled_notes, turn_line,
+                      wants_clock)
 from .trace import Candidate, Citation, Trace
 
 SYSTEM_PROMPT = "You are a helpful assistant. Answer briefly and only from what was said in this conversation."
+# The standing facts the prompt's stable prefix shows (``core.facts``), after the system line: they change only
+# when a durable fact is stated, so llama.cpp keeps them in its cache with the rest of the prefix.
+FACTS_PROMPT = "What the user has told you about themselves:\n{facts}"
+# The answer when what a recall found does not answer the question (``retrieval.answerable``): LoCoMo's scorer
+# and the eval read "not mentioned" as an abstention.
+NOT_REMEMBERED = "I don't remember that: it was not mentioned in our conversation, or it was forgotten."
 MEMORY_PROMPT = (
     "Older parts of this conversation were moved to numbered pages. Bookmarks (page: keywords):\n"
     "{bookmarks}\n"
@@ -59,12 +67,33 @@ class RecallSettings:
     # "yesterday" said on 8 May 2023 is "7 May 2023"), chosen by the model under a grammar, when they have any.
     date_answers: bool = True
     repeat_penalty: float = 1.0  # llama.cpp's penalty on recent tokens; the repetition guard runs regardless
+    # The long-term layer (``core.facts``): standing facts in the prompt's prefix (``fact_share`` of the memory
+    # budget), answers from the ones that bear on a message, and "what do you remember about me?" answered with
+    # them. A fact answer begins by quoting the fact it was given (``fact_lead``: "You told me: ..."): a 135M model
+    # handed the fact weaves it in about half the time. ``abstain``: "not remembered" when what a recall found is
+    # below the relevance floor (``retrieval.answerable``).
+    facts: bool = True
+    fact_share: float = 0.12
+    fact_lead: bool = True
+    abstain: bool = True
 
     def __post_init__(self) -> None:
         self.mode = choose(RecallMode, self.mode, "recall mode", offered=OFFERED_RECALL_MODES)
         self.layout = check_layout(self.layout)
         if self.max_pages < 1 or self.max_rounds < 1 or self.max_answer_tokens < 1:
             raise ValueError("max_pages, max_rounds and max_answer_tokens must be at least 1")
+
+
+@dataclass
+class FactContext:
+    """What an answer sees of the long-term layer: the standing facts the prompt's prefix shows, every current
+    one (for "what do you remember about me?"), the bookmarks of the most recent evicted pages, and every fact
+    with the replaced ones (the trace names what a fact answer's fact replaced)."""
+
+    shown: Sequence[StandingFact] = ()
+    current: Sequence[StandingFact] = ()
+    recent: Sequence[str] = ()
+    every: Sequence[StandingFact] = ()
 
 
 class PageSelector(Protocol):
@@ -127,12 +156,62 @@ def turn_message(turn: Turn) -> Message:
     return Message(turn.role if turn.role in ("user", "assistant") else "user", content)
 
 
-def system_message(pager: Pager, show_bookmarks: bool = True) -> Message:
+def system_message(pager: Pager, show_bookmarks: bool = True, facts: Sequence[StandingFact] = ()) -> Message:
+    """The system line, the standing facts, then the bookmarks: what changes least comes first."""
+    content = system_text(facts)
     listed = pager.listed
-    if not listed or not show_bookmarks:
-        return Message("system", SYSTEM_PROMPT)
-    bookmarks = "\n".join(pager.bookmark(p) for p in listed)
-    return Message("system", SYSTEM_PROMPT + "\n" + MEMORY_PROMPT.format(bookmarks=bookmarks))
+    if listed and show_bookmarks:
+        content += "\n" + MEMORY_PROMPT.format(bookmarks="\n".join(pager.bookmark(p) for p in listed))
+    return Message("system", content)
+
+
+def system_text(facts: Sequence[StandingFact] = ()) -> str:
+    """The system message before the bookmarks: the system line and the standing facts shown."""
+    if not facts:
+        return SYSTEM_PROMPT
+    return SYSTEM_PROMPT + "\n" + FACTS_PROMPT.format(facts="\n".join(f"- {fact_line(f)}" for f in facts))
+
+
+def fact_line(fact: StandingFact) -> str:
+    """A standing fact as the prompt shows it: the speaker's words, with the speaker's name in a transcript."""
+    return f"{fact.speaker}: {fact.text}" if fact.speaker else fact.text
+
+
+STANDING_FACT = "standing fact"  # a citation's label: the answer was given this standing fact
+OVERVIEW_FACTS = 12  # standing facts an overview lists at most
+
+
+def fact_turn(fact: StandingFact) -> Turn:
+    """A standing fact as a note's line: its words, said by its speaker at its source turn's time."""
+    return Turn(role="user", text=fact.text, index=fact.turn, time=fact.time, speaker=fact.speaker)
+
+
+def fact_lead(fact: StandingFact) -> str:
+    """How a fact answer begins: the fact quoted, as said ("You told me: ..."; a transcript's "Caroline said: ...")."""
+    who = f"{fact.speaker} said" if fact.speaker else "You told me"
+    return f'{who}: "{fact.text}"'
+
+
+def overview_facts(facts: Sequence[StandingFact]) -> list[StandingFact]:
+    """The standing facts an overview lists: pinned first, then the newest, at most ``OVERVIEW_FACTS``."""
+    return sorted(facts, key=lambda f: (not f.pinned, -f.fact_id))[:OVERVIEW_FACTS]
+
+
+def overview_text(facts: FactContext) -> str:
+    """The answer to "what do you remember about me?": the standing facts, each with its day, and the topics
+    of the latest evicted pages."""
+    chosen = overview_facts(facts.current)
+    lines = []
+    if chosen:
+        lines.append("Here is what I remember about you:" if any(not f.speaker for f in chosen)
+                     else "Here is what I remember:")
+        lines += [f"- {fact_line(f)}" + (f" ({format_day(f.time)})" if f.time else "") for f in chosen]
+    if facts.recent:
+        lines.append("Lately we talked about: " + "; ".join(facts.recent) + ".")
+    if not lines:
+        lines.append("I don't remember anything about you yet: nothing you told me is kept as a standing fact, "
+                     "and nothing has been paged out.")
+    return "\n".join(lines)
 
 
 def kept_parts(backend: ChatBackend, layout: str, notes: str, question: str, recent: Sequence[Message],
@@ -174,6 +253,7 @@ class Runtime:
         self.settings = settings or RecallSettings()
         self.selector = selector or ModelChoiceSelector()
         self._side = side
+        self.earlier: tuple[str, ...] = ()  # the last replies of the conversation being answered (``answer``)
 
     @property
     def answer_backend(self) -> ChatBackend:
@@ -228,17 +308,19 @@ class Runtime:
             backend.generate(prompt[:n + 1], max_tokens=1, keep=(n,))
         return tuple(prompt[:n])
 
-    def system_tokens(self) -> int:
-        """Tokens of the system message without bookmarks: the pager's fixed overhead."""
-        return len(self.backend.render([Message("system", SYSTEM_PROMPT)], add_generation_prompt=False))
+    def system_tokens(self, facts: Sequence[StandingFact] = ()) -> int:
+        """Tokens of the system message without bookmarks (with the standing facts it shows): the pager's fixed
+        overhead."""
+        return len(self.backend.render([Message("system", system_text(facts))], add_generation_prompt=False))
 
     def max_turn_tokens(self, budget: int) -> int:
         """The longest turn that can be answered: the context minus the memory budget and the answer."""
         return self.backend.n_ctx - budget - self.settings.max_answer_tokens - 32
 
-    def messages(self, pager: Pager, question: str | None, show_bookmarks: bool = True) -> list[Message]:
+    def messages(self, pager: Pager, question: str | None, show_bookmarks: bool = True,
+                 facts: Sequence[StandingFact] = ()) -> list[Message]:
         """The prompt's messages; ``question`` is appended when it is not a turn of the pager."""
-        messages = [system_message(pager, show_bookmarks)]
+        messages = [system_message(pager, show_bookmarks, facts)]
         for page in pager.resident:
             messages += [turn_message(pager.turns[i]) for i in page.turn_range if pager.turns[i].text]  # not forgotten
         if question is not None:
@@ -262,29 +344,43 @@ class Runtime:
 
     def answer(self, pager: Pager, question: str, *, pending: bool = False, on_text: TextCallback | None = None,
                turn: int | None = None, selector: PageSelector | None = None, mode: str | None = None,
-               layout: str | None = None) -> Trace:
+               layout: str | None = None, facts: FactContext | None = None) -> Trace:
         """Answer ``question``. With ``pending`` it is not a turn of ``pager`` (the last turn otherwise);
         ``selector`` decides what a recall injects (default: the runtime's); ``mode`` and ``layout``
-        override the recall mode and the answer layout for this answer."""
+        override the recall mode and the answer layout for this answer; ``facts``: the standing facts.
+
+        In order: a message asking what is remembered is answered with the standing facts and the recent
+        bookmarks; a standing fact that bears on the message is answered from; a recall (the selector's trigger,
+        or the model's own decision) is answered from the recalled turns, or "not remembered" when they are below
+        the relevance floor; anything else from the chat's own prompt."""
         s = self.settings
         if mode is not None or layout is not None:
             s = replace(s, mode=mode or s.mode, layout=layout or s.layout)
         selector = selector or self.selector
-        trace = Trace(turn=len(pager.turns) - 1 if turn is None else turn, question=question)
+        facts = facts if facts is not None and s.facts else FactContext()
+        trace = Trace(turn=len(pager.turns) - 1 if turn is None else turn, question=question,
+                      facts_shown=[f.fact_id for f in facts.shown])
+        self.earlier = earlier_replies(pager.turns, question)  # an answer word for word one of them is made again
         show = s.show_bookmarks if s.show_bookmarks is not None else s.mode != "never"
         # the model can name only the pages whose bookmarks it sees; retrieval searches all evicted pages
         shown = pager.listed if show else []
         trace.bookmarks = [pager.bookmark(p) for p in shown]
 
         start = time.perf_counter()
-        messages, prompt = self.fit(self.messages(pager, question if pending else None, show))
+        messages, prompt = self.fit(self.messages(pager, question if pending else None, show, facts.shown))
         trace.timings_ms["tokenize"] = _ms(start)
         trace.tokens["prompt"] = len(prompt)  # the chat's prompt, whether or not this answer reads it
+        if s.facts and s.mode != RecallMode.NEVER and asks_what_is_remembered(question):
+            self._overview(pager, facts, trace, on_text)
+            return trace
 
         # Retrieval first: it costs milliseconds, and when it fires the chat prompt need not be read now.
         if s.mode in (RecallMode.AUTO, RecallMode.SELECTOR) and self._retrieval_trigger(question, pager, selector,
                                                                                           trace):
             trace.trigger = Fired(getattr(selector, "trigger", Fired.SELECTOR))  # which trigger fired
+        hits = self._fact_hits(question, selector, trace, s)
+        if hits and self._from_facts(pager, question, hits, messages, trace, on_text, s):
+            return trace
         decision, decision_tokens = Decision(), []
         shown_ids = [p.page_id for p in shown]
         if trace.trigger == Fired.NONE and shown_ids and s.mode in (RecallMode.AUTO, RecallMode.ALWAYS):
@@ -299,6 +395,79 @@ class Runtime:
         self._continue(prompt, decision_tokens, decision.answer_start, trace, on_text, s,
                        prefill_stage="prefill" if not decision_tokens else "answer_decode")
         return trace
+
+    # -- the long-term layer ----------------------------------------------------------------------
+    def _fact_hits(self, question: str, selector: PageSelector, trace: Trace, s: RecallSettings) -> list:
+        """The standing facts the selector judges to bear on ``question`` (none without memory)."""
+        finder = getattr(selector, "facts_for", None)
+        if finder is None or not s.facts or s.mode in (RecallMode.NEVER, RecallMode.ALWAYS):
+            return []  # never: no memory; always: a recall is forced, what a standing fact would answer too
+        start = time.perf_counter()
+        hits = finder(question)
+        trace.timings_ms["rerank"] += _ms(start)
+        trace.facts = [h.to_dict() for h in hits]
+        return hits
+
+    def _from_facts(self, pager: Pager, question: str, hits: Sequence, messages: list[Message], trace: Trace,
+                    on_text: TextCallback | None, s: RecallSettings) -> bool:
+        """Answer from the standing facts judged to bear on the question, in the focused layout on the side
+        context (as a recall is answered): they are the notes, and with ``fact_lead`` the answer begins by
+        quoting the best of them, so even a tiny model's answer carries what the user said."""
+        layout = Layout.FOCUSED if s.layout == Layout.INLINE else s.layout
+        backend = self.answer_backend
+        start = time.perf_counter()
+        recent = self._recent(messages, layout)
+        lines = [fact_turn(h.fact) for h in hits]
+        notes = "\n".join(turn_line(t) for t in lines)
+        answer_prompt = backend.render(answer_messages(layout, notes, question, recent))
+        lead = fact_lead(hits[0].fact) if s.fact_lead else ""
+        prompt = list(answer_prompt) + (backend.tokenize(lead) if lead else [])
+        trace.timings_ms["recall_fetch"] += _ms(start)
+        keep = kept_parts(backend, layout, notes, question, recent, answer_prompt)
+        gen, text = self._generate_answer(backend, prompt, s.max_answer_tokens, on_text, s, lead=lead, keep=keep,
+                                          trace=trace)
+        trace.timings_ms["injection_prefill"] += gen.prefill_ms
+        trace.timings_ms["answer_decode"] += gen.decode_ms
+        trace.add_tokens(gen.evaluated, gen.reused, len(gen.tokens), gen.prompt_tokens, kind="answer")
+        trace.tokens["answer_prompt"] = gen.prompt_tokens
+        trace.decision, trace.answer, trace.stopped = "fact", text, gen.stopped
+        trace.citations = [Citation(page_id=pager.page_of_turn(h.fact.turn).page_id, turn=h.fact.turn,
+                                    text=h.fact.text, speaker=h.fact.speaker or "user", time=h.fact.time,
+                                    label=STANDING_FACT) for h in hits]
+        trace.cite(text)
+        return True
+
+    def _overview(self, pager: Pager, facts: FactContext, trace: Trace, on_text: TextCallback | None) -> None:
+        """What is remembered, listed: the standing facts (pinned first, then the newest) and the topics of the
+        most recent evicted pages, written out as they are, with no model: a list a user can check and correct."""
+        text = overview_text(facts)
+        if on_text is not None:
+            on_text(text)
+        chosen = overview_facts(facts.current)
+        trace.decision, trace.answer, trace.stopped = "overview", text, "eos"
+        trace.citations = [Citation(page_id=pager.page_of_turn(f.turn).page_id, turn=f.turn, text=f.text,
+                                    speaker=f.speaker or "user", time=f.time, label=STANDING_FACT, used=True)
+                           for f in chosen]
+
+    def _below_floor(self, question: str, pager: Pager, injections: Sequence[Injection], selector: PageSelector,
+                     trace: Trace, s: RecallSettings) -> bool:
+        """Whether what a recall found does not answer the question (the selector's ``answerable``; none: it
+        does), recorded in the trace."""
+        check = getattr(selector, "answerable", None)
+        if check is None or not s.abstain:
+            return False
+        verdict = check(question, pager, injections)
+        trace.answerable = verdict.to_dict()
+        return not verdict.answer
+
+    @staticmethod
+    def _not_remembered(trace: Trace, candidates: Sequence[Candidate], on_text: TextCallback | None) -> None:
+        for c in candidates:
+            if c.injected:
+                c.injected, c.reason = False, "below the relevance floor"
+        trace.decision, trace.answer, trace.stopped = "unknown", NOT_REMEMBERED, "eos"
+        if on_text is not None:
+            on_text(NOT_REMEMBERED)
 
     # -- the steps ------------------------------------------------------------------------------
     def _decide(self, prompt: list[int], evicted_ids: list[int], trace: Trace, s: RecallSettings,
@@ -344,8 +513,11 @@ class Runtime:
         trace.candidates += candidates
         if not injections:
             return False
+        if self._below_floor(question, pager, injections, selector, trace, s):
+            self._not_remembered(trace, candidates, on_text)
+            return True
         start = time.perf_counter()
-        notes = recalled_notes(pager.turns, injections)
+        notes = recalled_notes(pager.turns, injections, wants_clock(question))
         answer_prompt = backend.render(answer_messages(s.layout, notes, question, recent))
         trace.timings_ms["recall_fetch"] += _ms(start)
         self._record_injections(pager, injections, trace)
@@ -354,7 +526,7 @@ class Runtime:
             dates = None
         keep = kept_parts(backend, s.layout, notes, question, recent, answer_prompt)
         gen, text = self._generate_answer(backend, answer_prompt, s.max_answer_tokens, on_text, s, constraint=dates,
-                                          keep=keep)
+                                          keep=keep, trace=trace)
         trace.timings_ms["injection_prefill"] += gen.prefill_ms
         trace.timings_ms["answer_decode"] += gen.decode_ms
         trace.add_tokens(gen.evaluated, gen.reused, len(gen.tokens), gen.prompt_tokens, kind="answer")
@@ -388,8 +560,12 @@ class Runtime:
             trace.candidates += candidates
             if not injections:
                 break
+            if not injected and self._below_floor(question, pager, injections, selector, trace, s):
+                self._not_remembered(trace, candidates, on_text)
+                return True
             start = time.perf_counter()
-            recalled = INLINE_PROMPT.format(notes=recalled_notes(pager.turns, injections), question=question)
+            recalled = INLINE_PROMPT.format(notes=recalled_notes(pager.turns, injections, wants_clock(question)),
+                                            question=question)
             messages = messages + [Message("user", recalled)]
             prompt = self.backend.render(messages)
             trace.timings_ms["recall_fetch"] += _ms(start)
@@ -443,24 +619,40 @@ class Runtime:
 
     def _generate_answer(self, backend: ChatBackend, prompt: Sequence[int], max_tokens: int,
                          on_text: TextCallback | None, s: RecallSettings, lead: str = "",
-                         constraint: OneOf | None = None, keep: Sequence[int] = ()):
-        """Generate under the repetition guard; the answer text is what the guard keeps."""
-        guard = RepetitionGuard(on_text)
-        if lead:
-            guard(lead)
+                         constraint: OneOf | None = None, keep: Sequence[int] = (), trace: Trace | None = None):
+        """Generate under the repetition guard; the answer text is what the guard keeps. An answer that is word
+        for word one of the conversation's last replies (``self.earlier``) was held back whole: it is generated
+        once more with a penalty on repeated tokens, and the trace says so (``repeated``)."""
         options: dict = {"repeat_penalty": s.repeat_penalty} if s.repeat_penalty != 1.0 else {}
         if constraint is not None:
             options["constraint"] = constraint
         if keep:
             options["keep"] = tuple(keep)
-        gen = backend.generate(prompt, max_tokens=max(1, max_tokens), on_text=guard, **options)
+        gen, guard = self._guarded(backend, prompt, max_tokens, on_text, lead, options)
+        if guard.repeats_earlier:
+            if trace is not None:  # the first generation's cost counts too
+                trace.add_tokens(gen.evaluated, gen.reused, len(gen.tokens), gen.prompt_tokens, kind="answer")
+                trace.timings_ms["answer_decode"] += gen.prefill_ms + gen.decode_ms
+            options["repeat_penalty"] = max(RETRY_PENALTY, s.repeat_penalty)
+            gen, guard = self._guarded(backend, prompt, max_tokens, on_text, lead, options)
+            if trace is not None:
+                trace.repeated = "sent again" if guard.repeats_earlier else "regenerated"
         guard.flush()
         return gen, guard.text.strip()
+
+    def _guarded(self, backend: ChatBackend, prompt: Sequence[int], max_tokens: int, on_text: TextCallback | None,
+                 lead: str, options: dict):
+        """One generation under a ``RepetitionGuard`` that knows the conversation's last replies."""
+        guard = RepetitionGuard(on_text, self.earlier)
+        if lead:
+            guard(lead)
+        return backend.generate(prompt, max_tokens=max(1, max_tokens), on_text=guard, **options), guard
 
     def _continue(self, prompt, decided_tokens, answer_start, trace, on_text, s, prefill_stage) -> None:
         """Generate the answer on the chat context, continuing after what the decision step already produced."""
         gen, text = self._generate_answer(self.backend, list(prompt) + list(decided_tokens),
-                                          s.max_answer_tokens - len(decided_tokens), on_text, s, lead=answer_start)
+                                          s.max_answer_tokens - len(decided_tokens), on_text, s, lead=answer_start,
+                                          trace=trace)
         trace.timings_ms[prefill_stage] += gen.prefill_ms
         trace.timings_ms["answer_decode"] += gen.decode_ms
         trace.add_tokens(gen.evaluated, gen.reused, len(gen.tokens), gen.prompt_tokens, kind="answer")

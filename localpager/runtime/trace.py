@@ -95,13 +95,21 @@ class Trace:
     turn: int
     question: str
     bookmarks: list[str] = field(default_factory=list)
-    decision: str = "answer"  # "recall" or "answer"
+    # "answer" (from the chat's prompt), "recall" (from recalled turns), "fact" (from standing facts), "unknown"
+    # (nothing recalled answers it: not remembered) or "overview" (what is remembered, listed)
+    decision: str = "answer"
     # what started the recall (a ``Fired``): the trigger that fired, "gate" or "question" (as the setting
     # ``RerankSettings.trigger`` names it), "model" (it asked), "forced" (recall mode always), "selector" (a
     # selector's rule of its own: the lab's baselines) or "none"
     trigger: Fired = Fired.NONE
     # the recall gate's verdict (trigger "gate"): whether memory is relevant, its probability and what it saw
     gate: dict[str, Any] | None = None
+    # the standing facts the prompt's prefix showed, and the ones judged to bear on the question (given to the
+    # answer: id, turn, text, probability)
+    facts_shown: list[int] = field(default_factory=list)
+    facts: list[dict[str, Any]] = field(default_factory=list)
+    # the relevance floor's verdict on what a recall found (below it: "unknown")
+    answerable: dict[str, Any] | None = None
     model_page_ids: list[int] = field(default_factory=list)
     injected_page_ids: list[int] = field(default_factory=list)
     injected_turns: list[int] = field(default_factory=list)
@@ -110,6 +118,9 @@ class Trace:
     answer: str = ""
     # why the answer's generation ended: "eos", "length" (its max tokens cut it), "grammar" or "caller"
     stopped: str = ""
+    # "regenerated": the answer came out word for word one of the conversation's last replies (to other questions)
+    # and was generated again with a penalty on repeated tokens (``runtime.guard``); "sent again": so did that one
+    repeated: str = ""
     citations: list[Citation] = field(default_factory=list)
     tokens: dict[str, Any] = field(default_factory=_new_tokens)
     timings_ms: Timings = field(default_factory=lambda: Timings({s: 0.0 for s in STAGES}))
@@ -155,6 +166,10 @@ def format_trace(data: dict[str, Any]) -> str:
         f"{data['model_page_ids'] or '-'}; injected {data['injected_page_ids'] or '-'}",
         *([f"  gate: memory {'relevant' if g['recall'] else 'not relevant'} (p {g['probability']:.2f}, "
            f"threshold {g['threshold']:.2f})"] if (g := data.get("gate")) else []),
+        *([f"  standing fact {f['fact_id']} (turn {f['turn']}, p {f['probability']:.2f}): {f['text'][:100]}"
+           for f in data.get("facts", [])]),
+        *([f"  floor: {'answered' if a['answer'] else 'not remembered'} (p {a['probability']:.2f}, threshold "
+           f"{a['threshold']:.2f})"] if (a := data.get("answerable")) else []),
         f"  tokens: prompt {tok['prompt']}, evaluated {tok['evaluated']}, reused {tok['reused']}, "
         f"generated {tok['generated']}"
         + "".join(f"; {kind} pass: prompt {p['prompt']}, evaluated {p['evaluated']}, reused {p['reused']}"

@@ -10,9 +10,11 @@ talks to it over stdin/stdout. The app keeps its own model; localpager answers w
   when it is first searched, as any turn);
 - ``forget(conversation, match | turn | page, dry_run?, confirm?)``: the CLI's erasure, behind a confirmation
   token (``Confirmations``): a call that would erase returns the preview and a single-use token bound to its
-  arguments, and only a second call with that token erases; ``correct(conversation, turn, text)``: the
+  arguments and that preview, and only a second call with that token erases (kept in the store: the second
+  call may come from another ``localpager mcp`` process); ``correct(conversation, turn, text)``: the
   CLI's newest-wins correction (additive: the old turn stays, labelled changed);
-- resources ``localpager://conversations/{id}/bookmarks`` and ``.../pages`` (and ``.../pages/{page}``).
+- resources ``localpager://conversations/{id}/bookmarks``, ``.../pages`` (and ``.../pages/{page}``) and
+  ``.../facts`` (the standing facts; ``recall`` returns the ones that bear on its question).
 
 ``--conversation NAME`` pins the server to one conversation (its tools then take no ``conversation``
 argument); ``--read-only`` offers recall, search, bookmarks and conversations only.
@@ -24,11 +26,15 @@ stdout carries protocol messages only (the SDK's stdio transport moves fd 1 to s
 and progress bars go to stderr).
 
 Built on the official ``mcp`` SDK's high-level ``MCPServer`` (extra ``mcp``); this module imports it, so it
-is imported only by the ``mcp`` command.
+is imported only by the ``mcp`` command. The SDK's stdio transport hands a line it cannot read (invalid JSON,
+a JSON array, a lone surrogate such as ``\\ud800``) to the session as an exception and answers nothing, so
+the client waits for ever (SDK 2.3); ``ScreenedLines`` answers each such line with a JSON-RPC error instead.
 """
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import inspect
 import json
 import logging
@@ -38,7 +44,6 @@ import shlex
 import sys
 import threading
 import time
-from dataclasses import dataclass
 from typing import Annotated, Any, Callable, Literal
 from urllib.parse import quote
 
@@ -52,7 +57,7 @@ from pydantic import BaseModel, Field
 from ..backends.base import BackendError
 from ..backends.modelpaths import ModelNotFoundError
 from ..backends.nomodel import NoChatModel
-from ..core.checks import check_id
+from ..core.checks import check_id, did_you_mean
 from ..memory.api import LocalPager
 from ..memory.conversation import Conversation
 from ..store.base import ConversationNotFound, StoreError
@@ -92,11 +97,23 @@ class RecalledTurnOut(BaseModel):
                                        "the ranking's next best")
 
 
+class RecalledFactOut(BaseModel):
+    fact_id: int = Field(description="the standing fact's number (the `facts` resource lists them all)")
+    turn: int = Field(description="the turn that stated it")
+    text: str = Field(description="what the user said, in their words")
+    probability: float = Field(description="how likely it bears on the question")
+
+
 class RecallOut(BaseModel):
     conversation: str
     question: str
-    relevant: bool = Field(description="whether localpager's recall gate thinks memory is relevant to the question")
-    probability: float = Field(description="the gate's probability that memory is relevant")
+    relevant: bool = Field(description="whether memory bears on the question: false when nothing about it is "
+                                       "remembered")
+    probability: float = Field(description="the recall gate's probability that the question is about something said "
+                                           "before")
+    facts: list[RecalledFactOut] = Field(description="standing facts about the user that bear on the question (an "
+                                                     "allergy, a schedule, a preference), even when it does not ask "
+                                                     "about the past")
     turns: list[RecalledTurnOut] = Field(description="remembered turns, best first")
     note: str
 
@@ -186,55 +203,57 @@ class CorrectOut(BaseModel):
 # =====================================================================================================
 # Confirmation tokens for destructive calls
 # =====================================================================================================
-@dataclass
-class _Pending:
-    action: str
-    conversation: str
-    arguments: tuple
-    turns: tuple[int, ...]
-    expires: float
-
-
 class Confirmations:
-    """Tokens that let a destructive call through: issued with a preview, bound to the action, the
-    conversation, the arguments and the turns the preview listed; single-use (gone once presented, whatever
-    the outcome) and expiring after ``ttl`` seconds. 96 random bits each."""
+    """Tokens that let a destructive call through, kept in the store (``Store.add_confirmation``), so that the
+    call presenting one may come from another process: a client that starts ``localpager mcp`` for each call
+    (the MCP Inspector's CLI), or an app that restarted it. A token is issued with a preview; it is bound to
+    the action, the conversation, the arguments and that exact preview (its turns and their text); taken once,
+    whatever the outcome; and expires after ``ttl`` seconds. 96 random bits each; the store keeps only their
+    SHA-256 and HMACs keyed by them (nothing a reader of the store could present, nothing of the text), and
+    drops them with the conversation or at any forget in it."""
 
-    def __init__(self, ttl: float = CONFIRM_SECONDS, clock: Callable[[], float] = time.monotonic):
+    def __init__(self, store, ttl: float = CONFIRM_SECONDS, clock: Callable[[], float] = time.time):
+        self.store = store
         self.ttl = ttl
-        self.clock = clock
-        self._pending: dict[str, _Pending] = {}
-        self._lock = threading.Lock()
+        self.clock = clock  # seconds since the epoch: a token crosses processes
 
     @staticmethod
-    def _key(arguments: dict[str, Any]) -> tuple:
-        return tuple(sorted((k, v) for k, v in arguments.items() if v is not None))
+    def _mac(token: str, *parts: Any) -> str:
+        data = json.dumps(parts, ensure_ascii=False, default=str).encode("utf-8", "surrogatepass")
+        return hmac.new(token.encode(), data, hashlib.sha256).hexdigest()
 
-    def issue(self, action: str, conversation: str, arguments: dict[str, Any], turns) -> str:
+    @staticmethod
+    def _digest(token: str) -> str:
+        return hashlib.sha256(token.encode("utf-8", "surrogatepass")).hexdigest()
+
+    @staticmethod
+    def _arguments(arguments: dict[str, Any]) -> list:
+        return sorted([k, v] for k, v in arguments.items() if v is not None)
+
+    def issue(self, action: str, conversation: str, arguments: dict[str, Any], preview: Any) -> str:
         token = secrets.token_urlsafe(12)
-        now = self.clock()
-        with self._lock:
-            for old in [t for t, p in self._pending.items() if p.expires < now]:
-                del self._pending[old]
-            self._pending[token] = _Pending(action, conversation, self._key(arguments), tuple(turns), now + self.ttl)
+        self.store.add_confirmation(self._digest(token), conversation,
+                                    self._mac(token, action, conversation, self._arguments(arguments)),
+                                    self._mac(token, preview), self.clock() + self.ttl)
         return token
 
-    def redeem(self, token: str, action: str, conversation: str, arguments: dict[str, Any]) -> tuple[int, ...]:
-        """The turns the token's preview listed; a ``ValueError`` saying why when the token does not let
-        this call through (unknown, used, expired, or issued for another call)."""
-        with self._lock:
-            pending = self._pending.pop(token, None)
+    def redeem(self, token: str, action: str, conversation: str, arguments: dict[str, Any], preview: Any) -> bool:
+        """Whether ``preview`` is exactly what the token was issued with (False: the conversation changed since);
+        a ``ValueError`` saying why when the token does not let this call through (unknown, used, dropped by a
+        forget since, expired, or issued for another call). The token is spent either way."""
+        kept = self.store.take_confirmation(self._digest(token))
         again = f"call {action} again without confirm to get a new preview and token"
-        if pending is None:
-            raise ValueError(f"unknown or already used confirmation token: nothing was erased; {again}")
-        if self.clock() > pending.expires:
+        if kept is None:
+            raise ValueError(f"unknown or already used confirmation token (a forget in the conversation drops the "
+                             f"others): nothing was erased; {again}")
+        conv_id, binding, shown, expires = kept
+        if self.clock() > expires:
             raise ValueError(f"the confirmation token expired ({self.ttl:.0f} s): nothing was erased; {again}")
-        if (pending.action, pending.conversation, pending.arguments) != (action, conversation, self._key(arguments)):
-            issued = ", ".join(f"{k}={v!r}" for k, v in pending.arguments)
-            raise ValueError(f"the confirmation token was issued for {pending.action} of conversation "
-                             f"{pending.conversation!r} with {issued}, not for these arguments: nothing was erased; "
-                             f"{again}")
-        return pending.turns
+        expected = self._mac(token, action, conversation, self._arguments(arguments))
+        if conv_id != conversation or not hmac.compare_digest(binding, expected):
+            raise ValueError("the confirmation token was issued for another call (other arguments, or another "
+                             f"conversation): nothing was erased; {again}")
+        return hmac.compare_digest(shown, self._mac(token, preview))
 
 
 # =====================================================================================================
@@ -250,14 +269,15 @@ class MemoryTools:
     def __init__(self, lp: LocalPager, pinned: str | None = None, confirmations: Confirmations | None = None):
         self.lp = lp
         self.pinned = pinned
-        self.confirmations = confirmations or Confirmations()
+        self.confirmations = confirmations or Confirmations(lp.store)
 
     def _open(self, conversation: str) -> Conversation:
         self._check_pinned(conversation)
         try:
             return self.lp.conversation(conversation)
         except ConversationNotFound:
-            raise ValueError(f"no conversation {conversation!r} in the store: conversations() lists them; "
+            close = did_you_mean(conversation, [i.id for i in self.lp.conversations()] if self.pinned is None else [])
+            raise ValueError(f"no conversation {conversation!r} in the store{close}: conversations() lists them; "
                              "remember creates one") from None
 
     def _check_pinned(self, conversation: str) -> None:
@@ -277,8 +297,16 @@ class MemoryTools:
         turns = [RecalledTurnOut(page=t.page_id, turn=t.turn, time=t.time, dates=t.dates,
                                  speaker=t.speaker or t.role, role=t.role, text=t.text, score=t.score,
                                  label=t.label, injected=t.injected) for t in found.turns]
+        facts = [RecalledFactOut(fact_id=f["fact_id"], turn=f["turn"], text=f["text"], probability=f["probability"])
+                 for f in found.facts]
         if not conv.pages:
             note = "the conversation is empty: nothing is remembered yet"
+        elif facts:
+            note = ("the user told you this about themselves, and it bears on the question: take it into account "
+                    "in the answer")
+        elif found.floor is not None and not found.floor["answer"]:
+            note = ("nothing about this is remembered: it was not mentioned, or it was forgotten; say so rather "
+                    "than guess")
         elif found.relevant:
             note = ("memory is relevant: answer from these turns, newest statements first; a turn labelled "
                     "'changed later' was corrected by a later one")
@@ -286,7 +314,7 @@ class MemoryTools:
             note = ("memory is probably not relevant to this question: these are only the nearest turns; answer "
                     "without them unless one plainly says what was asked")
         return RecallOut(conversation=conversation, question=question, relevant=found.relevant,
-                         probability=round(found.probability, 4), turns=turns, note=note)
+                         probability=round(found.probability, 4), facts=facts, turns=turns, note=note)
 
     def search(
         self,
@@ -353,14 +381,15 @@ class MemoryTools:
                              **extra)
 
         preview = conv.forget(**chosen, dry_run=True)
+        shown = [list(preview.turns), list(preview.texts)]  # what a token is bound to: the turns and their text
         n = len(preview.turns)
         these = "this turn" if n == 1 else f"these {n} turns"
         if confirm is not None:  # a token is spent here, whatever follows
-            previewed = self.confirmations.redeem(confirm, "forget", conversation, chosen)
+            same = self.confirmations.redeem(confirm, "forget", conversation, chosen, shown)
             if not preview.turns:
                 return out(preview, "nothing", "no remembered turn matches these arguments any more: nothing to forget")
-            if tuple(preview.turns) != previewed:
-                token = self.confirmations.issue("forget", conversation, chosen, preview.turns)
+            if not same:
+                token = self.confirmations.issue("forget", conversation, chosen, shown)
                 return out(preview, "changed", (
                     "these arguments select other turns than when the token was issued (the conversation changed): "
                     f"nothing was erased. They now select {these}; only if the user agrees, call forget again with "
@@ -370,7 +399,7 @@ class MemoryTools:
         elif dry_run:
             return out(preview, "preview", f"a dry run: nothing was erased; forget would erase {these}")
         else:
-            token = self.confirmations.issue("forget", conversation, chosen, preview.turns)
+            token = self.confirmations.issue("forget", conversation, chosen, shown)
             return out(preview, "confirm", (
                 f"nothing was erased yet. Show the user {these}; only if they agree, call forget again with the same "
                 f"arguments and confirm=\"{token}\" within {CONFIRM_SECONDS // 60} minutes. Erasing cannot be "
@@ -398,6 +427,10 @@ class MemoryTools:
     def bookmarks_text(self, conversation: str) -> str:
         return "\n".join(self._open(conversation).bookmarks()) + "\n"
 
+    def facts_json(self, conversation: str) -> str:
+        rows = [f.to_dict() for f in self._open(conversation).facts()]
+        return json.dumps({"conversation": conversation, "facts": rows}, ensure_ascii=False, indent=1)
+
     def pages_json(self, conversation: str, page: int | None = None) -> str:
         conv = self._open(conversation)
         pager = conv.pager
@@ -421,10 +454,12 @@ DESCRIPTIONS = {
         "Call it before answering anything that may depend on something said before: the user's allergies, "
         "medication, plans, appointments, people, numbers, addresses, preferences, or what changed. Pass the "
         "user's question as they asked it. Returns `relevant` (whether localpager's recall gate thinks memory "
-        "matters for this question, with its probability) and the remembered turns, best first: each with its "
-        "page, turn number, time, the dates its relative expressions mean, speaker, text and score; a turn "
-        "labelled 'latest' is the newest statement of something that changed, one labelled 'changed later' was "
-        "corrected. Answer from these turns; if none says it, say you do not know."),
+        "matters for this question, with its probability), the standing facts about the user that bear on it (an "
+        "allergy for a question about snacks, even one that does not ask about the past) and the remembered turns, "
+        "best first: each with its page, turn number, time, the dates its relative expressions mean, speaker, text "
+        "and score; a turn labelled 'latest' is the newest statement of something that changed, one labelled "
+        "'changed later' was corrected. Answer from these; when `relevant` is false and the note says nothing is "
+        "remembered, say you do not know."),
     "search": (
         "Search a remembered conversation for turns about some words, ranked as recall ranks them (by meaning "
         "and by word). Use it to find a turn to show, forget or correct; for answering a question, prefer "
@@ -491,13 +526,109 @@ def _tool(method: Callable, name: str, pinned: str | None) -> Callable:
     return call
 
 
+PARSE_ERROR, INVALID_REQUEST = -32700, -32600  # JSON-RPC 2.0's codes
+
+
+def _request_id(value: Any) -> int | str | None:
+    """A JSON-RPC id as a reply may echo it: a string or an integer (not a boolean); None otherwise."""
+    return value if isinstance(value, (str, int)) and not isinstance(value, bool) else None
+
+
+def malformed_answers(problem: Exception) -> list[tuple[int | str | None, int, str]]:
+    """The JSON-RPC errors, as (id, code, message), that answer a line the SDK could not read (``problem``: its
+    validation error). A request's id is echoed when one can be read; a malformed notification or response
+    is answered by nothing, as JSON-RPC 2.0 says."""
+    from pydantic import ValidationError
+
+    errors = problem.errors() if isinstance(problem, ValidationError) else []
+    if not errors:
+        return [(None, PARSE_ERROR, f"the message could not be read ({type(problem).__name__})")]
+    value, unreadable = errors[0].get("input"), errors[0].get("type") == "json_invalid"
+    if unreadable:
+        try:  # Python's reader takes what the SDK's refuses: a lone surrogate escape such as \ud800
+            value = json.loads(value) if isinstance(value, str) else None
+        except ValueError:
+            return [(None, PARSE_ERROR, "parse error: the line is not valid JSON (one JSON object a line)")]
+    if isinstance(value, list):
+        why = "batches (a JSON array) are not supported: send one JSON-RPC message a line"
+        ids = [i for item in value if isinstance(item, dict) and (i := _request_id(item.get("id"))) is not None]
+        return [(i, INVALID_REQUEST, why) for i in ids] or [(None, INVALID_REQUEST, why)]
+    if not isinstance(value, dict):
+        return [(None, INVALID_REQUEST, "not a JSON-RPC message: one JSON object a line")]
+    if "id" not in value and "method" in value or "method" not in value and ("result" in value or "error" in value):
+        return []  # a notification or a response: never answered
+    why = ("the message is not valid Unicode (a lone surrogate such as \\ud800) or not strict JSON" if unreadable
+           else "not a valid JSON-RPC 2.0 request (jsonrpc \"2.0\", an id, a method, params an object)")
+    return [(_request_id(value.get("id")), INVALID_REQUEST, f"{why}: nothing was done")]
+
+
+class ScreenedLines:
+    """The SDK's stdio read stream, with every line it could not read answered on the write stream with the
+    JSON-RPC errors of ``malformed_answers`` (and logged to stderr) instead of leaving the client waiting;
+    everything else passes through as it is."""
+
+    def __init__(self, inner, write) -> None:
+        self._inner, self._write = inner, write
+
+    @property
+    def last_context(self):  # the SDK reads the sender's context from the stream it was given
+        return getattr(self._inner, "last_context", None)
+
+    async def receive(self):
+        from mcp.shared.message import SessionMessage
+        from mcp_types import ErrorData, JSONRPCError
+
+        while True:
+            item = await self._inner.receive()
+            if not isinstance(item, Exception):
+                return item
+            answers = malformed_answers(item)
+            log.warning("a line that is not a JSON-RPC message (%s): %s", type(item).__name__,
+                        "answered with an error" if answers else "ignored (a notification or a response)")
+            for request_id, code, message in answers:
+                await self._write.send(SessionMessage(JSONRPCError(jsonrpc="2.0", id=request_id,
+                                                                   error=ErrorData(code=code, message=message))))
+
+    def __aiter__(self):
+        return self
+
+    async def __anext__(self):
+        import anyio
+
+        try:
+            return await self.receive()
+        except anyio.EndOfStream:
+            raise StopAsyncIteration from None
+
+    def close(self) -> None:
+        self._inner.close()
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+    async def __aenter__(self):
+        return self
+
+    async def __aexit__(self, *exc) -> None:
+        await self.aclose()
+
+
 class MemoryServer(MCPServer):
     """``MCPServer`` whose resource list names each conversation's bookmarks and pages (the conversations
-    change while it runs: ``remember`` creates them)."""
+    change while it runs: ``remember`` creates them), and whose stdio answers lines it cannot read."""
 
     def __init__(self, tools: MemoryTools, **kwargs):
         super().__init__(**kwargs)
         self.memory = tools
+
+    async def run_stdio_async(self) -> None:
+        """The SDK's own ``run_stdio_async`` (its stdio transport, fds claimed as it claims them), with the read
+        stream screened (``ScreenedLines``). Uses the SDK's ``_lowlevel_server``, as that method does (mcp 2.x)."""
+        from mcp.server.stdio import stdio_server
+
+        async with stdio_server() as (read_stream, write_stream):
+            await self._lowlevel_server.run(ScreenedLines(read_stream, write_stream), write_stream,
+                                            self._lowlevel_server.create_initialization_options())
 
     async def list_resources(self) -> list[MCPResource]:
         import anyio.to_thread
@@ -511,6 +642,9 @@ class MemoryServer(MCPServer):
                             description=f"the bookmarks of {info.id}'s {info.pages} pages, one a line"),
                 MCPResource(uri=f"{base}/pages", name=f"{info.id}: pages", mime_type="application/json",
                             description=f"{info.id}'s pages with their bookmarks and turns ({info.turns} turns)"),
+                MCPResource(uri=f"{base}/facts", name=f"{info.id}: standing facts", mime_type="application/json",
+                            description=f"what the user told {info.id} about themselves that stays true, each with "
+                                        "its source turn"),
             ]
         return listed
 
@@ -560,6 +694,14 @@ def build_server(lp: LocalPager, *, conversation: str | None = None, read_only: 
     @resource
     def pages(conversation: str) -> str:
         return tools.pages_json(conversation)
+
+    @server.resource(f"{URI_ROOT}/{{conversation}}/facts", name="facts", mime_type="application/json",
+                     description="a conversation's standing facts: what the user said about themselves that stays "
+                                 "true (allergies, schedules, people, preferences), each with its source turn",
+                     security=exempt)
+    @resource
+    def facts(conversation: str) -> str:
+        return tools.facts_json(conversation)
 
     @server.resource(f"{URI_ROOT}/{{conversation}}/pages/{{page}}", name="page", mime_type="application/json",
                      description="one page of a conversation, with its turns", security=exempt)

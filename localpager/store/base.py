@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar, Sequence
 
 from ..core.checks import check_id, check_text
+from ..core.facts import FACTS_VERSION, FactDraft, StandingFact, extract, facts_of, superseded, supersedes
 from ..core.records import Page, Probe, Turn
 from .schema import migrations
 
@@ -160,14 +161,15 @@ class Store(ABC):
                 _count_erasure(conn)
             conn.execute("DELETE FROM conversations WHERE id = ?", (conv_id,))
             conn.execute(
-                "INSERT INTO conversations (id, source, settings, meta, created_at) VALUES (?, ?, ?, ?, ?)",
-                (conv_id, source, json.dumps(settings or {}), json.dumps(meta or {}), time.time()),
+                "INSERT INTO conversations (id, source, settings, meta, created_at, facts) VALUES (?, ?, ?, ?, ?, ?)",
+                (conv_id, source, json.dumps(settings or {}), json.dumps(meta or {}), time.time(), FACTS_VERSION),
             )
             conn.executemany(
                 "INSERT INTO turns (conv_id, idx, role, text, time, speaker) VALUES (?, ?, ?, ?, ?, ?)",
                 [(conv_id, t.index, t.role, t.text, t.time, t.speaker) for t in turns],
             )
             self._write_pages(conn, conv_id, pages)
+            self._write_facts(conn, conv_id, turns)
             conn.executemany(
                 "INSERT INTO probes (conv_id, idx, question, answers, evidence, type, at, extra)"
                 " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
@@ -269,7 +271,7 @@ class Store(ABC):
         )
 
     def append_turn(self, conv_id: str, turn: Turn, pages: Sequence[Page] = (), *, unanswered: bool = False,
-                    answers: tuple[int, dict[str, Any]] | None = None) -> int:
+                    answers: tuple[int, dict[str, Any]] | None = None, asked: Sequence[int] = ()) -> int:
         """Make ``turn`` durable, with the pages it changed, in one transaction; returns the conversation's
         generation after it.
 
@@ -277,7 +279,9 @@ class Store(ABC):
         writer got there first and the caller's pages are stale (``ConversationChanged``, nothing stored).
         ``unanswered`` stores, with a question, a trace saying it has no answer yet; ``answers`` =
         (question's turn, trace) replaces that trace with the answer's, with the answer, in the same
-        transaction: a process killed in between leaves the question marked unanswered."""
+        transaction: a process killed in between leaves the question marked unanswered. The standing facts the
+        turn states are stored with it (superseding older ones of the same slot); ``asked``: the ids of the
+        standing facts the answer was given, counted."""
         check_text(turn.text)
         for what, value in (("turn time", turn.time), ("turn speaker", turn.speaker)):
             if value is not None:
@@ -297,6 +301,10 @@ class Store(ABC):
                 (conv_id, turn.index, turn.role, turn.text, turn.time, turn.speaker),
             )
             self._write_pages(conn, conv_id, pages)
+            self._add_facts(conn, conv_id, turn)
+            if asked:
+                conn.executemany("UPDATE facts SET asked = asked + 1 WHERE conv_id = ? AND fact_id = ?",
+                                 [(conv_id, i) for i in asked])
             if unanswered:
                 conn.execute("INSERT INTO traces (conv_id, turn_idx, created_at, data) VALUES (?, ?, ?, ?)",
                              (conv_id, turn.index, time.time(),
@@ -412,6 +420,15 @@ class Store(ABC):
         return [tuple(r) for r in self._query("SELECT rowid, conv_id, page_id, kind FROM embeddings WHERE "
                                               + signal_sql() + " ORDER BY rowid", (signal, signal))]
 
+    def embedding_widths(self) -> dict[str, dict[int, int]]:
+        """{model: {numbers a vector: vectors}} of every vector stored: what an import's vectors must fit (one
+        FAISS index per signal holds every conversation's vectors, so they must all have one width)."""
+        rows = self._query("SELECT model, length(vector), COUNT(*) FROM embeddings GROUP BY model, length(vector)")
+        out: dict[str, dict[int, int]] = {}
+        for model, size, count in rows:
+            out.setdefault(model, {})[int(size) // 4] = int(count)
+        return out
+
     def embedded_turn_counts(self, conv_id: str, model: str) -> dict[int, int]:
         """How many turn vectors of ``model`` each page of a conversation has: one query where reading every
         row's source would take a second at 100,000 turns (``PageIndex.update``'s first look)."""
@@ -419,6 +436,97 @@ class Store(ABC):
                            " AND model = ? GROUP BY page_id", (conv_id, model))
         return {int(r[0]): int(r[1]) for r in rows}
 
+    # -- standing facts ------------------------------------------------------------------------
+    def facts(self, conv_id: str) -> list[StandingFact]:
+        """Every standing fact of a conversation, oldest first, superseded ones included (``current`` says
+        which stand), with its source turn's time and speaker; a fact of a turn the user corrected
+        (``Conversation.correct``) no longer stands either."""
+        self._require(conv_id)
+        rows = self._query(
+            "SELECT f.fact_id, f.turn_idx, f.kind, f.subject, f.text, t.time, t.speaker, f.superseded_by, f.pinned,"
+            " f.asked, t.superseded_by FROM facts f JOIN turns t ON t.conv_id = f.conv_id AND t.idx = f.turn_idx"
+            " WHERE f.conv_id = ? ORDER BY f.fact_id", (conv_id,))
+        return [StandingFact(fact_id=r[0], turn=r[1], kind=r[2], subject=r[3], text=r[4], time=r[5], speaker=r[6],
+                             superseded_by=r[7], pinned=bool(r[8]), asked=r[9], corrected=r[10] is not None)
+                for r in rows]
+
+    def facts_version(self, conv_id: str) -> int:
+        """The version of the extractor (``core.facts.FACTS_VERSION``) the conversation's facts were made by
+        (0: never made, a conversation stored before standing facts existed)."""
+        rows = self._query("SELECT facts FROM conversations WHERE id = ?", (conv_id,))
+        if not rows:
+            raise ConversationNotFound(f"no conversation {conv_id!r} in {self.path}")
+        return rows[0][0]
+
+    def rebuild_facts(self, conv_id: str) -> None:
+        """Make a conversation's standing facts again from its turns with this extractor, in one transaction;
+        a pin stays on the fact of the same turn and words."""
+        self._require(conv_id)
+        with self.transaction() as conn:
+            pinned = {(r[0], r[1]) for r in conn.execute(
+                "SELECT turn_idx, text FROM facts WHERE conv_id = ? AND pinned <> 0", (conv_id,)).fetchall()}
+            conn.execute("DELETE FROM facts WHERE conv_id = ?", (conv_id,))
+            rows = conn.execute("SELECT idx, role, text, time, speaker FROM turns WHERE conv_id = ? ORDER BY idx",
+                                (conv_id,)).fetchall()
+            self._write_facts(conn, conv_id, [Turn(index=r[0], role=r[1], text=r[2], time=r[3], speaker=r[4])
+                                              for r in rows], pinned)
+            conn.execute("UPDATE conversations SET facts = ? WHERE id = ?", (FACTS_VERSION, conv_id))
+
+    def pin_fact(self, conv_id: str, fact_id: int, pinned: bool = True) -> None:
+        """Keep a standing fact in the prompt whatever the room (or let it be chosen again)."""
+        self._require(conv_id)
+        with self.transaction() as conn:
+            found = conn.execute("SELECT 1 FROM facts WHERE conv_id = ? AND fact_id = ?", (conv_id, fact_id)).fetchone()
+            if found is None:
+                raise ValueError(f"no standing fact {fact_id} in conversation {conv_id!r}")
+            conn.execute("UPDATE facts SET pinned = ? WHERE conv_id = ? AND fact_id = ?",
+                         (int(pinned), conv_id, fact_id))
+
+    @staticmethod
+    def _write_facts(conn, conv_id: str, turns: Sequence[Turn], pinned: set[tuple[int, str]] = frozenset()) -> None:
+        """The standing facts of ``turns`` (a whole conversation, in order: ``core.facts.facts_of``)."""
+        conn.executemany("INSERT INTO facts (conv_id, fact_id, turn_idx, kind, subject, text, superseded_by, pinned)"
+                         " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                         [(conv_id, f.fact_id, f.turn, f.kind, f.subject, f.text, f.superseded_by, int(f.pinned))
+                          for f in facts_of(turns, pinned)])
+
+    @staticmethod
+    def _add_facts(conn, conv_id: str, turn: Turn) -> None:
+        """The standing facts one new turn states, superseding the older ones of their slot."""
+        drafts = extract(turn)
+        if not drafts:
+            return
+        current = conn.execute(
+            "SELECT f.fact_id, f.kind, f.subject, f.text, t.speaker FROM facts f JOIN turns t ON t.conv_id = f.conv_id"
+            " AND t.idx = f.turn_idx WHERE f.conv_id = ? AND f.superseded_by IS NULL", (conv_id,)).fetchall()
+        last = conn.execute("SELECT COALESCE(MAX(fact_id), 0) FROM facts WHERE conv_id = ?", (conv_id,)).fetchone()[0]
+        for n, draft in enumerate(drafts, start=last + 1):
+            conn.execute("INSERT INTO facts (conv_id, fact_id, turn_idx, kind, subject, text) VALUES (?, ?, ?, ?, ?, ?)",
+                         (conv_id, n, turn.index, draft.kind, draft.subject, draft.text))
+            replaced = [r[0] for r in current if supersedes(draft, FactDraft(*r[1:]))]
+            conn.executemany("UPDATE facts SET superseded_by = ? WHERE conv_id = ? AND fact_id = ?",
+                             [(n, conv_id, old) for old in replaced])
+            current = [r for r in current if r[0] not in replaced]
+
+    @staticmethod
+    def _forget_facts(conn, conv_id: str, turns: Sequence[int]) -> None:
+        """The standing facts of forgotten turns go, and which fact supersedes which is worked out again from
+        those left, oldest first (what a forgotten fact had superseded stands again, unless a later one left
+        supersedes it too)."""
+        gone = [r[0] for t in turns for r in conn.execute(
+            "SELECT fact_id FROM facts WHERE conv_id = ? AND turn_idx = ?", (conv_id, t)).fetchall()]
+        if not gone:
+            return
+        conn.executemany("DELETE FROM facts WHERE conv_id = ? AND fact_id = ?", [(conv_id, i) for i in gone])
+        left = conn.execute(
+            "SELECT f.fact_id, f.kind, f.subject, f.text, t.speaker, f.superseded_by FROM facts f JOIN turns t"
+            " ON t.conv_id = f.conv_id AND t.idx = f.turn_idx WHERE f.conv_id = ? ORDER BY f.fact_id",
+            (conv_id,)).fetchall()
+        by = superseded([FactDraft(*r[1:5]) for r in left], [r[0] for r in left])
+        conn.executemany("UPDATE facts SET superseded_by = ? WHERE conv_id = ? AND fact_id = ?",
+                         [(by.get(r[0]), conv_id, r[0]) for r in left if by.get(r[0]) != r[5]])
+
+    # -- forgetting, corrections and interchange ----------------------------------------------
     def conversation_record(self, conv_id: str) -> dict[str, Any]:
         """A conversation's own row: source, settings, meta, created_at."""
         rows = self._query("SELECT source, settings, meta, created_at FROM conversations WHERE id = ?", (conv_id,))
@@ -439,11 +547,12 @@ class Store(ABC):
 
     def forget_turns(self, conv_id: str, turns: Sequence[int], pages: Sequence[Page], *,
                      drop_traces: Sequence[int] = (), rewrite_traces: dict[int, dict[str, Any]] | None = None,
-                     drop_probes: Sequence[int] = ()) -> tuple[int, bool]:
+                     drop_probes: Sequence[int] = (), meta: dict[str, Any] | None = None) -> tuple[int, bool]:
         """Blank ``turns`` (their places stay: indices and pages do not move), store ``pages`` (their
         keywords rebuilt from what is left), delete the turns' vectors and the pages' bookmark and text
-        vectors, and drop or rewrite traces and probes, in one transaction; then ``erase``. Returns the
-        number of vectors deleted and whether the erase was complete."""
+        vectors, drop or rewrite traces and probes, and replace the conversation's ``meta`` (scrubbed of the
+        text; None leaves it), in one transaction; then ``erase``. Returns the number of vectors deleted and
+        whether the erase was complete."""
         self._require(conv_id)
         forgotten = sorted(set(turns))
         with self._lock:
@@ -466,6 +575,11 @@ class Store(ABC):
                                  [(json.dumps(d), i) for i, d in (rewrite_traces or {}).items()])
                 conn.executemany("DELETE FROM probes WHERE conv_id = ? AND idx = ?",
                                  [(conv_id, i) for i in drop_probes])
+                if meta is not None:
+                    conn.execute("UPDATE conversations SET meta = ? WHERE id = ?", (json.dumps(meta), conv_id))
+                self._forget_facts(conn, conv_id, forgotten)
+                # tokens issued for a forget in it: their previews showed text that is gone now
+                conn.execute("DELETE FROM confirmations WHERE conv_id = ?", (conv_id,))
         return vectors, self.erase()
 
     def forget_conversation(self, conv_id: str) -> bool:
@@ -486,6 +600,26 @@ class Store(ABC):
             conn.executemany("UPDATE turns SET superseded_by = ? WHERE conv_id = ? AND idx = ?",
                              [(new, conv_id, old) for old, new in marks.items()])
             self._write_pages(conn, conv_id, pages)
+
+    # -- confirmations of destructive calls (``serving.mcp.Confirmations``) --------------------
+    def add_confirmation(self, token: str, conv_id: str, binding: str, preview: str, expires: float) -> None:
+        """Keep a confirmation token for ``conv_id`` until ``expires`` (seconds since the epoch): ``token`` is its
+        digest (never the token), ``binding`` and ``preview`` what it was issued for (digests too). Expired
+        tokens of every conversation go in the same transaction."""
+        self._require(conv_id)
+        with self.transaction() as conn:
+            conn.execute("DELETE FROM confirmations WHERE expires < ?", (time.time(),))
+            conn.execute("INSERT INTO confirmations (token, conv_id, binding, preview, expires) VALUES (?, ?, ?, ?, ?)",
+                         (token, conv_id, binding, preview, expires))
+
+    def take_confirmation(self, token: str) -> tuple[str, str, str, float] | None:
+        """The (conversation, binding, preview, expires) a token was kept with, deleted by the same statement:
+        of two processes presenting it at once, one gets it. None: no such token (unknown, used, or dropped by
+        a forget)."""
+        with self.transaction() as conn:
+            row = conn.execute("DELETE FROM confirmations WHERE token = ? RETURNING conv_id, binding, preview, expires",
+                               (token,)).fetchone()
+        return tuple(row) if row is not None else None
 
     def conversation_embeddings(self, conv_id: str) -> list[tuple[int, str, str, str, bytes]]:
         """(page_id, kind, model, source text, vector) of every vector of a conversation, for export."""

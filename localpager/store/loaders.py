@@ -16,7 +16,7 @@ from typing import Any, Iterable
 
 from localpager.core.checks import id_problem, text_problem
 from localpager.core.choices import choose
-from localpager.core.records import GENERAL_PROBE, ROLES, Probe, Transcript, Turn
+from localpager.core.records import ROLES, UNANSWERED_PROBES, Probe, Transcript, Turn
 
 from .choices import FileFormat
 
@@ -226,9 +226,10 @@ def _probe_from_json(obj: Any, name: str, n_turns: int, where: Where) -> Probe:
     evidence = list_of(obj.get("evidence", []), where, f"{name}.evidence")
     at = obj.get("at")
     probe_type = optional_string(obj.get("type"), where, f"{name}.type")
-    # a general question (GENERAL_PROBE) needs nothing said before: it has no answer to check, only the
-    # expectation that nothing is paged in for it
-    general = probe_type == GENERAL_PROBE and obj.get("answer", []) == [] and not evidence
+    # a general question (GENERAL_PROBE) needs nothing said before and a question about something never said
+    # (ABSENT_PROBE) has nothing to find: neither has an answer to check, only the expectation that nothing is
+    # paged in for a general question and that "not remembered" is the reply to the other
+    general = probe_type in UNANSWERED_PROBES and obj.get("answer", []) == [] and not evidence
     return Probe(
         question=required_string(obj, "question", where, name),
         answers=[] if general else _answers(required_field(obj, "answer", where, f"{name}.answer"), where, name),

@@ -58,7 +58,7 @@ LOCK_POOL_SIZE = 16  # connections that hold conversation locks (one per convers
 CONNECT_TIMEOUT = 10  # seconds
 PG_MIGRATIONS = migrations("postgresql")
 # The tables a forget's text can be in: rewritten whole by ``erase``.
-ERASED_TABLES = ("turns", "pages", "embeddings", "traces", "probes", "conversations")
+ERASED_TABLES = ("turns", "pages", "facts", "embeddings", "traces", "probes", "conversations")
 WAL_NOTE = ("PostgreSQL keeps what it wrote in its write-ahead log (pg_wal) until those segments are recycled, "
             "and in WAL archives, base backups and standbys until they are rotated: see docs/deployment.md")
 KEY_NOTE = ("a PostgreSQL store is not encrypted by localpager (--key-env, key=...): encryption at rest is the "

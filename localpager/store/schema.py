@@ -106,6 +106,40 @@ TEMPLATES: tuple[str, ...] = (
     """
     ${insert_or_ignore} counters (name, value) VALUES ('erasures', 0), ('erase_pending', 0)${or_ignore};
 ${private_columns}    """,
+    # 8: standing facts (core/facts.py): the durable facts a turn states, one row each, derived from the turns as
+    # they are stored; ``superseded_by`` names the newer fact of the same slot. ``conversations.facts`` is the
+    # version of the extractor the conversation's rows were made by (0: never made; they are made again when the
+    # extractor changes). A change to a fact (a pin) is a change to its conversation, as a page's is.
+    """
+    CREATE TABLE facts (
+        conv_id TEXT NOT NULL REFERENCES conversations(id) ON DELETE CASCADE,
+        fact_id INTEGER NOT NULL,
+        turn_idx INTEGER NOT NULL,
+        kind TEXT NOT NULL,
+        subject TEXT NOT NULL,
+        text TEXT NOT NULL,
+        superseded_by INTEGER,
+        pinned INTEGER NOT NULL DEFAULT 0,
+        asked INTEGER NOT NULL DEFAULT 0,
+        PRIMARY KEY (conv_id, fact_id)
+    );
+    ALTER TABLE conversations ADD COLUMN facts INTEGER NOT NULL DEFAULT 0;
+${facts_triggers}    """,
+    # 9: confirmations. A forget over MCP erases only with the token its preview returned, in a later call that
+    # may come from another process (a client that starts the server per call): the token is kept here, as its
+    # SHA-256 (``token``), with the conversation, HMACs keyed by the token of the call's arguments (``binding``)
+    # and of the preview it showed (``preview``), and its expiry (``expires``, seconds since the epoch). Taken
+    # once; deleted with the conversation, and by any forget in it. No row holds text of the conversation.
+    """
+    CREATE TABLE confirmations (
+        token TEXT PRIMARY KEY,
+        conv_id TEXT NOT NULL REFERENCES conversations(id) ON DELETE CASCADE,
+        binding TEXT NOT NULL,
+        preview TEXT NOT NULL,
+        expires ${real} NOT NULL
+    );
+    CREATE INDEX confirmations_conv ON confirmations(conv_id);
+${confirmations_private}    """,
 )
 
 SQLITE_GENERATION_TRIGGERS = (
@@ -130,6 +164,16 @@ SQLITE_GENERATION_TRIGGERS = (
     '    CREATE TRIGGER settings_update AFTER UPDATE OF settings ON conversations BEGIN\n'
     "        UPDATE counters SET value = value + 1 WHERE name = 'changes'; UPDATE conversations SET generation = (SELECT value FROM counters WHERE name = 'changes') WHERE id = NEW.id; END;\n"
 )
+
+_SQLITE_BUMP = ("UPDATE counters SET value = value + 1 WHERE name = 'changes'; UPDATE conversations SET generation = "
+                "(SELECT value FROM counters WHERE name = 'changes') WHERE id = {row}.conv_id;")
+SQLITE_FACTS_TRIGGERS = "".join(
+    f"    CREATE TRIGGER facts_{op.lower()} AFTER {op} ON facts BEGIN\n        {_SQLITE_BUMP.format(row=row)} END;\n"
+    for op, row in (("INSERT", "NEW"), ("UPDATE", "NEW"), ("DELETE", "OLD")))
+POSTGRES_FACTS_TRIGGERS = """    CREATE TRIGGER facts_changed AFTER INSERT OR UPDATE OR DELETE ON facts
+        FOR EACH ROW EXECUTE FUNCTION localpager_changed();
+    ALTER TABLE facts ALTER COLUMN conv_id SET STATISTICS 0, ALTER COLUMN subject SET STATISTICS 0, ALTER COLUMN text SET STATISTICS 0;
+"""
 
 # PostgreSQL: the generation of a conversation comes from a sequence (never reused, and no row that every
 # writer of every conversation would update: different conversations commit in parallel). ``vectors`` is
@@ -188,6 +232,8 @@ DIALECTS: dict[str, dict[str, str]] = {
         "or_ignore": "",
         "generation_triggers": SQLITE_GENERATION_TRIGGERS,
         "private_columns": "",
+        "facts_triggers": SQLITE_FACTS_TRIGGERS,
+        "confirmations_private": "",
     },
     "postgresql": {
         "real": "DOUBLE PRECISION",  # PostgreSQL's REAL is 4 bytes: a timestamp would lose minutes
@@ -200,6 +246,8 @@ DIALECTS: dict[str, dict[str, str]] = {
         "or_ignore": " ON CONFLICT DO NOTHING",
         "generation_triggers": POSTGRES_GENERATION_TRIGGERS,
         "private_columns": POSTGRES_PRIVATE_COLUMNS,
+        "facts_triggers": POSTGRES_FACTS_TRIGGERS,
+        "confirmations_private": "    ALTER TABLE confirmations ALTER COLUMN conv_id SET STATISTICS 0;\n",
     },
 }
 

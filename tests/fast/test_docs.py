@@ -309,9 +309,10 @@ def test_the_quickstart_asks_about_what_the_data_it_makes_holds(tmp_path, monkey
         if "--match" in args:
             word = args[args.index("--match") + 1].lower()
             assert any(word in t.lower() for t in conversations[conv_id]), f"no turn of {conv_id} holds {word!r}"
-        for line in out:  # a citation must quote the turn it names
-            if m := re.match(r"\s*from memory: p\d+ turn (\d+) \w+: (.*)$", line):
-                assert conversations[conv_id][int(m.group(1))].startswith(m.group(2)), line
+        for line in out:  # a citation must quote the turn it names (a standing fact: the sentence of it that states it)
+            if m := re.match(r"\s*from memory: p\d+ turn (\d+) \w+: (.*?)(?: \((?:standing fact|latest|changed later)\))?$",
+                             line):
+                assert m.group(2).rstrip("…") in conversations[conv_id][int(m.group(1))], line
 
 
 # -- the words of the docs are the code's --------------------------------------------------------------

@@ -63,8 +63,10 @@ def test_recalled_turns_carry_their_time_and_label():
     assert notes.splitlines() == [
         "user: Actually the budget is $23,500 now. (latest)",
         "user: My budget is $20,000. (changed later)",
-        "[1:56 pm on 8 May, 2023] Caroline: I went to a support group yesterday [7 May 2023].",  # the date it means, beside it
+        "[8 May 2023] Caroline: I went to a support group yesterday [7 May 2023].",  # the date it means, beside it
     ]
+    clock = recalled_notes(turns, [Injection(page, [2])], clock=True)  # a question asking at what time
+    assert clock == "[1:56 pm on 8 May, 2023] Caroline: I went to a support group yesterday [7 May 2023]."
     system, user = answer_messages("focused", notes, "What is my budget?")
     assert system.role == "system" and user.content.endswith("Question: What is my budget?\nAnswer in a few words.")
     assert notes in user.content

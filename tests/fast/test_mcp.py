@@ -110,8 +110,44 @@ def test_each_tool_answers_on_a_store(fake_pager):
     assert out["correct"].structured_content["new_turn"] == 31
     first = out["recall2"].structured_content["turns"][0]
     assert (first["turn"], first["label"]) == (31, "latest")
-    assert out["resources"] == ["localpager://conversations/c/bookmarks", "localpager://conversations/c/pages"]
+    assert out["resources"] == ["localpager://conversations/c/bookmarks", "localpager://conversations/c/pages",
+                                "localpager://conversations/c/facts"]
     assert SECRET in out["pages"]
+
+
+def test_the_standing_facts_are_a_resource_and_in_recall_and_nothing_remembered_says_so(fake_pager):
+    import json
+
+    from localpager.retrieval.gate import GateModel
+    from localpager.retrieval.rerank import RerankSettings
+
+    fires, never = GateModel({}, 10.0), GateModel({}, -10.0)
+
+    def store(rerank):
+        lp = fake_pager(backend=NoChatModel(), rerank=rerank)
+        conv = lp.conversation("c", create=True, config=SMALL)
+        for i in range(30):
+            text = "I'm allergic to sesame." if i == 4 else f"Turn {i} is about topic{i // 5} with zebra{i}."
+            conv.add_turn("user" if i % 2 == 0 else "assistant", text)
+        return lp
+
+    async def calls(client):
+        facts = (await client.read_resource("localpager://conversations/c/facts")).contents[0].text
+        recall = await client.call_tool("recall", {"conversation": "c", "question": "Any snacks I should skip?"})
+        return json.loads(facts), recall.structured_content
+
+    facts, recall = run(build_server(store(RerankSettings(facts=fires))), calls)
+    assert facts["facts"][0]["text"] == "I'm allergic to sesame." and facts["facts"][0]["turn"] == 4
+    assert [(f["fact_id"], f["turn"]) for f in recall["facts"]] == [(1, 4)] and recall["relevant"]
+    assert "told you this about themselves" in recall["note"]
+
+    async def forgotten(client):
+        return (await client.call_tool("recall", {"conversation": "c", "question": "What did I say my locker code "
+                                                                                   "was?"})).structured_content
+
+    nothing = run(build_server(store(RerankSettings(facts=never, answerable=never))), forgotten)
+    assert nothing["relevant"] is False and nothing["facts"] == []
+    assert not any(t["injected"] for t in nothing["turns"]) and "nothing about this is remembered" in nothing["note"]
 
 
 def test_remember_creates_a_conversation_counted_with_the_estimate_that_a_real_model_recounts(fake_pager, tmp_path):
@@ -164,7 +200,7 @@ def test_forget_erases_only_with_the_token_its_preview_returned(fake_pager):
     assert dry.structured_content["status"] == "preview" and dry.structured_content["confirm_token"] is None
     assert first.structured_content["status"] == "confirm" and [t["turn"] for t in first.structured_content["turns"]] == [7]
     assert SECRET in first.structured_content["turns"][0]["text"] and "Show the user" in first.structured_content["message"]
-    assert other.is_error and "issued for forget" in other.content[0].text
+    assert other.is_error and "issued for another call" in other.content[0].text
     assert spent.is_error and "already used" in spent.content[0].text
     assert done.structured_content["status"] == "forgotten" and done.structured_content["erased"]
     assert replay.is_error and "already used" in replay.content[0].text
@@ -189,19 +225,27 @@ def test_a_token_does_not_erase_what_its_preview_did_not_show(fake_pager):
     assert SECRET in lp.store.turns("c")[7].text  # nothing erased
 
 
-def test_tokens_expire_and_are_bound_to_their_call():
-    now = [0.0]
-    tokens = Confirmations(ttl=300, clock=lambda: now[0])
-    token = tokens.issue("forget", "c", {"match": "x", "turn": None}, [3])
-    assert tokens.redeem(token, "forget", "c", {"match": "x"}) == (3,)
-    late = tokens.issue("forget", "c", {"turn": 3}, [3])
-    now[0] = 301.0
+def test_tokens_expire_and_are_bound_to_their_call_and_preview(fake_pager):
+    lp = store_with_memories(fake_pager)
+    lp.conversation("d", create=True).add_turn("user", "another conversation")
+    now = [1e9]
+    tokens = Confirmations(lp.store, ttl=300, clock=lambda: now[0])
+    shown = [[3], ["Turn 3 is about topic0"]]
+    token = tokens.issue("forget", "c", {"match": "x", "turn": None}, shown)
+    assert tokens.redeem(token, "forget", "c", {"match": "x"}, shown) is True
+    with pytest.raises(ValueError, match="already used"):
+        tokens.redeem(token, "forget", "c", {"match": "x"}, shown)
+    changed = tokens.issue("forget", "c", {"turn": 3}, shown)
+    assert tokens.redeem(changed, "forget", "c", {"turn": 3}, [[3], ["Turn 3 is about topic1"]]) is False
+    late = tokens.issue("forget", "c", {"turn": 3}, shown)
+    now[0] += 301
     with pytest.raises(ValueError, match="expired"):
-        tokens.redeem(late, "forget", "c", {"turn": 3})
-    other = tokens.issue("forget", "c", {"turn": 3}, [3])
-    with pytest.raises(ValueError, match="issued for forget of conversation 'c' with turn=3"):
-        tokens.redeem(other, "forget", "d", {"turn": 3})
-    assert len({tokens.issue("forget", "c", {"turn": 1}, [1]) for _ in range(100)}) == 100
+        tokens.redeem(late, "forget", "c", {"turn": 3}, shown)
+    for conversation, arguments in (("d", {"turn": 3}), ("c", {"turn": 4}), ("c", {"match": "3"})):
+        other = tokens.issue("forget", "c", {"turn": 3}, shown)
+        with pytest.raises(ValueError, match="issued for another call"):
+            tokens.redeem(other, "forget", conversation, arguments, shown)
+    assert len({tokens.issue("forget", "c", {"turn": 1}, shown) for _ in range(100)}) == 100
 
 
 # -- errors a model can read ---------------------------------------------------------------------------

@@ -1,5 +1,8 @@
 """Every branch of the recall loop (``localpager/runtime.py``) on a scripted backend and a hashing embedder.
 
+The long-term layer (standing facts) and the relevance floor are off here (``loop``): the facts these
+conversations state would otherwise answer the questions first. tests/fast/test_facts.py tests them.
+
 Each test builds a small conversation, checks the paging precondition it needs (which pages are evicted),
 asks through ``Conversation.ask`` and asserts on the calls the ScriptedBackend recorded (which context ran
 them, with which grammar and prompt) and on the trace. No model file, milliseconds per test.
@@ -9,7 +12,8 @@ from __future__ import annotations
 
 import pytest
 from fakes import HashEmbedder, allows
-from helpers import DOG, STATEMENT, TALK, open_chat
+import helpers
+from helpers import DOG, STATEMENT, TALK
 
 from localpager.backends.base import Message
 from localpager.lab.selectors import lab_selector
@@ -19,6 +23,16 @@ from localpager.runtime.trace import Candidate
 
 FACT = "My dog is called Biscuit."
 BISCUIT = "Biscuit chewed my slipper this morning."  # not a question, but about page 1
+
+
+def loop(**settings) -> RecallSettings:
+    """Recall settings with the long-term layer and the relevance floor off: the recall loop alone."""
+    return RecallSettings(facts=False, abstain=False, **settings)
+
+
+def open_chat(fake_pager, script=(), **options):
+    options.setdefault("recall", loop())
+    return helpers.open_chat(fake_pager, script, **options)
 
 
 def grammar_calls(backend):
@@ -117,7 +131,7 @@ def test_a_statement_the_model_recalls_for_injects_the_named_page_and_answers_on
 
 # -- recall modes --------------------------------------------------------------------------------------------
 def test_mode_always_forces_a_recall_even_for_a_question(fake_pager):
-    lp, chat = open_chat(fake_pager, ["recall(page_ids=[1])", "Biscuit."], recall=RecallSettings(mode="always"))
+    lp, chat = open_chat(fake_pager, ["recall(page_ids=[1])", "Biscuit."], recall=loop(mode="always"))
     result = chat.ask(DOG)
     decision, answer = lp.backend.calls
     assert decision.backend == "main" and (answer.backend, answer.grammar) == ("fork1", None)
@@ -130,7 +144,7 @@ def test_mode_always_forces_a_recall_even_for_a_question(fake_pager):
 
 
 def test_mode_never_shows_no_bookmarks_and_asks_no_grammar(fake_pager):
-    lp, chat = open_chat(fake_pager, ["I don't know."], recall=RecallSettings(mode="never"))
+    lp, chat = open_chat(fake_pager, ["I don't know."], recall=loop(mode="never"))
     result = chat.ask(DOG)
     (call,) = lp.backend.calls
     assert call.backend == "main" and call.grammar is None
@@ -141,7 +155,7 @@ def test_mode_never_shows_no_bookmarks_and_asks_no_grammar(fake_pager):
 
 
 def test_mode_selector_recalls_on_the_ranking_without_asking_the_model(fake_pager):
-    lp, chat = open_chat(fake_pager, ["Biscuit.", "Lovely."], recall=RecallSettings(mode="selector"))
+    lp, chat = open_chat(fake_pager, ["Biscuit.", "Lovely."], recall=loop(mode="selector"))
     t = chat.ask(DOG).trace
     (call,) = lp.backend.calls
     assert (call.backend, call.grammar) == ("fork1", None) and call.text == focused(f"user: {FACT}", DOG)
@@ -157,7 +171,7 @@ def test_mode_selector_recalls_on_the_ranking_without_asking_the_model(fake_page
 
 # -- the inline layout ------------------------------------------------------------------------------------------
 def test_inline_appends_the_recalled_turns_after_the_question_on_the_chat_context(fake_pager):
-    lp, chat = open_chat(fake_pager, ["Biscuit."], recall=RecallSettings(layout="inline"))
+    lp, chat = open_chat(fake_pager, ["Biscuit."], recall=loop(layout="inline"))
     t = chat.ask(DOG).trace
     (call,) = lp.backend.calls
     assert (call.backend, call.grammar) == ("main", None)
@@ -171,7 +185,7 @@ def test_inline_appends_the_recalled_turns_after_the_question_on_the_chat_contex
 
 
 def _inline(max_rounds):
-    return dict(recall=RecallSettings(layout="inline", max_rounds=max_rounds))
+    return dict(recall=loop(layout="inline", max_rounds=max_rounds))
 
 
 def _model_pages(lp, chat):
@@ -215,7 +229,7 @@ def test_inline_a_second_round_may_answer_and_the_answer_continues_after_it(fake
 
 def test_inline_a_second_round_with_the_default_selector_injects_the_named_page(fake_pager):
     lp, chat = open_chat(fake_pager, ["recall(page_ids=[1])", "recall(page_ids=[3])", "Biscuit, at seven."],
-                         recall=RecallSettings(layout="inline", max_rounds=2))
+                         recall=loop(layout="inline", max_rounds=2))
     t = chat.ask(BISCUIT).trace
     assert t.model_page_ids == [1, 3]  # the model asked for page 3 in round two...
     assert t.injected_page_ids == [1, 3]  # ...and should get it
@@ -223,7 +237,7 @@ def test_inline_a_second_round_with_the_default_selector_injects_the_named_page(
 
 # -- the focused layouts -----------------------------------------------------------------------------------------
 def test_focused_recent_puts_the_last_exchange_before_the_notes(fake_pager):
-    lp, chat = open_chat(fake_pager, ["Biscuit."], recall=RecallSettings(layout="focused+recent"))
+    lp, chat = open_chat(fake_pager, ["Biscuit."], recall=loop(layout="focused+recent"))
     chat.ask(DOG)
     (call,) = lp.backend.calls
     assert call.backend == "fork1"
@@ -236,7 +250,7 @@ def test_focused_recent_puts_the_last_exchange_before_the_notes(fake_pager):
 
 
 def test_notes_system_puts_the_notes_in_the_system_message(fake_pager):
-    lp, chat = open_chat(fake_pager, ["Biscuit."], recall=RecallSettings(layout="notes-system"))
+    lp, chat = open_chat(fake_pager, ["Biscuit."], recall=loop(layout="notes-system"))
     t = chat.ask(DOG).trace
     (call,) = lp.backend.calls
     assert call.backend == "fork1"
@@ -334,7 +348,7 @@ def test_a_pending_question_that_cannot_fit_overflows_in_the_runtime(fake_pager)
 
 
 def test_a_long_pending_question_drops_the_oldest_resident_turns_first(fake_pager):
-    lp, chat = open_chat(fake_pager, ["Fine."], recall=RecallSettings(mode="never"))
+    lp, chat = open_chat(fake_pager, ["Fine."], recall=loop(mode="never"))
     runtime, backend = lp.runtime, lp.backend
     limit = backend.n_ctx - runtime.settings.max_answer_tokens - runtime.settings.decision_tokens
     question = "word " * 1850 + "?"

@@ -448,7 +448,26 @@ def test_a_conversation_can_be_deleted_and_starts_afresh(client, lp):
 
 
 def test_the_health_check_lists_what_the_inspector_may_offer(client):
-    assert set(client.get("/health").json()["features"]) == {"pin", "search", "forget", "correct", "export"}
+    assert set(client.get("/health").json()["features"]) == {"pin", "search", "forget", "correct", "export", "facts"}
+
+
+def test_the_standing_facts_are_listed_pinned_and_gone_with_their_turn(client, lp):
+    ask(client, [("user", "I'm allergic to sesame."), ("assistant", ANSWER),
+                 ("user", "My gym locker is number 12."), ("assistant", ANSWER),
+                 ("user", "I switched, my gym locker is now number 40.")], conv="f")
+    listed = client.get("/v1/conversations/f/facts").json()["data"]
+    assert [(f["fact_id"], f["turn"], f["text"]) for f in listed] == [
+        (1, 0, "I'm allergic to sesame."), (3, 4, "I switched, my gym locker is now number 40.")]
+    every = client.get("/v1/conversations/f/facts", params={"all": True}).json()["data"]
+    assert [(f["fact_id"], f["current"], f["superseded_by"]) for f in every] == [(1, True, None), (2, False, 3),
+                                                                                (3, True, None)]
+    pinned = client.post("/v1/conversations/f/facts/1/pin", json={"pinned": True})
+    assert pinned.status_code == 200 and pinned.json()["pinned"] is True
+    missing = client.post("/v1/conversations/f/facts/99/pin", json={"pinned": True})
+    assert missing.status_code == 404 and missing.json()["error"]["code"] == "fact_not_found"
+    assert client.get("/v1/conversations/nope/facts").status_code == 404
+    assert client.post("/v1/conversations/f/forget", json={"match": "sesame"}).status_code == 200
+    assert [f["fact_id"] for f in client.get("/v1/conversations/f/facts").json()["data"]] == [3]
 
 
 def test_a_model_that_fails_to_preload_is_reported_not_fatal(fake_pager, logs):
@@ -498,7 +517,9 @@ def test_a_foreign_web_page_changes_nothing_whatever_the_content_type(client, lp
     for method, path, kwargs in state_changes(client):
         r = send(client, method, path, kwargs, origin)
         assert r.status_code == 403, (method, path, r.text)
-        assert error_of(r)["code"] == "forbidden_origin" and "--cors-origin" in error_of(r)["message"]
+        assert error_of(r)["code"] == "forbidden_origin"
+        # a site is told how to allow it; a page with no site of its own (any page can be one) is not
+        assert ("--cors-origin" in error_of(r)["message"]) == (origin in (FOREIGN, "http://localhost.evil.example"))
     assert stored(lp) == before and not any(p.pinned for p in lp.store.pages("c"))
     assert client.get("/v1/conversations/c/turns", headers={"Origin": origin}).status_code == 200  # reads: CORS
 
@@ -715,7 +736,7 @@ def test_a_dry_run_never_says_erased(client, lp):
 
 
 def test_serve_budget_pages_the_conversations_it_answers(lp):
-    lines = [f"Turn {i} is about the Lisbon flight number {i} and the hotel booking." for i in range(22)]
+    lines = [f"Turn {i} is about the Lisbon flights {i} and the hotel booking." for i in range(22)]  # no standing fact
     history = [("user" if i % 2 == 0 else "assistant", text) for i, text in enumerate(lines)]
     with TestClient(create_app(lp, budget=80, log=lambda s: None)) as c:
         assert ask(c, [*history, ("user", "Which flight?")], conv="small").status_code == 200

@@ -40,7 +40,8 @@ def chat_with(tmp_path, backend, facts: dict[int, str], n_turns: int = 60, times
               **options):
     """A conversation of ``n_turns`` filler turns with ``facts`` (turn index -> user text) planted in it, on
     ``Recording(backend)`` (``lp.backend.side.prompts[-1]``: the focused prompt an answer was generated from)."""
-    options.setdefault("recall", RecallSettings(max_answer_tokens=24))  # the tests look at prompts, not answers
+    # the tests look at prompts, not answers; the recall path alone (the long-term layer's own tests: test_facts.py)
+    options.setdefault("recall", RecallSettings(max_answer_tokens=24, facts=False, abstain=False))
     lp = LocalPager(tmp_path / "s.db", backend=Recording(backend), **options)
     chat = lp.conversation("c", create=True, config=PagingConfig(boundary="fixed_10", budget=256))
     for i in range(n_turns):

@@ -34,8 +34,10 @@ def english_pages(counter):
 
 
 def _grounded(keyword: str, text: str) -> bool:
-    """Every word of the keyword occurs in the page (compared as the tokenizer splits them)."""
-    page = set(tokenize_words(text)) | {term_key(w) for w in tokenize_words(text)}
+    """Every word of the keyword occurs in the page (compared as the tokenizer splits them; a bookmark writes a
+    time's colon as a dot, "5.15pm" for "5:15pm", as ':' separates a bookmark's page from its keywords)."""
+    words = tokenize_words(text) + tokenize_words(text.replace(":", "."))
+    page = set(words) | {term_key(w) for w in words}
     return all(w in page or term_key(w) in page for w in tokenize_words(keyword))
 
 

@@ -6,8 +6,14 @@ from __future__ import annotations
 import pytest
 
 from localpager import LocalPager
+from localpager.runtime.recall import RecallSettings
 
 pytestmark = [pytest.mark.model, pytest.mark.embedder]
+
+
+# the recall path these tests measure, without the long-term layer (which would answer a planted fact first) or
+# the relevance floor
+RECALL_ONLY = RecallSettings(facts=False, abstain=False)
 
 
 def test_a_preloaded_model_is_the_one_used(tmp_path):
@@ -49,7 +55,7 @@ def test_after_a_recall_a_warmed_chat_reads_the_recalled_exchange_while_it_waits
     from localpager.lab.synthetic import generate_conversation
 
     conv = generate_conversation(2, n_turns=200)
-    lp = LocalPager(tmp_path / "s.db")
+    lp = LocalPager(tmp_path / "s.db", recall=RECALL_ONLY)
     chat = lp.conversation("c", create=True)
     for t in conv.turns[:160]:
         chat.add_turn(t.role, t.text, stamp=False)
@@ -76,7 +82,7 @@ def test_a_warmed_chat_first_recall_reads_only_its_notes_and_question(tmp_path):
     from localpager.lab.synthetic import generate_conversation
 
     conv = generate_conversation(2, n_turns=200)
-    lp = LocalPager(tmp_path / "s.db")
+    lp = LocalPager(tmp_path / "s.db", recall=RECALL_ONLY)
     chat = lp.conversation("c", create=True)
     for t in conv.turns[:160]:
         chat.add_turn(t.role, t.text, stamp=False)
@@ -108,7 +114,7 @@ def test_a_warmed_chat_reads_the_likeliest_recalls_ahead(tmp_path):
     from localpager.runtime.recall import kept_parts
 
     conv = generate_conversation(3, n_turns=120)
-    lp = LocalPager(tmp_path / "s.db")
+    lp = LocalPager(tmp_path / "s.db", recall=RECALL_ONLY)
     chat = lp.conversation("c", create=True)
     for t in conv.turns[:100]:
         chat.add_turn(t.role, t.text, stamp=False)
@@ -116,7 +122,9 @@ def test_a_warmed_chat_reads_the_likeliest_recalls_ahead(tmp_path):
     assert chat.warmed(300)
     pager = chat.pager
     ahead = [i for p in reversed(pager.evicted) for i in reversed(p.turn_range) if tells(pager.turns[i])][:32]
-    probe = next(p for p in conv.probes if p.evidence and p.evidence[0] in ahead)
+    # a probe whose recall injects a turn read ahead (the ranking's quality is measured elsewhere)
+    probe = next(p for p in conv.probes if p.evidence and p.evidence[0] in ahead
+                 and chat.search(p.question, 1)[0].turn == p.evidence[0])
     side = lp.side_backend
     fixed = kept_parts(side, "focused", "x", "y", [], side.render(answer_messages("focused", "x", "y")))[0]
     trace = chat.ask(probe.question, mode="always").trace

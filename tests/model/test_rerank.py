@@ -118,7 +118,8 @@ def test_no_evicted_pages_means_no_recall(tmp_path, backend):
     chat.add_turn("user", ALLERGY)
     chat.add_turn("assistant", "Noted.")
     result = chat.ask("Which snack should I avoid bringing?")
-    assert result.trace.decision == "answer" and result.trace.candidates == []
+    # no page to recall: answered from the chat's prompt, or from the standing fact (which is no recall)
+    assert result.trace.decision in ("answer", "fact") and result.trace.candidates == []
     assert lp.store.embedding_rows("turn") == []
 
 

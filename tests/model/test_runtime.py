@@ -23,7 +23,7 @@ pytestmark = [pytest.mark.model, pytest.mark.embedder]
 def open_chat(tmp_path, backend, mode="auto", budget=256, turns=60, **rerank):
     """The real backend, recorded, on a generated conversation; answers of at most 16 tokens (these tests look at
     prompts, decisions, caches and traces, not at what the model says)."""
-    recall = RecallSettings(mode=mode, max_answer_tokens=16)
+    recall = RecallSettings(mode=mode, max_answer_tokens=16, facts=False, abstain=False)  # the recall loop alone
     lp = LocalPager(tmp_path / "s.db", backend=Recording(backend), recall=recall)
     chat = lp.conversation("c", create=True, config=PagingConfig(boundary="fixed_10", budget=budget))
     for t in generate_conversation(seed=5, n_turns=max(turns, 60)).turns[:turns]:

@@ -26,7 +26,9 @@ pytest.importorskip("fastapi")
 from localpager.serving.protocol import header_id  # noqa: E402
 
 KEY = "test-key-5d1f"
-FACT = "I'm allergic to peanuts, so I always carry an EpiPen."
+# an event, not a standing fact (the long-term layer would answer a standing fact without a recall): what this
+# module tests is a recall through the server
+FACT = "At the Lisbon aquarium on my birthday the octopus tank was the best part; we stayed an hour."
 FILLER = [
     "My sister Hartley moved to Lisbon last spring for a new job.",
     "The router in the hall keeps dropping the Wi-Fi on Saturdays.",
@@ -41,14 +43,14 @@ RESULTS = ROOT / "results"
 
 
 def build_store(path: Path) -> None:
-    """Conversation ``facts``: the allergy in its first page, evicted under a small budget by later talk."""
+    """Conversation ``facts``: the aquarium visit in its first page, evicted under a small budget by later talk."""
     from localpager.core.pager import PagingConfig
     from localpager.memory.api import LocalPager
 
     lp = LocalPager(path)
     chat = lp.conversation("facts", create=True, config=PagingConfig(boundary="fixed_5", budget=160))
     chat.add_turn("user", FACT)
-    chat.add_turn("assistant", "Noted, no peanuts then.")
+    chat.add_turn("assistant", "What a lovely birthday.")
     for i, text in enumerate(FILLER * 2):
         chat.add_turn("user" if i % 2 == 0 else "assistant", text)
     assert chat.pages[0].evicted, "the fact's page should be evicted for this test to mean anything"
@@ -114,7 +116,7 @@ def recalled(server):
     """A question about the evicted fact, asked once for the tests that look at the recall."""
     url, _, _ = server
     completion = client(url, "facts").chat.completions.create(
-        model="localpager", messages=[{"role": "user", "content": "Which snack should I avoid because of my allergy?"}],
+        model="localpager", messages=[{"role": "user", "content": "Which tank did I love at the aquarium?"}],
         max_tokens=16)
     return completion
 
@@ -128,9 +130,9 @@ def test_a_recall_injects_the_evicted_fact_and_the_log_shows_it(server, recalled
     assert len(log) == 1 and log[0]["injected_page_ids"] == memory["injected_page_ids"]
     assert 0 in log[0]["injected_turns"]
     assert any(c["injected"] and c["page_id"] == 1 for c in log[0]["candidates"])
-    hits = httpx.get(f"{url}/v1/conversations/facts/search", params={"q": "EpiPen"},
+    hits = httpx.get(f"{url}/v1/conversations/facts/search", params={"q": "octopus"},
                      headers={"Authorization": f"Bearer {KEY}"}).json()["data"]
-    assert hits[0]["turn"] == 0
+    assert 0 in [h["turn"] for h in hits[:2]]  # (the answer may repeat the word, and rank beside it)
 
 
 def test_two_clients_on_two_conversations_at_once(server):
@@ -322,9 +324,12 @@ def test_the_inspector_shows_the_recalled_page_in_a_real_browser(server, recalle
             page.screenshot(path=str(RESULTS / "inspector.png"), full_page=True)
             page.locator("tr.resident button:text('pin')").last.click()  # pin a page in the prompt
             page.wait_for_selector("tr.resident .badge:text('pinned')", timeout=10_000)
-            page.fill("#search-query", "EpiPen")
+            assert page.locator("#facts tr[data-fact]").count() >= 1  # the standing facts, with their turns
+            page.locator("#facts tr[data-fact] button:text('pin')").first.click()
+            page.wait_for_selector("#facts .badge:text('pinned')", timeout=10_000)
+            page.fill("#search-query", "octopus")
             page.click("#search")
-            page.wait_for_selector("#search-results li:has-text('EpiPen')", timeout=10_000)
+            page.wait_for_selector("#search-results li:has-text('octopus')", timeout=10_000)
         finally:
             browser.close()
     assert errors == []

@@ -11,7 +11,7 @@ from localpager.core.pager import PagingConfig
 from localpager.lab.synthetic import generate_conversation
 from localpager.memory.api import LocalPager
 from localpager.runtime.layouts import answer_messages
-from localpager.runtime.recall import kept_parts
+from localpager.runtime.recall import RecallSettings, kept_parts
 
 pytestmark = pytest.mark.model
 
@@ -90,7 +90,7 @@ def test_clear_cache_forgets_kept_prefixes(side):
 def test_a_recall_after_side_work_keeps_the_fixed_part(tmp_path):
     """Through ``ask``: the model's side work runs on the side context between two recalls, and the second
     focused answer reuses at least the fixed part (before, it read the whole prompt again)."""
-    lp = LocalPager(tmp_path / "s.db")
+    lp = LocalPager(tmp_path / "s.db", recall=RecallSettings(facts=False, abstain=False))  # the recall path alone
     try:
         chat = lp.conversation("c", create=True, config=PagingConfig(budget=256))
         conv = generate_conversation(0, n_turns=60)

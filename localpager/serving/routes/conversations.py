@@ -1,5 +1,5 @@
 """The memory endpoints, ``/v1/conversations/...``: what is in and out of the prompt, and the user's
-controls over it (pin, search, forget, correct, export). Reads go straight to the store, without the model
+controls over it (pin, search, forget, correct, export, the standing facts). Reads go straight to the store, without the model
 lock, so they answer while the model works; a change waits its turn on the conversation behind the chat
 answers that came before it."""
 
@@ -12,12 +12,13 @@ from fastapi import APIRouter
 from fastapi.responses import Response
 from pydantic import BaseModel, Field
 
+from ...core.checks import did_you_mean
 from ..errors import failure
 from ..protocol import ApiError, content_disposition
 from ..state import Served, ServedDep
 
 router = APIRouter()
-FEATURES = ["pin", "search", "forget", "correct", "export"]  # named by /health
+FEATURES = ["pin", "search", "forget", "correct", "export", "facts"]  # named by /health
 
 
 class PinRequest(BaseModel):
@@ -37,8 +38,10 @@ class CorrectRequest(BaseModel):
 
 
 def require(s: Served, conv_id: str) -> None:
+    """A 404 for an unknown id, naming the ids close to it (this app's store only: its namespace's)."""
     if not s.lp.store.has_conversation(conv_id):
-        raise ApiError(404, f"no conversation {conv_id!r}", code="conversation_not_found")
+        close = did_you_mean(conv_id, [info.id for info in s.lp.store.list_conversations()])
+        raise ApiError(404, f"no conversation {conv_id!r}{close}", code="conversation_not_found")
 
 
 def forget_body(report) -> dict[str, Any]:
@@ -167,6 +170,29 @@ async def pin(conv_id: str, page_id: int, body: PinRequest, s: ServedDep):
         except KeyError:
             raise ApiError(404, f"conversation {conv_id!r} has no page {page_id}", code="page_not_found") from None
         return {"page_id": page.page_id, "pinned": page.pinned, "evicted": page.evicted}
+
+    return await in_turn(s, conv_id, change)
+
+
+@router.get("/v1/conversations/{conv_id:path}/facts")
+async def facts(conv_id: str, s: ServedDep, all: bool = False):
+    """The standing facts (what the user said about themselves that stays true), each with its source turn;
+    ``all``: the replaced and corrected ones too. Read from the store, no model."""
+    def read():
+        require(s, conv_id)
+        return s.runner.conversation(conv_id).facts(all=all)
+
+    return {"object": "list", "data": [f.to_dict() for f in await anyio.to_thread.run_sync(read)]}
+
+
+@router.post("/v1/conversations/{conv_id:path}/facts/{fact_id}/pin")
+async def pin_fact(conv_id: str, fact_id: int, body: PinRequest, s: ServedDep):
+    """Keep standing fact ``fact_id`` in the prompt whatever the room (``pinned: false``: chosen again)."""
+    def change():
+        try:
+            return s.runner.conversation(conv_id).pin_fact(fact_id, body.pinned).to_dict()
+        except ValueError as exc:
+            raise ApiError(404, str(exc), code="fact_not_found") from None
 
     return await in_turn(s, conv_id, change)
 

@@ -47,11 +47,14 @@ async function loadConversations() {
 async function loadConversation() {
   if (!state.conv) return;
   const id = encodeURIComponent(state.conv);
-  const [pages, log] = await Promise.all([api(`/v1/conversations/${id}/pages`), api(`/v1/conversations/${id}/log`)]);
+  const wantFacts = state.features.includes("facts");
+  const [pages, log, facts] = await Promise.all([api(`/v1/conversations/${id}/pages`),
+    api(`/v1/conversations/${id}/log`), wantFacts ? api(`/v1/conversations/${id}/facts?all=true`) : { data: [] }]);
   const traces = log.data;
   const last = traces[traces.length - 1];
   const recalled = new Set(last ? last.injected_page_ids : []);
   renderSummary(pages.data, traces);
+  renderFacts(facts.data, last);
   renderPages(pages.data, recalled);
   renderChart(traces);
   renderTraces(traces.slice(-5).reverse());
@@ -66,6 +69,54 @@ function renderSummary(pages, traces) {
   $("summary").textContent = `${state.conv}: ${pages.length} pages, ${inPrompt} in the prompt, ` +
     `${evicted} evicted` + (tooLong ? `, ${tooLong} with a turn too long for any prompt` : "") +
     `; ${traces.length} answers, ${recalls} with a recall.`;
+}
+
+// The standing facts: the current ones first, a replaced or corrected one greyed with what replaced it; the one
+// the last answer was given is marked. Pin keeps one in the prompt whatever the room; forget erases its turn.
+function renderFacts(facts, last) {
+  $("facts-section").hidden = !state.features.includes("facts");
+  const used = new Set(last ? (last.facts || []).map((f) => f.fact_id) : []);
+  const ordered = facts.filter((f) => f.current).concat(facts.filter((f) => !f.current));
+  const rows = ordered.map((f) => {
+    const said = el("td", {}, f.speaker ? `${f.speaker}: ${f.text}` : f.text);
+    if (f.pinned) said.append(el("span", { class: "badge" }, "pinned"));
+    if (used.has(f.fact_id)) said.append(el("span", { class: "badge recalled-badge" }, "used in the last answer"));
+    if (f.superseded_by) said.append(el("div", { class: "muted" }, `replaced by #${f.superseded_by}`));
+    if (f.corrected) said.append(el("div", { class: "muted" }, "its turn was corrected"));
+    const actions = el("td", {});
+    if (f.current) {
+      const pin = el("button", { type: "button", title: f.pinned ? "let it be chosen by room again" : "always in the prompt" },
+        f.pinned ? "unpin" : "pin");
+      pin.addEventListener("click", () => setFactPin(f.fact_id, !f.pinned));
+      actions.append(pin);
+    }
+    if (state.features.includes("forget")) {
+      const forget = el("button", { type: "button", title: `forget turn ${f.turn}, which stated it` }, "forget");
+      forget.addEventListener("click", () => forgetTurn(f.turn));
+      actions.append(" ", forget);
+    }
+    return el("tr", { class: f.current ? "" : "replaced", "data-fact": f.fact_id }, el("td", {}, `#${f.fact_id}`),
+      el("td", {}, f.turn), el("td", {}, f.kind), said, actions);
+  });
+  if (!rows.length) rows.push(el("tr", {}, el("td", { colSpan: 5, class: "muted" }, "No standing fact yet.")));
+  $("facts").tBodies[0].replaceChildren(...rows);
+}
+
+async function setFactPin(factId, pinned) {
+  try {
+    await api(`/v1/conversations/${encodeURIComponent(state.conv)}/facts/${factId}/pin`,
+      { method: "POST", body: JSON.stringify({ pinned }) });
+    await loadConversation();
+  } catch (e) { status(e.message, true); }
+}
+
+async function forgetTurn(turn) {
+  if (!confirm(`Forget turn ${turn} of ${state.conv}? Its text is erased from the store.`)) return;
+  try {
+    await api(`/v1/conversations/${encodeURIComponent(state.conv)}/forget`,
+      { method: "POST", body: JSON.stringify({ turn }) });
+    await loadConversation();
+  } catch (e) { status(e.message, true); }
 }
 
 // A turn longer than any prompt can hold is stored and searchable, but never shown to the model whole.

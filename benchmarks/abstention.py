@@ -1,0 +1,194 @@
+"""Fit the relevance floor: when what a recall found answers the question, and when nothing about it is remembered.
+
+Setup (as ``recall_gate.py``: what the product faces at the default budget): fixed_20 pages, every page but the
+newest evicted at the question's point, turns ranked by the product's own ``ranking.rank_turns`` (cosines of
+``turn.text`` embedded once, BM25 as in the product); the best-ranked turn is what a recall injects first, and
+the floor (``retrieval.answerable``) reads its features with the recall gate's probability.
+
+Questions:
+- answerable: generated fact probes (explicit), LoCoMo categories 1-4;
+- unanswerable: generated questions about kinds never planted (``absent``), the same fact probes asked after
+  their fact was forgotten (every turn stating it blanked, as a forget leaves it), LoCoMo category 5 (about
+  things never said: mostly a swapped speaker).
+
+Fitted on the tuning and dev splits (generated tuning, dev, dev2; LoCoMo 1-5); the threshold is the lowest at
+which at most 10% of the dev splits' answerable questions would be answered "not remembered" (``--false-rate``):
+abstaining everywhere must not pay. Held out: the held-out phrasings and LoCoMo 6-10, reported, never used; the
+rates are given over every question and over those the recall gate pages in (where the floor is consulted).
+
+    .venv/bin/python benchmarks/abstention.py [--quick] [--json FILE]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from collections import defaultdict
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+import numpy as np
+
+from localpager.core.boundaries import get_boundary, split_pages
+from localpager.core.records import ABSENT_PROBE, Page, Transcript
+from localpager.lab.fitting import fit_model, model_source, probabilities
+from localpager.lab.synthetic import generate_dataset
+from localpager.retrieval.answerable import ANSWER_FEATURES, DEFAULT_ANSWER_MODEL, answer_features
+from localpager.retrieval.embedder import default_embedder
+from localpager.retrieval.gate import DEFAULT_MODEL as GATE, decide, gate_features
+from localpager.retrieval.ranking import LexicalIndex, rank_turns
+from localpager.store.loaders import load_conversations
+
+LOCOMO = Path(__file__).resolve().parents[2] / "shared" / "data" / "locomo" / "locomo10.json"
+BOUNDARY = "fixed_20"
+SPLITS = ("tuning", "dev", "dev2", "held-out")
+FITTED = ("tuning", "dev", "dev2")
+THRESHOLD_SPLITS = ("dev", "dev2")
+
+
+@dataclass
+class Case:
+    dataset: str
+    split: str
+    kind: str  # answerable: probe, locomo; unanswerable: absent, forgotten, locomo-5
+    answerable: bool
+    conv: Transcript
+    message: str
+    n: int
+    x: np.ndarray = field(default_factory=lambda: np.zeros(len(ANSWER_FEATURES)))
+    gate: bool = False
+
+
+def forgotten(conv: Transcript, turns: set[int]) -> Transcript:
+    """``conv`` with ``turns`` blanked, as a forget leaves them."""
+    return replace(conv, turns=[replace(t, text="") if t.index in turns else t for t in conv.turns])
+
+
+def build_cases(sets: dict) -> list[Case]:
+    cases = []
+    for (dataset, split), convs in sets.items():
+        for conv in convs:
+            for probe in conv.probes:
+                at = len(conv.turns) if probe.at is None else probe.at + 1
+                if dataset == "locomo":
+                    category = probe.extra.get("category")
+                    if probe.evidence or category == 5:
+                        cases.append(Case(dataset, split, "locomo-5" if category == 5 else "locomo", category != 5,
+                                          conv, probe.question, at))
+                elif probe.type == ABSENT_PROBE:
+                    cases.append(Case(dataset, split, "absent", False, conv, probe.question, at))
+                elif probe.evidence and probe.extra.get("style", "explicit") == "explicit":
+                    cases.append(Case(dataset, split, "probe", True, conv, probe.question, at))
+                    stated = set(probe.extra.get("stated") or probe.evidence)
+                    cases.append(Case(dataset, split, "forgotten", False, forgotten(conv, stated), probe.question,
+                                      len(conv.turns)))
+    return cases
+
+
+def score(cases: list[Case]) -> None:
+    """Each case's best-ranked turn, the floor's features of it and whether the gate pages in."""
+    embedder = default_embedder()
+    vectors: dict[int, np.ndarray] = {}
+    lexical: dict[int, LexicalIndex] = {}
+    queries = embedder.encode([c.message for c in cases], batch_size=32)
+    for case, q in zip(cases, queries):
+        conv = case.conv
+        if id(conv) not in vectors:
+            vectors[id(conv)] = embedder.encode([t.text for t in conv.turns], batch_size=32)
+        cosines = vectors[id(conv)] @ q
+        turns = conv.turns[: case.n]
+        ranges = split_pages(turns, get_boundary(BOUNDARY))
+        pages = [Page(i + 1, r.start, r.stop - 1, evicted=True) for i, r in enumerate(ranges)][:-1]
+        if not pages:
+            continue
+        index = lexical.setdefault(id(conv), LexicalIndex(conv.id))
+        hits = rank_turns(case.message, turns, pages, lambda m, idx: {i: float(cosines[i]) for i in idx}, index)
+        if not len(hits):
+            continue
+        top = hits[0]
+        verdict = decide(gate_features(case.message, hits, turns), GATE)
+        speakers = sorted({t.speaker.lower() for t in turns if t.speaker})
+        case.gate = verdict.recall
+        case.x = np.array(answer_features(case.message, turns[top.turn], top.dense, top.lexical, speakers,
+                                          verdict.probability).vector())
+
+
+def fit(cases: list[Case], false_rate: float):
+    fitted = [c for c in cases if c.split in FITTED]
+    x, y = np.array([c.x for c in fitted]), np.array([float(c.answerable) for c in fitted])
+    weight = np.zeros(len(y))
+    members = defaultdict(list)
+    for i, c in enumerate(fitted):
+        members[c.dataset, c.split, c.kind].append(i)
+    for idx in members.values():
+        weight[idx] = 1.0 / len(idx)
+    weight *= len(y) / weight.sum()
+    model = fit_model(ANSWER_FEATURES, x, y, weight)
+    answerable = np.array([c.x for c in cases if c.split in THRESHOLD_SPLITS and c.answerable])
+    scores = np.sort(probabilities(model, answerable, ANSWER_FEATURES))
+    model.threshold = round(float(scores[int(np.floor(false_rate * len(scores)))]) - 1e-4, 4)
+    return model
+
+
+def rates(cases: list[Case], model, gated: bool) -> dict:
+    """Per set and kind: the share answered "not remembered" (of the questions the gate pages in, with
+    ``gated``)."""
+    out = defaultdict(list)
+    p = probabilities(model, np.array([c.x for c in cases]), ANSWER_FEATURES)
+    for c, prob in zip(cases, p):
+        if not gated or c.gate:
+            out[f"{c.dataset}/{c.split}/{c.kind}"].append(float(prob < model.threshold))
+    return {k: {"n": len(v), "not_remembered": round(float(np.mean(v)), 3)} for k, v in sorted(out.items())}
+
+
+def load_sets(quick: bool) -> dict:
+    n = 6 if quick else 20
+    sets = {
+        ("generated", "tuning"): generate_dataset(n, seed=0, absent=4),
+        ("generated", "dev"): generate_dataset(n, seed=50, phrasing="dev", absent=4),
+        ("generated", "dev2"): generate_dataset(n, seed=70, phrasing="dev2", absent=4),
+        ("generated", "held-out"): generate_dataset(n, seed=100, phrasing="heldout", absent=4),
+    }
+    if LOCOMO.exists():
+        locomo = load_conversations(LOCOMO).conversations
+        sets[("locomo", "tuning")] = locomo[:2] if quick else locomo[:5]
+        sets[("locomo", "held-out")] = locomo[5:7] if quick else locomo[5:10]
+    return sets
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="6 generated and 2 LoCoMo conversations a split")
+    parser.add_argument("--json", type=Path, help="write every number to this file")
+    parser.add_argument("--false-rate", type=float, default=0.10,
+                        help="the share of dev answerable questions allowed \"not remembered\" (the threshold)")
+    args = parser.parse_args()
+    started = time.perf_counter()
+    cases = build_cases(load_sets(args.quick))
+    score(cases)
+    cases = [c for c in cases if c.x.any()]
+    print(f"[{len(cases)} questions ranked in {time.perf_counter() - started:.0f} s]", file=sys.stderr)
+    model = fit(cases, args.false_rate)
+    table = {"all": rates(cases, model, False), "paged in": rates(cases, model, True),
+             "shipped, paged in": rates(cases, DEFAULT_ANSWER_MODEL, True)}
+    print('## "Not remembered": share of each kind of question\n')
+    print("| set/kind | n | fitted now | paged in (n) | fitted now, paged in | shipped, paged in |\n|---|---:|---:|---:|---:|---:|")
+    for key, r in table["all"].items():
+        g = table["paged in"].get(key, {"n": 0, "not_remembered": float("nan")})
+        sh = table["shipped, paged in"].get(key, {"not_remembered": float("nan")})
+        print(f"| {key} | {r['n']} | {r['not_remembered']:.2f} | {g['n']} | {g['not_remembered']:.2f} | "
+              f"{sh['not_remembered']:.2f} |")
+    print("\nFitted (paste into localpager/retrieval/answerable.py if it differs from DEFAULT_ANSWER_MODEL):\n")
+    print(model_source("DEFAULT_ANSWER_MODEL", model))
+    if args.json:
+        data = {"setup": {"boundary": BOUNDARY, "quick": args.quick, "questions": len(cases),
+                          "false_rate": args.false_rate, "threshold_sets": THRESHOLD_SPLITS},
+                "fitted": model.__dict__, "rates": table, "seconds": round(time.perf_counter() - started, 1)}
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps(data, indent=1, default=str))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,104 @@
+"""The long-term layer with the real SmolLM2 GGUF, the real embedder and the fitted fact model and floor.
+
+A user states who they are among small talk; the pages that hold it are evicted; then come questions that
+depend on it without asking about the past, a general question, a change of a value, a forget and an overview.
+The tests check what reached the model (the prompt, the quoted lead), the decision and the citations, never one
+generated string (greedy output differs between CPUs and builds); the fitted models' verdicts are checked on
+cases far from their thresholds. The statements and questions are written for these tests.
+"""
+
+from __future__ import annotations
+
+import pytest
+from helpers import Recording
+
+from localpager.core.pager import PagingConfig
+from localpager.memory.api import LocalPager
+from localpager.runtime.recall import NOT_REMEMBERED, RecallSettings
+
+pytestmark = [pytest.mark.model, pytest.mark.embedder]
+
+SMALL_TALK = [
+    ("Any tips for keeping basil alive on a windowsill?", "Water it when the top of the soil is dry."),
+    ("I watched a documentary about octopuses.", "Each arm has its own cluster of neurons."),
+    ("The hallway could use a lighter colour.", "A lighter colour makes a narrow hallway feel wider."),
+    ("Pancakes or waffles, which is easier?", "Pancakes: no special iron needed."),
+    ("What's a good stretch after running?", "A standing quad stretch, held for thirty seconds."),
+]
+SESAME = "I'm seriously allergic to sesame, even a trace sets me off."
+LAPTOP_OLD = "My budget for the new laptop is $900."
+LAPTOP_NEW = "Actually my laptop budget went up to $1,400."
+
+
+@pytest.fixture
+def chat(tmp_path, backend):
+    lp = LocalPager(tmp_path / "s.db", backend=Recording(backend), recall=RecallSettings(max_answer_tokens=24))
+    chat = lp.conversation("c", create=True, config=PagingConfig(boundary="fixed_4", budget=256))
+    planted = {2: SESAME, 8: LAPTOP_OLD, 20: LAPTOP_NEW}
+    for i in range(28):
+        user, assistant = SMALL_TALK[(i // 2) % len(SMALL_TALK)]
+        if i % 2 == 0:
+            chat.add_turn("user", planted.get(i, user))
+        else:
+            chat.add_turn("assistant", "Noted." if i - 1 in planted else assistant)
+    assert all(chat.pager.page_of_turn(t).evicted for t in (2, 8)), "the precondition of these tests"
+    yield lp, chat
+    lp.close()
+
+
+def side_text(lp) -> str:
+    """The last prompt an answer was generated from on the side context, as text."""
+    return lp.backend.inner.detokenize(lp.backend.side.prompts[-1])
+
+
+def test_a_question_that_depends_on_who_the_user_is_is_answered_from_the_fact(chat):
+    lp, chat = chat
+    t = chat.ask("I'm packing snacks for a long flight. Anything I should stay away from?").trace
+    assert t.decision == "fact"
+    assert t.facts[0]["text"] == SESAME and t.facts[0]["probability"] >= 0.6
+    assert t.answer.startswith(f'You told me: "{SESAME}"')  # the lead is the user's words, whatever follows
+    assert SESAME in side_text(lp) and [c.turn for c in t.citations] == [2]
+
+
+def test_a_general_question_reaches_no_fact(chat):
+    lp, chat = chat
+    t = chat.ask("How long should I boil an egg for a runny yolk?").trace
+    assert t.decision != "fact" and t.facts == []
+    assert t.injected_page_ids == []
+
+
+def test_the_newer_value_is_the_one_shown_and_answered_from(chat):
+    lp, chat = chat
+    current = [f.text for f in chat.facts()]
+    assert LAPTOP_NEW in current and LAPTOP_OLD not in current
+    t = chat.ask("Which laptop should I buy for video editing?").trace
+    assert t.decision in ("fact", "recall", "answer")
+    if t.decision == "fact":
+        assert t.facts[0]["text"] == LAPTOP_NEW and [r["text"] for r in t.facts[0]["replaced"]] == [LAPTOP_OLD]
+    shown = lp.backend.inner.detokenize((lp.backend.side or lp.backend).prompts[-1])
+    assert "$900" not in shown  # the old value reaches the model nowhere
+
+
+def test_a_forgotten_fact_is_gone_and_its_question_is_not_answered_from_it(chat):
+    lp, chat = chat
+    chat.forget(match="sesame")
+    assert all("sesame" not in f.text.lower() for f in chat.facts(all=True))
+    t = chat.ask("I'm packing snacks for a long flight. Anything I should stay away from?").trace
+    assert t.decision != "fact" and all("sesame" not in (f["text"]).lower() for f in t.facts)
+    prompts = lp.backend.prompts + (lp.backend.side.prompts if lp.backend.side else [])
+    assert all("sesame" not in lp.backend.inner.detokenize(p).lower() for p in prompts)
+
+
+def test_a_question_about_something_never_said_is_not_answered_from_an_unrelated_turn(chat):
+    lp, chat = chat
+    t = chat.ask("What did I say my cat's name was?").trace
+    assert t.decision == "unknown" and t.answer == NOT_REMEMBERED
+    assert t.answerable["probability"] < t.answerable["threshold"]
+
+
+def test_what_do_you_remember_about_me_lists_the_current_facts(chat):
+    lp, chat = chat
+    calls = len(lp.backend.prompts)
+    t = chat.ask("What do you remember about me?").trace
+    assert t.decision == "overview" and len(lp.backend.prompts) == calls  # written out, no model
+    assert SESAME in t.answer and LAPTOP_NEW in t.answer and LAPTOP_OLD not in t.answer
