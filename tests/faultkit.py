@@ -320,7 +320,8 @@ def _check_turns(lp, acked: list[Acked], check: Check) -> None:
         for conv, index, role, text in a.turns:
             turns = stored.get(conv, [])
             where = [t.index for t in turns if t.text == text and t.role == role]
-            unique = " says thing " in text or f" {QUESTION_MARK} " in text  # worker-made: one of a kind
+            # worker-made: one of a kind (an answer may quote one, as a standing fact: "You told me: ...")
+            unique = role == "user" and (" says thing " in text or f" {QUESTION_MARK} " in text)
             if unique and len(where) != 1:
                 check.lost.append(f"{conv}: acknowledged {text!r} stored {len(where)} times")
             elif index >= len(turns) or turns[index].text != text:

@@ -200,6 +200,9 @@ CHANGE_CUE = re.compile(r"\b(?:actually|no longer|any ?more|instead|now|chang\w*
 # statement of another kind than the one it changes needs
 _CHANGED = re.compile(r"\b(?:actually|no longer|any ?more|instead|chang\w*|switch\w*|moved|swapp?\w*|"
                       r"re(?:assign|book|schedul|vis)\w*|pushed|postponed|shifted|updated|correction)\b", re.I)
+# Kinds of which a slot holds one value: a newer budget for the laptop or code for the door replaces the older
+# whether or not it says that something changed ("After talking it over, $1,700 is the most I'll spend on a laptop")
+ONE_VALUE = frozenset({"budget", "number"})
 _DATED = re.compile(r"\b(?:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)[a-z]*\.?\s+\d|\b\d{1,2}(?:st|nd|rd|th)?\s+"
                     r"(?:of\s+)?(?:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)", re.I)  # a written date, not "Monday"
 _ANNOTATION = re.compile(r"\s*\[[^\[\]]{0,400}\]")  # what a transcript adds: "[shares a photo: a photo of a cat]"
@@ -324,12 +327,19 @@ def subject_of(line: str, kind: str) -> str:
     return " ".join(sorted(w for w in words if not w.isdigit() and len(w) > 1))
 
 
+def _one_value(new: FactDraft | StandingFact, old: FactDraft | StandingFact) -> bool:
+    """Both of a kind a slot holds one of, and both amounts of money or neither (a flat's budget is not its
+    landlord's phone number)."""
+    return new.kind in ONE_VALUE and ("money" in stated_types(new.text)) == ("money" in stated_types(old.text))
+
+
 def supersedes(new: FactDraft | StandingFact, old: FactDraft | StandingFact) -> bool:
     """Whether a newer fact replaces an older one: the same speaker's, filling the same slot (a third of the
     shorter slot's words shared, at least one), and either the newer says that something changed ("actually",
     "moved", "now") with both of one kind, or their slots are nearly one (half their words shared), or it says
     so in words that say nothing else ("changed", "moved", "rebooked": a lesson stated with a daughter and
-    moved with its teacher is changed whatever the kind). Two allergies, two friends or two classes share no
+    moved with its teacher is changed whatever the kind), or both are of a kind a slot holds one of (``ONE_VALUE``:
+    a budget for the laptop, the code of the front door). Two allergies, two friends or two classes share no
     slot word, so both stand."""
     if new.text == old.text or new.speaker != old.speaker:
         return False
@@ -338,7 +348,8 @@ def supersedes(new: FactDraft | StandingFact, old: FactDraft | StandingFact) -> 
     if not shared or shared / min(len(a), len(b)) < 1 / 3:
         return False
     if new.kind == old.kind:
-        return bool(CHANGE_CUE.search(new.text)) or shared / len(a | b) >= 0.5
+        return (_one_value(new, old) or bool(CHANGE_CUE.search(new.text))
+                or shared / len(a | b) >= 0.5)
     return bool(_CHANGED.search(new.text))
 
 

@@ -214,6 +214,22 @@ def overview_text(facts: FactContext) -> str:
     return "\n".join(lines)
 
 
+def _spaced_after(sink: TextCallback) -> TextCallback:
+    """``sink``, given a space before the first text when that text does not begin with one: an answer that goes
+    on after a quoted fact reads 'You told me: "..." Noted.', not '..."Noted.'."""
+    started = False
+
+    def feed(text: str) -> None:
+        nonlocal started
+        if not started and text:
+            started = True
+            if not text[0].isspace():
+                text = " " + text
+        sink(text)
+
+    return feed
+
+
 def kept_parts(backend: ChatBackend, layout: str, notes: str, question: str, recent: Sequence[Message],
                prompt: Sequence[int]) -> tuple[int, ...]:
     """The prefixes of a focused answer ``prompt`` worth keeping on the side context (``keep`` of
@@ -425,7 +441,7 @@ class Runtime:
         trace.timings_ms["recall_fetch"] += _ms(start)
         keep = kept_parts(backend, layout, notes, question, recent, answer_prompt)
         gen, text = self._generate_answer(backend, prompt, s.max_answer_tokens, on_text, s, lead=lead, keep=keep,
-                                          trace=trace)
+                                          trace=trace, apart=True)
         trace.timings_ms["injection_prefill"] += gen.prefill_ms
         trace.timings_ms["answer_decode"] += gen.decode_ms
         trace.add_tokens(gen.evaluated, gen.reused, len(gen.tokens), gen.prompt_tokens, kind="answer")
@@ -619,7 +635,8 @@ class Runtime:
 
     def _generate_answer(self, backend: ChatBackend, prompt: Sequence[int], max_tokens: int,
                          on_text: TextCallback | None, s: RecallSettings, lead: str = "",
-                         constraint: OneOf | None = None, keep: Sequence[int] = (), trace: Trace | None = None):
+                         constraint: OneOf | None = None, keep: Sequence[int] = (), trace: Trace | None = None,
+                         apart: bool = False):
         """Generate under the repetition guard; the answer text is what the guard keeps. An answer that is word
         for word one of the conversation's last replies (``self.earlier``) was held back whole: it is generated
         once more with a penalty on repeated tokens, and the trace says so (``repeated``)."""
@@ -628,25 +645,28 @@ class Runtime:
             options["constraint"] = constraint
         if keep:
             options["keep"] = tuple(keep)
-        gen, guard = self._guarded(backend, prompt, max_tokens, on_text, lead, options)
+        gen, guard = self._guarded(backend, prompt, max_tokens, on_text, lead, options, apart)
         if guard.repeats_earlier:
             if trace is not None:  # the first generation's cost counts too
                 trace.add_tokens(gen.evaluated, gen.reused, len(gen.tokens), gen.prompt_tokens, kind="answer")
                 trace.timings_ms["answer_decode"] += gen.prefill_ms + gen.decode_ms
             options["repeat_penalty"] = max(RETRY_PENALTY, s.repeat_penalty)
-            gen, guard = self._guarded(backend, prompt, max_tokens, on_text, lead, options)
+            gen, guard = self._guarded(backend, prompt, max_tokens, on_text, lead, options, apart)
             if trace is not None:
                 trace.repeated = "sent again" if guard.repeats_earlier else "regenerated"
         guard.flush()
         return gen, guard.text.strip()
 
     def _guarded(self, backend: ChatBackend, prompt: Sequence[int], max_tokens: int, on_text: TextCallback | None,
-                 lead: str, options: dict):
+                 lead: str, options: dict, apart: bool = False):
         """One generation under a ``RepetitionGuard`` that knows the conversation's last replies."""
         guard = RepetitionGuard(on_text, self.earlier)
+        feed: TextCallback = guard
         if lead:
             guard(lead)
-        return backend.generate(prompt, max_tokens=max(1, max_tokens), on_text=guard, **options), guard
+            if apart:  # a quoted fact: what the model goes on with is a sentence of its own
+                feed = _spaced_after(guard)
+        return backend.generate(prompt, max_tokens=max(1, max_tokens), on_text=feed, **options), guard
 
     def _continue(self, prompt, decided_tokens, answer_start, trace, on_text, s, prefill_stage) -> None:
         """Generate the answer on the chat context, continuing after what the decision step already produced."""

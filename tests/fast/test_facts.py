@@ -99,6 +99,15 @@ def test_a_changed_value_supersedes_and_two_allergies_both_stand():
     assert supersedes(new, old) and not supersedes(old, old)
 
 
+def test_a_newer_budget_replaces_the_older_unannounced_but_not_a_number_of_another_form():
+    old, new = fact_of("Laptop shopping: hard limit $800."), fact_of(
+        "After talking it over with my partner, $1,700 is the most I'll spend on a laptop.")
+    assert old.kind == new.kind == "budget" and supersedes(new, old)
+    flat, landlord = fact_of("Flat hunting: max $1,250 a month."), fact_of(
+        "The flat belongs to Yuki Petrov, phone 555-0277.")
+    assert not supersedes(landlord, flat)
+
+
 # -- the store keeps them ----------------------------------------------------------------------------------
 def add(chat, *texts):
     for t in texts:
@@ -223,6 +232,14 @@ def test_a_fact_that_bears_on_the_question_is_answered_from_with_its_lead(fake_p
     (call,) = lp.backend.calls
     assert call.grammar is None and "From earlier in this conversation:\n" in call.text
     assert "I'm seriously allergic to sesame." in call.text.split("From earlier in this conversation:\n", 1)[1]
+
+
+def test_what_the_model_adds_after_the_quoted_fact_is_a_sentence_of_its_own(fake_pager):
+    lp, chat = open_facts_chat(fake_pager, ["Skip the sesame snacks."])
+    streamed = []
+    result = chat.ask("I'm packing snacks for a flight. Anything I should stay away from?", on_text=streamed.append)
+    assert result.answer == 'You told me: "I\'m seriously allergic to sesame." Skip the sesame snacks.'
+    assert "".join(streamed) == result.answer
 
 
 def test_a_fact_answer_s_trace_names_the_older_values_its_fact_replaced(fake_pager):
