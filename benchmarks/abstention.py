@@ -172,6 +172,7 @@ def main() -> None:
     print(f"[{len(cases)} questions ranked in {time.perf_counter() - started:.0f} s]", file=sys.stderr)
     model = fit(cases, args.false_rate)
     table = {"all": rates(cases, model, False), "paged in": rates(cases, model, True),
+             "shipped": rates(cases, DEFAULT_ANSWER_MODEL, False),
              "shipped, paged in": rates(cases, DEFAULT_ANSWER_MODEL, True)}
     print('## "Not remembered": share of each kind of question\n')
     print("| set/kind | n | fitted now | paged in (n) | fitted now, paged in | shipped, paged in |\n|---|---:|---:|---:|---:|---:|")

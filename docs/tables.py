@@ -44,7 +44,7 @@ MARKER = re.compile(r"(<!-- table:(?P<kind>[a-z0-9-]+)(?P<args>[^>]*?)-->\n)(?P<
 DETAIL_KEYS = {"eval": ("results",), "bench": ("turns",), "server-load": ("requests_detail",),
                "mcp-recall": ("heldout_rows",)}
 KINDS = ("eval", "bench", "faults", "recall-gate", "bookmark-coverage", "threads", "server-load", "mcp-recall",
-         "replicas", "embed-speed", "scale")
+         "replicas", "embed-speed", "scale", "standing-facts", "abstention")
 
 
 # -- data ----------------------------------------------------------------------------------------------
@@ -319,6 +319,58 @@ def scale(datas: list[dict]) -> str:
                   "answer p50 / p95 ms", "new process's first answer ms", "page selection"], rows, right_from=0) + note
 
 
+def eval_memory(datas: list[dict]) -> str:
+    """The long-term layer's figures of eval runs: fact probes by style, the newest value, general questions,
+    and questions about things never said or forgotten."""
+    rows = []
+    for d in datas:
+        r = d["result"]
+        style = r.get("by_style") or {}
+        lat = r.get("latency_ms") or {}
+        never, gone = r.get("abstention_never_said"), r.get("abstention_forgotten")
+        rows.append([d["label"], r.get("probes"), frac(r.get("e2e_accuracy")),
+                     frac((style.get("explicit") or {}).get("e2e_accuracy")),
+                     frac((style.get("implicit") or {}).get("e2e_accuracy")), frac(r.get("standing_fact_recall")),
+                     frac(r.get("latest_value_rate")), frac(r.get("general_recall_rate")),
+                     frac(r.get("general_contamination")), f"{frac(never)} / {frac(gone)}",
+                     frac(r.get("unknown_answered_with_a_value")), frac(r.get("false_abstention_rate")),
+                     f"{ms(lat.get('p50'))} / {ms(lat.get('p95'))}"])
+    return table(["run", "fact probes", "e2e", "asked (explicit)", "implied (implicit)", "its fact in the prompt",
+                  "latest value", "general questions paged in", "general answers with a planted value",
+                  "\"not remembered\": never said / forgotten", "unknown answered with a value",
+                  "fact probes answered \"not remembered\"", "p50 / p95 ms"], rows)
+
+
+def standing_facts_extraction(datas: list[dict]) -> str:
+    (d,) = datas
+    ex = d["result"]["extraction"]
+    rows = [[name.replace("statements_", "statements, "), section, frac(r["recall"]), frac(r["precision"]),
+             frac(r["kind"]), "–"]
+            for name in ("statements_dev", "statements_heldout") for section, r in ex[name].items()]
+    rows += [[f"generated, {split}", "chat", f"{frac(r['found'])} of {r['planted']}", "–", "–",
+              f"{frac(r['superseded'])} of {r['corrections']}"] for split, r in ex["generated"].items()]
+    return table(["set", "speakers", "facts found (recall)", "precision", "right kind", "corrections that replace"],
+                 rows, right_from=2)
+
+
+def standing_facts_model(datas: list[dict]) -> str:
+    (d,) = datas
+    shipped = d["result"]["fact_model"]["shipped"]
+    rows = [[key, v["n"], frac(v["rate"])] for key, v in shipped.items()]
+    return table(["data / split / questions", "n", "given its fact (fact questions) or any fact (the others)"], rows)
+
+
+def abstention(datas: list[dict]) -> str:
+    """The shipped floor: the share of each kind of question answered "not remembered", over all of them and over
+    those the recall gate pages in (where the floor is consulted)."""
+    (d,) = datas
+    rates = d["result"]["rates"]
+    paged = rates["shipped, paged in"]
+    rows = [[key, v["n"], frac(v["not_remembered"]), (paged.get(key) or {}).get("n", "–"),
+             frac((paged.get(key) or {}).get("not_remembered"))] for key, v in rates["shipped"].items()]
+    return table(["data / split / questions", "n", "\"not remembered\" (the floor asked on every one)", "paged in",
+                  "\"not remembered\" of those paged in"], rows)
+
 RENDERERS = {
     "eval-summary": ("eval", eval_summary), "eval-by-type": ("eval", eval_by_type),
     "bench-latency": ("bench", bench_latency), "bench-figures": ("bench", bench_figures),
@@ -327,7 +379,9 @@ RENDERERS = {
     "bookmark-coverage": ("bookmark-coverage", bookmark_coverage), "threads": ("threads", threads),
     "server-load": ("server-load", server_load), "mcp-recall": ("mcp-recall", mcp_recall),
     "replicas": ("replicas", replicas), "embed-speed": ("embed-speed", embed_speed),
-    "scale": ("scale", scale),
+    "scale": ("scale", scale), "eval-memory": ("eval", eval_memory),
+    "standing-facts-extraction": ("standing-facts", standing_facts_extraction),
+    "standing-facts-model": ("standing-facts", standing_facts_model), "abstention": ("abstention", abstention),
 }
 
 
