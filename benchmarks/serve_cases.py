@@ -190,8 +190,9 @@ def mcp_token(folder: Path, log) -> dict:
     for arguments in ({"match": SECRET}, None, None):
         server = Mcp(store)
         try:
-            confirming = {"match": SECRET, "confirm": outcomes[0].get("confirm_token")}
-            outcomes.append(server.forget(**(arguments or confirming)))
+            if arguments is None:  # the second and third: the token the first one's preview returned
+                arguments = {"match": SECRET, "confirm": outcomes[0].get("confirm_token")}
+            outcomes.append(server.forget(**arguments))
         finally:
             server.close()
     preview, confirmed, replayed = outcomes
