@@ -94,6 +94,13 @@ def test_every_table_kind_renders_its_format():
                         "chosen": "before", "cores": 2, "free_cores": 1, "load_average": 1.6},
         "scale": {"machine": {"load_before": 1.7}, "lengths": {"1000": {"ingest_s": 3.5, "ingest_turns_per_s": 287.0,
                                                                        "peak_rss_mb": 512.0, "rank_ms_p50": 18.2}}},
+        "standing-facts": {"extraction": {"statements_dev": {"chat": {"recall": 0.9, "precision": 0.99, "kind": 0.86}},
+                                          "statements_heldout": {"chat": {"recall": 0.65, "precision": 0.96, "kind": 0.85}},
+                                          "generated": {"dev": {"found": 0.94, "planted": 175, "superseded": 0.46,
+                                                                "corrections": 33}}},
+                           "fact_model": {"shipped": {"generated/dev/implicit": {"n": 142, "rate": 0.52}}}},
+        "abstention": {"rates": {"shipped": {"generated/dev/absent": {"n": 80, "not_remembered": 0.31}},
+                                 "shipped, paged in": {"generated/dev/absent": {"n": 51, "not_remembered": 0.2}}}},
     }
     for kind, (want, renderer) in t.RENDERERS.items():
         if want == "eval":
