@@ -58,7 +58,7 @@ def ingest(ctx, file, fmt, boundary, eviction, keywords, worth, bookmark_format,
         lp = open_pager(ctx, model)
         bars = Bars(disabled=as_json)
         try:
-            report = lp.ingest(file, fmt, config, replace=replace, on_turns=bars.stage("ingest"))
+            report = lp.ingest(file, fmt, config, replace=replace, on_turns=bars.stage("ingest"), embed=embed)
             for conv_id in report.ids if embed else ():
                 lp.conversation(conv_id).prepare(progress=bars.stage("embed"))
         finally:

@@ -158,13 +158,15 @@ class LocalPager:
         return self.store.list_conversations()
 
     def ingest(self, path: str | os.PathLike, format: str = FileFormat.AUTO, config: PagingConfig | None = None,
-               replace: bool = False, progress=None, on_turns=None) -> IngestReport:
+               replace: bool = False, progress=None, on_turns=None, embed: bool = False) -> IngestReport:
         """Read a conversation file and store every conversation in it, each in one transaction.
 
         The file is validated whole first; an id already in the store is an error unless ``replace``.
         ``progress`` wraps the conversations (e.g. ``tqdm``); ``on_turns(paged, total)`` is called as turns
-        are paged (every 500 and at each conversation's end), for a bar over one long conversation."""
-        return ingest(self.held, path, format, config, replace, progress, on_turns)
+        are paged (every 500 and at each conversation's end), for a bar over one long conversation. ``embed``:
+        the caller ``prepare``s the conversations next; their evicted turns are embedded meanwhile (in a helper
+        process, while the rest are paged)."""
+        return ingest(self.held, path, format, config, replace, progress, on_turns, embed)
 
     def conversation(self, conv_id: str, create: bool = False, config: PagingConfig | None = None, *,
                      warm: bool = False) -> Conversation:

@@ -5,17 +5,27 @@ The default model (all-MiniLM-L6-v2) and other BERT encoders with mean pooling r
 Any other model runs in ``sentence_transformers``, imported on first use, never at start-up. Offline without touching the process's environment: the path must be a model directory
 (``modelpaths.embedder_path`` checks it before anything loads) and the model loads with
 ``local_files_only=True``, so a wrong path fails instead of reaching for the network.
+
+Texts known to be needed soon (an import's evicted turns, ``encode_ahead``) are encoded meanwhile in a helper
+process, so that encoding overlaps the pure-Python work beside it (paging, store writes, BM25). Not on a thread:
+an encoder thread beside a busy Python thread waits for the interpreter lock after each of its many short numpy
+calls, and ran at 16 turns/s instead of 55 (issue 34).
 """
 
 from __future__ import annotations
 
+import atexit
+import logging
 import os
 import threading
+from concurrent.futures import Future
 from functools import lru_cache
 
 import numpy as np
 
 from ..backends.modelpaths import embedder_path
+
+log = logging.getLogger("localpager")
 
 
 class Embedder:
@@ -33,6 +43,7 @@ class Embedder:
         self._warming = False
         self._lock = threading.Lock()
         self._cache: dict[str, np.ndarray] = {}
+        self._ahead: _Ahead | None = None  # texts handed to the helper process, not yet taken (``encode_ahead``)
 
     def _load(self):
         if self._model is None:
@@ -101,18 +112,86 @@ class Embedder:
         depend on the batching beyond float rounding (1e-7)."""
         with self._lock:
             model = self._load()
-            missing = list(dict.fromkeys(t for t in texts if t not in self._cache))
-            if missing:
-                vectors = model.encode(missing, batch_size=batch_size, threads=self._threads())
-                if len(self._cache) > 50_000:
-                    self._cache.clear()
-                self._cache.update(zip(missing, vectors.astype(np.float32)))
             if not texts:
                 return np.zeros((0, self.dim), dtype=np.float32)
-            return np.stack([self._cache[t] for t in texts])
+            wanted = list(dict.fromkeys(texts))
+            found = {t: self._cache[t] for t in wanted if t in self._cache}
+            missing = [t for t in wanted if t not in found]
+            if missing and self._ahead is not None:
+                found.update(self._take_ahead(missing))
+                missing = [t for t in missing if t not in found]
+            if missing:
+                vectors = model.encode(missing, batch_size=batch_size, threads=self._threads())
+                computed = dict(zip(missing, vectors.astype(np.float32)))
+                found.update(computed)
+                self._remember(computed)
+            return np.stack([found[t] for t in texts])
+
+    def _remember(self, vectors: dict[str, np.ndarray]) -> None:
+        """Keep ``vectors`` in the cache (emptied first when it would pass 50,000 texts)."""
+        if len(self._cache) + len(vectors) > 50_000:
+            self._cache.clear()
+        self._cache.update(vectors)
 
     def encode_one(self, text: str) -> np.ndarray:
         return self.encode([text])[0]
+
+    # -- texts encoded ahead, in a helper process -------------------------------------------------
+    AHEAD_MIN = 512  # fewer texts are not worth starting a process for (about a second, numpy and the model)
+    AHEAD_MAX = 50_000  # texts waiting to be taken at most (each vector 1.5 KB); past it texts are left to encode()
+
+    def encode_ahead(self, texts: list[str]) -> int:
+        """Start encoding ``texts`` in a helper process, so that a later ``encode`` of them finds them done (it
+        waits for those still running): for texts certain to be asked for soon, while this process does other
+        work (an import pages its next conversation). Returns how many were handed over: none for a model that
+        runs in sentence-transformers, for texts already cached or handed, for fewer than ``AHEAD_MIN`` texts
+        when no helper runs yet, or if the helper cannot start (then ``encode`` does the work, as always).
+
+        The helper runs the same numpy encoder, so the vectors are the same as ``encode``'s to float rounding;
+        it takes the cores other work leaves free (``threads`` if given), chunk by chunk. It ends when every
+        text handed over was taken, at ``end_ahead``, or when the process exits."""
+        from .bert import supports
+
+        with self._lock:
+            ahead = self._ahead
+            taken = set(ahead.pending) if ahead is not None else set()
+            fresh = [t for t in dict.fromkeys(texts) if t not in self._cache and t not in taken]
+            room = self.AHEAD_MAX - len(taken)
+            fresh = fresh[:max(0, room)]
+            if not fresh or (ahead is None and len(fresh) < self.AHEAD_MIN) or not supports(self.path):
+                return 0
+            if ahead is None:
+                try:
+                    ahead = self._ahead = _Ahead(self.path, self.threads)
+                except Exception as exc:  # noqa: BLE001 - no helper (a platform without processes): encode() does it
+                    log.debug("no helper process to embed ahead: %s", exc)
+                    return 0
+            return ahead.submit(fresh)
+
+    def end_ahead(self) -> None:
+        """Stop the helper process and forget what it had not handed back (``encode`` computes it if asked)."""
+        with self._lock:
+            ahead, self._ahead = self._ahead, None
+        if ahead is not None:
+            ahead.close()
+
+    def _take_ahead(self, wanted: list[str]) -> dict[str, np.ndarray]:
+        """The vectors of ``wanted`` that were handed ahead, waiting for those still being encoded (under
+        ``_lock``), kept in the cache too; the helper ends once every text handed over was taken. A helper that
+        failed is ended, with one warning, and its texts are left to ``encode``."""
+        ahead = self._ahead
+        try:
+            vectors = ahead.take(wanted)
+        except Exception as exc:  # noqa: BLE001 - a helper that died: the caller encodes the texts itself
+            log.warning("embedding ahead failed (%s); embedding here instead", exc)
+            self._ahead = None
+            ahead.close()
+            return {}
+        self._remember(vectors)
+        if not ahead.pending:
+            self._ahead = None
+            ahead.close()
+        return vectors
 
     def _threads(self) -> int:
         if self.threads:
@@ -120,6 +199,99 @@ class Embedder:
         from ..backends.cores import free_cores
 
         return free_cores()
+
+
+AHEAD_CHUNK = 256  # texts a helper's task encodes: the first vectors come back early, threads chosen per chunk
+
+_helper_encoder = None  # the helper process's own encoder
+
+
+def _helper_start(path: str) -> None:
+    global _helper_encoder
+    from .bert import NumpyBertEncoder
+
+    _helper_encoder = NumpyBertEncoder(path)
+
+
+def _helper_encode(texts: list[str], threads: int | None) -> np.ndarray:
+    """A helper's task: ``texts`` encoded on ``threads`` threads, or the cores other work leaves free now (the
+    process handing them over counts as other work while it pages)."""
+    if not threads:
+        from ..backends.cores import free_cores
+
+        threads = free_cores()
+    return _helper_encoder.encode(texts, threads=threads).astype(np.float32, copy=False)
+
+
+class _Ahead:
+    """One helper process encoding texts in the order they are handed over, a chunk a task, and the vectors it
+    returned that were not taken yet."""
+
+    def __init__(self, path, threads: int | None, pool=None):
+        """``pool``: an executor whose workers have run ``_helper_start`` (a test's threads); by default one
+        process, spawned (a fork would copy this process's threads, locks and chat model)."""
+        if pool is None:
+            import multiprocessing
+            from concurrent.futures import ProcessPoolExecutor
+
+            pool = ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn"),
+                                       initializer=_helper_start, initargs=(str(path),))
+        self.pool = pool
+        self.threads = threads
+        self.pending: dict[str, tuple[Future, int]] = {}  # text -> (its chunk's task, its row there)
+        _OPEN.add(self)
+        _hook_exit()
+
+    def submit(self, texts: list[str]) -> int:
+        for start in range(0, len(texts), AHEAD_CHUNK):
+            chunk = texts[start:start + AHEAD_CHUNK]
+            future = self.pool.submit(_helper_encode, chunk, self.threads)
+            self.pending.update((t, (future, row)) for row, t in enumerate(chunk))
+        return len(texts)
+
+    def take(self, wanted: list[str]) -> dict[str, np.ndarray]:
+        """The vectors of ``wanted`` that were handed over (waiting for their tasks), removed from ``pending``."""
+        out = {}
+        for text in wanted:
+            entry = self.pending.get(text)
+            if entry is not None:
+                out[text] = entry[0].result()[entry[1]]
+        for text in out:
+            del self.pending[text]
+        return out
+
+    def close(self) -> None:
+        """Cancel what has not started and end the helper without waiting for a task under way."""
+        _OPEN.discard(self)
+        self.pending.clear()
+        processes = list((getattr(self.pool, "_processes", None) or {}).values())
+        self.pool.shutdown(wait=False, cancel_futures=True)
+        for process in processes:
+            if process.is_alive():
+                process.terminate()
+
+
+_OPEN: set[_Ahead] = set()
+_HOOKED = False
+
+
+def _close_helpers() -> None:
+    for ahead in list(_OPEN):
+        ahead.close()
+
+
+def _hook_exit() -> None:
+    """End the helpers when the process exits, before ``concurrent.futures`` waits at exit for every task queued
+    (minutes of encoding nobody will take): its hook runs at the threads' shutdown, before ``atexit``'s, last
+    registered first, so this one is registered there too, after it (when ``ProcessPoolExecutor`` is imported)."""
+    global _HOOKED
+    if not _HOOKED:
+        _HOOKED = True
+        register = getattr(threading, "_register_atexit", None)
+        try:
+            register(_close_helpers) if register is not None else atexit.register(_close_helpers)
+        except RuntimeError:  # already shutting down
+            pass
 
 
 class _SentenceTransformersEncoder:
