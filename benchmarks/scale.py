@@ -20,7 +20,14 @@ kind has (``FactKind.asks``); ``peak_rss_mb`` is that process's peak:
   earlier new process, not timed, so that the files saved beside the store exist: FAISS, BM25), wall time;
   ``cold_peak_rss_mb`` its own peak.
 
-    .venv/bin/python benchmarks/scale.py [--turns 1000,10000,100000 | --quick] [--json results/scale.json]
+The generated conversation's filler repeats (613 distinct texts in 100,000 turns), so its ingest rate is mostly
+the embedder's cache at work. ``real_text`` beside it is the same ingest and embedding of distinct text of real
+length: LoCoMo's 5,882 turns (31.5 tokens on average) in order, cycled to the length with new turn indices,
+each pass after the first with its number appended to every turn (" (2)"), so that no text repeats; its
+``ingest_turns_per_s`` is what importing a real history costs (``--no-real-text`` skips it).
+
+    .venv/bin/python benchmarks/scale.py [--turns 1000,10000,100000 | --quick] [--no-real-text]
+        [--json results/scale.json]
 
 The plot (latency against length, log scale) is written beside the JSON (``.png``; the ``eval`` extra).
 """
@@ -109,22 +116,47 @@ def _bar(total: int, desc: str):
     return tqdm(total=total, desc=desc, unit="turn", file=sys.stderr, mininterval=2.0)
 
 
-def ingest_worker(turns: int, workdir: Path, model: str | None) -> dict:
+LOCOMO = Path(__file__).resolve().parent.parent.parent / "shared" / "data" / "locomo" / "locomo10.json"
+
+
+def real_text_conversation(turns: int, conv_id: str = "scale"):
+    """``turns`` turns of distinct real text: LoCoMo's turns in order, cycled, every pass after the first with its
+    number appended (no text repeats), speakers kept, roles alternating by speaker, no times."""
+    from localpager.core.records import Transcript, Turn
+
+    data = json.loads(LOCOMO.read_text())
+    source = [(t["speaker"], t["text"]) for c in data for k, v in sorted(c["conversation"].items())
+              if k.startswith("session_") and isinstance(v, list) for t in v]
+    out = []
+    for i in range(turns):
+        speaker, text = source[i % len(source)]
+        cycle = i // len(source)
+        role = "user" if i % 2 == 0 else "assistant"
+        out.append(Turn(role, f"{text} ({cycle + 1})" if cycle else text, i, speaker=speaker))
+    return Transcript(conv_id, out)
+
+
+def ingest_worker(turns: int, workdir: Path, model: str | None, text: str = "filler") -> dict:
     """Generate one length, ingest it into a fresh store and embed it, in this process; the questions are
-    written beside the store for the answering process."""
+    written beside the store for the answering process. ``text``: ``filler`` (the generated conversation) or
+    ``real`` (``real_text_conversation``: nothing asked of it)."""
     from localpager import LocalPager
     from localpager.lab.synthetic import generate_conversation
     from localpager.store.loaders import dump_jsonl
 
-    conv = generate_conversation(SEED, n_turns=turns, general=0, conv_id="scale")
-    (workdir / f"scale-{turns}.questions.json").write_text(json.dumps([asdict(q) for q in questions_for(conv)]))
+    if text == "real":
+        conv = real_text_conversation(turns)
+        source, store = workdir / f"scale-real-{turns}.jsonl", workdir / f"scale-real-{turns}.db"
+    else:
+        conv = generate_conversation(SEED, n_turns=turns, general=0, conv_id="scale")
+        (workdir / f"scale-{turns}.questions.json").write_text(json.dumps([asdict(q) for q in questions_for(conv)]))
+        source, store = workdir / f"scale-{turns}.jsonl", workdir / f"scale-{turns}.db"
     distinct = len({t.text for t in conv.turns})
-    source, store = workdir / f"scale-{turns}.jsonl", workdir / f"scale-{turns}.db"
     dump_jsonl([conv], source)
     del conv
     lp = LocalPager(store, model=model)
     start = time.perf_counter()
-    report = lp.ingest(source)
+    report = lp.ingest(source, embed=True)
     ingest_store_s = time.perf_counter() - start
     chat = lp.conversation("scale")
     bar = _bar(sum(len(p.turn_range) for p in chat.pager.evicted), f"embed {turns}")
@@ -136,7 +168,8 @@ def ingest_worker(turns: int, workdir: Path, model: str | None) -> dict:
     return {"ingest_s": round(ingest_store_s + embed_s, 2), "ingest_store_s": round(ingest_store_s, 2),
             "embed_s": round(embed_s, 2), "ingest_turns_per_s": round(turns / (ingest_store_s + embed_s), 1),
             "pages": report.pages, "evicted": report.evicted, "vectors": vectors,
-            "extra": {"ingest_peak_rss_mb": _peak_rss_mb(), "distinct_texts": distinct}}
+            "extra": {"ingest_peak_rss_mb": _peak_rss_mb(), "distinct_texts": distinct,
+                      "load_average": round(os.getloadavg()[0], 2)}}
 
 
 def ask_worker(turns: int, workdir: Path, model: str | None) -> dict:
@@ -210,18 +243,27 @@ def cold_answer(store: Path, question: str, model: str | None) -> tuple[float, f
     return round(wall, 1), round(wall - total, 1), round(rss, 1)
 
 
-def run_length(turns: int, workdir: Path, model: str | None) -> LengthResult:
+def _work(stage: str, turns: int, workdir: Path, model: str | None) -> dict:
+    cmd = [sys.executable, __file__, "--worker", stage, "--worker-turns", str(turns), "--workdir", str(workdir),
+           *(["--model", model] if model else [])]
+    done = subprocess.run(cmd, stdout=subprocess.PIPE, text=True, check=True)
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def run_length(turns: int, workdir: Path, model: str | None, real_text: bool = True) -> LengthResult:
     """One length: an ingesting process, an answering process, then two new processes asking on its store
-    (the second timed)."""
+    (the second timed); with ``real_text``, then a process ingesting as many turns of distinct real text
+    (``extra.real_text``)."""
     result = LengthResult(turns)
     for stage in ("ingest", "ask"):
-        cmd = [sys.executable, __file__, "--worker", stage, "--worker-turns", str(turns), "--workdir", str(workdir),
-               *(["--model", model] if model else [])]
-        done = subprocess.run(cmd, stdout=subprocess.PIPE, text=True, check=True)
-        part = json.loads(done.stdout.strip().splitlines()[-1])
+        part = _work(stage, turns, workdir, model)
         result.extra.update(part.pop("extra"))
         for key, value in part.items():
             setattr(result, key, value)
+    if real_text:
+        part = _work("ingest-real", turns, workdir, model)
+        result.extra["real_text"] = {k: part[k] for k in ("ingest_s", "ingest_store_s", "embed_s",
+                                                          "ingest_turns_per_s", "evicted", "vectors")} | part["extra"]
     questions = json.loads((workdir / f"scale-{turns}.questions.json").read_text())
     store = workdir / f"scale-{turns}.db"
     cold_answer(store, questions[1]["text"], model)  # the saved indexes written, the KV state saved: not timed
@@ -259,12 +301,16 @@ def main() -> None:
     parser.add_argument("--json", type=Path, default=None)
     parser.add_argument("--model", default=None)
     parser.add_argument("--workdir", type=Path, default=None)
-    parser.add_argument("--worker", choices=("ingest", "ask"), default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--no-real-text", action="store_true", help="skip the ingest of distinct real text")
+    parser.add_argument("--worker", choices=("ingest", "ingest-real", "ask"), default=None, help=argparse.SUPPRESS)
     parser.add_argument("--worker-turns", type=int, default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker is not None:
-        work = ingest_worker if args.worker == "ingest" else ask_worker
-        print(json.dumps(work(args.worker_turns, args.workdir, args.model)))
+        if args.worker == "ingest-real":
+            print(json.dumps(ingest_worker(args.worker_turns, args.workdir, args.model, text="real")))
+        else:
+            work = ingest_worker if args.worker == "ingest" else ask_worker
+            print(json.dumps(work(args.worker_turns, args.workdir, args.model)))
         return
     lengths = QUICK_LENGTHS if args.quick else tuple(int(n) for n in args.turns.split(","))
     machine = {"cores": os.cpu_count(), "load_before": round(os.getloadavg()[0], 2)}
@@ -273,7 +319,7 @@ def main() -> None:
         workdir = args.workdir or Path(tmp)
         workdir.mkdir(parents=True, exist_ok=True)
         for n in lengths:
-            result = run_length(n, workdir, args.model)
+            result = run_length(n, workdir, args.model, real_text=not args.no_real_text)
             results[str(n)] = {k: v for k, v in asdict(result).items()}
             print(f"{n} turns: " + ", ".join(f"{k} {v}" for k, v in results[str(n)].items() if k != "extra"),
                   file=sys.stderr, flush=True)
