@@ -122,12 +122,13 @@ def main() -> int:
 
         from localpager.retrieval.embedder import Embedder
 
-        texts = list(dict.fromkeys(locomo_texts()))
+        stored = stored_vectors(tmp / "locomo-now.db")
+        texts = list(dict.fromkeys(locomo_texts() + list(stored)))  # stored: with the loader's image captions
         path = embedder_path(None)
         reference_model = SentenceTransformer(str(path), device="cpu", local_files_only=True)
         reference = dict(zip(texts, reference_model.encode(texts, normalize_embeddings=True, convert_to_numpy=True)))
         ours = dict(zip(texts, Embedder(path).encode(texts)))
-        cosine = {"stored_locomo": cosines(reference, stored_vectors(tmp / "locomo-now.db")),
+        cosine = {"stored_locomo": cosines(reference, stored),
                   "every_locomo_turn": cosines(reference, ours)}
 
     def median(rows: list[dict], key: str) -> float:

@@ -44,7 +44,7 @@ MARKER = re.compile(r"(<!-- table:(?P<kind>[a-z0-9-]+)(?P<args>[^>]*?)-->\n)(?P<
 DETAIL_KEYS = {"eval": ("results",), "bench": ("turns",), "server-load": ("requests_detail",),
                "mcp-recall": ("heldout_rows",)}
 KINDS = ("eval", "bench", "faults", "recall-gate", "bookmark-coverage", "threads", "server-load", "mcp-recall",
-         "replicas", "embed-speed", "scale", "standing-facts", "abstention")
+         "replicas", "embed-speed", "ingest-speed", "scale", "standing-facts", "abstention")
 
 
 # -- data ----------------------------------------------------------------------------------------------
@@ -303,20 +303,40 @@ def embed_speed(datas: list[dict]) -> str:
     return table(["configuration", "held-out turns/s", "distinct turns/s", "distinct turns per CPU s"], rows) + note
 
 
+def ingest_speed(datas: list[dict]) -> str:
+    """``benchmarks/ingest_speed.py``: ingest with embedding, before and now, on LoCoMo and generated text, and
+    the stored vectors' cosine to the reference encoder."""
+    (d,) = datas
+    r = d["result"]
+    names = {"locomo": "LoCoMo (real text)", "generated": "generated, held-out phrasings (filler repeats)"}
+    rows = [[names.get(source, source), way, f"{row['turns']:,}", f"{row['turns_per_s']:,.0f}", f"{row['wall_s']:,.0f}",
+             f"{row['paged_s']:,.0f}", f"{row['cpu_s']:,.0f}", f"{row['free_cores']:.0f}", f"{row['load_average']:.1f}"]
+            for source, ways in r.get("ingest", {}).items() for way, row in ways.items()]
+    cosine = r.get("cosine") or {}
+    said = {"stored_locomo": "every vector stored for LoCoMo", "every_locomo_turn": "every LoCoMo turn"}
+    note = "\n\nCosine to sentence-transformers (the reference): " + "; ".join(
+        f"{said.get(k, k)} ({c['n']:,}): min {c['min']:.4f}, mean {c['mean']:.4f}" for k, c in cosine.items()) + "."
+    return table(["text", "way", "turns", "turns/s", "wall s", "of it paging s", "CPU s of the process",
+                  "encoder threads", "load average"], rows, right_from=2) + note
+
+
 def scale(datas: list[dict]) -> str:
     (d,) = datas
     rows = []
     for n, r in sorted(d["result"].get("lengths", {}).items(), key=lambda kv: int(kv[0])):
         extra = r.get("extra") or {}
+        real = extra.get("real_text") or {}
         rows.append([f"{int(n):,}", f"{r.get('ingest_s')} s", f"{r.get('ingest_turns_per_s', 0):,.0f}",
-                     f"{extra.get('distinct_texts', 0):,}", f"{r.get('store_mb')}", f"{r.get('peak_rss_mb'):,.0f}",
-                     f"{r.get('rank_ms_p50')} / {r.get('rank_ms_p95')}",
+                     f"{extra.get('distinct_texts', 0):,}",
+                     f"{real['ingest_turns_per_s']:,.0f}" if real else "–", f"{r.get('store_mb')}",
+                     f"{r.get('peak_rss_mb'):,.0f}", f"{r.get('rank_ms_p50')} / {r.get('rank_ms_p95')}",
                      f"{ms(r.get('answer_ms_p50'))} / {ms(r.get('answer_ms_p95'))}", ms(r.get("cold_first_answer_ms")),
                      f"{frac(r.get('page_selection'))} of {r.get('questions')}"])
     load = (d["result"].get("machine") or {}).get("load_before")
     note = f"\n\nLoad average {load} on 2 cores when it started." if load is not None else ""
-    return table(["turns", "ingest", "turns/s", "distinct texts", "store MB", "peak RSS MB", "rank p50 / p95 ms",
-                  "answer p50 / p95 ms", "new process's first answer ms", "page selection"], rows, right_from=0) + note
+    return table(["turns", "ingest", "turns/s", "distinct texts", "real text turns/s", "store MB", "peak RSS MB",
+                  "rank p50 / p95 ms", "answer p50 / p95 ms", "new process's first answer ms", "page selection"],
+                 rows, right_from=0) + note
 
 
 def eval_memory(datas: list[dict]) -> str:
@@ -379,6 +399,7 @@ RENDERERS = {
     "bookmark-coverage": ("bookmark-coverage", bookmark_coverage), "threads": ("threads", threads),
     "server-load": ("server-load", server_load), "mcp-recall": ("mcp-recall", mcp_recall),
     "replicas": ("replicas", replicas), "embed-speed": ("embed-speed", embed_speed),
+    "ingest-speed": ("ingest-speed", ingest_speed),
     "scale": ("scale", scale), "eval-memory": ("eval", eval_memory),
     "standing-facts-extraction": ("standing-facts", standing_facts_extraction),
     "standing-facts-model": ("standing-facts", standing_facts_model), "abstention": ("abstention", abstention),
