@@ -313,9 +313,9 @@ def ingest_speed(datas: list[dict]) -> str:
              f"{row['paged_s']:,.0f}", f"{row['cpu_s']:,.0f}", f"{row['free_cores']:.0f}", f"{row['load_average']:.1f}"]
             for source, ways in r.get("ingest", {}).items() for way, row in ways.items()]
     cosine = r.get("cosine") or {}
-    said = {"stored_locomo": "every vector stored for LoCoMo", "every_locomo_turn": "every LoCoMo turn"}
+    said = {"stored_locomo": "vectors stored for LoCoMo", "every_locomo_turn": "every LoCoMo turn"}
     note = "\n\nCosine to sentence-transformers (the reference): " + "; ".join(
-        f"{said.get(k, k)} ({c['n']:,}): min {c['min']:.4f}, mean {c['mean']:.4f}" for k, c in cosine.items()) + "."
+        f"{said.get(k, k)} ({c['n']:,} of them): min {c['min']:.4f}, mean {c['mean']:.4f}" for k, c in cosine.items()) + "."
     return table(["text", "way", "turns", "turns/s", "wall s", "of it paging s", "CPU s of the process",
                   "encoder threads", "load average"], rows, right_from=2) + note
 
