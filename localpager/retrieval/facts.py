@@ -115,6 +115,9 @@ DEFAULT_FACT_MODEL = GateModel(
 )
 
 
+REPLACED_SHOWN = 5  # older values a fact answer's trace names: the newest of them
+
+
 class FactRanker:
     """The standing facts of one conversation, scored against a message (their vectors from the embedder,
     which caches them by text)."""
@@ -138,11 +141,15 @@ class FactRanker:
         fact = self.facts[index]
         return FactHit(fact, self.model.probability(features), asdict(features), self.replaced(fact))
 
-    def replaced(self, fact: StandingFact) -> list[StandingFact]:
-        """The older values ``fact`` replaced, newest first (each one's own older values after it)."""
-        chain = []
-        for old in self._replaced.get(fact.fact_id, []):
-            chain += [old, *self.replaced(old)]
+    def replaced(self, fact: StandingFact, limit: int = REPLACED_SHOWN) -> list[StandingFact]:
+        """The older values ``fact`` replaced, newest first (each one's own older values after it), at most
+        ``limit``: a value updated thousands of times has a chain as long, walked without recursion."""
+        chain: list[StandingFact] = []
+        stack = list(reversed(self._replaced.get(fact.fact_id, [])))
+        while stack and len(chain) < limit:
+            old = stack.pop()
+            chain.append(old)
+            stack += reversed(self._replaced.get(old.fact_id, []))
         return chain
 
     def relevant(self, message: str) -> list[FactHit]:

@@ -252,6 +252,18 @@ def test_a_fact_answer_s_trace_names_the_older_values_its_fact_replaced(fake_pag
     assert "number 12" not in lp.backend.calls[0].text  # the old value reaches the model nowhere
 
 
+def test_a_value_replaced_thousands_of_times_names_only_its_latest_older_values():
+    """A chain longer than Python's recursion limit (a process adding turns in a loop made one)."""
+    from localpager.retrieval.facts import REPLACED_SHOWN, FactRanker
+
+    n = 3000
+    facts = [standing(i, f"My locker code is {i}.", superseded_by=i + 1 if i < n else None) for i in range(1, n + 1)]
+    ranker = FactRanker(facts, HashEmbedder().encode)
+    hit = ranker.best("What is my locker code?")
+    assert hit.fact.fact_id == n
+    assert [f.fact_id for f in hit.replaced] == list(range(n - 1, n - 1 - REPLACED_SHOWN, -1))
+
+
 def test_the_prefix_lists_the_facts_and_the_fact_model_can_stay_shut(fake_pager):
     lp, chat = open_facts_chat(fake_pager, ["Boil it for eight minutes."], facts_model=NEVER, mode="never")
     t = chat.ask("How long do I boil an egg?").trace
