@@ -193,17 +193,34 @@ FAULT_ROWS = (
     ("forget_across_processes_runs", "forgets while another process holds the conversation"),
     ("forget_across_processes_leaks", "files holding the secret afterwards (leaks)"),
     ("retry_cases", "requests retried on a real server"), ("duplicate_turns_on_retry", "turns stored twice by a retry"),
+    ("faiss_write_back_runs", "FAISS saves deferred past another process's forget"),
+    ("faiss_write_back_leaks", "FAISS files holding the forgotten vector afterwards (leaks)"),
+    ("damaged_files_cases", "damaged or foreign files beside the store (FAISS, BM25, KV)"),
+    ("damaged_files_crashes", "crashes on them"), ("damaged_files_wrong_results", "wrong results from them"),
+    ("damaged_files_kv_loaded", "damaged KV caches handed to llama.cpp"),
+    ("import_refused", "crafted imports (vectors of another width) refused"),
+    ("import_breaks_others", "other conversations broken by them"),
+    ("history_match_server_match_ms", "839 KB history against 24,000 stored turns: matching it, ms"),
+    ("history_match_ms_782kb", "the same request, answered (refused history), ms"),
+    ("history_match_other_ms", "another conversation's request meanwhile, ms"),
+    ("history_match_other_alone_ms", "that request alone, ms"),
+    ("cors_null_without_key_served", "`--cors-origin null` served without a key"),
+    ("mcp_token_across_processes_erased", "MCP forget previewed in one process, confirmed in another: erased"),
+    ("mcp_token_across_processes_leaks", "files holding its text afterwards (leaks)"),
+    ("mcp_token_replays_accepted", "its token accepted a second time"),
 )
 
 
 def faults(datas: list[dict]) -> str:
     (d,) = datas
     r = d["result"]
-    rows = [[label, f"{r[key]:,}"] for key, label in FAULT_ROWS if key in r]
+    rows = [[label, f"{r[key]:,}"] for key, label in FAULT_ROWS if r.get(key) is not None]
     rows += [[f"1 MB without a space through {path}, ms", ms(v)] for path, v in (r.get("pathological_input_ms") or {}).items()]
     if "pathological_health_slowest_ms" in r:
         rows.append(["slowest `/health` meanwhile, ms", ms(r["pathological_health_slowest_ms"])])
-    return table(["what", "value"], rows)
+    load = r.get("load_average_1min")
+    note = f"\n\nLoad average {load} on 2 cores during the history request." if load is not None else ""
+    return table(["what", "value"], rows) + note
 
 
 def recall_gate(datas: list[dict]) -> str:
