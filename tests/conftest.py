@@ -31,6 +31,20 @@ sys.path.insert(0, str(TESTS))  # `from fakes import ...`, `from helpers import 
 
 from fakes import HashEmbedder, ScriptedBackend  # noqa: E402
 
+# -- pytest-xdist: `make test` and `make test-fast` run `pytest -n auto --dist loadfile --no-loadscope-reorder` --
+# Each worker is a process with its own session fixtures (the models, the PostgreSQL cluster: one per worker, on a
+# free port and a folder of its own) and its own tmp_path root. The workers share the cores: llama.cpp's threads
+# spin while they wait, so a worker whose model took both cores of two while the other worker paused answered about
+# ten times slower once the other resumed (2 threads: 48 tokens in 33-48 s, 1 thread: 4.4 s, on this 2-core VM
+# under load). Each worker's models take the cores divided among the workers (LOCALPAGER_THREADS, inherited by the
+# CLI and server subprocesses); a test that sets its own count keeps it, and tests/fast/test_threads.py tests the
+# default with the variable removed.
+XDIST_WORKER = os.environ.get("PYTEST_XDIST_WORKER")  # "gw0", "gw1"... in a worker; None in a plain run
+if XDIST_WORKER:
+    _cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    _workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+    os.environ.setdefault("LOCALPAGER_THREADS", str(max(1, _cores // max(1, _workers))))
+
 MODEL_FIXTURES = {"backend", "counter"}
 HEAVY_MODULES = ("torch", "sentence_transformers", "transformers")
 REAL_MODELS = ("model", "embedder")  # the markers of tests/model/
@@ -56,6 +70,22 @@ def pytest_collection_modifyitems(config, items):
     if wrong:
         raise pytest.UsageError("tests in the wrong folder (tests/fast: neither real model; tests/model: marked "
                                 "model or embedder):\n" + "\n".join(wrong))
+
+
+@pytest.hookimpl(trylast=True, specname="pytest_collection_modifyitems")
+def pytest_collection_modifyitems_slowest_first(config, items):  # pytest reads only names that begin pytest_
+    """Under pytest-xdist, the modules that take longest come first (each module is one unit of --dist loadfile,
+    handed out in this order): the tests/model modules with a test marked ``slow``, then the other tests/model
+    modules, then tests/fast's many short ones, which even out the workers' ends. A module keeps its tests together
+    and in their order; every worker sorts the same way (xdist checks that their collections agree)."""
+    if not XDIST_WORKER:
+        return
+    rank: dict = {}
+    for item in items:
+        folder = item.path.relative_to(TESTS).parts[0] if TESTS in item.path.parents else ""
+        slow = folder == "model" and item.get_closest_marker("slow") is not None
+        rank[item.path] = min(rank.get(item.path, 2), 0 if slow else 1 if folder == "model" else 2)
+    items.sort(key=lambda item: rank[item.path])
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -135,12 +165,13 @@ def store_kind() -> str:
 
 @pytest.fixture(scope="session")
 def postgres_cluster():
-    """One throwaway PostgreSQL cluster for the session (tests/postgres_cluster.py), with a template database
+    """One throwaway PostgreSQL cluster for the session (for each pytest-xdist worker: tests/postgres_cluster.py,
+    a folder and a free port of its own), with a template database
     already migrated; skips (one line: why) where none can be started. Stopped by its PID at the end."""
     from postgres_cluster import ClusterUnavailable, start_cluster
 
     try:
-        cluster = start_cluster()
+        cluster = start_cluster(prefix=f"localpager-pg-{XDIST_WORKER or 'main'}-")
     except ClusterUnavailable as exc:
         pytest.skip(str(exc))
     try:

@@ -161,6 +161,23 @@ class Served:
     reader: threading.Thread  # reads ``lines`` until the process closes stderr
 
 
+PORT_ATTEMPTS = 3
+
+
+def _port_taken(proc: subprocess.Popen, reader: threading.Thread, lines: list[str]) -> bool:
+    """Whether ``localpager serve`` exited because its port was in use (it binds before it loads anything: it has
+    either said so or begun to start within seconds)."""
+    deadline = time.monotonic() + 30
+    while proc.poll() is None and time.monotonic() < deadline:
+        if any("listening at" in line for line in lines):
+            return False
+        time.sleep(0.05)
+    if proc.poll() is None:
+        return False
+    reader.join(5)
+    return any("is using the port" in line for line in lines)
+
+
 @contextmanager
 def serving(store, *options: str, env: dict[str, str] | None = None, preloaded: bool = True, seconds: float = 180):
     """``localpager serve`` on ``store`` in a subprocess, on a free loopback port, yielded (``Served``) once
@@ -168,13 +185,19 @@ def serving(store, *options: str, env: dict[str, str] | None = None, preloaded: 
     Stopped by its PID: terminated, and killed if it has not left within 60 s."""
     import httpx
 
-    port = free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "localpager.cli", "--store", str(store), "serve", "--port",
-                             str(port), *options], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                            text=True)
-    lines: list[str] = []
-    reader = threading.Thread(target=lambda: lines.extend(proc.stderr), daemon=True)
-    reader.start()
+    for attempt in range(PORT_ATTEMPTS):
+        port = free_port()
+        proc = subprocess.Popen([sys.executable, "-m", "localpager.cli", "--store", str(store), "serve", "--port",
+                                 str(port), *options], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                text=True)
+        lines: list[str] = []
+        reader = threading.Thread(target=lambda: lines.extend(proc.stderr), daemon=True)
+        reader.start()
+        # free_port's port may be taken before the server binds it (by another pytest-xdist worker's server, or any
+        # program's): the server then exits saying so, and another free port is tried
+        if attempt + 1 < PORT_ATTEMPTS and _port_taken(proc, reader, lines):
+            continue
+        break
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + seconds
     try:

@@ -25,6 +25,9 @@ from pathlib import Path
 from helpers import free_port
 
 
+PORT_ATTEMPTS = 3
+
+
 class ClusterUnavailable(RuntimeError):
     """No PostgreSQL server can be started here (one line: why)."""
 
@@ -118,14 +121,25 @@ def start_cluster(prefix: str = "localpager-pg-") -> Cluster:
         as_user = [runuser, "-u", "postgres", "--"]
     folder.chmod(0o700)
     data = folder / "data"
-    port = free_port()
     try:
         subprocess.run([*as_user, initdb, "-D", str(data), "-A", "trust", "-U", "postgres", "-E", "UTF8",
                         "--locale=C", "--no-sync"], check=True, capture_output=True, timeout=120)
-        options = (f"-p {port} -k {folder} -c listen_addresses=127.0.0.1 -c fsync=off -c full_page_writes=off "
-                   "-c synchronous_commit=off -c max_connections=200 -c shared_buffers=32MB")
-        subprocess.run([*as_user, pg_ctl, "-D", str(data), "-o", options, "-l", str(folder / "server.log"),
-                        "-w", "-t", "60", "start"], check=True, capture_output=True, timeout=90)
+        for attempt in range(PORT_ATTEMPTS):
+            # free_port's port may be taken before the server binds it (another pytest-xdist worker's server, any
+            # program's): then the start fails saying so, and another free port is tried
+            port = free_port()
+            options = (f"-p {port} -k {folder} -c listen_addresses=127.0.0.1 -c fsync=off -c full_page_writes=off "
+                       "-c synchronous_commit=off -c max_connections=200 -c shared_buffers=32MB")
+            try:
+                subprocess.run([*as_user, pg_ctl, "-D", str(data), "-o", options, "-l", str(folder / "server.log"),
+                                "-w", "-t", "60", "start"], check=True, capture_output=True, timeout=90)
+                break
+            except subprocess.CalledProcessError:
+                log = folder / "server.log"
+                if attempt + 1 == PORT_ATTEMPTS or "Address already in use" not in (
+                        log.read_text(errors="replace") if log.exists() else ""):
+                    raise
+                log.unlink()
     except (subprocess.CalledProcessError, subprocess.TimeoutExpired, OSError) as exc:
         detail = getattr(exc, "stderr", b"") or b""
         log = folder / "server.log"
