@@ -7,6 +7,7 @@ or inside a function, under ``TYPE_CHECKING`` or not), so the layout stays true 
 from __future__ import annotations
 
 import ast
+import functools
 import subprocess
 import sys
 from pathlib import Path
@@ -64,7 +65,13 @@ def layer(module: str) -> str | None:
 
 
 MODULES = {module_name(p): p for p in sorted(PACKAGE.rglob("*.py"))}
-GRAPH = {name: imports(path) for name, path in MODULES.items()}  # every import, type-only ones included
+
+
+@functools.cache
+def graph() -> dict[str, set[str]]:
+    """Every module's imports, type-only ones included: parsed when a test first needs them (not at collection,
+    which every pytest-xdist worker repeats)."""
+    return {name: imports(path) for name, path in MODULES.items()}
 
 
 def test_every_module_sits_in_a_layer() -> None:
@@ -75,7 +82,7 @@ def test_every_module_sits_in_a_layer() -> None:
 @pytest.mark.parametrize("module", sorted(m for m in MODULES if m != "localpager"))
 def test_no_import_reaches_a_higher_layer(module: str) -> None:
     rank = LAYERS.index(layer(module))
-    upward = sorted(t for t in GRAPH[module] if layer(t) is not None and LAYERS.index(layer(t)) > rank)
+    upward = sorted(t for t in graph()[module] if layer(t) is not None and LAYERS.index(layer(t)) > rank)
     assert not upward, f"{module} ({layer(module)}) imports {upward}"
 
 
@@ -88,8 +95,8 @@ def test_no_import_circle() -> None:
     def visit(module: str) -> None:
         state[module] = 1
         stack.append(module)
-        for target in sorted(GRAPH.get(module, ())):
-            if target not in GRAPH or target == "localpager":
+        for target in sorted(graph().get(module, ())):
+            if target not in graph() or target == "localpager":
                 continue
             if state.get(target) == 1:
                 raise AssertionError("import circle: " + " -> ".join(stack[stack.index(target):] + [target]))
@@ -98,7 +105,7 @@ def test_no_import_circle() -> None:
         stack.pop()
         state[module] = 2
 
-    for module in GRAPH:
+    for module in graph():
         if module not in state and module != "localpager":
             visit(module)
 
