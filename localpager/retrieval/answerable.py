@@ -20,7 +20,7 @@ from typing import Sequence
 from ..core.answer_types import match as type_match
 from ..core.records import Turn
 from ..core.text import content_words
-from .gate import GateModel, _names
+from .gate import GateModel, _names, verdict_dict
 
 ANSWER_FEATURES = ("dense", "lexical", "overlap", "type", "speaker_named", "speaker_other", "gate")
 
@@ -51,8 +51,7 @@ class Answerability:
     features: dict[str, float]
 
     def to_dict(self) -> dict:
-        return {**asdict(self), "probability": round(self.probability, 4),
-                "features": {k: round(v, 4) for k, v in self.features.items()}}
+        return verdict_dict(self)
 
 
 def answer_features(question: str, turn: Turn, dense: float, lexical: float, speakers: Sequence[str],

@@ -169,8 +169,13 @@ class GateDecision:
     features: dict[str, float]
 
     def to_dict(self) -> dict:
-        return {**asdict(self), "probability": round(self.probability, 4),
-                "features": {k: round(v, 4) for k, v in self.features.items()}}
+        return verdict_dict(self)
+
+
+def verdict_dict(verdict) -> dict:
+    """A model's verdict (a dataclass with ``probability`` and ``features``) as a trace records it: rounded."""
+    return {**asdict(verdict), "probability": round(verdict.probability, 4),
+            "features": {k: round(v, 4) for k, v in verdict.features.items()}}
 
 
 # Fitted by benchmarks/recall_gate.py on the tuning and dev sets (generated conversations in the tuning, dev
