@@ -307,7 +307,8 @@ def test_a_pinned_server_serves_its_conversation_only(fake_pager):
 def test_without_the_extra_the_command_says_which_to_install(monkeypatch, tmp_path):
     for name in [m for m in sys.modules if m.split(".")[0] in ("mcp", "mcp_types")] + ["mcp"]:
         monkeypatch.setitem(sys.modules, name, None)  # as if not installed
-    monkeypatch.delitem(sys.modules, "localpager.serving.mcp", raising=False)
+    for name in [m for m in sys.modules if m.split(".")[:3] == ["localpager", "serving", "mcp"]]:
+        monkeypatch.delitem(sys.modules, name)  # the package and its rooms: imported again as if for the first time
     result = CliRunner().invoke(cli, ["mcp", "--store", str(tmp_path / "s.db")])
     assert result.exit_code == 1
     assert result.output.strip() == "Error: localpager mcp needs the mcp extra: pip install 'localpager[mcp]'"

@@ -1,0 +1,127 @@
+"""What the MCP tools return. Each model is also its tool's output schema: the app's model reads its field
+descriptions to know what a value means."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+
+class RecalledTurnOut(BaseModel):
+    page: int = Field(description="the page (a run of turns) the turn is on")
+    turn: int = Field(description="the turn's number in the conversation, from 0")
+    time: str | None = Field(description="when it was said (ISO 8601), if known")
+    dates: list[str] = Field(description="what its relative dates mean ('yesterday' said on 8 May 2023: 7 May 2023)")
+    speaker: str = Field(description="who said it: a name, or 'user' / 'assistant'")
+    role: str = Field(description="'user' or 'assistant'")
+    text: str
+    score: float = Field(description="how well it matches the question (higher is better)")
+    label: str = Field(description="'latest': the newest statement of something that changed; 'changed later' or "
+                                   "'changed': a later turn corrected it; empty otherwise")
+    injected: bool = Field(description="true for the turns localpager's own recall would show its model; false for "
+                                       "the ranking's next best")
+
+
+class RecalledFactOut(BaseModel):
+    fact_id: int = Field(description="the standing fact's number (the `facts` resource lists them all)")
+    turn: int = Field(description="the turn that stated it")
+    text: str = Field(description="what the user said, in their words")
+    probability: float = Field(description="how likely it bears on the question")
+
+
+class RecallOut(BaseModel):
+    conversation: str
+    question: str
+    relevant: bool = Field(description="whether memory bears on the question: false when nothing about it is "
+                                       "remembered")
+    probability: float = Field(description="the recall gate's probability that the question is about something said "
+                                           "before")
+    facts: list[RecalledFactOut] = Field(description="standing facts about the user that bear on the question (an "
+                                                     "allergy, a schedule, a preference), even when it does not ask "
+                                                     "about the past")
+    turns: list[RecalledTurnOut] = Field(description="remembered turns, best first")
+    note: str
+
+
+class SearchHitOut(BaseModel):
+    turn: int
+    page: int
+    score: float
+    text: str
+    role: str
+    speaker: str
+    time: str | None
+    evicted: bool = Field(description="the turn's page is out of localpager's own prompt (kept in the store)")
+    label: str = Field(description="'changed': a later turn corrected it (see superseded_by)")
+    superseded_by: int | None
+
+
+class SearchOut(BaseModel):
+    conversation: str
+    query: str
+    hits: list[SearchHitOut]
+
+
+class BookmarkOut(BaseModel):
+    page: int
+    bookmark: str = Field(description="the page's bookmark: its number and keywords")
+    first_turn: int
+    last_turn: int
+    evicted: bool
+    pinned: bool
+
+
+class BookmarksOut(BaseModel):
+    conversation: str
+    bookmarks: list[BookmarkOut]
+
+
+class ConversationOut(BaseModel):
+    id: str
+    turns: int
+    pages: int
+    evicted: int = Field(description="pages out of localpager's own prompt (kept in the store)")
+
+
+class ConversationsOut(BaseModel):
+    conversations: list[ConversationOut]
+
+
+class RememberOut(BaseModel):
+    conversation: str
+    created: bool = Field(description="the conversation did not exist and was created")
+    turn: int
+    page: int
+    role: str
+    time: str | None
+    note: str
+
+
+class ForgottenTurnOut(BaseModel):
+    turn: int
+    text: str = Field(description="the start of the turn")
+
+
+class ForgetOut(BaseModel):
+    conversation: str
+    status: Literal["nothing", "preview", "confirm", "changed", "forgotten"] = Field(
+        description="nothing: no turn matches; preview: a dry run; confirm: nothing erased yet, call again with "
+                    "confirm set to the token; changed: what the arguments select changed since the token was "
+                    "issued, nothing erased, a new token is given; forgotten: erased")
+    turns: list[ForgottenTurnOut]
+    pages: list[int]
+    confirm_token: str | None = None
+    expires_in_seconds: int | None = None
+    erased: bool = Field(False, description="the text is gone from the store's files too")
+    rewrite_pending: bool = Field(False, description="the files still hold it: another process is reading the store")
+    message: str
+
+
+class CorrectOut(BaseModel):
+    conversation: str
+    corrected_turn: int
+    new_turn: int = Field(description="the correction, appended as a new turn; recall shows it instead of the old one")
+    page: int
+    text: str
+

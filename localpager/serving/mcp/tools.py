@@ -1,0 +1,222 @@
+"""The MCP tools' work, on a ``LocalPager``: what each tool does with memory, apart from the SDK that calls
+it (``server`` wraps each one as a tool), so that it reads and tests as plain Python.
+
+Reading: ``recall`` (the recall gate's verdict, the standing facts that bear on the question and the turns a
+recall would inject), ``search``, ``bookmarks``, ``conversations``. Changing: ``remember`` (a turn appended,
+paged and bookmarked as any turn), ``forget`` (behind a confirmation token) and ``correct`` (newest wins;
+the old turn stays, labelled changed). And what the resources read: bookmarks, pages, standing facts.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+from typing import Annotated, Callable, Literal
+
+from pydantic import BaseModel, Field
+
+from ...core.checks import check_id, did_you_mean
+from ...memory.api import LocalPager
+from ...memory.conversation import Conversation
+from ...store.base import ConversationNotFound
+from .confirmations import CONFIRM_SECONDS, Confirmations
+from .replies import (BookmarkOut, BookmarksOut, ConversationOut, ConversationsOut, CorrectOut, ForgetOut,
+                      ForgottenTurnOut, RecalledFactOut, RecalledTurnOut, RecallOut, RememberOut, SearchHitOut,
+                      SearchOut)
+
+MAX_RECALL_TURNS = 20
+MAX_SEARCH_HITS = 50
+Conv = Annotated[str, Field(min_length=1, description="the conversation's id (conversations() lists them)")]
+
+
+class MemoryTools:
+    """The tools' work on ``lp`` (plain methods: the SDK runs each call on a worker thread; the
+    ``LocalPager`` serialises them). Errors a caller can fix are ``ValueError``/``StoreError``."""
+
+    def __init__(self, lp: LocalPager, pinned: str | None = None, confirmations: Confirmations | None = None):
+        self.lp = lp
+        self.pinned = pinned
+        self.confirmations = confirmations or Confirmations(lp.store)
+
+    def _open(self, conversation: str) -> Conversation:
+        self._check_pinned(conversation)
+        try:
+            return self.lp.conversation(conversation)
+        except ConversationNotFound:
+            close = did_you_mean(conversation, [i.id for i in self.lp.conversations()] if self.pinned is None else [])
+            raise ValueError(f"no conversation {conversation!r} in the store{close}: conversations() lists them; "
+                             "remember creates one") from None
+
+    def _check_pinned(self, conversation: str) -> None:
+        if self.pinned is not None and conversation != self.pinned:
+            raise ValueError(f"this server serves conversation {self.pinned!r} only")
+
+    def by_name(self, read_only: bool = False) -> dict[str, Callable[..., BaseModel]]:
+        """The tools a server offers, by name, in the order it lists them: the reading ones, then (unless
+        ``read_only``) the ones that change memory."""
+        reading = {"recall": self.recall, "search": self.search, "bookmarks": self.bookmarks,
+                   "conversations": self.conversations}
+        if read_only:
+            return reading
+        return {**reading, "remember": self.remember, "forget": self.forget, "correct": self.correct}
+
+    # -- reading -------------------------------------------------------------------------------
+    def recall(
+        self,
+        conversation: Conv,
+        question: Annotated[str, Field(min_length=1, description="the user's question, as they asked it")],
+        max_turns: Annotated[int | None, Field(ge=1, le=MAX_RECALL_TURNS, description=(
+            "at most this many turns (default: the turns localpager's own recall would show, at least one)"))] = None,
+    ) -> RecallOut:
+        conv = self._open(conversation)
+        found = conv.recall(question, max_turns)
+        turns = [RecalledTurnOut(page=t.page_id, turn=t.turn, time=t.time, dates=t.dates,
+                                 speaker=t.speaker or t.role, role=t.role, text=t.text, score=t.score,
+                                 label=t.label, injected=t.injected) for t in found.turns]
+        facts = [RecalledFactOut(fact_id=f["fact_id"], turn=f["turn"], text=f["text"], probability=f["probability"])
+                 for f in found.facts]
+        if not conv.pages:
+            note = "the conversation is empty: nothing is remembered yet"
+        elif facts:
+            note = ("the user told you this about themselves, and it bears on the question: take it into account "
+                    "in the answer")
+        elif found.floor is not None and not found.floor["answer"]:
+            note = ("nothing about this is remembered: it was not mentioned, or it was forgotten; say so rather "
+                    "than guess")
+        elif found.relevant:
+            note = ("memory is relevant: answer from these turns, newest statements first; a turn labelled "
+                    "'changed later' was corrected by a later one")
+        else:
+            note = ("memory is probably not relevant to this question: these are only the nearest turns; answer "
+                    "without them unless one plainly says what was asked")
+        return RecallOut(conversation=conversation, question=question, relevant=found.relevant,
+                         probability=round(found.probability, 4), facts=facts, turns=turns, note=note)
+
+    def search(
+        self,
+        conversation: Conv,
+        query: Annotated[str, Field(min_length=1, description="words to look for (matched by meaning and by word)")],
+        limit: Annotated[int, Field(ge=1, le=MAX_SEARCH_HITS, description="at most this many turns")] = 10,
+    ) -> SearchOut:
+        conv = self._open(conversation)
+        hits = [SearchHitOut(turn=h.turn, page=h.page_id, score=h.score, text=h.text, role=h.role,
+                             speaker=h.speaker or h.role, time=h.time, evicted=h.evicted, label=h.label,
+                             superseded_by=h.superseded_by) for h in conv.search(query, limit)]
+        return SearchOut(conversation=conversation, query=query, hits=hits)
+
+    def bookmarks(self, conversation: Conv) -> BookmarksOut:
+        conv = self._open(conversation)
+        marks = conv.bookmarks()
+        return BookmarksOut(conversation=conversation, bookmarks=[
+            BookmarkOut(page=p.page_id, bookmark=mark, first_turn=p.first_turn, last_turn=p.last_turn,
+                        evicted=p.evicted, pinned=p.pinned) for p, mark in zip(conv.pages, marks)])
+
+    def conversations(self) -> ConversationsOut:
+        infos = [i for i in self.lp.conversations() if self.pinned is None or i.id == self.pinned]
+        return ConversationsOut(conversations=[ConversationOut(id=i.id, turns=i.turns, pages=i.pages,
+                                                               evicted=i.evicted) for i in infos])
+
+    # -- changing ------------------------------------------------------------------------------
+    def remember(
+        self,
+        conversation: Conv,
+        text: Annotated[str, Field(min_length=1, description="what to remember, as said (one message)")],
+        role: Annotated[Literal["user", "assistant"], Field(description="who said it")] = "user",
+    ) -> RememberOut:
+        self._check_pinned(conversation)
+        check_id(conversation)
+        with self.lp.lock:
+            created = not self.lp.store.has_conversation(conversation)
+            conv = self.lp.conversation(conversation, create=True)
+            turn = conv.add_turn(role, text)
+            page = conv.pager.page_of_turn(turn.index).page_id
+        return RememberOut(conversation=conversation, created=created, turn=turn.index, page=page, role=role,
+                           time=turn.time, note="stored on this machine: recall and search find it from now on")
+
+    def forget(
+        self,
+        conversation: Conv,
+        match: Annotated[str | None, Field(min_length=1, description=(
+            "forget every turn containing this text (case-insensitive)"))] = None,
+        turn: Annotated[int | None, Field(ge=0, description="forget this turn (its number from recall or search)")] = None,
+        page: Annotated[int | None, Field(ge=1, description="forget every turn of this page")] = None,
+        dry_run: Annotated[bool, Field(description="only list what would be forgotten")] = False,
+        confirm: Annotated[str | None, Field(min_length=1, description=(
+            "the confirmation token a previous forget call with the same arguments returned"))] = None,
+    ) -> ForgetOut:
+        chosen = {k: v for k, v in (("match", match), ("turn", turn), ("page", page)) if v is not None}
+        if len(chosen) != 1:
+            raise ValueError("give exactly one of match, turn or page")
+        if dry_run and confirm is not None:
+            raise ValueError("dry_run only lists what would go: leave out confirm, or set dry_run to false to erase")
+        conv = self._open(conversation)
+
+        def out(report, status: str, message: str, **extra) -> ForgetOut:
+            return ForgetOut(conversation=conversation, status=status, pages=report.pages, message=message,
+                             turns=[ForgottenTurnOut(turn=i, text=t) for i, t in zip(report.turns, report.texts)],
+                             **extra)
+
+        preview = conv.forget(**chosen, dry_run=True)
+        shown = [list(preview.turns), list(preview.texts)]  # what a token is bound to: the turns and their text
+        n = len(preview.turns)
+        these = "this turn" if n == 1 else f"these {n} turns"
+        if confirm is not None:  # a token is spent here, whatever follows
+            same = self.confirmations.redeem(confirm, "forget", conversation, chosen, shown)
+            if not preview.turns:
+                return out(preview, "nothing", "no remembered turn matches these arguments any more: nothing to forget")
+            if not same:
+                token = self.confirmations.issue("forget", conversation, chosen, shown)
+                return out(preview, "changed", (
+                    "these arguments select other turns than when the token was issued (the conversation changed): "
+                    f"nothing was erased. They now select {these}; only if the user agrees, call forget again with "
+                    f"confirm=\"{token}\"."), confirm_token=token, expires_in_seconds=CONFIRM_SECONDS)
+        elif not preview.turns:
+            return out(preview, "nothing", "no remembered turn matches: nothing to forget")
+        elif dry_run:
+            return out(preview, "preview", f"a dry run: nothing was erased; forget would erase {these}")
+        else:
+            token = self.confirmations.issue("forget", conversation, chosen, shown)
+            return out(preview, "confirm", (
+                f"nothing was erased yet. Show the user {these}; only if they agree, call forget again with the same "
+                f"arguments and confirm=\"{token}\" within {CONFIRM_SECONDS // 60} minutes. Erasing cannot be "
+                "undone."), confirm_token=token, expires_in_seconds=CONFIRM_SECONDS)
+        report = conv.forget(**chosen)
+        gone = "1 turn" if len(report.turns) == 1 else f"{len(report.turns)} turns"
+        message = (f"forgot {gone}: text, vectors and bookmark words erased from the store's files" if report.erased
+                   else f"forgot {gone}; the store's files still hold the text until another process reading the "
+                        f"store closes (then: localpager forget {shlex.quote(conversation)} --finish)")
+        return out(report, "forgotten", f"{message}. {report.note}".strip(), erased=report.erased,
+                   rewrite_pending=report.rewrite_pending)
+
+    def correct(
+        self,
+        conversation: Conv,
+        turn: Annotated[int, Field(ge=0, description="the turn that said the old thing (its number from recall or search)")],
+        text: Annotated[str, Field(min_length=1, description="the corrected statement, as the same speaker would say it")],
+    ) -> CorrectOut:
+        conv = self._open(conversation)
+        new = conv.correct(turn, text)
+        return CorrectOut(conversation=conversation, corrected_turn=turn, new_turn=new.index,
+                          page=conv.pager.page_of_turn(new.index).page_id, text=new.text)
+
+    # -- resources -----------------------------------------------------------------------------
+    def bookmarks_text(self, conversation: str) -> str:
+        return "\n".join(self._open(conversation).bookmarks()) + "\n"
+
+    def facts_json(self, conversation: str) -> str:
+        rows = [f.to_dict() for f in self._open(conversation).facts()]
+        return json.dumps({"conversation": conversation, "facts": rows}, ensure_ascii=False, indent=1)
+
+    def pages_json(self, conversation: str, page: int | None = None) -> str:
+        conv = self._open(conversation)
+        pager = conv.pager
+        pages = pager.pages if page is None else [pager.page(page)]
+        marks = dict(zip((p.page_id for p in pager.pages), conv.bookmarks()))
+        rows = [{"page": p.page_id, "bookmark": marks[p.page_id], "first_turn": p.first_turn,
+                 "last_turn": p.last_turn, "evicted": p.evicted, "pinned": p.pinned, "keywords": p.keywords,
+                 "turns": [{"turn": t.index, "role": t.role, "speaker": t.speaker or t.role, "time": t.time,
+                            "text": t.text, **({"superseded_by": t.superseded_by} if t.superseded_by is not None else {})}
+                           for t in (pager.turns[i] for i in p.turn_range) if t.text]}
+                for p in pages]
+        return json.dumps({"conversation": conversation, "pages": rows}, ensure_ascii=False, indent=1)
+
