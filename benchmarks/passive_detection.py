@@ -40,7 +40,7 @@ from localpager.core.bookmarks import render_minimal
 from localpager.core.keywords import extract_keywords
 from localpager.core.records import Page, Probe, Transcript
 from localpager.lab.synthetic import generate_dataset, mentions
-from localpager.runtime.recall import SYSTEM_PROMPT
+from localpager.runtime.prompts import SYSTEM_PROMPT
 
 CONDITIONS = ("present", "gist", "absent")
 N_FILLER = 4  # small-talk exchanges around the fact: enough that the fact is not simply the last thing said

@@ -20,7 +20,7 @@ def __getattr__(name: str):
 
         return PagingConfig
     if name == "RecallSettings":
-        from .runtime.recall import RecallSettings
+        from .runtime.settings import RecallSettings
 
         return RecallSettings
     raise AttributeError(name)

@@ -15,7 +15,7 @@ import time
 from collections import defaultdict
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import Any, Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
 
 from ..core.choices import choose
 from ..core.keywords import STRATEGIES as STRATEGIES_LOCAL
@@ -27,13 +27,16 @@ from ..retrieval.rerank import RerankSettings
 from ..runtime.grammar import SEARCH_QUERY
 from ..runtime.guard import repeated_sentence
 from ..runtime.choices import DEFAULT_LAYOUT, DEFAULT_TRIGGER, OFFERED_RECALL_MODES, Fired, Layout, RecallMode, Trigger
-from ..runtime.layouts import check_layout
-from ..runtime.recall import Injection, RecallSettings, fit_turns, inject_in_order
+from ..runtime.selector import Injection, PageSelector, fit_turns, inject_in_order
+from ..runtime.settings import RecallSettings, check_layout
 from ..runtime.trace import Candidate
 from .metrics import contains_answer, says_not_mentioned, score_answer
 from .choices import EvalStrategy, RetrieverName
 from .retrievers import DEFAULT_TOP_PAGES, get_retriever
 from .selectors import is_product, lab_selector
+
+if TYPE_CHECKING:
+    from ..memory.models import ModelOptions
 
 FORGOTTEN_PROBE = "forgotten"  # a result's type: a planted fact's question asked again after the fact was forgotten
 SEARCH_PROMPT = ("Write a short search query to find, in the earlier conversation, what is needed to answer the "
@@ -57,7 +60,7 @@ class EvalConfig:
     excerpt: int | None = RerankSettings.excerpt
     signal: Signal = DEFAULT_SIGNAL
     show_bookmarks: bool = True  # False: recall only by the trigger, no bookmark list in the prompt
-    layout: Layout = DEFAULT_LAYOUT  # how a recall is answered (localpager.runtime.layouts)
+    layout: Layout = DEFAULT_LAYOUT  # how a recall is answered (localpager.runtime.prompts)
     max_pages: int = RerankSettings.max_pages  # pages one recall injects at most
     repeat_penalty: float = 1.0
     date_answers: bool = RecallSettings.date_answers  # a question asking when is answered with a recalled date
@@ -108,7 +111,7 @@ class ProbeResult:
     mentions: bool | None = None  # general, never-said or forgotten: the answer brings up a planted fact's value
 
 
-class EvidenceSelector:
+class EvidenceSelector(PageSelector):
     """Injects exactly a probe's evidence turns: the ceiling of any selector."""
 
     def __init__(self, evidence: Sequence[int]):
@@ -125,7 +128,7 @@ class EvidenceSelector:
         return injections, [Candidate(pid, 1.0, injected=True, reason="evidence") for pid in by_page]
 
 
-class RetrieverSelector:
+class RetrieverSelector(PageSelector):
     """A baseline: the top-k evicted pages of a retriever (bm25, overlap), injected on every probe."""
 
     def __init__(self, name: RetrieverName, k: int = DEFAULT_TOP_PAGES):
@@ -140,7 +143,7 @@ class RetrieverSelector:
         return inject_in_order(pager, ranked, room, f"{self.retriever.name} top {self.k}")
 
 
-class SearchToolSelector:
+class SearchToolSelector(PageSelector):
     """A baseline: the model writes a free-form search query, the page index finds the best evicted turn.
 
     The query is written in a prompt of its own, so this baseline also pays for losing the chat's KV cache."""
@@ -204,15 +207,18 @@ def _ask_points(conv: Transcript, limit: int | None, categories: Sequence[int] |
 
 
 def evaluate(conversations: Sequence[Transcript], config: EvalConfig, workdir: str | Path | None = None,
-             progress: Callable[[Iterable], Iterable] | None = None, lp=None) -> "EvalReport":
-    """Run every probe of ``conversations`` under ``config``; ``lp`` reuses an open LocalPager's model."""
-    from ..memory.api import LocalPager
+             progress: Callable[[Iterable], Iterable] | None = None, lp=None,
+             loading: ModelOptions | None = None) -> "EvalReport":
+    """Run every probe of ``conversations`` under ``config``; ``lp`` reuses an open LocalPager's model, else it
+    loads with ``loading`` (the backend and its options, llama.cpp's threads and chat template; default: the
+    library's) and ``config``'s model and context size."""
+    from ..memory.api import LocalPager, ModelOptions
 
     recall, rerank, paging = _settings(config)
+    options = replace(loading or ModelOptions(), model=config.model, n_ctx=config.n_ctx)
     with tempfile.TemporaryDirectory(dir=workdir) as tmp:
-        backend = lp.backend if lp is not None else None  # share a loaded model; else $LOCALPAGER_BACKEND or llama-cpp
-        scratch = LocalPager(Path(tmp) / "eval.db", model=config.model, n_ctx=config.n_ctx, recall=recall,
-                             rerank=rerank, backend=backend)
+        backend = lp.backend if lp is not None else None  # share a loaded model; else the options' backend
+        scratch = LocalPager(Path(tmp) / "eval.db", backend=backend, options=options, recall=recall, rerank=rerank)
         results: list[ProbeResult] = []
         keyword_ms, keyword_pages = 0.0, 0
         total = sum(len(ps) for c in conversations for ps in _ask_points(c, config.limit, config.categories).values())

@@ -21,7 +21,7 @@ from ..retrieval.index import PageIndex
 from ..retrieval.ranking import LexicalIndex, TurnHit, best_per_page
 from ..retrieval.rerank import RerankSelector, RerankSettings, candidate, score_of
 from ..runtime.choices import DEFAULT_TRIGGER, Trigger
-from ..runtime.recall import Injection
+from ..runtime.selector import Injection
 from ..runtime.trace import Candidate
 
 

@@ -18,7 +18,7 @@ from typing import Protocol
 from ..core.pager import Pager
 from ..core.tokens import TokenCounter
 from ..runtime.choices import RecallMode
-from ..runtime.recall import FactContext
+from ..runtime.answering import FactContext
 from .held import Held
 
 log = logging.getLogger("localpager")

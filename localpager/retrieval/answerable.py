@@ -14,7 +14,7 @@ abstaining everywhere does not pay.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, astuple, dataclass
 from typing import Sequence
 
 from ..core.answer_types import match as type_match
@@ -38,7 +38,7 @@ class AnswerFeatures:
     gate: float = 0.0  # the recall gate's probability that the message asks about something said before
 
     def vector(self) -> list[float]:
-        return [getattr(self, f.name) for f in fields(self)]
+        return list(astuple(self))
 
 
 @dataclass

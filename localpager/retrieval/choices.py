@@ -10,7 +10,7 @@ from enum import StrEnum
 
 class PageChoice(StrEnum):
     """Who picks the pages a recall injects (``RerankSettings.page_choice``, ``eval --page-choice``); the
-    object that does it is the selector (``runtime.recall.PageSelector``, here ``rerank.RerankSelector``)."""
+    object that does it is the selector (``runtime.selector.PageSelector``, here ``rerank.RerankSelector``)."""
 
     MODEL = "model"  # the pages the model named, in its order
     RERANK = "rerank"  # the ranking's best pages alone

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, astuple, dataclass, field
 from typing import Callable, Sequence
 
 import numpy as np
@@ -59,7 +59,7 @@ class FactFeatures:
     facts: float = 0.0  # log(1 + the conversation's current standing facts)
 
     def vector(self) -> list[float]:
-        return [getattr(self, f.name) for f in fields(self)]
+        return list(astuple(self))
 
 
 @dataclass

@@ -88,7 +88,8 @@ class GateFeatures:
     best_type: float = 0.0  # ... and states what the question asks for (``answer_types.match``)
 
     def vector(self) -> list[float]:
-        return [getattr(self, name) for name in FEATURES]
+        values = asdict(self)
+        return [values[name] for name in FEATURES]
 
 
 def _names(message: str) -> list[str]:
@@ -153,8 +154,9 @@ class GateModel:
 
     def probability(self, features: GateFeatures) -> float:
         z = self.bias
+        values = asdict(features)
         for name, w in self.weights.items():
-            x = getattr(features, name)
+            x = values[name]
             z += w * (x - self.means.get(name, 0.0)) / (self.scales.get(name, 1.0) or 1.0)
         return 1.0 / (1.0 + math.exp(-max(-50.0, min(50.0, z))))
 

@@ -30,13 +30,13 @@ import numpy as np
 
 from ..core.answer_types import asks_for_several
 from ..core.answer_types import match as type_match
-from ..core.facts import StandingFact
+from ..core.facts import CORRECTION_CUE, StandingFact
 from ..core.pager import Pager
 from ..core.records import Page, newest
 from ..core.text import term_key
 from ..runtime.choices import Fired
-from ..runtime.layouts import CHANGED, LATEST
-from ..runtime.recall import Injection, fit_turns
+from ..runtime.prompts import CHANGED, LATEST
+from ..runtime.selector import Injection, PageSelector, fit_turns
 from ..runtime.trace import Candidate
 from .answerable import DEFAULT_ANSWER_MODEL, Answerability, answer_features
 from .answerable import decide as decide_answer
@@ -55,13 +55,6 @@ from .ranking import (
     rank_turns,
 )
 
-# A later statement replaces an earlier one only when it says that something changed and ranks among the
-# best three turns. With similarity and margin alone, LoCoMo's later turns on the same topic (a new event,
-# not a correction) took over the injection: page selection on LoCoMo conversations 1-5 (categories 1-4,
-# 12 questions each) 0.47 without newest-wins, 0.13 with it, 0.43 with the cue and the rank. On the 72
-# generated probes: e2e 0.36 without, 0.39 with; the latest value for 7 of 16 update probes against 5.
-CHANGE_CUE = re.compile(r"\b(?:actually|no longer|any ?more|instead|chang\w*|switch\w*|moved?|swapp?\w*|"
-                        r"new one|re(?:assign|book|schedul)\w*|correction|update[ds]?)\b", re.I)
 
 
 @dataclass
@@ -100,7 +93,7 @@ class RerankSettings:
     answerable: GateModel = field(default_factory=lambda: DEFAULT_ANSWER_MODEL)  # the relevance floor of a recall
 
 
-class RerankSelector:
+class RerankSelector(PageSelector):
     """The selector (a ``PageSelector``) for one conversation, backed by the shared page index and its lexical
     index: it reranks the pages the model named with the ranking's best, and pages in unasked when the recall
     gate says a message asks about something said before."""
@@ -398,7 +391,7 @@ class RerankSelector:
             return injections
         role = pager.turns[best].role
         later = [h.turn for h in ranked[: s.same_slot_rank] if h.turn > best and h.score >= score - s.same_slot_margin
-                 and pager.turns[h.turn].role == role and CHANGE_CUE.search(pager.turns[h.turn].text)]
+                 and pager.turns[h.turn].role == role and CORRECTION_CUE.search(pager.turns[h.turn].text)]
         if not later:
             return injections
         vectors = self.index.embedder.encode([pager.turns[best].text] + [pager.turns[i].text for i in later])

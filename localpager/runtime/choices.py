@@ -23,7 +23,7 @@ OFFERED_RECALL_MODES = (RecallMode.AUTO, RecallMode.ALWAYS, RecallMode.NEVER)
 
 
 class Layout(StrEnum):
-    """How a recall is answered (``runtime.layouts``)."""
+    """How a recall is answered (``runtime.prompts``)."""
 
     FOCUSED = "focused"  # a prompt of its own: a system line, the recalled turns, the question
     FOCUSED_RECENT = "focused+recent"  # the same after the chat's last exchange

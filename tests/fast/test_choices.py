@@ -197,7 +197,7 @@ def _eval(field):
 
 
 def _recall(field):
-    from localpager.runtime.recall import RecallSettings
+    from localpager.runtime.settings import RecallSettings
 
     return lambda name: getattr(RecallSettings(**{field: name}), field)
 

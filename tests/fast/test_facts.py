@@ -22,7 +22,9 @@ from localpager.core.records import Turn
 from localpager.retrieval.facts import prompt_facts
 from localpager.retrieval.gate import GateModel
 from localpager.retrieval.rerank import RerankSettings
-from localpager.runtime.recall import NOT_REMEMBERED, FactContext, RecallSettings, fact_lead, system_text
+from localpager.runtime.answering import FactContext
+from localpager.runtime.prompts import NOT_REMEMBERED, fact_lead, system_text
+from localpager.runtime.settings import RecallSettings
 
 FIRES = GateModel(weights={}, bias=10.0, threshold=0.5)  # a model whose probability is always ~1
 NEVER = GateModel(weights={}, bias=-10.0, threshold=0.5)  # ... always ~0

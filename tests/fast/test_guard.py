@@ -53,7 +53,8 @@ def test_guard_forwards_a_callers_stop():
 
 def test_recalled_turns_carry_their_time_and_label():
     from localpager.core.records import Page, Turn
-    from localpager.runtime.layouts import CHANGED, LATEST, Injection, answer_messages, recalled_notes
+    from localpager.runtime.prompts import CHANGED, LATEST, answer_messages, recalled_notes
+    from localpager.runtime.selector import Injection
 
     turns = [Turn("user", "My budget is $20,000.", 0), Turn("assistant", "Noted.", 1),
              Turn("user", "I went to a support group yesterday.", 2, time="1:56 pm on 8 May, 2023", speaker="Caroline"),

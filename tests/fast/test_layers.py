@@ -17,7 +17,7 @@ from helpers import ROOT
 
 PACKAGE = ROOT / "localpager"
 # bottom to top: a module may import its own layer and the layers before it
-LAYERS = ("manifest", "core", "backends", "store", "runtime", "retrieval", "memory", "lab", "serving", "cli")
+LAYERS = ("core", "backends", "store", "runtime", "retrieval", "memory", "lab", "serving", "cli")
 
 
 def module_name(path: Path) -> str:

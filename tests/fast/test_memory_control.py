@@ -15,7 +15,7 @@ from localpager.cli import cli
 from localpager.core.pager import PagingConfig
 from localpager.lab.selectors import lab_selector
 from localpager.retrieval.rerank import RerankSettings
-from localpager.runtime.layouts import CHANGED, LATEST
+from localpager.runtime.prompts import CHANGED, LATEST
 from localpager.store.location import open_store
 from localpager.store.base import StoreError
 from localpager.store.sqlite import SQLiteStore

@@ -55,7 +55,7 @@ def test_a_general_question_injects_nothing_and_a_memory_question_pages_in(fake_
     """With pages evicted, "How do I tie a tie?" is answered from the chat's own prompt (the gate says memory is
     not relevant, and the trace says what it saw), while a question about what the user said pages in (the
     standing facts off: "My dog is called Biscuit." would answer it first; tests/fast/test_facts.py)."""
-    from localpager.runtime.recall import RecallSettings
+    from localpager.runtime.settings import RecallSettings
 
     lp = fake_pager(["Over, under, through.", "Biscuit."], recall=RecallSettings(facts=False))
     chat = lp.conversation("c", create=True, config=PagingConfig(boundary="fixed_2", budget=30))

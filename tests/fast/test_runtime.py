@@ -18,7 +18,9 @@ from helpers import DOG, STATEMENT, TALK
 from localpager.backends.base import Message
 from localpager.lab.selectors import lab_selector
 from localpager.retrieval.rerank import RerankSelector
-from localpager.runtime.recall import ContextOverflowError, RecallSettings
+from localpager.runtime.recall import ContextOverflowError
+from localpager.runtime.selector import PageSelector
+from localpager.runtime.settings import RecallSettings
 from localpager.runtime.trace import Candidate
 
 FACT = "My dog is called Biscuit."
@@ -292,7 +294,7 @@ def test_a_phrase_loop_after_the_decision_is_cut(fake_pager):
 
 
 # -- a selection of nothing ---------------------------------------------------------------------------------------
-class SelectsNothing:
+class SelectsNothing(PageSelector):
     """A PageSelector that always wants to recall and never finds anything."""
 
     def __init__(self):

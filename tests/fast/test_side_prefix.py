@@ -8,8 +8,8 @@ from fakes import ScriptedBackend
 from localpager.backends.llama import KeptPrefixes
 from localpager.lab.bench import BenchConfig, TurnTiming, report_line, summarize
 from localpager.runtime.trace import STAGES
-from localpager.runtime.layouts import answer_messages
-from localpager.runtime.recall import kept_parts
+from localpager.runtime.prefixes import kept_parts
+from localpager.runtime.prompts import answer_messages
 
 NOTES = "[8 May 2023] user: My sister moved to Lisbon."
 
@@ -21,7 +21,7 @@ class KeepingBackend(ScriptedBackend):
 def test_kept_parts_end_before_the_notes_and_before_the_question():
     backend = KeepingBackend()
     prompt = backend.render(answer_messages("focused", NOTES, "Where did she move?"))
-    fixed, with_notes = kept_parts(backend, "focused", NOTES, "Where did she move?", [], prompt)
+    fixed, with_notes = kept_parts(backend, "focused", NOTES, [], prompt)
     assert backend.detokenize(prompt[:fixed]).rstrip().endswith("From earlier in this conversation:")
     assert backend.detokenize(prompt[:with_notes]).rstrip().endswith("Question:")
     assert "Lisbon" in backend.detokenize(prompt[fixed:with_notes])
@@ -30,7 +30,7 @@ def test_kept_parts_end_before_the_notes_and_before_the_question():
 def test_a_backend_that_keeps_nothing_is_asked_nothing():
     backend = ScriptedBackend()
     prompt = backend.render(answer_messages("focused", NOTES, "Where?"))
-    assert kept_parts(backend, "focused", NOTES, "Where?", [], prompt) == ()
+    assert kept_parts(backend, "focused", NOTES, [], prompt) == ()
 
 
 def test_kept_prefixes_restore_the_longest_and_drop_the_least_recently_used():

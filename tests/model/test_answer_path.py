@@ -13,9 +13,9 @@ from helpers import Recording
 from localpager.backends.constraints import OneOf
 from localpager.core.pager import PagingConfig
 from localpager.memory.api import LocalPager
-from localpager.runtime.recall import RecallSettings
+from localpager.runtime.settings import RecallSettings
 from localpager.runtime.guard import RepetitionGuard, loop_start, repeated_sentence
-from localpager.runtime.layouts import LATEST, answer_messages
+from localpager.runtime.prompts import LATEST, answer_messages
 
 pytestmark = [pytest.mark.model, pytest.mark.embedder]
 

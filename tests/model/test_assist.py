@@ -151,7 +151,7 @@ class _BrokenSide:
 
 @pytest.mark.model
 def test_a_failing_side_context_loses_no_turn_and_no_answer(tmp_path, backend):
-    from localpager.runtime.recall import RecallSettings
+    from localpager.runtime.settings import RecallSettings
 
     lp = LocalPager(tmp_path / "s.db", backend=_BrokenSide(backend), recall=RecallSettings(mode="never"))
     chat = lp.conversation("c", create=True, config=PagingConfig(boundary="fixed_10", keywords="llm-batch",

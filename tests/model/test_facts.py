@@ -14,7 +14,8 @@ from helpers import Recording
 
 from localpager.core.pager import PagingConfig
 from localpager.memory.api import LocalPager
-from localpager.runtime.recall import NOT_REMEMBERED, RecallSettings
+from localpager.runtime.prompts import NOT_REMEMBERED
+from localpager.runtime.settings import RecallSettings
 
 pytestmark = [pytest.mark.model, pytest.mark.embedder]
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from localpager import LocalPager
-from localpager.runtime.recall import RecallSettings
+from localpager.runtime.settings import RecallSettings
 
 pytestmark = [pytest.mark.model, pytest.mark.embedder]
 
@@ -110,8 +110,8 @@ def test_a_warmed_chat_reads_the_likeliest_recalls_ahead(tmp_path):
     Counts of tokens only."""
     from localpager.lab.synthetic import generate_conversation
     from localpager.retrieval.ranking import tells
-    from localpager.runtime.layouts import answer_messages
-    from localpager.runtime.recall import kept_parts
+    from localpager.runtime.prefixes import kept_parts
+    from localpager.runtime.prompts import answer_messages
 
     conv = generate_conversation(3, n_turns=120)
     lp = LocalPager(tmp_path / "s.db", recall=RECALL_ONLY)
@@ -126,7 +126,7 @@ def test_a_warmed_chat_reads_the_likeliest_recalls_ahead(tmp_path):
     probe = next(p for p in conv.probes if p.evidence and p.evidence[0] in ahead
                  and chat.search(p.question, 1)[0].turn == p.evidence[0])
     side = lp.side_backend
-    fixed = kept_parts(side, "focused", "x", "y", [], side.render(answer_messages("focused", "x", "y")))[0]
+    fixed = kept_parts(side, "focused", "x", [], side.render(answer_messages("focused", "x", "y")))[0]
     trace = chat.ask(probe.question, mode="always").trace
     lp.close()
     first = trace.injected_turns[0]

@@ -15,7 +15,8 @@ from localpager.core.pager import PagingConfig
 from localpager.lab.synthetic import generate_conversation
 from localpager.memory.api import LocalPager
 from localpager.runtime.grammar import parse_decision
-from localpager.runtime.recall import ContextOverflowError, RecallSettings
+from localpager.runtime.recall import ContextOverflowError
+from localpager.runtime.settings import RecallSettings
 
 pytestmark = [pytest.mark.model, pytest.mark.embedder]
 

@@ -10,8 +10,9 @@ from localpager.backends.base import Message
 from localpager.core.pager import PagingConfig
 from localpager.lab.synthetic import generate_conversation
 from localpager.memory.api import LocalPager
-from localpager.runtime.layouts import answer_messages
-from localpager.runtime.recall import RecallSettings, kept_parts
+from localpager.runtime.prefixes import kept_parts
+from localpager.runtime.prompts import answer_messages
+from localpager.runtime.settings import RecallSettings
 
 pytestmark = pytest.mark.model
 
@@ -33,13 +34,13 @@ def side(backend, request):
 
 def answer(side, notes: str, question: str):
     prompt = side.render(answer_messages("focused", notes, question))
-    keep = kept_parts(side, "focused", notes, question, [], prompt)
+    keep = kept_parts(side, "focused", notes, [], prompt)
     return prompt, keep, side.generate(prompt, max_tokens=4, keep=keep)
 
 
 def test_parts_are_prefixes_of_the_prompt(side):
     prompt = side.render(answer_messages("focused", NOTES[0], "Where did my sister move?"))
-    fixed, with_notes = kept_parts(side, "focused", NOTES[0], "Where did my sister move?", [], prompt)
+    fixed, with_notes = kept_parts(side, "focused", NOTES[0], [], prompt)
     header = side.render([Message("system", "You are a helpful assistant.")], add_generation_prompt=False)
     assert len(header) < fixed < with_notes < len(prompt)
     assert "From earlier" in side.detokenize(prompt[:fixed]) and "Lisbon" not in side.detokenize(prompt[:fixed])
