@@ -22,8 +22,9 @@ from typing import Any, Callable, Iterable, Sequence
 
 import numpy as np
 
-from localpager.backends.base import BackendError, Generation, Message, TextCallback
+from localpager.backends.base import BackendError, ChatBackend, Generation, Message, TextCallback
 from localpager.backends.constraints import Constraint
+from localpager.retrieval.embedder import TextEmbedder
 
 __all__ = [
     "Call", "Grammar", "GrammarError", "HashEmbedder", "ScriptError", "ScriptedBackend", "allows",
@@ -401,7 +402,7 @@ class _Shared:
     forks: int = 0
 
 
-class ScriptedBackend:
+class ScriptedBackend(ChatBackend):
     """A chat backend whose replies come from a script.
 
     ``script`` is a list of replies consumed one per ``generate`` call (by this backend and its forks,
@@ -578,7 +579,7 @@ class ScriptedBackend:
 _WORD = re.compile(r"\w+")
 
 
-class HashEmbedder:
+class HashEmbedder(TextEmbedder):
     """Deterministic bag-of-words embeddings: each lower-cased word hashed to one of ``dim`` dimensions
     (with a sign), L2-normalised float32. Texts sharing words are similar; no torch, no model."""
 

@@ -430,6 +430,8 @@ class StatefulBackend(ScriptedBackend):
     so the ids it writes are the bytes of the cached text (``decode_fake``), and a loaded cache is that
     text tokenized again."""
 
+    saves_state = True
+
     def state_key(self) -> str:
         return "fake"
 

@@ -304,10 +304,9 @@ CONSTRAINT_TYPES = (RecallChoice, OneOf, JsonList, JsonObject, Phrase)
 
 
 def expresses(backend: Any, constraint: Constraint) -> bool:
-    """Whether ``backend`` can hold its output to ``constraint`` (a backend without ``expresses`` can:
-    the llama.cpp backend renders every constraint)."""
-    check = getattr(backend, "expresses", None)
-    return True if check is None else bool(check(constraint))
+    """Whether ``backend`` (a ``base.ChatBackend``) can hold its output to ``constraint``: its own
+    ``ChatBackend.expresses``, yes unless it says otherwise (the llama.cpp backend renders every constraint)."""
+    return bool(backend.expresses(constraint))
 
 
 __all__ = ["CONSTRAINT_TYPES", "Constraint", "JsonList", "JsonObject", "OneOf", "Phrase", "RECALL_PREFIX",

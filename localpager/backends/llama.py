@@ -18,7 +18,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, Sequence
 
-from .base import BackendError, Generation, Message, TextCallback
+from .base import BackendError, ChatBackend, Generation, Message, TextCallback
 from .constraints import Constraint
 from .cores import free_cores
 from .modelpaths import chat_model_path
@@ -194,11 +194,12 @@ class KeptPrefixes:
         self._bytes = 0
 
 
-class LlamaCppBackend:
+class LlamaCppBackend(ChatBackend):
     """One GGUF model in one llama.cpp context; a lock makes it safe to share between threads."""
 
     name = "llama-cpp"
     keeps_prefixes = True  # ``generate(..., keep=...)`` saves those prefixes (``KeptPrefixes``)
+    saves_state = True  # its sequence's KV cache, to a file (``store.kvstate``)
 
     def __init__(self, model_path: str | os.PathLike | None = None, n_ctx: int = DEFAULT_N_CTX,
                  n_threads: int | None = None, kv_shift: bool | None = None, n_threads_batch: int | None = None,

@@ -17,13 +17,13 @@ from __future__ import annotations
 from typing import Sequence
 
 from ..core.tokens import ApproxTokenCounter
-from .base import BackendError, Generation, Message
+from .base import BackendError, ChatBackend, Generation, Message
 
 NO_MODEL = ("this process has no chat model (LocalPager(backend=NoChatModel())): it stores and searches memory; "
             "answers come from the app's own model, or from `localpager ask` in a process with one")
 
 
-class NoChatModel:
+class NoChatModel(ChatBackend):
     """A ``ChatBackend`` that counts tokens with an estimate and generates nothing."""
 
     name = "no-model"

@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Any, Iterator, Sequence
 
 from ..core.choices import choose
-from .base import BackendError, Generation, Message, TextCallback
+from .base import BackendError, ChatBackend, Generation, Message, TextCallback
 from .choices import ConstraintFormat
 from .constraints import Constraint
 from .template import ChatTemplate
@@ -196,7 +196,7 @@ class _Stream:
     decode_ms: float | None = None
 
 
-class OpenAIHTTPBackend:
+class OpenAIHTTPBackend(ChatBackend):
     """A chat model behind an HTTP server; see the module docstring for what each server gets.
 
     ``model_path`` names the served model (default: the server's first); ``tokenizer`` is a local GGUF

@@ -50,7 +50,7 @@ class BackendTokenCounter:
 
     def __init__(self, backend: ChatBackend):
         self.backend = backend
-        self.name = getattr(backend, "model_name", backend.name)
+        self.name = backend.model_name or backend.name
 
     def count(self, text: str) -> int:
         return self.backend.count_tokens(text)

@@ -352,8 +352,8 @@ def machine(backend) -> dict[str, Any]:
         pass
     from ..backends.llama_internals import system_info
 
-    return {"cpu": cpu, "threads": getattr(backend, "n_threads", None), "python": platform.python_version(),
-            "llama_cpp_python": llama_cpp.__version__, "model": getattr(backend, "model_name", backend.name),
+    return {"cpu": cpu, "threads": backend.n_threads, "python": platform.python_version(),
+            "llama_cpp_python": llama_cpp.__version__, "model": backend.model_name or backend.name,
             "llama_system_info": system_info()}
 
 

@@ -572,7 +572,7 @@ class Conversation:
                     if remember:
                         self._mark_interrupted(f"no answer: {(str(exc) or type(exc).__name__).splitlines()[0]}")
                     raise
-                if getattr(runtime.backend, "estimated", False):  # token counts are an estimate: say so
+                if runtime.backend.estimated:  # token counts are an estimate: say so
                     trace.tokens["estimated"] = 1
                 if remember:  # the answer, the pages it used and its trace: one transaction
                     self._append("assistant", trace.answer or "…", now_stamp(), answers=(trace.turn, trace.to_dict()),

@@ -32,7 +32,7 @@ def ingest(held: Held, path: str | os.PathLike, format: str = FileFormat.AUTO, c
     """Store every conversation of a file (see ``LocalPager.ingest``); the models' tokenizer counts the tokens,
     and their assistant does the model strategies' side work. ``embed``: the caller embeds the conversations next
     (``Conversation.prepare``): each conversation's evicted turns are handed to the embedder as soon as it is
-    paged (``Embedder.encode_ahead``), to be encoded in a helper process while the next ones are paged."""
+    paged (``TextEmbedder.encode_ahead``), to be encoded in a helper process while the next ones are paged."""
     store, models = held.store, held.models
     config = config or PagingConfig()
     loaded = load_conversations(path, format)
@@ -70,15 +70,15 @@ def ingest(held: Held, path: str | os.PathLike, format: str = FileFormat.AUTO, c
 
 def _embed_ahead(models: Models, pager) -> None:
     """Hand the texts ``prepare`` will embed (the evicted turns that have text) to the embedder ahead; an embedder
-    without ``encode_ahead`` (a test's) embeds them when asked, and a missing one is reported by ``prepare``, as
+    that encodes nothing ahead (a test's) embeds them when asked, and a missing one is reported by ``prepare``, as
     it was before (every conversation is stored first)."""
     texts = [pager.turns[i].text for p in pager.evicted for i in p.turn_range if pager.turns[i].text]
     try:
-        ahead = getattr(models.embedder, "encode_ahead", None)
+        embedder = models.embedder
     except Exception:  # noqa: BLE001 - no embedder: prepare says so
         return
-    if texts and ahead is not None:
-        ahead(texts)
+    if texts:
+        embedder.encode_ahead(texts)
 
 
 def _too_long(conv_id: str, turns: Sequence[Turn], pager, models: Models, config: PagingConfig) -> list[str]:

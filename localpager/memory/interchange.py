@@ -139,8 +139,8 @@ class VectorFit:
             embedder = held.models.embedder
         except ModelNotFoundError:  # an import that brings its vectors needs no embedder: the store decides
             embedder = None
-        self.model = getattr(embedder, "name", None)
-        dim = getattr(embedder, "known_dim", getattr(embedder, "dim", None)) if embedder is not None else None
+        self.model = embedder.name if embedder is not None else None
+        dim = embedder.known_dim if embedder is not None else None
         if type(dim) is int and dim > 0:
             self.width, self.source = dim, f"this store's embedder ({self.model}) makes"
             return

@@ -81,8 +81,7 @@ class Models:
             def load() -> None:
                 try:
                     backend = self._load_backend()
-                    fork = getattr(backend, "fork", None)
-                    self._preloaded = (backend, fork() if fork is not None else backend)
+                    self._preloaded = (backend, backend.fork())
                 except Exception as exc:  # noqa: BLE001 - the first real use loads again and reports it
                     log.debug("preloading the chat model: %s", exc)
 
@@ -112,7 +111,7 @@ class Models:
             if self._runtime is None:
                 recall = self.recall
                 asks_model = recall.mode in (RecallMode.AUTO, RecallMode.ALWAYS)
-                if getattr(self.backend, "constraint", None) == "none" and asks_model:
+                if self.backend.constraint == "none" and asks_model:
                     # a server that constrains no output cannot make a decision we would trust
                     log.warning("the model server accepts neither a GBNF grammar nor a JSON schema: the selector's "
                                 "trigger alone recalls (the model is not asked to decide)")
@@ -129,8 +128,7 @@ class Models:
             if self._side is None and self._backend is None:
                 self._take_preloaded()
             if self._side is None:
-                fork = getattr(self.backend, "fork", None)
-                self._side = fork() if fork is not None else self.backend
+                self._side = self.backend.fork()
             return self._side
 
     @property
@@ -157,7 +155,7 @@ class Models:
     def clear_caches(self) -> None:
         """Empty the KV caches of the chat and side contexts (they may hold erased text)."""
         for backend in (self._backend, self._side):
-            if backend is not None and hasattr(backend, "clear_cache"):
+            if backend is not None:
                 backend.clear_cache()
 
     # -- the embedder -----------------------------------------------------------------------------
@@ -177,9 +175,7 @@ class Models:
             embedder = self.embedder
         except ModelNotFoundError:
             return
-        warm = getattr(embedder, "warm", None)
-        if warm is not None:
-            warm()
+        embedder.warm()
 
     def join_preload(self) -> None:
         """Wait for a preload in flight (at close: never adopted, so its empty KV cache is not saved)."""
@@ -192,5 +188,5 @@ class Models:
         self.join_preload()
         with self.lock:
             side, self._side, self._runtime, self._assistant = self._side, None, None, None
-        if side is not None and side is not self._backend and hasattr(side, "clear_cache"):
+        if side is not None and side is not self._backend:
             side.clear_cache()

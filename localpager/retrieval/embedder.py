@@ -28,7 +28,42 @@ from ..backends.modelpaths import embedder_path
 log = logging.getLogger("localpager")
 
 
-class Embedder:
+class TextEmbedder:
+    """What retrieval asks of an embedder: ``name`` (stored with each vector: vectors of another model are not
+    ranked), ``dim`` and ``encode``, normalised float32 rows (cosine similarity is a dot product). Every embedder
+    subclasses it (``Embedder``, the product's; a test's); the optional abilities are declared here with the
+    answer of an embedder that lacks them, and one that has an ability overrides it."""
+
+    name: str
+    dim: int
+
+    def encode(self, texts: list[str], batch_size: int | None = None) -> np.ndarray:
+        """One L2-normalised float32 row per text."""
+        raise NotImplementedError
+
+    def encode_one(self, text: str) -> np.ndarray:
+        return self.encode([text])[0]
+
+    # -- optional abilities ------------------------------------------------------------------------
+    @property
+    def known_dim(self) -> int | None:
+        """The width of its vectors when known without loading a model (None: not known yet); an embedder with
+        nothing to load knows its ``dim``."""
+        return self.dim
+
+    def warm(self) -> None:
+        """Start loading the model in the background; nothing to load by default."""
+
+    def encode_ahead(self, texts: list[str]) -> int:
+        """Start encoding ``texts`` that a later ``encode`` will ask for; how many were handed over (none by
+        default: ``encode`` does them when asked)."""
+        return 0
+
+    def clear_cache(self) -> None:
+        """Forget the texts encoded so far (an embedder that keeps none has nothing to forget)."""
+
+
+class Embedder(TextEmbedder):
     """Normalised float32 embeddings; cosine similarity is a dot product."""
 
     def __init__(self, path: str | os.PathLike | None = None, threads: int | None = None):
@@ -133,8 +168,9 @@ class Embedder:
             self._cache.clear()
         self._cache.update(vectors)
 
-    def encode_one(self, text: str) -> np.ndarray:
-        return self.encode([text])[0]
+    def clear_cache(self) -> None:
+        """Forget the vectors of the texts encoded so far (``PageIndex.unload``)."""
+        self._cache.clear()
 
     # -- texts encoded ahead, in a helper process -------------------------------------------------
     AHEAD_MIN = 512  # fewer texts are not worth starting a process for (about a second, numpy and the model)

@@ -39,7 +39,7 @@ from ..core.choices import choose
 from ..core.records import Page, Turn
 from ..store.base import Store
 from .choices import Signal
-from .embedder import Embedder
+from .embedder import TextEmbedder
 SEARCH_THREADS = 1  # measured: one thread is faster for flat search at this size
 CONVERSATION_INDEXES = 256  # per-conversation indexes kept in memory (a store on a database server)
 # An index with fewer vectors is saved after every change; a larger one (100,000 turns: a 150 MB file, 0.5 s
@@ -148,7 +148,7 @@ class SignalIndex:
         self.generation: int | None = None  # the store's erase generation it was built under (read before its rows)
         self.skipped = 0  # rows of the signal left out: vectors of another width than ``dim`` (another embedder's)
         # files beside the store: only for a whole local store (and never an encrypted or read-only one)
-        self.files = conv_id is None and getattr(store, "local", True)
+        self.files = conv_id is None and store.local
         self.dirty = False  # changed since saved (``flush``)
         self.changes = 0  # moves whenever rows are added or removed: what ``conversation_turns`` caches by
         self._turns: dict[str, tuple[int, np.ndarray, np.ndarray, np.ndarray]] = {}
@@ -158,7 +158,7 @@ class SignalIndex:
     def _files(self):
         """The FAISS files of this store, locked against other processes (one ``flock`` beside them): two
         processes writing the same temporary file, or one reading while another renames, would corrupt."""
-        if getattr(self.store, "read_only", False):
+        if self.store.read_only:
             yield
             return
         with _files_lock(self.store.path):
@@ -189,7 +189,7 @@ class SignalIndex:
         caller rebuilds it from the store, and the rebuilt file replaces it)."""
         import faiss
 
-        if getattr(self.store, "encrypted", False):  # never read vectors beside an encrypted store
+        if self.store.encrypted:  # never read vectors beside an encrypted store
             return None
         try:
             with self._files():
@@ -236,7 +236,7 @@ class SignalIndex:
         return {int(i): stored[int(i)] for i in ids} if skipped else stored
 
     def _rebuild(self):
-        self.generation = self._erasures()  # first: the rows read after it are at least this recent
+        self.generation = self.store.erase_generation()  # first: the rows read after it are at least this recent
         self.fingerprint = self._fingerprint()  # before the rows: never ahead of them
         rows = self.store.embedding_rows(self.signal, self.conv_id)
         index = self._fresh()
@@ -245,10 +245,6 @@ class SignalIndex:
         self.index = index
         self.save()
         return index
-
-    def _erasures(self) -> int | None:
-        reader = getattr(self.store, "erase_generation", None)
-        return reader() if reader is not None else None
 
     def _add(self, index, rows) -> None:
         self.changes += 1
@@ -267,7 +263,7 @@ class SignalIndex:
     @property
     def writes_files(self) -> bool:
         """Whether this index is saved beside the store: a whole local store, neither encrypted nor read-only."""
-        return self.files and not (getattr(self.store, "encrypted", False) or getattr(self.store, "read_only", False))
+        return self.files and not (self.store.encrypted or self.store.read_only)
 
     def _still_current(self) -> bool:
         """Read under the files' lock just before writing: nothing was erased since this index was built and no
@@ -387,11 +383,11 @@ class SignalIndex:
 class PageIndex:
     """Embeds pages when they are created or their keywords change, and ranks them against a query."""
 
-    def __init__(self, store: Store, embedder: Embedder):
+    def __init__(self, store: Store, embedder: TextEmbedder):
         self.store = store
         self.embedder = embedder
         # a store on a database server: one index per (signal, conversation), the most recently used kept
-        self.per_conversation = not getattr(store, "local", True)
+        self.per_conversation = not store.local
         self._signals: OrderedDict = OrderedDict()  # signal (or (signal, conversation)) -> SignalIndex
         # conversation -> (the store's vector version, {page id: (first turn, last turn)} whose turns this
         # process embedded or checked, the turn vectors per page counted when it first looked)
@@ -407,9 +403,7 @@ class PageIndex:
         with self._lock:
             loaded, self._signals = self._signals, OrderedDict()
             self._embedded = {}
-        cache = getattr(self.embedder, "_cache", None)
-        if isinstance(cache, dict):
-            cache.clear()
+        self.embedder.clear_cache()
         return loaded
 
     def flush(self) -> None:
@@ -577,9 +571,9 @@ def rewrite_indexes(store: Store, page_index: PageIndex | None = None) -> None:
     which renumbers rows): each file is replaced by one without the deleted vectors, an index loaded in
     ``page_index`` is rebuilt too, and an index file whose size cannot be read is deleted."""
     loaded = page_index.unload() if page_index is not None else {}
-    if not getattr(store, "local", True):  # nothing on disk: the indexes are built again from the rows on use
+    if not store.local:  # nothing on disk: the indexes are built again from the rows on use
         return
-    writable = not (getattr(store, "read_only", False) or getattr(store, "encrypted", False))
+    writable = not (store.read_only or store.encrypted)
     rebuilt = []
     with _files_lock(store.path) if writable else contextlib.nullcontext():  # no save of another process between
         for signal in Signal:

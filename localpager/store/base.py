@@ -121,6 +121,18 @@ class Store(ABC):
         """Make deleted content unrecoverable from the store's files; False leaves a rewrite pending
         (``erase_pending``), which the next ``erase`` finishes."""
 
+    @abstractmethod
+    def namespace(self, name: str) -> Store:
+        """The store of namespace ``name`` (checked by ``location.namespace_store``), its tables, counters and
+        locks its own: nothing in it can name another namespace's rows."""
+
+    def conversation_lock(self, conv_id: str, timeout: float):
+        """The lock one conversation's writers take (``locks.conversation_lock``): by default a file beside the
+        store; a store on a database server gives one of its own."""
+        from .locks import file_conversation_lock
+
+        return file_conversation_lock(self.path, conv_id, timeout)
+
     def _newer_schema(self, version: int) -> StoreError:
         return StoreError(
             f"store {self.path} has schema {version}, newer than this localpager ({SCHEMA_VERSION}); upgrade localpager"

@@ -37,7 +37,7 @@ log = logging.getLogger("localpager")
 
 
 def supported(backend: ChatBackend) -> bool:
-    return all(hasattr(backend, name) for name in ("state_key", "save_state", "load_state", "cached_tokens"))
+    return backend.saves_state
 
 
 def _file_sha256(path: Path) -> str:
@@ -64,12 +64,12 @@ class PrefixStates:
     def _owner(self, backend: ChatBackend) -> str | None:
         """The conversation of this store whose prompt ``backend``'s cache holds (a backend may be shared
         by several ``LocalPager``s, so the backend carries it)."""
-        owner = getattr(backend, "cache_owner", None)
+        owner = backend.cache_owner
         return owner[1] if owner and owner[0] == str(self.store_path) else None
 
     def _built(self, backend: ChatBackend) -> int | None:
         """The erase generation the backend's cache was built under (None: not this store's)."""
-        owner = getattr(backend, "cache_owner", None)
+        owner = backend.cache_owner
         return owner[2] if owner and owner[0] == str(self.store_path) and len(owner) > 2 else None
 
     def path(self, conv_id: str, backend: ChatBackend, generation: int | None = None) -> Path:
@@ -211,5 +211,4 @@ class PrefixStates:
             self.generation = generation
         if backend is not None and self._owner(backend) is not None:
             backend.cache_owner = None
-            if hasattr(backend, "clear_cache"):
-                backend.clear_cache()
+            backend.clear_cache()

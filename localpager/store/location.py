@@ -68,14 +68,5 @@ def namespace_store(store, name: str):
     """The store of namespace ``name`` beside ``store``: a schema of its own in a PostgreSQL database, a file of
     its own (``<store>.namespaces/NAME.db``) beside a SQLite store. Either way its tables, counters and locks
     are its own: nothing in it can name another namespace's rows."""
-    from .base import StoreError
-    from .sqlite import SQLiteStore
-
     check_namespace(name)
-    own = getattr(store, "namespace", None)
-    if own is not None:
-        return own(name)
-    if store.encrypted:
-        raise StoreError("namespaces (an API keys file) need an unencrypted SQLite store or PostgreSQL: give each "
-                         "user an encrypted store of their own instead")
-    return SQLiteStore(Path(f"{store.path}.namespaces") / f"{name}.db")
+    return store.namespace(name)

@@ -15,6 +15,7 @@ release when the holder dies; ``conversation_lock`` picks the flavour the store 
 from __future__ import annotations
 
 import hashlib
+import os
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -128,13 +129,17 @@ def lock_dir(store_path: Path) -> Path:
 
 
 def conversation_lock(store, conv_id: str, timeout: float):
-    """The lock one conversation's writers take, in the store's flavour: ``store`` is a store (a PostgreSQL
-    store gives an ``AdvisoryLock``; a SQLite store a file beside it) or a SQLite store's path (a file named by
-    a hash: ids may hold any printable text)."""
-    flavour = getattr(store, "conversation_lock", None)
-    if flavour is not None:
-        return flavour(conv_id, timeout)
-    store_path = Path(getattr(store, "path", store))
+    """The lock one conversation's writers take, in the store's flavour: ``store`` is a store
+    (``Store.conversation_lock``: a PostgreSQL store gives an ``AdvisoryLock``, a SQLite store a file beside it)
+    or a SQLite store's path."""
+    if isinstance(store, (str, os.PathLike)):
+        return file_conversation_lock(Path(store), conv_id, timeout)
+    return store.conversation_lock(conv_id, timeout)
+
+
+def file_conversation_lock(store_path, conv_id: str, timeout: float) -> FileLock:
+    """A conversation's lock beside the store at ``store_path``: a file named by a hash of the id (ids may hold
+    any printable text)."""
     digest = hashlib.sha256(conv_id.encode("utf-8")).hexdigest()[:24]
     return FileLock(lock_dir(store_path) / f"conv-{digest}.lock", timeout,
                     what=f"conversation {conv_id!r}")

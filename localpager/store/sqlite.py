@@ -110,6 +110,14 @@ class SQLiteStore(Store):
         with self._lock:
             self._conn.close()
 
+    def namespace(self, name: str) -> SQLiteStore:
+        """The store of namespace ``name``: a file of its own beside this one (``<store>.namespaces/NAME.db``);
+        an encrypted store has none."""
+        if self.encrypted:
+            raise StoreError("namespaces (an API keys file) need an unencrypted SQLite store or PostgreSQL: give each "
+                             "user an encrypted store of their own instead")
+        return SQLiteStore(Path(f"{self.path}.namespaces") / f"{name}.db")
+
     @contextmanager
     def transaction(self) -> Iterator[sqlite3.Connection]:
         """One atomic change: committed whole on success, rolled back whole on any error."""

@@ -306,10 +306,13 @@ def test_ingest_warns_of_a_turn_no_prompt_can_hold_and_stores_it(fake_pager, tmp
 
 
 def test_saved_kv_caches_beside_a_store_are_capped(tmp_path):
+    from localpager.backends.base import ChatBackend
     from localpager.store.kvstate import PrefixStates
 
-    class Saving:
+    class Saving(ChatBackend):
         """Just enough of a backend to be saved: it writes the tokens it holds."""
+
+        saves_state = True
 
         def __init__(self):
             self.tokens = []

@@ -13,6 +13,7 @@ import json
 import pytest
 from fakes import allows, shortest_sentence
 
+from localpager.backends.base import ChatBackend
 from localpager.backends.constraints import JsonList, JsonObject, OneOf, Phrase, RecallChoice, expresses
 from localpager.runtime.grammar import SEARCH_QUERY, WORTH, keyword_batch, keyword_list, page_list, parse_decision
 
@@ -188,8 +189,8 @@ def test_the_shortest_sentence_of_every_grammar_reads_back_from_its_json():
 
 
 def test_expresses_asks_the_backend_and_defaults_to_yes():
-    class Nothing:
+    class Nothing(ChatBackend):
         def expresses(self, constraint):
             return False
 
-    assert expresses(object(), WORTH) and not expresses(Nothing(), WORTH)
+    assert expresses(ChatBackend(), WORTH) and not expresses(Nothing(), WORTH)
