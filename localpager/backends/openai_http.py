@@ -196,33 +196,51 @@ class _Stream:
     decode_ms: float | None = None
 
 
+@dataclass(frozen=True)
+class ServerOptions:
+    """How ``OpenAIHTTPBackend`` reaches and uses the server, each as ``--backend openai-http``'s option of the
+    same name (an option not given is read from its ``LOCALPAGER_`` variable, ``ENV``).
+
+    ``tokenizer`` is a local GGUF file whose vocabulary and chat template are the served model's (needed for
+    Ollama and LM Studio, which expose neither); ``constraint`` is ``auto`` (probe the server once), ``gbnf``,
+    ``json-schema`` or ``none``; ``allow_estimate`` lets token counts be estimated when there is no tokenizer;
+    ``chat_template`` replaces the served model's (``chatml`` or a Jinja file)."""
+
+    base_url: str | None = None
+    api_key: str | None = None
+    tokenizer: str | os.PathLike | None = None
+    constraint: str | None = None
+    allow_estimate: bool | None = None
+    timeout: float = 120.0
+    chat_template: str | None = None
+
+
 class OpenAIHTTPBackend(ChatBackend):
     """A chat model behind an HTTP server; see the module docstring for what each server gets.
 
-    ``model_path`` names the served model (default: the server's first); ``tokenizer`` is a local GGUF
-    file whose vocabulary and chat template are the served model's (needed for Ollama and LM Studio,
-    which expose neither); ``constraint`` is ``auto`` (probe the server once), ``gbnf``, ``json-schema``
-    or ``none``; ``allow_estimate`` lets token counts be estimated when there is no tokenizer."""
+    ``model_path`` names the served model (default: the server's first); ``options`` are ``ServerOptions``'
+    fields, by name (the factory takes keyword arguments: ``load_backend("openai-http", base_url=...)``);
+    ``transport``: an ``httpx`` transport in place of the network (a test's mock server)."""
 
     name = "openai-http"
 
     def __init__(self, model_path: str | os.PathLike | None = None, n_ctx: int = DEFAULT_N_CTX, *,
-                 base_url: str | None = None, api_key: str | None = None, tokenizer: str | os.PathLike | None = None,
-                 constraint: str | None = None, allow_estimate: bool | None = None, timeout: float = 120.0,
-                 chat_template: str | None = None, transport=None):
+                 transport=None, **options: Any):
         httpx = _httpx()
+        given = ServerOptions(**options)
         env = lambda key: os.environ.get(ENV[key]) or None
-        self.base_url = (base_url or env("base_url") or DEFAULT_BASE_URL).rstrip("/")
+        self.base_url = (given.base_url or env("base_url") or DEFAULT_BASE_URL).rstrip("/")
         self.root = re.sub(r"/v1$", "", self.base_url)
-        self.timeout = timeout
+        self.timeout = timeout = given.timeout
         try:
-            self.constraint = choose(ConstraintFormat, constraint or env("constraint") or ConstraintFormat.AUTO,
+            self.constraint = choose(ConstraintFormat, given.constraint or env("constraint") or ConstraintFormat.AUTO,
                                      "constraint")
         except ValueError as exc:
             raise BackendError(str(exc)) from None
+        allow_estimate = given.allow_estimate
         if allow_estimate is None:
             allow_estimate = (env("allow_estimate") or "").lower() in ("1", "true", "yes")
-        api_key = api_key or env("api_key")
+        api_key = given.api_key or env("api_key")
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         self.client = httpx.Client(headers=headers, transport=transport,
                                    timeout=httpx.Timeout(timeout, connect=min(timeout, 5.0)))
@@ -233,13 +251,13 @@ class OpenAIHTTPBackend(ChatBackend):
         self.models = self._models()
         self.model = self._choose_model(str(model_path) if model_path else None)
         self.n_ctx = self._server_n_ctx or n_ctx
-        self.tokenizer = self._choose_tokenizer(tokenizer or env("tokenizer"), bool(allow_estimate))
+        self.tokenizer = self._choose_tokenizer(given.tokenizer or env("tokenizer"), bool(allow_estimate))
         self.estimated = not self.tokenizer.exact
         self.model_name = self.tokenizer.name if isinstance(self.tokenizer, LocalTokenizer) else (
             Path(self.model).name if not self.estimated else self.tokenizer.name)
         self._plain = lru_cache(maxsize=8192)(lambda s: tuple(self.tokenizer.plain(s)))
         self._special = lru_cache(maxsize=512)(lambda s: tuple(self.tokenizer.special(s)))
-        template = chat_template or self.tokenizer.template or self._server_template
+        template = given.chat_template or self.tokenizer.template or self._server_template
         if not template:
             raise BackendError(f"cannot find the chat template of {self.model!r} on this {self.kind} server: "
                                "pass --tokenizer PATH (the served model's GGUF file)")

@@ -243,6 +243,68 @@ def _share(part: int, whole: int) -> float | None:
     return part / whole if whole else None
 
 
+@dataclass(frozen=True)
+class SimulationGrid:
+    """The settings a simulation crosses: every boundary × eviction at one memory ``budget``, each probe that
+    needs a recall scored by every retriever's top ``k`` pages."""
+
+    boundaries: Sequence[str]
+    evictions: Sequence[str]
+    budget: int
+    retrievers: Sequence[str] = ()
+    k: int = DEFAULT_TOP_PAGES
+
+    def check(self) -> None:
+        """Every name known (ValueError naming the choices otherwise)."""
+        for name in self.boundaries:
+            get_boundary(name)
+        for name in self.evictions:
+            if name != BELADY:
+                choose(Eviction, name, "eviction policy", also=(BELADY,))
+        for name in self.retrievers:
+            get_retriever(name)
+
+    def run(self, conversations: Sequence[Transcript], counter: TokenCounter,
+            progress: Progress | None = None) -> SimulationResult:
+        """Run every conversation through every boundary × eviction setting and aggregate per cell.
+
+        Names are checked before anything runs. ``progress`` wraps the list of (setting, conversation)
+        runs, e.g. ``tqdm``. Work that repeats across settings is cached: token counts here, keywords
+        per boundary in the pager, page words in the lexical retrievers, and turn embeddings in the
+        shared default embedder, so rerank embeds each turn once for the whole grid.
+        """
+        self.check()
+        boundaries, evictions, retrievers = self.boundaries, self.evictions, self.retrievers
+        memo = _MemoCounter(counter)
+        runs = [(b, e, conv) for b in boundaries for e in evictions for conv in conversations]
+        outcomes: dict[tuple[str, str], list[ProbeOutcome]] = defaultdict(list)
+        for boundary, eviction, conv in progress(runs) if progress else runs:
+            config = PagingConfig(boundary=boundary, budget=self.budget)
+            outcomes[boundary, eviction] += simulate_conversation(conv, config, memo, retrievers, self.k, eviction)
+        pages = {b: sum(len(split_pages(c.turns, get_boundary(b))) for c in conversations) for b in boundaries}
+        cells = []
+        for boundary in boundaries:
+            avg_pages = pages[boundary] / len(conversations) if conversations else 0.0
+            for eviction in evictions:
+                done = outcomes[boundary, eviction]
+                misses = [o for o in done if o.needs_recall]
+                common = dict(
+                    boundary=boundary,
+                    eviction=eviction,
+                    hit_rate=_share(len(done) - len(misses), len(done)),
+                    avg_pages=avg_pages,
+                    needs_recall=len(misses),
+                    probes=len(done),
+                    avg_evicted=_share(sum(o.evicted_pages for o in misses), len(misses)),
+                )
+                for retriever in retrievers or [None]:
+                    accuracy = None
+                    if retriever is not None:
+                        accuracy = _share(sum(o.found(retriever) for o in misses), len(misses))
+                    cells.append(Cell(retriever=retriever, selection_accuracy=accuracy, **common))
+        return SimulationResult(self.budget, self.k, len(conversations), cells)
+
+
 def simulate(
     conversations: Sequence[Transcript],
     boundaries: Sequence[str],
@@ -253,48 +315,9 @@ def simulate(
     counter: TokenCounter,
     progress: Progress | None = None,
 ) -> SimulationResult:
-    """Run every conversation through every boundary × eviction setting and aggregate per cell.
-
-    Names are checked before anything runs. ``progress`` wraps the list of (setting, conversation)
-    runs, e.g. ``tqdm``. Work that repeats across settings is cached: token counts here, keywords
-    per boundary in the pager, page words in the lexical retrievers, and turn embeddings in the
-    shared default embedder, so rerank embeds each turn once for the whole grid.
-    """
-    for name in boundaries:
-        get_boundary(name)
-    for name in evictions:
-        if name != BELADY:
-            choose(Eviction, name, "eviction policy", also=(BELADY,))
-    for name in retrievers:
-        get_retriever(name)
-    memo = _MemoCounter(counter)
-    runs = [(b, e, conv) for b in boundaries for e in evictions for conv in conversations]
-    outcomes: dict[tuple[str, str], list[ProbeOutcome]] = defaultdict(list)
-    for boundary, eviction, conv in progress(runs) if progress else runs:
-        config = PagingConfig(boundary=boundary, budget=budget)
-        outcomes[boundary, eviction] += simulate_conversation(conv, config, memo, retrievers, k, eviction)
-    pages = {b: sum(len(split_pages(c.turns, get_boundary(b))) for c in conversations) for b in boundaries}
-    cells = []
-    for boundary in boundaries:
-        avg_pages = pages[boundary] / len(conversations) if conversations else 0.0
-        for eviction in evictions:
-            done = outcomes[boundary, eviction]
-            misses = [o for o in done if o.needs_recall]
-            common = dict(
-                boundary=boundary,
-                eviction=eviction,
-                hit_rate=_share(len(done) - len(misses), len(done)),
-                avg_pages=avg_pages,
-                needs_recall=len(misses),
-                probes=len(done),
-                avg_evicted=_share(sum(o.evicted_pages for o in misses), len(misses)),
-            )
-            for retriever in retrievers or [None]:
-                accuracy = None
-                if retriever is not None:
-                    accuracy = _share(sum(o.found(retriever) for o in misses), len(misses))
-                cells.append(Cell(retriever=retriever, selection_accuracy=accuracy, **common))
-    return SimulationResult(budget, k, len(conversations), cells)
+    """``SimulationGrid.run`` with the grid's settings one by one, as ``localpager lab simulate``
+    (``cli/lab.py``) calls it (to go once that builds a ``SimulationGrid``)."""
+    return SimulationGrid(boundaries, evictions, budget, retrievers, k).run(conversations, counter, progress)
 
 
 @dataclass

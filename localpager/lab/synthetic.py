@@ -134,12 +134,22 @@ def general_questions(phrasing: str = "tuning") -> tuple[str, ...]:
 # --- public API -----------------------------------------------------------------------------------
 
 
-def generate_conversation(
-    seed: int, n_turns: int = 160, revisiting: bool = False, conv_id: str | None = None,
-    phrasing: str = "tuning", general: int = GENERAL_PER_CONVERSATION, questions: str = "explicit",
-    absent: int = 0,
-) -> Transcript:
-    """A conversation of ``n_turns`` (rounded up to even) with planted facts and a probe or two each.
+@dataclass(frozen=True)
+class Wording:
+    """How a generated conversation is worded and what it asks besides one probe per fact (``generate_conversation``
+    says what each means): ``phrasing`` (a ``Phrasing``), ``general`` and ``absent`` questions at the end, and
+    ``questions`` (a ``QuestionStyle``)."""
+
+    phrasing: str = "tuning"
+    general: int = GENERAL_PER_CONVERSATION
+    questions: str = "explicit"
+    absent: int = 0
+
+
+def generate_conversation(seed: int, n_turns: int = 160, revisiting: bool = False, conv_id: str | None = None,
+                          **wording) -> Transcript:
+    """A conversation of ``n_turns`` (rounded up to even) with planted facts and a probe or two each; ``wording``:
+    the fields of ``Wording``, by name.
 
     ``questions`` (a ``QuestionStyle``) says how each fact is asked about: ``explicit``, one question
     about it (its kind's ``asks``); ``implicit``, one present need that depends on it (``implicit``,
@@ -152,7 +162,9 @@ def generate_conversation(
     order, with no answer and no evidence. Implicit, general and absent questions are drawn from random
     streams of their own, so the turns and the other probes do not depend on them.
     """
-    style = choose(QuestionStyle, questions, "question style")
+    words = Wording(**wording)
+    phrasing, general, absent = words.phrasing, words.general, words.absent
+    style = choose(QuestionStyle, words.questions, "question style")
     n_turns += n_turns % 2
     if n_turns < MIN_TURNS:
         raise ValueError(f"n_turns must be at least {MIN_TURNS}, got {n_turns}")
@@ -177,13 +189,10 @@ def generate_conversation(
     )
 
 
-def generate_dataset(
-    n: int = 10, seed: int = 0, n_turns: int = 160, revisiting: bool | None = None,
-    phrasing: str = "tuning", general: int = GENERAL_PER_CONVERSATION, questions: str = "explicit",
-    absent: int = 0,
-) -> list[Transcript]:
-    """``n`` conversations from one seed; ``revisiting=None`` alternates forward and revisiting (the other
-    arguments: ``generate_conversation``'s)."""
+def generate_dataset(n: int = 10, seed: int = 0, n_turns: int = 160, revisiting: bool | None = None,
+                     **wording) -> list[Transcript]:
+    """``n`` conversations from one seed; ``revisiting=None`` alternates forward and revisiting (``wording``:
+    the fields of ``Wording``, as ``generate_conversation`` takes them)."""
     rng = random.Random(seed)
     return [
         generate_conversation(
@@ -191,10 +200,7 @@ def generate_dataset(
             n_turns,
             revisiting=i % 2 == 1 if revisiting is None else revisiting,
             conv_id=f"synthetic-{seed}-{i:03d}",
-            phrasing=phrasing,
-            general=general,
-            questions=questions,
-            absent=absent,
+            **wording,
         )
         for i in range(n)
     ]

@@ -65,6 +65,17 @@ class Answer:
         return self.trace.to_dict()
 
 
+@dataclass(frozen=True)
+class AnswerRecord:
+    """What an answer turn is stored with (``Store.append_turn``): ``answers``, its question's turn and the trace
+    that replaces the question's; ``touch``, the pages it used (their uses counted); ``asked``, the ids of the
+    standing facts it was given."""
+
+    answers: tuple[int, dict]
+    touch: Sequence[int] = ()
+    asked: Sequence[int] = ()
+
+
 class Conversation:
     """One stored conversation, paged. Every change is written to the store as it happens.
 
@@ -497,12 +508,12 @@ class Conversation:
             return self._append(role, text, time or (now_stamp() if stamp else None), speaker)
 
     def _append(self, role: str, text: str, time: str | None = None, speaker: str | None = None, *,
-                unanswered: bool = False, answers: tuple[int, dict] | None = None,
-                touch: Sequence[int] = (), asked: Sequence[int] = ()) -> Turn:
-        """Page a new turn and store it with every page it changed (and ``touch``'s uses) in one transaction.
-        If the store refuses it, the pager is read again, so memory never holds a turn the store lacks; if
-        another writer that does not take the conversation's lock got there first, it is tried once more
-        on the conversation as it now is."""
+                unanswered: bool = False, answer: AnswerRecord | None = None) -> Turn:
+        """Page a new turn and store it with every page it changed (and the uses of the pages ``answer`` used)
+        in one transaction. If the store refuses it, the pager is read again, so memory never holds a turn the
+        store lacks; if another writer that does not take the conversation's lock got there first, it is tried
+        once more on the conversation as it now is."""
+        answers, touch, asked = (answer.answers, answer.touch, answer.asked) if answer else (None, (), ())
         for attempt in (1, 2):
             pager = self.counted()
             turn = Turn(role=role, text=text, index=len(pager.turns), time=time, speaker=speaker)
@@ -575,9 +586,9 @@ class Conversation:
                 if runtime.backend.estimated:  # token counts are an estimate: say so
                     trace.tokens["estimated"] = 1
                 if remember:  # the answer, the pages it used and its trace: one transaction
-                    self._append("assistant", trace.answer or "…", now_stamp(), answers=(trace.turn, trace.to_dict()),
-                                 touch=trace.injected_page_ids, asked=[f["fact_id"] for f in trace.facts
-                                                                       if trace.decision == "fact"])
+                    self._append("assistant", trace.answer or "…", now_stamp(), answer=AnswerRecord(
+                        (trace.turn, trace.to_dict()), trace.injected_page_ids,
+                        [f["fact_id"] for f in trace.facts if trace.decision == "fact"]))
             if remember:
                 try:
                     self.maintain()

@@ -77,14 +77,14 @@ class Held:
         """The BM25 index of a conversation's turns, kept across questions (turns are appended to it), and
         saved beside a local store that is neither encrypted nor read-only, for the next process."""
         from ..retrieval import lexfile
-        from ..retrieval.ranking import LexicalIndex
+        from ..retrieval.ranking import LexicalIndex, LexiconFile
 
         with self.lock:
             if conv_id not in self._lexical:
                 file = lexfile.path_for(self.store.path, conv_id) if self.saves_beside else None
                 # saved only while nothing is erased after the generation what this process holds was read under
-                self._lexical[conv_id] = LexicalIndex(conv_id, file=file, erasures=self.store.erase_generation,
-                                                      generation=self.prefix_states.generation)
+                self._lexical[conv_id] = LexicalIndex(conv_id, file=LexiconFile(
+                    file, self.store.erase_generation, self.prefix_states.generation))
             return self._lexical[conv_id]
 
     def selector(self, conv_id: str, facts: Sequence[StandingFact] = ()) -> RerankSelector:

@@ -8,6 +8,7 @@ from typing import Callable, Sequence
 
 from ..core.pager import PagingConfig, page_conversation
 from ..core.records import Turn
+from ..store.base import Origin
 from ..store.choices import FileFormat
 from ..store.loaders import load_conversations
 from ..store.locks import conversation_lock
@@ -26,16 +27,38 @@ class IngestReport:
     warnings: list[str] = field(default_factory=list)
 
 
+@dataclass(frozen=True)
+class IngestOptions:
+    """How a file is ingested (``LocalPager.ingest``'s arguments): its ``format``, the paging ``config``,
+    ``replace`` (a conversation already stored is replaced, not refused), two hooks (``progress`` wraps the
+    list of conversations, as ``tqdm`` does; ``on_turns(done, total)`` hears how many turns are paged), and
+    ``embed``: the caller embeds the conversations next (``Conversation.prepare``), so each conversation's
+    evicted turns are handed to the embedder as soon as it is paged (``TextEmbedder.encode_ahead``), to be
+    encoded in a helper process while the next ones are paged."""
+
+    format: str = FileFormat.AUTO
+    config: PagingConfig | None = None
+    replace: bool = False
+    progress: Callable | None = None
+    on_turns: Callable[[int, int], None] | None = None
+    embed: bool = False
+
+
 def ingest(held: Held, path: str | os.PathLike, format: str = FileFormat.AUTO, config: PagingConfig | None = None,
            replace: bool = False, progress=None, on_turns: Callable[[int, int], None] | None = None,
            embed: bool = False) -> IngestReport:
+    """``ingest_file`` with its options one by one, as ``memory.api.LocalPager.ingest`` calls it (to go once that
+    passes an ``IngestOptions``)."""
+    return ingest_file(held, path, IngestOptions(format, config, replace, progress, on_turns, embed))
+
+
+def ingest_file(held: Held, path: str | os.PathLike, options: IngestOptions = IngestOptions()) -> IngestReport:
     """Store every conversation of a file (see ``LocalPager.ingest``); the models' tokenizer counts the tokens,
-    and their assistant does the model strategies' side work. ``embed``: the caller embeds the conversations next
-    (``Conversation.prepare``): each conversation's evicted turns are handed to the embedder as soon as it is
-    paged (``TextEmbedder.encode_ahead``), to be encoded in a helper process while the next ones are paged."""
+    and their assistant does the model strategies' side work."""
     store, models = held.store, held.models
-    config = config or PagingConfig()
-    loaded = load_conversations(path, format)
+    config, replace = options.config or PagingConfig(), options.replace
+    progress, on_turns = options.progress, options.on_turns
+    loaded = load_conversations(path, options.format)
     if not replace:
         taken = [c.id for c in loaded.conversations if store.has_conversation(c.id)]
         if taken:
@@ -56,14 +79,14 @@ def ingest(held: Held, path: str | os.PathLike, format: str = FileFormat.AUTO, c
         # replacing a conversation another process is writing to waits for it, as every writer does
         with conversation_lock(store, conv.id, held.lock_timeout):
             store.save_conversation(conv.id, conv.turns, pager.pages, conv.probes, settings,
-                                    source=str(path), meta=conv.meta, replace=replace)
+                                    Origin(str(path), conv.meta), replace=replace)
         report.conversations += 1
         report.turns += len(conv.turns)
         report.pages += len(pager.pages)
         report.evicted += len(pager.evicted)
         report.probes += len(conv.probes)
         report.ids.append(conv.id)
-        if embed:
+        if options.embed:
             _embed_ahead(models, pager)
     return report
 

@@ -41,7 +41,7 @@ from ..store.loaders import (
     show_value,
     storable_text,
 )
-from ..store.base import Store
+from ..store.base import Origin, Store
 from .choices import ImportMode
 from .held import Held
 
@@ -490,7 +490,7 @@ def _restore(held: Held, entry: Entry, replace: bool) -> None:
         settings = {**config.to_dict(), "tokenizer": counter.name}
     store = held.store
     store.save_conversation(conv.id, conv.turns, pages, conv.probes, settings or {},
-                            source=state.get("source"), meta=conv.meta, replace=replace)
+                            Origin(state.get("source"), conv.meta), replace=replace)
     for fact in store.facts(conv.id):
         if (fact.turn, fact.text) in state["pinned_facts"]:
             store.pin_fact(conv.id, fact.fact_id)

@@ -209,6 +209,18 @@ class TurnTable:
         return cached
 
 
+@dataclass(frozen=True)
+class LexiconFile:
+    """Where a ``LexicalIndex`` is saved and read again by a new process (``lexfile``; ``path`` None: nowhere), and
+    what keeps the file valid: the store's erase generation, read by ``erasures()``, staying ``generation``, the
+    erase generation the turns the index will be given were read under (default: the store's now). It is saved
+    only while the store's is still that one (checked under the store's lock as it is written)."""
+
+    path: Path | None = None
+    erasures: Callable[[], int] | None = None
+    generation: int | None = None
+
+
 class LexicalIndex:
     """BM25 (Lucene variant, as bm25s computes it) over one conversation's turns, its idf over every turn so far.
 
@@ -228,13 +240,10 @@ class LexicalIndex:
     SAVE_AFTER = 2000  # turns appended since the file was read or written before it is written again
 
     def __init__(self, key: str = "", *, stemmer: str = Stemmer.LIGHT, speakers: bool = True,
-                 k1: float = 1.5, b: float = 0.75, file: Path | None = None,
-                 erasures: Callable[[], int] | None = None, generation: int | None = None):
-        """``file``: where the index is saved and read again by a new process (``lexfile``), valid while the
-        store's erase generation (``erasures()``) stays the same; ``generation``: the erase generation the turns
-        it will be given were read under (default: the store's now). It is saved only while the store's is
-        still that one (checked under the store's lock as it is written)."""
-        self.file, self._erasures, self._saved = file, erasures, 0
+                 k1: float = 1.5, b: float = 0.75, file: LexiconFile = LexiconFile()):
+        """``file``: where the index is saved for a new process, and while it stays valid (``LexiconFile``)."""
+        erasures, generation = file.erasures, file.generation
+        self.file, self._erasures, self._saved = file.path, erasures, 0
         self.generation = generation if generation is not None else (erasures() if erasures else 0)
         self.key, self.stemmer, self.speakers = key, choose(Stemmer, stemmer, "stemmer"), speakers
         self.k1, self.b = k1, b

@@ -51,6 +51,15 @@ class ConversationBusy(StoreError):
     """Another process (or thread) kept the conversation for longer than we were willing to wait."""
 
 
+@dataclass(frozen=True)
+class Origin:
+    """Where a stored conversation came from: ``source``, the file it was read from, and ``meta``, what that
+    file said about it (both kept with it)."""
+
+    source: str | None = None
+    meta: dict[str, Any] | None = None
+
+
 @dataclass
 class ConversationInfo:
     id: str
@@ -159,12 +168,12 @@ class Store(ABC):
         pages: Sequence[Page],
         probes: Sequence[Probe] = (),
         settings: dict[str, Any] | None = None,
-        source: str | None = None,
-        meta: dict[str, Any] | None = None,
+        origin: Origin = Origin(),
         replace: bool = False,
     ) -> None:
         """Store a whole conversation in one transaction; an existing id is an error unless ``replace``."""
         _check_conversation(self.path, conv_id, turns, probes)
+        source, meta = origin.source, origin.meta
         with self.transaction() as conn:
             exists = conn.execute("SELECT 1 FROM conversations WHERE id = ?", (conv_id,)).fetchone()
             if exists and not replace:

@@ -13,6 +13,7 @@ from localpager.lab.synthetic import generate_conversation
 from localpager.retrieval.ranking import (
     HybridSettings,
     LexicalIndex,
+    LexiconFile,
     Ranking,
     answer_priors,
     question_turn_weights,
@@ -157,10 +158,10 @@ def test_a_saved_index_of_other_turns_is_not_used(tmp_path, monkeypatch):
     monkeypatch.setattr(LexicalIndex, "SAVE_AFTER", 10)
     turns = generate_conversation(2, n_turns=60).turns
     file = tmp_path / "x.lexical-1.npz"
-    LexicalIndex("c", file=file).scores("budget", range(60), turns)
+    LexicalIndex("c", file=LexiconFile(file)).scores("budget", range(60), turns)
     assert file.is_file()
     other = [Turn(t.role, t.text + " more", t.index) for t in turns]
-    index = LexicalIndex("c", file=file)
+    index = LexicalIndex("c", file=LexiconFile(file))
     assert index.scores("budget", range(60), other) == reference(index, "budget", other)
     assert index._read(other) is not None  # rewritten for the new turns
     assert lexfile.load(file, {**index._stamp(), "erasures": 1}, other, object, object) is None

@@ -12,7 +12,8 @@ from localpager.core.pager import PagingConfig
 from localpager.core.records import Page, Probe, Transcript, Turn
 from localpager.core.tokens import ApproxTokenCounter
 from localpager.lab.retrievers import RETRIEVERS, get_retriever, retrieve_pages
-from localpager.lab.simulate import Belady, Cell, SimulationResult, belady_violations, simulate, simulate_conversation
+from localpager.lab.simulate import (Belady, Cell, SimulationGrid, SimulationResult, belady_violations,
+                                     simulate_conversation)
 
 
 def make_turns(texts: list[str]) -> list[Turn]:
@@ -79,8 +80,8 @@ def test_belady_evicts_never_used_pages_first_then_the_farthest_use():
 # -- simulate: the grid ------------------------------------------------------------------------
 def test_grid_has_one_cell_per_boundary_eviction_retriever():
     convs = [allergy_conversation()]
-    result = simulate(convs, ["fixed_5", "fixed_10"], ["fifo", "belady"], 200, ["oracle", "overlap"], 3,
-                      ApproxTokenCounter())
+    result = SimulationGrid(["fixed_5", "fixed_10"], ["fifo", "belady"], 200, ["oracle", "overlap"], 3).run(
+        convs, ApproxTokenCounter())
     cells = {(c.boundary, c.eviction, c.retriever): c for c in result.cells}
     assert len(cells) == len(result.cells) == 2 * 2 * 2
     cell = cells["fixed_5", "fifo", "oracle"]
@@ -94,8 +95,8 @@ def test_grid_has_one_cell_per_boundary_eviction_retriever():
 
 def test_grid_without_retrievers_still_reports_paging_and_shows_progress():
     runs = []
-    result = simulate([allergy_conversation()], ["fixed_5"], ["fifo"], 200, [], 3, ApproxTokenCounter(),
-                      progress=lambda items: runs.extend(items) or runs)
+    result = SimulationGrid(["fixed_5"], ["fifo"], 200, [], 3).run(
+        [allergy_conversation()], ApproxTokenCounter(), progress=lambda items: runs.extend(items) or runs)
     assert [(c.retriever, c.hit_rate, c.selection_accuracy) for c in result.cells] == [(None, 0.5, None)]
     assert [(b, e, conv.id) for b, e, conv in runs] == [("fixed_5", "fifo", "hand")]
 
@@ -104,7 +105,7 @@ def test_unknown_names_fail_before_anything_runs():
     for bad in (dict(boundaries=["fixed_x"]), dict(evictions=["mru"]), dict(retrievers=["psychic"])):
         args = dict(boundaries=["fixed_5"], evictions=["fifo"], retrievers=["oracle"]) | bad
         with pytest.raises(ValueError, match="unknown"):
-            simulate([allergy_conversation()], budget=200, k=3, counter=ApproxTokenCounter(), **args)
+            SimulationGrid(budget=200, k=3, **args).run([allergy_conversation()], ApproxTokenCounter())
 
 
 def test_belady_violations_are_reported_with_a_reason():

@@ -7,7 +7,7 @@ import pytest
 from helpers import LOCOMO, filler_pages, needs_locomo, page
 
 from localpager.lab.retrievers import get_retriever
-from localpager.lab.simulate import belady_violations, simulate
+from localpager.lab.simulate import SimulationGrid, belady_violations
 from localpager.lab.synthetic import generate_dataset
 
 ONLINE = ("fifo", "lru", "lfu", "hybrid")
@@ -18,7 +18,7 @@ ONLINE = ("fifo", "lru", "lfu", "hybrid")
 def test_belady_beats_or_ties_online_policies_unless_reported(counter):
     convs = generate_dataset(6, seed=1, revisiting=True)
     boundaries = ["fixed_10", "topic_shift"]
-    result = simulate(convs, boundaries, [*ONLINE, "belady"], 1024, [], 3, counter)
+    result = SimulationGrid(boundaries, [*ONLINE, "belady"], 1024, [], 3).run(convs, counter)
     hit = {(c.boundary, c.eviction): c.hit_rate for c in result.cells}
     beaten = {(b, e) for b in boundaries for e in ONLINE if hit[b, e] > hit[b, "belady"]}
     assert {(v.boundary, v.eviction) for v in belady_violations(result)} == beaten
@@ -32,7 +32,7 @@ def test_simulate_runs_on_locomo(counter):
     from localpager.store.loaders import load_conversations
 
     convs = load_conversations(LOCOMO).conversations[:2]
-    result = simulate(convs, ["fixed_20"], ["lru", "belady"], 1024, ["bm25", "oracle"], 3, counter)
+    result = SimulationGrid(["fixed_20"], ["lru", "belady"], 1024, ["bm25", "oracle"], 3).run(convs, counter)
     lru = next(c for c in result.cells if (c.eviction, c.retriever) == ("lru", "oracle"))
     assert lru.probes > 100 and lru.needs_recall > 0 and lru.selection_accuracy == 1.0
 
