@@ -2,9 +2,10 @@
 and the few words where they differ (``DIALECTS``).
 
 ``migrations("sqlite")`` is, character for character, the list the SQLite store has always run (each shipped
-entry's text is checked in tests/fast/test_store_dialects.py); ``migrations("postgresql")`` is the same
-schema on PostgreSQL. Where a dialect needs more than a word (SQLite's per-row triggers, PostgreSQL's trigger
-functions, which columns keep no planner statistics), the whole difference is one entry of ``DIALECTS``.
+entry's text is checked by ``test_the_sqlite_migrations_are_the_shipped_ones`` in tests/fast/test_postgres_store.py);
+``migrations("postgresql")`` is the same schema on PostgreSQL. Where a dialect needs more than a word (SQLite's
+per-row triggers, PostgreSQL's trigger functions, which columns keep no planner statistics), the whole difference
+is one entry of ``DIALECTS``.
 Standard library only.
 """
 
