@@ -25,7 +25,9 @@ from ..core.records import Page, Turn
 from ..core.tokens import TokenCounter
 from ..runtime.choices import RecallMode
 from ..retrieval.facts import prompt_facts
-from ..runtime.recall import ContextOverflowError, FactContext, PageSelector
+from ..runtime.answering import FactContext
+from ..runtime.recall import ContextOverflowError
+from ..runtime.selector import PageSelector
 from ..runtime.trace import Trace
 from ..store.base import ConversationBusy, ConversationChanged, StoreError
 from ..store.locks import LockTimeout, conversation_lock
@@ -578,7 +580,7 @@ class Conversation:
                 try:
                     trace = runtime.answer(self.pager, question, pending=not remember, on_text=on_text,
                                            selector=selector or self.held.selector(self.id, facts.every),
-                                           mode=mode, layout=layout, facts=facts)
+                                           settings=runtime.settings_with(mode, layout), facts=facts)
                 except BaseException as exc:
                     if remember:
                         self._mark_interrupted(f"no answer: {(str(exc) or type(exc).__name__).splitlines()[0]}")
