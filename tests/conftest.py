@@ -228,14 +228,14 @@ def fake_pager(tmp_path, store_location):
     ``fake_pager(script=(), *, backend=None, path=None, embedder=None, **LocalPager_options)``; a
     second call with the same ``path`` reopens the store (as another process would). The store is
     ``store_location``'s: a PostgreSQL database too in a module marked ``both_stores``."""
-    from localpager.memory.api import LocalPager
+    from localpager.memory.api import LocalPager, ModelOptions
 
     opened = []
     location = store_location
 
     def make(script=(), *, backend=None, path=None, embedder=None, **options):
-        lp = LocalPager(path or location, backend=backend or ScriptedBackend(script), embedder=embedder or HashEmbedder(),
-                        **options)
+        lp = LocalPager(path or location, backend=backend or ScriptedBackend(script),
+                        options=ModelOptions(embedder=embedder or HashEmbedder()), **options)
         opened.append(lp)
         return lp
 

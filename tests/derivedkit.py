@@ -54,10 +54,10 @@ def pager(store, *, states: bool = False):
     from fakes import HashEmbedder, ScriptedBackend
     from faultkit import StatefulBackend, _reply
 
-    from localpager.memory.api import LocalPager
+    from localpager.memory.api import LocalPager, ModelOptions
 
     backend = (StatefulBackend if states else ScriptedBackend)(_reply, model_name="fake.gguf")
-    return LocalPager(store, backend=backend, embedder=HashEmbedder())
+    return LocalPager(store, backend=backend, options=ModelOptions(embedder=HashEmbedder()))
 
 
 def filler(i: int) -> str:

@@ -53,10 +53,10 @@ def _pager(store: str, *, states: bool = False):
     """A LocalPager on the fakes; ``states``: its backend saves and loads KV caches (``StatefulBackend``)."""
     from fakes import HashEmbedder
 
-    from localpager.memory.api import LocalPager
+    from localpager.memory.api import LocalPager, ModelOptions
 
     backend = (StatefulBackend if states else ScriptedBackend)(_reply, model_name="fake.gguf")
-    lp = LocalPager(store, backend=backend, embedder=HashEmbedder())
+    lp = LocalPager(store, backend=backend, options=ModelOptions(embedder=HashEmbedder()))
     return lp
 
 

@@ -46,6 +46,5 @@ def load_backend(name: str | None = None, **options: Any) -> ChatBackend:
     backends = available_backends()
     if name not in backends:
         raise BackendError(str(unknown("backend", name, sorted(backends))))  # the installed ones
-    module_name, _, attr = backends[name].partition(":")
-    factory = getattr(importlib.import_module(module_name), attr)
+    factory = importlib.metadata.EntryPoint(name, backends[name], GROUP).load()  # "module:attribute", imported
     return factory(**options)

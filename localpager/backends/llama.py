@@ -35,21 +35,32 @@ KEPT_PREFIXES = 48
 KEPT_BYTES = 64 << 20
 
 
-def thread_counts(n_threads: int | None = None) -> tuple[int, int]:
-    """(generation threads, prompt-reading threads): ``n_threads`` for both if given; else
-    ``LOCALPAGER_THREADS`` (both) and ``LOCALPAGER_BATCH_THREADS`` (prompt reading); else the cores other
-    work leaves free when the model loads (``free_cores``).
+def thread_counts(n_threads: int | None = None, *, chosen: int | None = None) -> tuple[int, int]:
+    """(generation threads, prompt-reading threads): ``n_threads`` for both if given; else ``chosen`` (the
+    ``--threads`` option, ``ModelOptions.threads``), else ``LOCALPAGER_THREADS``, for both, and
+    ``LOCALPAGER_BATCH_THREADS`` for prompt reading; else the cores other work leaves free when the model loads
+    (``free_cores``).
 
     llama.cpp's threads spin while they wait: two processes that each take every core slow each other down
     by an order of magnitude (benchmarks/threads.py measures the defaults idle and beside a busy process)."""
     if n_threads:
         return n_threads, n_threads
-    generation = _env_threads("LOCALPAGER_THREADS")
+    generation = chosen or _env_threads("LOCALPAGER_THREADS")
     batch = _env_threads("LOCALPAGER_BATCH_THREADS") or generation
     if not (generation and batch):  # the cores are sampled only when the environment leaves a count open
         free = free_cores()
         generation, batch = generation or free, batch or free
     return generation, batch
+
+
+def loader_options(threads: int | None = None, chat_template: str | None = None) -> dict[str, Any]:
+    """``LlamaCppBackend``'s keyword arguments for ``threads`` chosen as ``LOCALPAGER_THREADS`` chooses them
+    (``LOCALPAGER_BATCH_THREADS`` still sets prompt reading apart) and for a ``chat_template``; what is not given
+    is left out, for the backend's own default (the environment, else the free cores and the model's template)."""
+    options: dict[str, Any] = {"chat_template": chat_template} if chat_template else {}
+    if threads:
+        options["n_threads"], options["n_threads_batch"] = thread_counts(chosen=threads)
+    return options
 
 
 def _env_threads(name: str) -> int:

@@ -18,15 +18,16 @@ CHATML = (
     "{% for message in messages %}{{'<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>\n'}}"
     "{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}"
 )
-CHAT_TEMPLATE_ENV = "LOCALPAGER_CHAT_TEMPLATE"  # what the global --chat-template sets
+CHAT_TEMPLATE_ENV = "LOCALPAGER_CHAT_TEMPLATE"  # a user's choice: the default of --chat-template and of the library
 NAMED_TEMPLATES = {"chatml": CHATML}
 
 
 def chosen_template(own: str | None, model: str, choice: str | None = None) -> str:
-    """The chat template to render with: ``choice`` (default ``$LOCALPAGER_CHAT_TEMPLATE``) when given, a name
-    of ``NAMED_TEMPLATES`` or a Jinja file; else the model's ``own``. A model without one is refused in one
-    line: it is most likely a base model, which answers a chat with garbage (gemma-3-270m's base GGUF
-    answered ``<|im_end|>`` to a ChatML prompt); ``--chat-template`` says otherwise."""
+    """The chat template to render with: ``choice`` (the ``--chat-template`` option, ``ModelOptions.chat_template``;
+    default ``$LOCALPAGER_CHAT_TEMPLATE``) when given, a name of ``NAMED_TEMPLATES`` or a Jinja file; else the
+    model's ``own``. A model without one is refused in one line: it is most likely a base model, which answers a
+    chat with garbage (gemma-3-270m's base GGUF answered ``<|im_end|>`` to a ChatML prompt); ``--chat-template``
+    says otherwise."""
     import os
 
     choice = (choice or os.environ.get(CHAT_TEMPLATE_ENV) or "").strip() or None
@@ -42,8 +43,9 @@ def chosen_template(own: str | None, model: str, choice: str | None = None) -> s
         with open(choice, encoding="utf-8") as f:
             return f.read()
     except (OSError, UnicodeDecodeError) as exc:
+        why = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
         raise BackendError(f"--chat-template {choice}: not one of {', '.join(NAMED_TEMPLATES)} and not a readable "
-                           f"Jinja file ({getattr(exc, 'strerror', None) or exc})") from None
+                           f"Jinja file ({why})") from None
 
 
 class ChatTemplate:

@@ -3,7 +3,8 @@
 The top group and its global options are here; the commands are in modules by what they do: ``memory``
 (conversations, pages, bookmarks, budgets, search, forget, correct), ``answer`` (ask, chat), ``store``
 (ingest, export, import, migrate-store), ``serve`` (serve, mcp) and ``lab`` (eval, bench, and the ``lab``
-group's experiments). ``options``, ``session`` and ``output`` are what they share.
+group's experiments). ``options``, ``settings`` (the global options, typed), ``session`` and ``output`` are what
+they share.
 
 At start-up only click and modules of the standard library are imported (the option choices come from each
 layer's ``choices`` module), so ``localpager --help`` stays fast; numpy, FAISS and the model runtimes are
@@ -12,14 +13,13 @@ imported inside the command that needs them.
 
 from __future__ import annotations
 
-import os
-
 import click
 
 from ..backends.choices import ConstraintFormat
 from . import answer, lab, memory, serve, store
 from .options import ChoiceOf, StoreGroup
 from .session import friendly_errors
+from .settings import BackendOptions, GlobalOptions, Invocation
 
 __all__ = ["StoreGroup", "cli", "friendly_errors", "main"]
 
@@ -58,13 +58,12 @@ def cli(ctx: click.Context, store: str | None, key_env: str | None, backend: str
         api_key: str | None, tokenizer: str | None, constraint: str | None, allow_estimate: bool,
         threads: int | None, chat_template: str | None) -> None:
     """Long-conversation memory for local LLMs: pages old turns out, recalls them by bookmark."""
-    if threads:
-        os.environ["LOCALPAGER_THREADS"] = str(threads)  # read where the model loads, in this process and its workers
-    if chat_template:
-        os.environ["LOCALPAGER_CHAT_TEMPLATE"] = chat_template  # read where the model loads, as --threads is
-    ctx.obj = {"store": store, "key_env": key_env,
-               "backend": {"backend": backend, "base_url": base_url, "api_key": api_key, "tokenizer": tokenizer,
-                           "constraint": constraint, "allow_estimate": allow_estimate}}
+    served = BackendOptions(name=backend, base_url=base_url, api_key=api_key, tokenizer=tokenizer,
+                            constraint=constraint, allow_estimate=allow_estimate)
+    # the model's options reach the loader as arguments (GlobalOptions.model_options), in this process and in
+    # the processes a command starts: nothing is written to the environment
+    ctx.obj = Invocation(GlobalOptions(store=store, key_env=key_env, backend=served, threads=threads,
+                                       chat_template=chat_template))
 
 
 for _command in (*store.COMMANDS, *memory.COMMANDS, *answer.COMMANDS, *serve.COMMANDS, *lab.COMMANDS):

@@ -37,7 +37,8 @@ from .options import (
     list_of,
     positive_ints,
 )
-from .session import export_backend, friendly_errors
+from .session import friendly_errors
+from .settings import global_options
 
 EVAL_RECALL_MODES = (RecallMode.AUTO, RecallMode.ALWAYS)  # never: the eval's truncation strategy
 
@@ -233,7 +234,6 @@ def evaluate_cmd(ctx, dataset, fmt, boundary, worth, bookmark_format, budget, li
     """Answer DATASET's probes with the local model and score them, for each strategy."""
     from tqdm import tqdm
 
-    export_backend(ctx)
     from ..core.pager import PagingConfig
     from ..lab.report import eval_markdown
     from ..lab.sweep import EvalSweep, run_eval_sweep
@@ -243,7 +243,7 @@ def evaluate_cmd(ctx, dataset, fmt, boundary, worth, bookmark_format, budget, li
         paging = PagingConfig(boundary=boundary, bookmark_format=bookmark_format, budget=budget, worth=worth)
         config = eval_config(limit, model, **experiment)
         sweep = EvalSweep(experiment["strategies"], experiment["evictions"], experiment["keyword_strategies"],
-                          experiment["layouts"], paging, config)
+                          experiment["layouts"], paging, config, loading=global_options(ctx).model_options())
         bar = lambda name: lambda items: tqdm(items, desc=name, unit="probe", file=sys.stderr)
         runs, written = run_eval_sweep(conversations, sweep, progress=bar, json_out=json_out)
     click.echo(eval_markdown(runs))
@@ -289,12 +289,12 @@ def bench(ctx, quick, probe_turns, model, warm, json_out, cold_turns, eviction_t
     """Recall latency per stage and its ratio to the hardware floor, by conversation length."""
     from tqdm import tqdm
 
-    export_backend(ctx)
     from ..lab.bench import BenchConfig, plot, run_bench
 
     config = BenchConfig(quick=quick, probe_turns=probe_turns or (6 if quick else 20), model=model, warm=warm,
                          cold_turns=cold_turns, eviction_turns=eviction_turns,
-                         eviction_budgets=positive_ints(eviction_budgets, "--eviction-budgets"))
+                         eviction_budgets=positive_ints(eviction_budgets, "--eviction-budgets"),
+                         loading=global_options(ctx).model_options())
     with friendly_errors():
         result = run_bench(config, progress=lambda jobs: tqdm(jobs, desc="bench", file=sys.stderr),
                            log=lambda s: click.echo(s, err=True))

@@ -9,6 +9,7 @@ from enum import StrEnum
 import click
 
 from ..core.choices import PARAMETRIC_BOUNDARIES, Boundary, KeywordStrategy, choose, unknown
+from .settings import invocation
 
 # the keyword strategies a user would choose (random is the lab's baseline: eval --keywords still takes it)
 OFFERED_KEYWORDS = tuple(k for k in KeywordStrategy if k is not KeywordStrategy.RANDOM)
@@ -132,7 +133,7 @@ def help_sections(command: click.Command, ctx: click.Context) -> list[tuple[str,
 def _store_setting(ctx: click.Context, param: click.Parameter, value: str | None) -> None:
     """A store option given after the command sets what it sets before it (after wins)."""
     if value is not None:
-        ctx.ensure_object(dict)[param.name] = value
+        invocation(ctx).set_store_option(param.name, value)
 
 
 class StoreGroup(click.Group):

@@ -8,6 +8,7 @@ from pathlib import Path
 import click
 
 from .session import friendly_errors, open_pager, store_key
+from .settings import global_options
 
 SERVER_MODULES = ("fastapi", "uvicorn", "sse_starlette", "starlette", "pydantic", "anyio")
 
@@ -162,7 +163,7 @@ def mcp_cmd(ctx, conversation, read_only):
     from ..store.location import store_location
 
     with friendly_errors():
-        path = store_location(ctx.obj["store"])
+        path = store_location(global_options(ctx).store)
     if read_only and isinstance(path, Path) and not path.exists():
         raise click.ClickException(f"no store at {path} (--read-only opens an existing store)")
     with friendly_errors():

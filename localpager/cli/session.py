@@ -1,5 +1,5 @@
-"""What a command opens, from the global options: the ``LocalPager`` of ``--store`` (with ``--key-env``'s key
-and the ``--backend`` options), and known failures as one-line errors."""
+"""What a command opens, from the global options (``settings.GlobalOptions``): the ``LocalPager`` of ``--store``
+(with ``--key-env``'s key and the model's options), and known failures as one-line errors."""
 
 from __future__ import annotations
 
@@ -8,13 +8,12 @@ from contextlib import contextmanager
 
 import click
 
+from .settings import global_options, invocation
+
 # optional dependencies by top-level module, and the extra (pyproject.toml) that installs each
 OPTIONAL_MODULES = {"matplotlib": "eval", "fastapi": "server", "uvicorn": "server", "sse_starlette": "server",
                     "starlette": "server", "httpx": "http", "sqlcipher3": "encrypt", "psycopg": "postgres",
                     "psycopg_pool": "postgres"}
-BACKEND_ENV = {"backend": "LOCALPAGER_BACKEND", "base_url": "LOCALPAGER_BASE_URL", "api_key": "LOCALPAGER_API_KEY",
-               "tokenizer": "LOCALPAGER_TOKENIZER", "constraint": "LOCALPAGER_CONSTRAINT",
-               "allow_estimate": "LOCALPAGER_ALLOW_ESTIMATE"}
 
 
 @contextmanager
@@ -47,7 +46,7 @@ def _close_ids() -> str:
 
     ctx = click.get_current_context(silent=True)
     wanted = ctx.params.get("conv_id") if ctx is not None else None
-    store = (ctx.obj or {}).get("opened_store") if ctx is not None else None
+    store = invocation(ctx).opened_store if ctx is not None else None
     if not isinstance(wanted, str) or store is None:
         return ""
     try:
@@ -56,19 +55,21 @@ def _close_ids() -> str:
         return ""
 
 
-def open_pager(ctx: click.Context, model: str | None = None, *, create: bool = True, **options):
-    """The LocalPager of ``--store``. Without ``create`` the store must exist: commands that only read it,
+def open_pager(ctx: click.Context, model: str | None = None, *, create: bool = True, n_ctx: int | None = None,
+               recall=None):
+    """The LocalPager of ``--store``, its models loading with the global options and ``model``, ``n_ctx``
+    and ``recall`` (a ``RecallSettings``). Without ``create`` the store must exist: commands that only read it,
     or need a conversation already in it, never leave an empty store behind."""
     from ..memory.api import LocalPager
     from ..store.base import StoreError
     from ..store.location import open_store
 
     try:  # a SQLite file, or postgresql://USER@HOST:PORT/DB (store.location)
-        store = open_store(ctx.obj["store"], key=store_key(ctx), create=create)
+        store = open_store(global_options(ctx).store, key=store_key(ctx), create=create)
     except StoreError as exc:
         raise click.ClickException(str(exc)) from None
-    ctx.obj["opened_store"] = store  # a mistyped conversation id is answered with the ids close to it
-    lp = LocalPager(store, model=model, **{**backend_options(ctx), **options})
+    invocation(ctx).opened_store = store  # a mistyped conversation id is answered with the ids close to it
+    lp = LocalPager(store, options=global_options(ctx).model_options(model, n_ctx), recall=recall)
     ctx.call_on_close(lp.close)  # saves the chat's KV cache for the next command (localpager.store.kvstate)
     return lp
 
@@ -78,26 +79,9 @@ def open_conversation(ctx: click.Context, conv_id: str):
     return open_pager(ctx, create=False).conversation(conv_id)
 
 
-def backend_options(ctx: click.Context) -> dict:
-    """LocalPager's ``backend`` and ``backend_options`` from the global options (none: the default backend)."""
-    chosen = ctx.obj.get("backend") or {}
-    if not chosen.get("backend"):
-        return {}
-    options = {k: v for k, v in chosen.items() if k != "backend" and v not in (None, False)}
-    return {"backend": chosen["backend"], "backend_options": options if chosen["backend"] == "openai-http" else {}}
-
-
-def export_backend(ctx: click.Context) -> None:
-    """Put the global backend options in this process's environment, where the commands that build their
-    own backends (eval, bench and the processes bench starts) find them."""
-    for key, value in (ctx.obj.get("backend") or {}).items():
-        if value not in (None, False):
-            os.environ[BACKEND_ENV[key]] = "1" if value is True else str(value)
-
-
 def store_key(ctx: click.Context) -> str | None:
     """The encryption key named by ``--key-env`` (read from that environment variable), or None."""
-    name = ctx.obj.get("key_env")
+    name = global_options(ctx).key_env
     if not name:
         return None
     key = os.environ.get(name)

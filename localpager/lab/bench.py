@@ -19,6 +19,7 @@ the chat model and the embedder loaded, read before the rerank-at-scale measurem
 from __future__ import annotations
 
 import json
+import os
 import platform
 import resource
 import shutil
@@ -27,16 +28,19 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator
 
 import numpy as np
 
 from ..core.pager import PagingConfig
-from ..runtime.recall import RecallSettings
+from ..runtime.settings import RecallSettings
 from ..runtime.trace import STAGES
 from .synthetic import generate_conversation
+
+if TYPE_CHECKING:
+    from ..memory.models import ModelOptions
 
 LENGTHS = (50, 200, 800, 3200)
 QUICK_LENGTHS = (50, 200)
@@ -62,6 +66,15 @@ class BenchConfig:
     # ``localpager chat``, which warms up at its prompt while the user types. False (the default): questions back to
     # back from a cold start, so the first answer's cost stays in p95_ms_with_first
     warm: bool = False
+    # how the chat model loads beside ``model`` and ``n_ctx``: its backend and the backend's options, llama.cpp's
+    # threads and chat template (``localpager bench``'s global options); None: the library's defaults
+    loading: ModelOptions | None = None
+
+    def model_options(self) -> ModelOptions:
+        """The chat model's options: ``loading``'s, with ``model`` and ``n_ctx``."""
+        from ..memory.models import ModelOptions
+
+        return replace(self.loading or ModelOptions(), model=self.model, n_ctx=self.n_ctx)
 
     @property
     def eviction_runs(self) -> tuple[tuple[int, int], ...]:
@@ -156,7 +169,8 @@ def run_turns(backend, config: BenchConfig, rates: tuple[float, float], workdir:
         history, questions, needs = _workload(length, config.probe_turns, config.seed)
         if hasattr(backend, "clear_cache"):  # every run starts cold, as a newly opened conversation does: the
             backend.clear_cache()  # one before (the same turns under another strategy) would otherwise warm it
-        lp = LocalPager(workdir / f"{strategy}-{length}.db", backend=backend, recall=recall, n_ctx=config.n_ctx)
+        lp = LocalPager(workdir / f"{strategy}-{length}.db", backend=backend, options=config.model_options(),
+                        recall=recall)
         chat = lp.conversation("bench", create=True, config=paging)
         for t in history:
             chat.add_turn(t.role, t.text, stamp=False)
@@ -209,20 +223,20 @@ def replayed_prompts(lp, chat, turns) -> Iterator[tuple[Any, list[int]]]:
         yield pager, runtime.fit(runtime.messages(pager, None))[1]
 
 
-def eviction_cost(model: str | None, budget: int, n_turns: int, workdir: Path, seed: int = 0,
+def eviction_cost(options: ModelOptions, budget: int, n_turns: int, workdir: Path, seed: int = 0,
                   compare: int = 8, answer_tokens: int = 12) -> EvictionCost:
     """Replay a generated conversation into a paged chat at ``budget`` and read its prompt after every
     user turn, as the chat model does before answering. After each eviction, count what the KV splice
     evaluated and what a full re-read would (``Generation.shifted`` is what the splice saved), and for the
     first ``compare`` evictions check the greedy answer against a second context that reads the same
-    prompt without any splice (machine-independent figures: tokens, not milliseconds)."""
-    from ..backends import load_backend
+    prompt without any splice (machine-independent figures: tokens, not milliseconds). The model loads with
+    ``options``, in a context of twice ``budget`` (at least 2048 tokens)."""
     from ..memory.api import LocalPager
 
-    n_ctx = max(2048, 2 * budget)
-    backend = load_backend(model_path=model, n_ctx=n_ctx)
-    plain = load_backend(model_path=model, n_ctx=n_ctx, kv_shift=False) if compare else None
-    lp = LocalPager(workdir / f"evict-{budget}.db", backend=backend, n_ctx=n_ctx)
+    options = replace(options, n_ctx=max(2048, 2 * budget))
+    backend = options.load()
+    plain = options.load(kv_shift=False) if compare else None
+    lp = LocalPager(workdir / f"evict-{budget}.db", backend=backend, options=options)
     chat = lp.conversation("evict", create=True, config=PagingConfig(budget=budget))
     result = EvictionCost(budget=budget)
     listed = None
@@ -295,13 +309,15 @@ def _wall_ms(cmd: list[str], reps: int = 3) -> float:
 SMALL_TALK_ASK = "Okay, let's move on."
 
 
-def _ask_once(store: Path, model: str | None, question: str, *options: str) -> dict[str, Any]:
-    """``localpager ask`` in a new process: its wall time, and where the time went (the answer's own stages
-    from its trace; ``startup_ms`` is the rest: interpreter, imports, opening the store, loading models)."""
+def _ask_once(store: Path, loading: ModelOptions, question: str, *options: str) -> dict[str, Any]:
+    """``localpager ask`` in a new process, its model loading with ``loading``: its wall time, and where the time
+    went (the answer's own stages from its trace; ``startup_ms`` is the rest: interpreter, imports, opening the
+    store, loading models)."""
+    model = loading.model
     cmd = [sys.executable, "-m", "localpager.cli", "--store", str(store), "ask", "cold", question, "--json",
-           *options, *(["--model", model] if model else [])]
+           *options, *(["--model", str(model)] if model else [])]
     start = time.perf_counter()
-    done = subprocess.run(cmd, capture_output=True, text=True, check=True)
+    done = subprocess.run(cmd, env=child_env(loading), capture_output=True, text=True, check=True)
     wall = (time.perf_counter() - start) * 1000
     trace = json.loads(done.stdout)
     stages = {k: v for k, v in trace["timings_ms"].items() if v and k != "total"}
@@ -310,10 +326,11 @@ def _ask_once(store: Path, model: str | None, question: str, *options: str) -> d
             "trigger": trace["trigger"]}
 
 
-def cold_answers(workdir: Path, model: str | None, turns: int) -> dict[str, Any]:
+def cold_answers(workdir: Path, options: ModelOptions, turns: int) -> dict[str, Any]:
     """A new process, a stored conversation of ``turns`` turns (its indexes already built by an earlier
     process), to its first answer: a question answered from memory (``cold_first_answer_ms``), and small
-    talk, answered from the chat prompt, without and then with the KV cache the previous process saved."""
+    talk, answered from the chat prompt, without and then with the KV cache the previous process saved (the
+    model loading with ``options``, in this process and in those)."""
     from ..memory.api import LocalPager
     from ..store.loaders import dump_jsonl
 
@@ -321,21 +338,38 @@ def cold_answers(workdir: Path, model: str | None, turns: int) -> dict[str, Any]
     conv = generate_conversation(1, n_turns=turns)
     conv.id = "cold"
     dump_jsonl([conv], source)
-    lp = LocalPager(store, model=model)
+    lp = LocalPager(store, options=options)
     lp.ingest(source)
     lp.close()
     probe = next(p.question for p in conv.probes if p.evidence)
-    _ask_once(store, model, probe)  # builds and saves the FAISS index; not timed
-    first = _ask_once(store, model, probe)
-    _ask_once(store, model, SMALL_TALK_ASK, "--recall", "never")  # reads the chat prompt, saves its KV cache
+    _ask_once(store, options, probe)  # builds and saves the FAISS index; not timed
+    first = _ask_once(store, options, probe)
+    _ask_once(store, options, SMALL_TALK_ASK, "--recall", "never")  # reads the chat prompt, saves its KV cache
     # the same conversation without the saved cache: the next answer is the same, read in full
     plain = workdir / "cold-plain.db"
     for path in store.parent.glob(store.name + "*"):
         if path.is_file() and ".kv-" not in path.name:
             shutil.copyfile(path, plain.with_name(plain.name + path.name[len(store.name):]))
-    unsaved = _ask_once(plain, model, SMALL_TALK_ASK, "--recall", "never")
-    resumed = _ask_once(store, model, SMALL_TALK_ASK, "--recall", "never")
+    unsaved = _ask_once(plain, options, SMALL_TALK_ASK, "--recall", "never")
+    resumed = _ask_once(store, options, SMALL_TALK_ASK, "--recall", "never")
     return {"turns": turns, "recall": first, "small_talk_unsaved": unsaved, "small_talk_resumed": resumed}
+
+
+def child_env(options: ModelOptions) -> dict[str, str]:
+    """This process's environment with ``options`` where a process the bench starts (``localpager ask``, an
+    answering worker) reads them: the variables a user sets for the backend, a served model, llama.cpp's threads
+    and chat template (the model itself is on the process's command line)."""
+    from ..backends import BACKEND_ENV
+    from ..backends.openai_http import ENV as SERVED_ENV
+    from ..backends.template import CHAT_TEMPLATE_ENV
+
+    env = dict(os.environ)
+    chosen = {BACKEND_ENV: options.backend if isinstance(options.backend, str) else None,
+              "LOCALPAGER_THREADS": options.threads, CHAT_TEMPLATE_ENV: options.chat_template,
+              **{SERVED_ENV[key]: value for key, value in options.backend_options.items() if key in SERVED_ENV}}
+    env.update({name: "1" if value is True else str(value) for name, value in chosen.items()
+                if value not in (None, False, "")})
+    return env
 
 
 def help_ms() -> float:
@@ -473,9 +507,8 @@ def busy_ratio(model: str | None = None, questions: int = 6, env: dict[str, str]
 
 
 def run_bench(config: BenchConfig, progress=None, log: Callable[[str], None] = lambda s: None) -> dict[str, Any]:
-    from ..backends import load_backend
-
-    backend = load_backend(model_path=config.model, n_ctx=config.n_ctx)
+    options = config.model_options()
+    backend = options.load()
     log("measuring llama.cpp's raw prefill and decode rates")
     rates = hardware_rates(backend)
     with tempfile.TemporaryDirectory() as tmp:
@@ -485,12 +518,12 @@ def run_bench(config: BenchConfig, progress=None, log: Callable[[str], None] = l
         log("rerank at scale")
         rerank = rerank_at_scale(config.index_sizes)
         log(f"cold first answers on a stored {config.cold_turns}-turn conversation")
-        cold = cold_answers(Path(tmp), config.model, config.cold_turns)
+        cold = cold_answers(Path(tmp), options, config.cold_turns)
         log("tokens evaluated on eviction turns")
-        evictions = {str(b): eviction_cost(config.model, b, n, Path(tmp), compare=config.compare).summary()
+        evictions = {str(b): eviction_cost(options, b, n, Path(tmp), compare=config.compare).summary()
                      for b, n in config.eviction_runs}
     log("answers idle and beside a busy process (threads)")
-    busy = busy_ratio(config.model, 3 if config.quick else 6)
+    busy = busy_ratio(config.model, 3 if config.quick else 6, env=child_env(options))
     result = {
         **summarize(timings, config),
         "rerank_ms": rerank,

@@ -12,7 +12,7 @@ import json
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..core.pager import PagingConfig
 from ..core.records import Transcript
@@ -21,13 +21,17 @@ from .report import write_eval
 from .choices import BELADY
 from .simulate import SimulationResult, belady_violations
 
+if TYPE_CHECKING:
+    from ..memory.models import ModelOptions
+
 Progress = Callable[[Iterable[Any]], Iterable[Any]]  # e.g. tqdm
 
 
 @dataclass
 class EvalSweep:
     """The runs of one ``eval``: every strategy x eviction x keyword strategy x layout, each run with
-    ``paging`` and ``config`` otherwise (their own strategy, eviction, keywords and layout are replaced)."""
+    ``paging`` and ``config`` otherwise (their own strategy, eviction, keywords and layout are replaced), the
+    model loading with ``loading`` (``evaluate``'s)."""
 
     strategies: Sequence[str] = ("bookmarks",)
     evictions: Sequence[str] = ("fifo",)
@@ -35,6 +39,7 @@ class EvalSweep:
     layouts: Sequence[str] = ("focused",)
     paging: PagingConfig = field(default_factory=PagingConfig)
     config: EvalConfig = field(default_factory=EvalConfig)
+    loading: ModelOptions | None = None
 
     def runs(self) -> list[tuple[str, EvalConfig]]:
         """(name, config) of every run, in order. A name is the strategy, plus each setting that takes
@@ -59,7 +64,8 @@ def run_eval_sweep(conversations: Sequence[Transcript], sweep: EvalSweep, *,
     reports: dict[str, dict[str, Any]] = {}
     written: list[Path] = []
     for name, config in sweep.runs():
-        report = evaluate(conversations, config, progress=progress(name) if progress else None)
+        report = evaluate(conversations, config, progress=progress(name) if progress else None,
+                          loading=sweep.loading)
         reports[name] = report.to_dict()
         if json_out:
             written = write_eval(json_out, reports)

@@ -17,16 +17,17 @@ which share its models. ``Conversation`` (``conversation``) is one conversation 
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import threading
 from typing import TYPE_CHECKING, Sequence
 
-from ..backends import default_backend
 from ..backends.base import ChatBackend
 from ..core.pager import PagingConfig
 from ..core.tokens import TokenCounter
 from ..retrieval.rerank import RerankSettings
-from ..runtime.recall import RecallSettings, Runtime
+from ..runtime.recall import Runtime
+from ..runtime.settings import RecallSettings
 from ..store.base import ConversationInfo, Store, StoreError
 from ..store.choices import FileFormat
 from ..store.kvstate import PrefixStates
@@ -36,7 +37,7 @@ from .choices import ImportMode
 from .conversation import Answer, Conversation
 from .held import Held
 from .ingest import IngestReport, ingest
-from .models import Models
+from .models import ModelOptions, Models
 
 if TYPE_CHECKING:
     from ..retrieval.index import PageIndex
@@ -46,7 +47,7 @@ if TYPE_CHECKING:
     from .controls import ForgetReport
     from .interchange import ImportReport
 
-__all__ = ["Answer", "Conversation", "IngestReport", "LocalPager"]
+__all__ = ["Answer", "Conversation", "IngestReport", "LocalPager", "ModelOptions"]
 
 
 class LocalPager:
@@ -58,30 +59,39 @@ class LocalPager:
         model: str | os.PathLike | None = None,
         *,
         backend: str | ChatBackend | None = None,
-        backend_options: dict | None = None,
-        n_ctx: int = 2048,
+        options: ModelOptions | None = None,
         recall: RecallSettings | None = None,
         rerank: RerankSettings | None = None,
-        embedder: str | os.PathLike | object | None = None,
         key: str | None = None,
-        models: Models | None = None,
     ):
         """``store``: a SQLite file (default ``$LOCALPAGER_STORE``, else the user's data directory), a
         ``postgresql://USER@HOST:PORT/DB`` URL (extra ``postgres``) or an open store. ``key``: the SQLite
         store is encrypted with SQLCipher under this passphrase (extra ``encrypt``); its FAISS indexes then
-        live in memory only, rebuilt from the store when first searched. ``embedder``: a sentence-transformers
-        model directory, or an embedder object (``encode``, ``dim``, ``name``). ``models``: another
-        LocalPager's models, shared (what ``namespace`` does); the model options are then theirs."""
-        self.store = store if isinstance(store, Store) else open_store(store, key=key)
-        self._owns_models = models is None
-        if models is None:
-            backend = backend if backend is not None else default_backend()  # $LOCALPAGER_BACKEND or llama-cpp
-            # backend_options: more options for the backend's factory (openai-http: base_url, api_key, tokenizer, ...)
-            models = Models(model, backend=backend, backend_options=dict(backend_options or {}), n_ctx=n_ctx,
-                            recall=recall or RecallSettings(), embedder=embedder, lock=threading.RLock())
+        live in memory only, rebuilt from the store when first searched. ``options``: how the models load
+        (``ModelOptions``: the backend's options, the context size, the embedder, llama.cpp's threads and chat
+        template); ``model`` and ``backend``, when given, take the place of its own (the GGUF chat model, or a
+        served model's name; a backend's name, or a ``ChatBackend`` already loaded)."""
+        options = options or ModelOptions()
+        if model is not None or backend is not None:
+            options = dataclasses.replace(options, model=options.model if model is None else model,
+                                          backend=options.backend if backend is None else backend)
+        store = store if isinstance(store, Store) else open_store(store, key=key)
+        self._open(store, Models(options, recall or RecallSettings(), threading.RLock()), rerank, owns_models=True)
+
+    @classmethod
+    def sharing(cls, store: Store, models: Models, rerank: RerankSettings | None = None) -> LocalPager:
+        """A LocalPager over ``store`` with another's ``models`` (what ``namespace`` makes): their options and
+        their lock are its own, and closing it leaves them loaded."""
+        lp = cls.__new__(cls)
+        lp._open(store, models, rerank, owns_models=False)
+        return lp
+
+    def _open(self, store: Store, models: Models, rerank: RerankSettings | None, owns_models: bool) -> None:
+        self.store = store
         self.models = models
+        self._owns_models = owns_models
         self.lock = models.lock  # the process's model lock: one for the models, the stores and the namespaces
-        self.held = Held(self.store, models, rerank or RerankSettings(), self.lock)
+        self.held = Held(store, models, rerank or RerankSettings(), self.lock)
         self._namespaces: dict[str, LocalPager] = {}
 
     # -- settings and loaded parts, read through ------------------------------------------------
@@ -237,7 +247,7 @@ class LocalPager:
         with self.lock:
             child = self._namespaces.get(name)
             if child is None:
-                child = LocalPager(namespace_store(self.store, name), rerank=self.rerank, models=self.models)
+                child = LocalPager.sharing(namespace_store(self.store, name), self.models, self.rerank)
                 child.lock_timeout = self.lock_timeout
                 self._namespaces[name] = child
             return child

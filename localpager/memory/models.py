@@ -12,15 +12,18 @@ import dataclasses
 import logging
 import os
 import threading
-from typing import TYPE_CHECKING
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
-from ..backends import DEFAULT_BACKEND, load_backend
+from ..backends import DEFAULT_BACKEND, default_backend, load_backend
 from ..backends.base import ChatBackend
 from ..backends.modelpaths import ModelNotFoundError
 from ..backends.tokenizers import BackendTokenCounter, counter_for
 from ..core.tokens import TokenCounter
 from ..runtime.choices import RecallMode
-from ..runtime.recall import RecallSettings, Runtime
+from ..runtime.recall import Runtime
+from ..runtime.settings import RecallSettings
 
 if TYPE_CHECKING:
     from ..retrieval.embedder import Embedder
@@ -29,20 +32,70 @@ if TYPE_CHECKING:
 log = logging.getLogger("localpager")
 
 
+@dataclass(frozen=True)
+class ModelOptions:
+    """How the models load (``LocalPager(options=...)``); each option has a default.
+
+    ``model``: the GGUF chat model (default ``$LOCALPAGER_MODEL``, else the packaged one), or a served model's name.
+    ``backend``: a backend's name (default ``$LOCALPAGER_BACKEND``, else ``llama-cpp``) or a ``ChatBackend`` already
+    loaded; ``backend_options``: more keyword arguments for its factory (openai-http: ``base_url``, ``api_key``,
+    ``tokenizer``, ...). ``n_ctx``: the chat context's size in tokens. ``embedder``: a sentence-transformers model
+    directory (default ``$LOCALPAGER_EMBEDDER``), or an embedder object (``encode``, ``dim``, ``name``).
+    ``threads`` and ``chat_template`` are llama.cpp's: its threads as ``$LOCALPAGER_THREADS`` sets them (the
+    default: that, else the cores other work leaves free), and ``chatml`` or a Jinja file for a GGUF without a chat
+    template of its own (default ``$LOCALPAGER_CHAT_TEMPLATE``)."""
+
+    model: str | os.PathLike | None = None
+    backend: str | ChatBackend | None = None
+    backend_options: Mapping[str, Any] = field(default_factory=dict)
+    n_ctx: int = 2048
+    embedder: str | os.PathLike | object | None = None
+    threads: int | None = None
+    chat_template: str | None = None
+
+    @property
+    def given(self) -> ChatBackend | None:
+        """The backend, if it was given loaded."""
+        return None if self.backend is None or isinstance(self.backend, str) else self.backend
+
+    @property
+    def backend_name(self) -> str:
+        return self.given.name if self.given is not None else self.backend or default_backend()
+
+    def factory_options(self) -> dict[str, Any]:
+        """The keyword arguments of the backend's factory beside ``model_path`` and ``n_ctx``: ``backend_options``,
+        and llama.cpp's threads and chat template when given (another backend has neither: they are left out)."""
+        options = dict(self.backend_options)
+        if self.backend_name == DEFAULT_BACKEND:
+            from ..backends.llama import loader_options
+
+            options.update(loader_options(self.threads, self.chat_template))
+        return options
+
+    def load(self, **extra: Any) -> ChatBackend:
+        """The chat backend these options name, loaded (``extra``: more keyword arguments for its factory); the
+        backend itself when one is given loaded."""
+        if self.given is not None:
+            return self.given
+        return load_backend(self.backend_name, model_path=self.model, n_ctx=self.n_ctx,
+                            **{**self.factory_options(), **extra})
+
+
 class Models:
     """The chat backend (named, or given loaded), the side context forked from it, the assistant doing the
     model's side work there, the runtime answering with them, and the embedder (a model directory, or an
     embedder object such as a test's)."""
 
-    def __init__(self, model: str | os.PathLike | None, *, backend: str | ChatBackend, backend_options: dict,
-                 n_ctx: int, recall: RecallSettings, embedder: str | os.PathLike | object | None,
-                 lock: threading.RLock):
-        self.model = model
-        self.backend_options = backend_options
-        self.backend_name = backend if isinstance(backend, str) else backend.name
-        self._backend: ChatBackend | None = None if isinstance(backend, str) else backend
-        self.n_ctx = n_ctx
+    def __init__(self, options: ModelOptions, recall: RecallSettings, lock: threading.RLock):
+        if options.backend in (None, ""):  # $LOCALPAGER_BACKEND or llama-cpp, chosen once
+            options = dataclasses.replace(options, backend=default_backend())
+        self.options = options
+        self.model = options.model
+        self.backend_name = options.backend_name
+        self._backend: ChatBackend | None = options.given
+        self.n_ctx = options.n_ctx
         self.recall = recall
+        embedder = options.embedder
         self.embedder_path = embedder if isinstance(embedder, (str, os.PathLike)) or embedder is None else None
         self._embedder: Embedder | None = None if self.embedder_path is not None or embedder is None else embedder
         self.lock = lock
@@ -68,7 +121,7 @@ class Models:
         return self._backend
 
     def _load_backend(self) -> ChatBackend:
-        return load_backend(self.backend_name, model_path=self.model, n_ctx=self.n_ctx, **self.backend_options)
+        return self.options.load()
 
     def preload(self) -> None:
         """Start loading the chat model and forking its side context on a background thread that holds no

@@ -147,8 +147,18 @@ def test_chat_template_chatml_or_a_file_lets_it_load(base_gguf, tmp_path, monkey
         LlamaCppBackend(path, kv_shift=False, chat_template=str(tmp_path / "missing.jinja"))
 
 
-def test_the_global_option_reaches_the_backend(tmp_path, monkeypatch):
-    monkeypatch.setenv("LOCALPAGER_CHAT_TEMPLATE", "")  # restored (unset) after the test: the option sets it
-    CliRunner().invoke(cli, ["--chat-template", "chatml", "--store", str(tmp_path / "s.db"), "conversations"])
-    assert os.environ["LOCALPAGER_CHAT_TEMPLATE"] == "chatml"
+def test_the_global_option_reaches_the_backend(two_conversations, fake_models, monkeypatch):
+    import localpager.memory.models as models
+
+    for name in ("LOCALPAGER_BACKEND", "LOCALPAGER_CHAT_TEMPLATE", "LOCALPAGER_THREADS", "LOCALPAGER_BATCH_THREADS"):
+        monkeypatch.delenv(name, raising=False)
+    given = {}
+    monkeypatch.setattr(models, "load_backend", lambda name, **options: given.update(options) or fake_models)
+    environ = dict(os.environ)
+    result = CliRunner().invoke(cli, ["--chat-template", "chatml", "--threads", "2", *two_conversations,
+                                      "ask", "work", "Where?"])
+    assert result.exit_code == 0, result.output
+    # an argument of the model's loader, not a variable of this process's environment
+    assert given["chat_template"] == "chatml" and given["n_threads"] == given["n_threads_batch"] == 2
+    assert dict(os.environ) == environ
     assert "--chat-template" in CliRunner().invoke(cli, ["--help"]).output

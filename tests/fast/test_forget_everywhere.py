@@ -16,7 +16,7 @@ from faultkit import StatefulBackend, decode_fake, kv_tokens, leaks, run_forget_
 
 from localpager.cli import cli
 from localpager.core.pager import PagingConfig
-from localpager.memory.api import LocalPager
+from localpager.memory.api import LocalPager, ModelOptions
 from localpager.store.locks import FileLock, LockTimeout
 
 SECRET = "Quillonfrazzle"
@@ -36,7 +36,8 @@ def pagers(tmp_path):
     opened = []
 
     def make():
-        lp = LocalPager(tmp_path / "s.db", backend=StatefulBackend(reply, model_name="fake.gguf"), embedder=HashEmbedder())
+        lp = LocalPager(tmp_path / "s.db", backend=StatefulBackend(reply, model_name="fake.gguf"),
+                        options=ModelOptions(embedder=HashEmbedder()))
         opened.append(lp)
         return lp
 

@@ -18,7 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from localpager.core.pager import PagingConfig
-from localpager.memory.api import LocalPager
+from localpager.memory.api import LocalPager, ModelOptions
 from localpager.store.loaders import ConversationFileError, load_conversations
 from localpager.store.base import StoreError
 
@@ -36,7 +36,8 @@ def reply(prompt, grammar):
 
 
 def pager(path: Path) -> LocalPager:
-    lp = LocalPager(path, backend=ScriptedBackend(reply, model_name="fake.gguf"), embedder=HashEmbedder())
+    lp = LocalPager(path, backend=ScriptedBackend(reply, model_name="fake.gguf"),
+                    options=ModelOptions(embedder=HashEmbedder()))
     return lp
 
 

@@ -103,10 +103,10 @@ def seeded(tmp_path):
     from fakes import HashEmbedder
 
     from localpager.backends.nomodel import NoChatModel
-    from localpager.memory.api import LocalPager
+    from localpager.memory.api import LocalPager, ModelOptions
 
     path = tmp_path / "s.db"
-    lp = LocalPager(path, backend=NoChatModel(), embedder=HashEmbedder())
+    lp = LocalPager(path, backend=NoChatModel(), options=ModelOptions(embedder=HashEmbedder()))
     conv = lp.conversation("c", create=True)
     conv.add_turn("user", "I keep my bike at the station.")
     conv.add_turn("user", f"My locker code word is {SECRET}.")

@@ -185,12 +185,13 @@ def _try(lock):
 def test_a_replica_notices_another_replicas_changes(postgres_cluster, store_location_pg):
     from fakes import ScriptedBackend
 
-    from localpager.memory.api import LocalPager
+    from localpager.memory.api import LocalPager, ModelOptions
 
     from fakes import HashEmbedder
 
     def replica():
-        lp = LocalPager(store_location_pg, backend=ScriptedBackend(fallback=lambda p, g: "ok"), embedder=HashEmbedder())
+        lp = LocalPager(store_location_pg, backend=ScriptedBackend(fallback=lambda p, g: "ok"),
+                        options=ModelOptions(embedder=HashEmbedder()))
         return lp
 
     a, b = replica(), replica()

@@ -19,7 +19,7 @@ from fakes import HashEmbedder, ScriptedBackend, shortest_sentence
 from helpers import ROOT, TESTS, serving
 
 from localpager.core.pager import PagingConfig
-from localpager.memory.api import LocalPager
+from localpager.memory.api import LocalPager, ModelOptions
 from localpager.memory.conversation import NO_ANSWER
 from localpager.retrieval.index import PageIndex
 from localpager.store.loaders import ConversationFileError, load_conversations
@@ -256,7 +256,8 @@ def test_a_bad_budget_stored_by_an_older_version_names_the_fix(chat):
     assert f"budget c {512}" in message and "stored budget of 0" in message
     assert dump(store.path) == before
     assert cli("pages", "c", store=store.path).returncode == 0  # reading still works
-    lp = LocalPager(store.path, backend=ScriptedBackend(reply, model_name="fake.gguf"), embedder=HashEmbedder())
+    lp = LocalPager(store.path, backend=ScriptedBackend(reply, model_name="fake.gguf"),
+                    options=ModelOptions(embedder=HashEmbedder()))
     conv = lp.conversation("c")
     with pytest.raises(StoreError, match="budget c 512"):
         conv.add_turn("user", "hello")

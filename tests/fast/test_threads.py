@@ -80,6 +80,20 @@ def test_the_environment_and_the_caller_decide_when_they_say(two_cores, monkeypa
     assert llama.thread_counts(4) == (4, 4)
 
 
+def test_threads_given_as_an_argument_count_as_the_environment_s(two_cores, monkeypatch):
+    """``--threads`` (``ModelOptions.threads``) reaches the loader as an argument, and means what
+    ``LOCALPAGER_THREADS`` means: ``LOCALPAGER_BATCH_THREADS`` still sets prompt reading apart."""
+    def unread(window=0.1):
+        raise AssertionError("the cores were sampled although the threads were given")
+
+    monkeypatch.setattr(cores, "busy_cores", unread)
+    assert llama.loader_options() == {}  # nothing given: the backend reads the environment when it loads
+    assert llama.loader_options(2) == {"n_threads": 2, "n_threads_batch": 2}
+    monkeypatch.setenv("LOCALPAGER_THREADS", "1")  # the argument wins, as the option does over the variable
+    monkeypatch.setenv("LOCALPAGER_BATCH_THREADS", "3")
+    assert llama.loader_options(2, "chatml") == {"n_threads": 2, "n_threads_batch": 3, "chat_template": "chatml"}
+
+
 @pytest.mark.parametrize("value", ["0", "two", "-1"])
 def test_a_bad_thread_count_is_a_one_line_error(two_cores, monkeypatch, value):
     monkeypatch.setenv("LOCALPAGER_THREADS", value)
