@@ -105,13 +105,14 @@ def simulate(dataset, fmt, boundaries, evictions, retrievers, budget, k, limit, 
     from tqdm import tqdm
 
     from ..backends.tokenizers import counter_for
-    from ..lab.simulate import simulate as run
+    from ..lab.simulate import SimulationGrid
     from ..lab.sweep import simulation_report, write_simulation
 
     with friendly_errors():
         conversations = read_dataset(dataset, fmt)[:limit]
-        result = run(conversations, boundaries, evictions, budget, retrievers, k, counter_for(model),
-                     progress=lambda runs: tqdm(runs, desc="simulate", file=sys.stderr))
+        grid = SimulationGrid(boundaries, evictions, budget, retrievers, k)
+        result = grid.run(conversations, counter_for(model),
+                          progress=lambda runs: tqdm(runs, desc="simulate", file=sys.stderr))
     click.echo(simulation_report(result))
     if json_out:
         click.echo(f"wrote {write_simulation(json_out, result)}")

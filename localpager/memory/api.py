@@ -36,7 +36,7 @@ from . import controls, interchange
 from .choices import ImportMode
 from .conversation import Answer, Conversation
 from .held import Held
-from .ingest import IngestReport, ingest
+from .ingest import IngestOptions, IngestReport, ingest_file
 from .models import ModelOptions, Models
 
 if TYPE_CHECKING:
@@ -176,7 +176,7 @@ class LocalPager:
         are paged (every 500 and at each conversation's end), for a bar over one long conversation. ``embed``:
         the caller ``prepare``s the conversations next; their evicted turns are embedded meanwhile (in a helper
         process, while the rest are paged)."""
-        return ingest(self.held, path, format, config, replace, progress, on_turns, embed)
+        return ingest_file(self.held, path, IngestOptions(format, config, replace, progress, on_turns, embed))
 
     def conversation(self, conv_id: str, create: bool = False, config: PagingConfig | None = None, *,
                      warm: bool = False) -> Conversation:
