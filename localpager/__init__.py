@@ -7,7 +7,7 @@ from __future__ import annotations
 
 __version__ = "0.1.0"
 
-__all__ = ["LocalPager", "PagingConfig", "RecallSettings", "__version__"]
+__all__ = ["LocalPager", "ModelOptions", "PagingConfig", "RecallSettings", "__version__"]
 
 
 def __getattr__(name: str):
@@ -15,6 +15,10 @@ def __getattr__(name: str):
         from .memory.api import LocalPager
 
         return LocalPager
+    if name == "ModelOptions":
+        from .memory.models import ModelOptions
+
+        return ModelOptions
     if name == "PagingConfig":
         from .core.pager import PagingConfig
 

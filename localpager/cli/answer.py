@@ -34,7 +34,7 @@ def model_options(f):
 
 def answering_pager(ctx, model, budget, save, recall_mode, n_ctx, layout, create=False):
     """The LocalPager that answers with the options of ``model_options``."""
-    from ..runtime.recall import RecallSettings
+    from ..runtime.settings import RecallSettings
 
     if save and budget is None:
         raise click.UsageError("--save stores --budget: give --budget N")

@@ -305,21 +305,6 @@ class SimulationGrid:
         return SimulationResult(self.budget, self.k, len(conversations), cells)
 
 
-def simulate(
-    conversations: Sequence[Transcript],
-    boundaries: Sequence[str],
-    evictions: Sequence[str],
-    budget: int,
-    retrievers: Sequence[str],
-    k: int,
-    counter: TokenCounter,
-    progress: Progress | None = None,
-) -> SimulationResult:
-    """``SimulationGrid.run`` with the grid's settings one by one, as ``localpager lab simulate``
-    (``cli/lab.py``) calls it (to go once that builds a ``SimulationGrid``)."""
-    return SimulationGrid(boundaries, evictions, budget, retrievers, k).run(conversations, counter, progress)
-
-
 @dataclass
 class BoundViolation:
     """An online policy that kept more asked-about pages than Bélády on one boundary."""

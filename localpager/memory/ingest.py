@@ -44,14 +44,6 @@ class IngestOptions:
     embed: bool = False
 
 
-def ingest(held: Held, path: str | os.PathLike, format: str = FileFormat.AUTO, config: PagingConfig | None = None,
-           replace: bool = False, progress=None, on_turns: Callable[[int, int], None] | None = None,
-           embed: bool = False) -> IngestReport:
-    """``ingest_file`` with its options one by one, as ``memory.api.LocalPager.ingest`` calls it (to go once that
-    passes an ``IngestOptions``)."""
-    return ingest_file(held, path, IngestOptions(format, config, replace, progress, on_turns, embed))
-
-
 def ingest_file(held: Held, path: str | os.PathLike, options: IngestOptions = IngestOptions()) -> IngestReport:
     """Store every conversation of a file (see ``LocalPager.ingest``); the models' tokenizer counts the tokens,
     and their assistant does the model strategies' side work."""
