@@ -49,6 +49,7 @@ KINDS = ("llama-server", "llama-cpp-python", "ollama", "openai")
 ENV = {"base_url": "LOCALPAGER_BASE_URL", "api_key": "LOCALPAGER_API_KEY", "tokenizer": "LOCALPAGER_TOKENIZER",
        "constraint": "LOCALPAGER_CONSTRAINT", "allow_estimate": "LOCALPAGER_ALLOW_ESTIMATE"}
 PROBE_GRAMMAR = 'root ::= "7"\n'
+PROMPTS_KEPT, PIECES_KEPT = 64, 4096  # the text of the last prompts rendered and of the last texts tokenized
 PROBE_SCHEMA = {"type": "object", "properties": {"n": {"type": "integer", "enum": [7]}}, "required": ["n"]}
 
 
@@ -111,6 +112,7 @@ class RemoteTokenizer:
     def __init__(self, backend: "OpenAIHTTPBackend", kind: str, name: str):
         self.backend, self.kind, self.name = backend, kind, name
         self.bos: list[int] = []
+        self.local: LocalTokenizer | None = None  # the served model's own GGUF, when it is on this machine
         if kind == "llama-cpp-python":  # /extras/tokenize adds the model's BOS, if it has one: strip it
             self._strip = self._call("", special=True)
         else:
@@ -147,6 +149,8 @@ class RemoteTokenizer:
         b = self.backend
         if self.kind == "llama-server":  # renders control tokens as their text
             return b.post_json(f"{b.root}/detokenize", {"tokens": list(tokens)}).get("content")
+        if self.local is not None:  # the served file's own vocabulary: exact, control tokens included
+            return self.local.detokenize(tokens)
         return None  # llama-cpp-python's /extras/detokenize drops control tokens: not usable for a prompt
 
 
@@ -246,6 +250,8 @@ class OpenAIHTTPBackend(ChatBackend):
                                    timeout=httpx.Timeout(timeout, connect=min(timeout, 5.0)))
         self.lock = threading.RLock()
         self._texts: OrderedDict[tuple[int, ...], str] = OrderedDict()  # prompt tokens -> the text they stand for
+        self._pieces: OrderedDict[tuple[int, ...], str] = OrderedDict()  # tokenize()'s answers -> their text
+        self._texts_lock = threading.Lock()  # not self.lock, which a generation holds while it streams
 
         self.kind = self._discover_kind()
         self.models = self._models()
@@ -318,7 +324,7 @@ class OpenAIHTTPBackend(ChatBackend):
                 # its server reports no chat template: the local GGUF's, when the served model is that file
                 local = self._local_default()
                 if local is not None:
-                    tokenizer.template = local.template
+                    tokenizer.template, tokenizer.local = local.template, local
             return tokenizer
         local = self._local_default() or self._ollama_blob()
         if local is not None:
@@ -435,7 +441,17 @@ class OpenAIHTTPBackend(ChatBackend):
 
     # -- tokens -----------------------------------------------------------------------------------
     def tokenize(self, text: str) -> list[int]:
-        return list(self._plain(text)) if text else []
+        """``text``'s tokens; the backend keeps their text, so a prompt with them appended (a focused answer's
+        lead after its rendered prompt) is sent to a server that takes text as exactly that text."""
+        if not text:
+            return []
+        tokens = self._plain(text)
+        with self._texts_lock:
+            self._pieces[tokens] = text
+            self._pieces.move_to_end(tokens)
+            while len(self._pieces) > PIECES_KEPT:
+                self._pieces.popitem(last=False)
+        return list(tokens)
 
     def count_tokens(self, text: str) -> int:
         return len(self._plain(text)) if text else 0
@@ -446,22 +462,42 @@ class OpenAIHTTPBackend(ChatBackend):
         return tokens
 
     def _remember(self, tokens: Sequence[int], text: str) -> None:
-        with self.lock:
+        with self._texts_lock:
             self._texts[tuple(tokens)] = text
             self._texts.move_to_end(tuple(tokens))
-            while len(self._texts) > 64:
+            while len(self._texts) > PROMPTS_KEPT:
                 self._texts.popitem(last=False)
 
     def _text_of(self, tokens: Sequence[int]) -> str:
-        """The text a prompt's tokens stand for: what rendered them (exact), else the tokenizer's own
-        detokenization."""
-        key = tuple(tokens)
-        if key in self._texts:
-            return self._texts[key]
-        text = self.tokenizer.detokenize(tokens)
+        """The text a prompt's tokens stand for: what this backend handed them out for (``_known_text``, exact),
+        else the tokenizer's own detokenization."""
+        text = self._known_text(tokens)
+        if text is None:
+            text = self.tokenizer.detokenize(tokens)
         if text is None:
             raise BackendError("cannot turn these prompt tokens back into text for this server: "
                                "pass --tokenizer PATH (the served model's GGUF file)")
+        return text
+
+    def _known_text(self, tokens: Sequence[int]) -> str | None:
+        """The text of ``tokens`` as handed out here: a rendered prompt (or one with what was generated after
+        it), then, piece by piece, what ``tokenize`` answered for the tokens after it. None when some part
+        was not handed out by this backend. A prompt so composed is remembered whole."""
+        key = tuple(tokens)
+        with self._texts_lock:
+            if key in self._texts:
+                return self._texts[key]
+            head = max((k for k in self._texts if len(k) < len(key) and key[:len(k)] == k), key=len, default=())
+            parts, rest = [self._texts[head]] if head else [], key[len(head):]
+            lengths = sorted({len(k) for k in self._pieces}, reverse=True)
+            while rest:
+                n = next((n for n in lengths if n <= len(rest) and rest[:n] in self._pieces), 0)
+                if not n:
+                    return None
+                parts.append(self._pieces[rest[:n]])
+                rest = rest[n:]
+        text = "".join(parts)
+        self._remember(key, text)
         return text
 
     # -- generation -------------------------------------------------------------------------------
@@ -506,8 +542,8 @@ class OpenAIHTTPBackend(ChatBackend):
                 gen.tokens = list(self._plain(gen.text)) if gen.text else []
                 if on_text is not None and gen.text:
                     on_text(gen.text)
-            elif tuple(prompt) in self._texts:  # a continuation after these tokens is this text
-                self._remember(list(prompt) + gen.tokens, self._texts[tuple(prompt)] + gen.text)
+            elif (text := self._known_text(prompt)) is not None:  # a continuation after these tokens is this text
+                self._remember(list(prompt) + gen.tokens, text + gen.text)
         return gen
 
     def _json_budget(self, constraint: Constraint, max_tokens: int, prompt: int) -> int:

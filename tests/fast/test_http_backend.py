@@ -177,6 +177,22 @@ def test_llama_cpp_python_gets_the_rendered_text_and_reuse_is_marked_unreported(
     assert server.completions()[-1]["prompt"] == sent["prompt"] + "Sure."
 
 
+def test_a_rendered_prompt_with_tokenized_text_after_it_is_sent_as_that_text():
+    """A focused answer from a standing fact appends its lead, ``tokenize(lead)``, to a rendered prompt: a server
+    that takes text gets the prompt's text and the lead's, with no local tokenizer (issue 39)."""
+    server = MockServer("llama-cpp-python", reply="Sure.")
+    b = backend(server, chat_template=CHATML)
+    prompt = b.render(MESSAGES)
+    rendered = b._text_of(prompt)
+    lead, more = 'You told me: "peanuts".', " And"
+    gen = b.generate(prompt + b.tokenize(lead) + b.tokenize(more), max_tokens=8)
+    assert server.completions()[-1]["prompt"] == rendered + lead + more
+    b.generate(prompt + b.tokenize(lead) + b.tokenize(more) + gen.tokens, max_tokens=4)  # and what followed it
+    assert server.completions()[-1]["prompt"] == rendered + lead + more + "Sure."
+    with pytest.raises(BackendError, match="--tokenizer"):  # tokens this backend never handed out
+        b.generate(prompt[:-1], max_tokens=4)
+
+
 def test_gbnf_recall_decision_is_sent_as_a_grammar():
     server = MockServer("llama-server", reply="recall(page_ids=[3])")
     b = backend(server)

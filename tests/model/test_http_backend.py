@@ -5,6 +5,7 @@ the local tokenizer's, a server killed mid-answer and a server that is not there
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -13,12 +14,13 @@ import time
 
 import pytest
 from fakes import allows
-from helpers import free_port
+from helpers import free_port, run_cli
 
 from localpager.backends import load_backend
 from localpager.backends.base import BackendError, Message
 from localpager.backends.constraints import OneOf, RecallChoice
 from localpager.runtime.grammar import WORTH, keyword_list, page_list, parse_decision
+from localpager.runtime.settings import RecallSettings
 
 pytestmark = [pytest.mark.model, pytest.mark.slow]
 httpx = pytest.importorskip("httpx")
@@ -152,3 +154,70 @@ def test_every_constraint_reaches_the_server_as_gbnf_and_holds(http, constraint,
     prompt = http.render([Message("system", "You are a helpful assistant."), Message("user", user)])
     gen = http.generate(prompt, max_tokens=16, constraint=constraint)
     assert gen.stopped == "eos" and allows(constraint.gbnf(), gen.text), gen.text
+
+
+# -- every answer path through the served model, with no --tokenizer (issue 39) ---------------------------------
+SMALL_TALK = [
+    ("Any tips for keeping basil alive on a windowsill?", "Water it when the top of the soil is dry."),
+    ("I watched a documentary about octopuses.", "Each arm has its own cluster of neurons."),
+    ("The hallway could use a lighter colour.", "A lighter colour makes a narrow hallway feel wider."),
+    ("Pancakes or waffles, which is easier?", "Pancakes: no special iron needed."),
+]
+SESAME = "I'm seriously allergic to sesame, even a trace sets me off."
+LAPTOP = "My budget for the new laptop is $900."
+
+
+@pytest.fixture
+def served_chat(tmp_path, http):
+    """A conversation whose statements about the user are evicted, answered by the served model."""
+    from localpager.core.pager import PagingConfig
+    from localpager.memory.api import LocalPager
+
+    lp = LocalPager(tmp_path / "s.db", backend=http, recall=RecallSettings(max_answer_tokens=16))
+    chat = lp.conversation("c", create=True, config=PagingConfig(boundary="fixed_4", budget=256))
+    planted = {2: SESAME, 8: LAPTOP}
+    for i in range(24):
+        user, assistant = SMALL_TALK[(i // 2) % len(SMALL_TALK)]
+        chat.add_turn(*(("user", planted.get(i, user)) if i % 2 == 0 else
+                        ("assistant", "Noted." if i - 1 in planted else assistant)))
+    assert all(chat.pager.page_of_turn(t).evicted for t in (2, 8)), "the precondition of these tests"
+    yield lp, chat
+    lp.close()
+
+
+@pytest.mark.embedder
+def test_every_answer_path_runs_on_the_served_model_without_a_tokenizer(served_chat):
+    """The served model takes text: every prompt an answer path makes (a rendered prompt, one with the focused
+    answer's lead tokenized after it, one continuing the decision's tokens) reaches it without --tokenizer."""
+    lp, chat = served_chat
+    assert lp.backend.tokenizer.kind == "llama-cpp-python"  # the server's own tokenizer, no local file given
+    fact = chat.ask("I'm packing snacks for a long flight. Anything I should stay away from?").trace
+    assert fact.decision == "fact" and fact.answer.startswith(f'You told me: "{SESAME}"')
+    assert chat.ask("What do you remember about me?").trace.decision == "overview"
+    recall = chat.ask("What did I say my laptop budget was?", mode="always").trace
+    assert recall.decision in ("recall", "unknown")  # "unknown": what it found is below the relevance floor
+    decided = chat.ask("How long should I boil an egg for a runny yolk?", mode="auto").trace  # the model decides
+    assert decided.decision in ("answer", "recall", "unknown") and decided.answer
+    assert chat.ask("Is Rust hard to learn?", mode="never").trace.decision == "answer"
+
+
+@pytest.mark.embedder
+def test_ask_on_the_command_line_answers_from_a_fact_without_a_tokenizer(served_chat, server, tmp_path):
+    """``localpager --backend openai-http ask`` (what issue 39 ran): a fact's answer, its lead after the prompt."""
+    lp, _ = served_chat
+    lp.close()
+    proc = run_cli("--backend", "openai-http", "--base-url", server, "ask", "c",
+                   "I'm packing snacks for a long flight. Anything I should stay away from?", "--json",
+                   store=tmp_path / "s.db")
+    trace = json.loads(proc.stdout)
+    assert trace["decision"] == "fact" and trace["answer"].startswith(f'You told me: "{SESAME}"')
+
+
+def test_a_slice_of_a_rendered_prompt_is_sent_through_the_served_files_own_vocabulary(http, counter):
+    """A prompt cut short (a kept prefix is read as ``prompt[:n + 1]``) was never rendered whole: the served
+    model's GGUF on this machine turns it back into text, control tokens and all."""
+    prompt = http.render([Message("system", "Be brief."), Message("user", "Name a colour.")])
+    assert http.tokenizer.local is not None
+    cut = prompt[:len(prompt) - 3]
+    assert http._text_of(cut) == counter._llama.detokenize(cut, special=True).decode()
+    assert http.generate(cut, max_tokens=2).stopped in ("eos", "length")
