@@ -484,3 +484,32 @@ def test_a_when_question_is_answered_with_one_of_the_recalled_dates_where_the_se
         assert answer.answer in dates[-1]["properties"]["answer"]["enum"]
     else:
         assert not dates and answer.answer == "Yesterday."
+
+
+@pytest.mark.both_stores
+def test_two_messages_of_a_namespaced_client_through_serve_are_both_answered(fake_pager):
+    """benchmarks/replicas.py's client (issue 39, item 8): through ``serve`` with API-key namespaces, on a served
+    model that takes text, "please remember the number N" twice. The second message bears on the standing fact
+    the first one left, so it is answered from it: a prompt with the fact's quoted lead tokenized after it, which
+    the backend must send as text (it was a 503 "pass --tokenizer PATH" on every replica)."""
+    pytest.importorskip("fastapi")
+    from fastapi.testclient import TestClient
+
+    from localpager.serving.app import ServerOptions, create_app
+
+    key = "alice-key-0123456789"
+    lp = fake_pager(backend=backend(MockServer("llama-cpp-python", reply="Sure, I will."), chat_template=CHATML))
+    history, decisions = [], []
+    with TestClient(create_app(lp, ServerOptions(api_keys={key: "alice"}, log=lambda line: None))) as client:
+        for i, number in enumerate((4821, 7730)):
+            question = f"client0 message {i}: please remember the number {number}."
+            r = client.post("/v1/chat/completions", json={
+                "model": "localpager", "messages": [*history, {"role": "user", "content": question}], "max_tokens": 8},
+                headers={"Authorization": f"Bearer {key}", "X-Conversation-Id": "conv-0"})
+            assert r.status_code == 200, r.text
+            answer = r.json()["choices"][0]["message"]["content"]
+            decisions.append(r.json()["localpager"]["decision"])
+            history += [{"role": "user", "content": question}, {"role": "assistant", "content": answer}]
+    assert decisions[1] == "fact", "the path this test is about"
+    turns = [(t.role, t.text) for t in lp.namespace("alice").store.turns("conv-0")]
+    assert turns == [(m["role"], m["content"]) for m in history]
