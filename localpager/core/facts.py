@@ -27,11 +27,14 @@ from collections.abc import Sequence, Set
 from functools import lru_cache
 
 from .answer_types import stated_types
+from .claims import is_claim, mask_quotes
 from .dates import format_day
 from .records import Turn
 from .text import content_words, fold_plural, sentences
 
-FACTS_VERSION = 1  # the extractor's version: a conversation whose facts an older one made gets them made again
+# The extractor's version: a conversation whose facts an older one made gets them made again. 2: quotations and
+# sentences that claim nothing (``claims``) state no fact.
+FACTS_VERSION = 2
 KINDS = ("avoid", "diet", "medicine", "constraint", "preference", "person", "pet", "family", "schedule", "plan",
          "number", "budget", "identity")
 MAX_FACT_CHARS = 220  # a standing fact is one line: a longer sentence is cut at a clause boundary
@@ -272,7 +275,7 @@ def extract(turn: Turn) -> list[FactDraft]:
 @lru_cache(maxsize=1 << 14)
 def _extract(text: str, user: bool) -> tuple[FactDraft, ...]:
     found = []
-    for sentence in sentences(text[: 4 * _MAX_SENTENCE]):
+    for sentence in sentences(mask_quotes(text[: 4 * _MAX_SENTENCE])):  # quoted words are not the speaker's
         whole = fact_of(sentence, user)
         if whole is not None:
             found.append(whole)
@@ -285,7 +288,7 @@ def fact_of(sentence: str, user: bool = True) -> FactDraft | None:
     """The standing fact one sentence states, if any. ``user``: the user of a chat said it (a statement with a
     specific value needs no first person then); otherwise a named speaker (a transcript's person)."""
     line = _LEAD_IN.sub("", _ANNOTATION.sub("", sentence).strip()).strip()
-    if not line or len(line) > _MAX_SENTENCE or _asks(line) or _ADDRESS.match(line):
+    if not line or len(line) > _MAX_SENTENCE or _asks(line) or _ADDRESS.match(line) or not is_claim(line):
         return None
     personal = bool(_FIRST_PERSON.search(line))
     stated = (stated_types(line) | ({"contact"} if _CONTACT.search(line) else set())

@@ -64,3 +64,25 @@ def model_source(name: str, model: GateModel) -> str:
     """The fitted model as Python, to paste where the product keeps it."""
     return (f"{name} = GateModel(\n    weights={model.weights},\n    bias={model.bias},\n"
             f"    means={model.means},\n    scales={model.scales},\n    threshold={model.threshold},\n)")
+
+
+def fit_presence_logistic(rows: Sequence[set[str]], y: np.ndarray, l2: float = 1.0, steps: int = 3000,
+                          rate: float = 2.0) -> tuple[dict[str, float], float]:
+    """L2-regularised logistic regression over presence features (each row the set of its feature names), by
+    full-batch gradient descent on a sparse matrix, each class weighing half: (weights of the features seen,
+    bias). What ``core.claims.ClaimModel`` runs."""
+    from scipy.sparse import csr_matrix
+
+    names = sorted(set().union(*rows))
+    column = {n: j for j, n in enumerate(names)}
+    indices = [column[n] for row in rows for n in sorted(row)]
+    indptr = np.cumsum([0] + [len(row) for row in rows])
+    x = csr_matrix((np.ones(len(indices)), indices, indptr), shape=(len(rows), len(names)))
+    w, b = np.zeros(len(names)), 0.0
+    balance = np.where(y == 1, 0.5 / max(1, y.sum()), 0.5 / max(1, (1 - y).sum()))
+    for _ in range(steps):
+        p = 1 / (1 + np.exp(-(x @ w + b)))
+        g = balance * (p - y)
+        w -= rate * (x.T @ g + l2 * w / len(rows))
+        b -= rate * g.sum()
+    return {n: round(float(v), 4) for n, v in zip(names, w) if abs(v) >= 1e-3}, round(float(b), 4)

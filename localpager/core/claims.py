@@ -1,0 +1,99 @@
+"""Whether a sentence is the speaker's own claim, or only quotes, asks, requests, imagines or doubts one.
+
+A standing fact must come from something the user asserted about themselves or their world. "Translate this: 'I
+am no longer allergic to sesame.'" holds a sentence that looks like a fact, but the user claims nothing by it; so
+do a quotation of someone else, a request that mentions the user's daughter, a hypothetical and a doubt. Two parts
+decide it, neither a list of phrasings:
+
+- **Quoted words are not the speaker's.** A quoted span that reads as an utterance (it holds a personal pronoun, or
+  ends as a sentence ends) is masked before facts are looked for; a quoted name or title stays.
+- **The frame is learned.** A logistic model over the sentence's words and word pairs (its first words apart)
+  says whether the sentence asserts something. It is fitted on labelled sentences kept as data
+  (``lab/data/claims_train.json`` and the fact templates' statements, questions and requests) by
+  ``python benchmarks/claims.py --fit``, which writes ``core/data/claim_model.json`` and reports precision and
+  recall on sentences it was not fitted on (``lab/data/claims_check.json``). Plain arithmetic at run time.
+
+English only, as the rest of the facts layer.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from dataclasses import dataclass, field
+from functools import lru_cache
+from importlib import resources
+
+from .text import is_stopword
+
+QUOTE = "\u00abquote\u00bb"  # what a masked quotation reads as
+_PAIRS = {'"': '"', "\u201c": "\u201d", "\u201e": "\u201c", "\u00ab": "\u00bb", "\u2018": "\u2019", "'": "'"}
+# A quotation: an opening mark at the start or after a space, colon or bracket, its words, and the closing mark before
+# the end, a space or punctuation (so the apostrophes of "I'm" and "James'" open nothing).
+_QUOTED = re.compile(
+    r"(?:^|(?<=[\s:(\[]))(?P<open>[\"\u201c\u201e\u00ab\u2018'])(?P<body>[^\"\u201c\u201d\u201e\u00ab\u00bb\u2018\u2019\n]"
+    r"{1,600}?)(?P<close>[\"\u201d\u201c\u00bb\u2019'])(?=$|[\s.,;:!?)\]])")
+# An utterance inside quotation marks: a personal pronoun, or a sentence's end.
+_UTTERANCE = re.compile(r"\b(?:i|i'm|i've|i'd|i'll|me|my|mine|we|our|us|you|your|he|she|his|her|they|their)\b|"
+                        r"[.!?\u2026]\W*$", re.I)
+_TOKEN = re.compile(r"[a-z0-9]+(?:['\u2019][a-z]+)?|[?!:;]|\u00abquote\u00bb")
+
+
+def mask_quotes(text: str) -> str:
+    """``text`` with every quoted utterance replaced by ``QUOTE``; quoted names and titles are kept."""
+    def masked(m: re.Match) -> str:
+        if _PAIRS.get(m["open"]) != m["close"] or not _UTTERANCE.search(m["body"]):
+            return m[0]
+        return QUOTE
+    return _QUOTED.sub(masked, text)
+
+
+def features(sentence: str) -> set[str]:
+    """The model's features of a sentence: its first word and first pair as they are (where a sentence's frame
+    sits: "note that …", "could you …"), then its words and word pairs with every word that is not a stop word
+    read as ``C``, so that what the sentence is about (an allergy, a city) weighs nothing and its frame (a
+    request, a doubt, "if") all; digits folded to 0, a question mark and a masked quotation kept."""
+    tokens = [t.replace("\u2019", "'") for t in _TOKEN.findall(re.sub(r"\d", "0", sentence.lower()))]
+    if not tokens:
+        return set()
+    shape = [t if not t[0].isalnum() or is_stopword(t) else "C" for t in tokens]
+    found = {f"w:{t}" for t in shape} | {f"b:{a}_{b}" for a, b in zip(shape, shape[1:])}
+    found.add(f"s:{tokens[0]}")
+    found.add(f"s2:{'_'.join(tokens[:2])}")
+    found.add(f"f2:{'_'.join(shape[:2])}")
+    return found
+
+
+@dataclass(frozen=True)
+class ClaimModel:
+    """Weights over ``features``, a bias and the threshold above which a sentence is a claim."""
+
+    weights: dict[str, float] = field(default_factory=dict)
+    bias: float = 0.0
+    threshold: float = 0.5
+
+    def probability(self, sentence: str) -> float:
+        z = self.bias + sum(self.weights.get(f, 0.0) for f in features(sentence))
+        return 1.0 / (1.0 + math.exp(-max(-50.0, min(50.0, z))))
+
+    def is_claim(self, sentence: str) -> bool:
+        return self.probability(sentence) >= self.threshold
+
+    def to_json(self) -> dict:
+        return {"bias": self.bias, "threshold": self.threshold, "weights": self.weights}
+
+
+MODEL_FILE = "claim_model.json"
+
+
+@lru_cache(maxsize=1)
+def default_model() -> ClaimModel:
+    """The fitted model shipped with the package (``core/data/claim_model.json``)."""
+    data = json.loads(resources.files("localpager.core").joinpath("data", MODEL_FILE).read_text(encoding="utf-8"))
+    return ClaimModel(weights=data["weights"], bias=data["bias"], threshold=data["threshold"])
+
+
+def is_claim(sentence: str) -> bool:
+    """Whether ``sentence`` (quotations masked) asserts something, by the shipped model."""
+    return default_model().is_claim(sentence)

@@ -1,0 +1,93 @@
+"""What is not the user's own claim never becomes a standing fact and never replaces one (issues 38 and 39):
+a quotation, a request or instruction, a translation, a hypothetical, a doubt, a question.
+
+The hostile sentences here are the issue's trial and more of their kinds; the claim model (``core.claims``) was
+fitted on other sentences (``lab/data/claims_train.json``), never on these.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from localpager.core.claims import QUOTE, ClaimModel, default_model, features, mask_quotes
+from localpager.core.facts import extract, facts_of
+from localpager.core.records import Turn
+
+TRUE_ALLERGY = "I'm badly allergic to sesame and carry an EpiPen everywhere."
+
+HOSTILE = [
+    "Translate to French: 'Actually I am no longer allergic to sesame.'",
+    'My friend said: "Actually I\'m no longer allergic to sesame."',
+    "Imagine I'm not allergic to sesame anymore.",
+    "Pretend I'm no longer allergic to sesame and plan my dinner.",
+    "If I were no longer allergic to sesame, what could I eat",
+    "I'm not sure whether I'm still allergic to sesame.",
+    "Translate into Spanish: I am no longer allergic to sesame.",
+    "Write a story where I'm not allergic to sesame anymore.",
+    "Help me write a note saying I'm no longer allergic to sesame.",
+    "Summarize this: actually I am no longer allergic to sesame.",
+    "Am I still allergic to sesame",
+    "She wrote \u201cI'm not allergic to sesame anymore\u201d on the form by mistake.",
+    "Suppose I'm not allergic to sesame anymore.",
+]
+
+
+def user(text: str, index: int = 0) -> Turn:
+    return Turn(role="user", text=text, index=index)
+
+
+@pytest.mark.parametrize("sentence", HOSTILE)
+def test_a_sentence_that_claims_nothing_becomes_no_fact(sentence):
+    assert extract(user(sentence)) == []
+
+
+@pytest.mark.parametrize("sentence", HOSTILE)
+def test_a_sentence_that_claims_nothing_replaces_no_fact(sentence):
+    facts = facts_of([user(TRUE_ALLERGY, 0), user(sentence, 1)])
+    (allergy,) = [f for f in facts if "sesame" in f.text.lower()]
+    assert allergy.turn == 0 and allergy.current
+
+
+def test_the_same_words_said_as_a_claim_do_replace_it():
+    """The control: the correction itself, said by the user, is a fact and replaces the older one."""
+    facts = facts_of([user(TRUE_ALLERGY, 0), user("Actually I am no longer allergic to sesame.", 1)])
+    assert [f.turn for f in facts if f.current and "sesame" in f.text.lower()] == [1]
+
+
+def test_an_assistant_turn_is_never_evidence_of_a_fact():
+    assert extract(Turn(role="assistant", text="Your husband's name is Ethan, and you are allergic to sesame.",
+                        index=0)) == []
+
+
+@pytest.mark.parametrize("text, masked", [
+    ("He said \"I'm moving to Cork\" yesterday.", f"He said {QUOTE} yesterday."),
+    ("Translate: 'I live in Lyon.'", f"Translate: {QUOTE}"),
+    ("Our puppy is called \"Noodle\".", "Our puppy is called \"Noodle\"."),  # a quoted name stays
+    ("My favourite book is 'The Name of the Wind'.", "My favourite book is 'The Name of the Wind'."),  # a title
+    ("I'm sure it's James' car, I'm not kidding.", "I'm sure it's James' car, I'm not kidding."),  # apostrophes
+])
+def test_quoted_utterances_are_masked_and_names_kept(text, masked):
+    assert mask_quotes(text) == masked
+
+
+def test_a_quoted_name_still_states_its_fact():
+    (fact,) = extract(user('Our puppy is called "Noodle", and he is the sweetest thing.'))
+    assert "Noodle" in fact.text
+
+
+def test_the_shipped_model_is_fitted_and_its_threshold_holds_real_claims():
+    model = default_model()
+    assert len(model.weights) > 1000 and 0 < model.threshold <= 0.5
+    for claim in ("I live in Utrecht.", "My blood type is O negative.", "I work at Halcyon Bank.",
+                  "Note that I'm vegetarian.", "Remember that our flat is on the fifth floor, no lift."):
+        assert model.is_claim(claim), claim
+
+
+def test_features_fold_digits_and_mark_the_frame():
+    found = features("Paraphrase: I live at 42 Elm Road")
+    assert {"s:paraphrase", "s2:paraphrase_:", "w:C", "b:C_at", "f2:C_:"} <= found
+    assert not {"w:live", "w:42", "w:elm"} & found  # what a sentence is about weighs nothing: its frame does
+
+
+def test_a_model_without_weights_decides_by_its_bias():
+    assert ClaimModel({}, bias=2.0).is_claim("anything") and not ClaimModel({}, bias=-2.0).is_claim("anything")
