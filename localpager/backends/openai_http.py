@@ -542,7 +542,7 @@ class OpenAIHTTPBackend(ChatBackend):
                 gen.tokens = list(self._plain(gen.text)) if gen.text else []
                 if on_text is not None and gen.text:
                     on_text(gen.text)
-            elif (text := self._known_text(prompt)) is not None:  # a continuation after these tokens is this text
+            if (text := self._known_text(prompt)) is not None:  # a continuation after these tokens is this text
                 self._remember(list(prompt) + gen.tokens, text + gen.text)
         return gen
 
