@@ -339,8 +339,7 @@ class Conversation:
         current = [f for f in every if f.current]
         room = int(settings.fact_share * pager.config.budget)
         shown = prompt_facts(current, room, pager.counter.count)
-        recent = [", ".join(p.keywords) for p in pager.listed[-3:] if p.keywords]
-        return FactContext(shown, current, recent, every)
+        return FactContext(shown, current, every)
 
     # -- before the user asks ---------------------------------------------------------------------
     def prepare(self, progress=None, chunk: int = 64) -> int:

@@ -11,7 +11,8 @@ import time
 from typing import Sequence
 
 from ..backends.base import ChatBackend
-from ..core.facts import StandingFact
+from ..core.facts import StandingFact, extract
+from ..core.records import Turn
 from .answering import Answering, elapsed_ms
 from .choices import Layout, RecallMode
 from .prompts import answer_messages, fact_lead, fact_turn, overview_text, recent_exchange, turn_line
@@ -29,20 +30,24 @@ def overview_facts(facts: Sequence[StandingFact]) -> list[StandingFact]:
 
 
 def answer_overview(a: Answering) -> None:
-    """What is remembered, listed: the standing facts (pinned first, then the newest) and the topics of the
-    most recent evicted pages, written out as they are, with no model."""
+    """What is remembered, listed: the current standing facts (pinned first, then the newest), quoted as said and
+    written out with no model: a list a user can check and correct."""
     chosen = overview_facts(a.facts.current)
-    text = overview_text(chosen, a.facts.recent)
+    text = overview_text(chosen)
     a.say(text)
     a.trace.decision, a.trace.answer, a.trace.stopped = "overview", text, "eos"
     a.trace.citations = [_citation(a, f, used=True) for f in chosen]
 
 
 def fact_hits(a: Answering) -> list[FactMatch]:
-    """The standing facts the selector judges to bear on the question (none without memory)."""
+    """The standing facts the selector judges to bear on the question (none without memory, and none for a message
+    that itself states a standing fact: "My new door code is 7730." is told, not asked, and quoting the fact it
+    replaces, or itself, would answer nothing)."""
     s = a.settings
     if not s.facts or s.mode in (RecallMode.NEVER, RecallMode.ALWAYS):
         return []  # never: no memory; always: a recall is forced, what a standing fact would answer too
+    if extract(Turn(role="user", text=a.question, index=-1)):
+        return []
     start = time.perf_counter()
     hits = list(a.selector.facts_for(a.question))
     a.trace.timings_ms["rerank"] += elapsed_ms(start)
@@ -51,25 +56,34 @@ def fact_hits(a: Answering) -> list[FactMatch]:
 
 
 def answer_from_facts(a: Answering, hits: Sequence[FactMatch], backend: ChatBackend) -> None:
-    """Answer from the standing facts judged to bear on the question, in the focused layout on ``backend`` (the
-    context that answers recalls): they are the notes, and with ``fact_lead`` the answer begins by quoting the
-    best of them, so even a tiny model's answer carries what the user said."""
+    """Answer from the standing facts judged to bear on the question. With ``fact_lead`` the answer is the best
+    of them quoted ("You told me: ..."), written out with no model: what the user said, and nothing a small model
+    would add after it (a tail such as "I'm not sure I'm ready to discuss that." read as part of the memory).
+    Without it the model answers in the focused layout on ``backend`` (the context that answers recalls), the
+    facts as its notes."""
+    s, trace = a.settings, a.trace
+    trace.decision = "fact"
+    trace.citations = [_citation(a, h.fact) for h in hits]
+    if s.fact_lead:
+        trace.answer, trace.stopped = fact_lead(hits[0].fact), "eos"
+        a.say(trace.answer)
+    else:
+        trace.answer, trace.stopped = _generated(a, hits, backend)
+    trace.cite(trace.answer)
+
+
+def _generated(a: Answering, hits: Sequence[FactMatch], backend: ChatBackend) -> tuple[str, str]:
     s, trace = a.settings, a.trace
     layout = Layout.FOCUSED if s.layout == Layout.INLINE else s.layout
     start = time.perf_counter()
     recent = recent_exchange(a.messages, layout)
     notes = "\n".join(turn_line(fact_turn(h.fact)) for h in hits)
-    answer_prompt = backend.render(answer_messages(layout, notes, a.question, recent))
-    lead = fact_lead(hits[0].fact) if s.fact_lead else ""
-    prompt = list(answer_prompt) + (backend.tokenize(lead) if lead else [])
+    prompt = backend.render(answer_messages(layout, notes, a.question, recent))
     trace.timings_ms["recall_fetch"] += elapsed_ms(start)
-    keep = kept_parts(backend, layout, notes, recent, answer_prompt)
-    gen, text = a.generate(backend, prompt, s.max_answer_tokens, lead=lead, keep=keep, apart=True)
+    gen, text = a.generate(backend, prompt, s.max_answer_tokens, keep=kept_parts(backend, layout, notes, recent, prompt))
     a.count_answer(gen, "injection_prefill")
     trace.tokens["answer_prompt"] = gen.prompt_tokens
-    trace.decision, trace.answer, trace.stopped = "fact", text, gen.stopped
-    trace.citations = [_citation(a, h.fact) for h in hits]
-    trace.cite(text)
+    return text, gen.stopped
 
 
 def _citation(a: Answering, fact: StandingFact, used: bool = False) -> Citation:

@@ -56,9 +56,7 @@ CHANGED = "changed later"
 NOT_REMEMBERED = "I don't remember that: it was not mentioned in our conversation, or it was forgotten."
 OVERVIEW_ABOUT_YOU = "Here is what I remember about you:"
 OVERVIEW_TRANSCRIPT = "Here is what I remember:"  # a transcript's facts are its speakers', not the user's
-OVERVIEW_RECENT = "Lately we talked about: {topics}."
-OVERVIEW_EMPTY = ("I don't remember anything about you yet: nothing you told me is kept as a standing fact, "
-                  "and nothing has been paged out.")
+OVERVIEW_EMPTY = "I don't remember anything about you yet: nothing you told me is kept as a standing fact."
 
 
 def turn_message(turn: Turn) -> Message:
@@ -110,16 +108,15 @@ def fact_lead(fact: StandingFact) -> str:
     return f'{who}: "{fact.text}"'
 
 
-def overview_text(chosen: Sequence[StandingFact], recent: Sequence[str]) -> str:
-    """The answer to "what do you remember about me?": the ``chosen`` standing facts, each with its day, and the
-    topics of the latest evicted pages."""
-    lines = []
-    if chosen:
-        lines.append(OVERVIEW_ABOUT_YOU if any(not f.speaker for f in chosen) else OVERVIEW_TRANSCRIPT)
-        lines += [f"- {fact_line(f)}" + (f" ({format_day(f.time)})" if f.time else "") for f in chosen]
-    if recent:
-        lines.append(OVERVIEW_RECENT.format(topics="; ".join(recent)))
-    return "\n".join(lines or [OVERVIEW_EMPTY])
+def overview_text(chosen: Sequence[StandingFact]) -> str:
+    """The answer to "what do you remember about me?": the ``chosen`` standing facts (current ones only), each
+    quoted as said ("You told me: ...", a transcript's "Caroline said: ...") with its day. Nothing else: the topics
+    of old pages would bring back values a newer fact replaced."""
+    if not chosen:
+        return OVERVIEW_EMPTY
+    header = OVERVIEW_ABOUT_YOU if any(not f.speaker for f in chosen) else OVERVIEW_TRANSCRIPT
+    return "\n".join([header] + [f"- {fact_lead(f)}" + (f" ({format_day(f.time)})" if f.time else "")
+                                 for f in chosen])
 
 
 def turn_line(turn: Turn, label: str = "", clock: bool = False) -> str:

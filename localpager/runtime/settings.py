@@ -26,8 +26,9 @@ class RecallSettings:
     repeat_penalty: float = 1.0  # llama.cpp's penalty on recent tokens; the repetition guard runs regardless
     # The long-term layer (``core.facts``): standing facts in the prompt's prefix (``fact_share`` of the memory
     # budget), answers from the ones that bear on a message, and "what do you remember about me?" answered with
-    # them. A fact answer begins by quoting the fact it was given (``prompts.fact_lead``: "You told me: ..."): a
-    # 135M model handed the fact weaves it in about half the time. ``abstain``: "not remembered" when what a
+    # them. A fact answer is the fact it was given, quoted (``prompts.fact_lead``: "You told me: ..."), with no
+    # model: a 135M model handed the fact wove it in about half the time and added tails of its own; without
+    # ``fact_lead`` the model answers from it. ``abstain``: "not remembered" when what a
     # recall found is below the relevance floor (``retrieval.answerable``).
     facts: bool = True
     fact_share: float = 0.12

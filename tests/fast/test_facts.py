@@ -224,24 +224,33 @@ def open_facts_chat(fake_pager, script, facts_model=FIRES, floor=NEVER, **recall
     return lp, chat
 
 
-def test_a_fact_that_bears_on_the_question_is_answered_from_with_its_lead(fake_pager):
-    lp, chat = open_facts_chat(fake_pager, [" so skip the sesame snacks."])
-    result = chat.ask("I'm packing snacks for a flight. Anything I should stay away from?")
+def test_a_fact_that_bears_on_the_question_is_answered_with_the_fact_quoted_and_nothing_else(fake_pager):
+    """What the user said, and no tail a small model adds after it (issue 38): written out with no model."""
+    lp, chat = open_facts_chat(fake_pager, [" I'm not sure I'm ready to discuss that."])
+    streamed = []
+    result = chat.ask("I'm packing snacks for a flight. Anything I should stay away from?", on_text=streamed.append)
     t = result.trace
     assert t.decision == "fact" and [f["text"] for f in t.facts] == ["I'm seriously allergic to sesame."]
-    assert t.answer.startswith('You told me: "I\'m seriously allergic to sesame."')
+    assert result.answer == 'You told me: "I\'m seriously allergic to sesame."' == "".join(streamed)
     assert [(c.turn, c.label) for c in t.citations] == [(0, "standing fact")]
+    assert lp.backend.calls == []
+
+
+def test_a_message_that_states_a_fact_is_not_answered_with_a_fact(fake_pager):
+    """Told, not asked: "I'm now allergic to sesame and kiwi." is answered by the model, never by quoting the fact
+    it replaces (or itself)."""
+    lp, chat = open_facts_chat(fake_pager, ["Noted."])
+    t = chat.ask("Actually I'm allergic to sesame and kiwi now.").trace
+    assert t.decision != "fact" and t.facts == [] and t.answer == "Noted."
+
+
+def test_without_the_lead_the_model_answers_from_the_fact(fake_pager):
+    lp, chat = open_facts_chat(fake_pager, ["Skip the sesame snacks."], fact_lead=False)
+    t = chat.ask("I'm packing snacks for a flight. Anything I should stay away from?").trace
+    assert t.decision == "fact" and t.answer == "Skip the sesame snacks."
     (call,) = lp.backend.calls
     assert call.grammar is None and "From earlier in this conversation:\n" in call.text
     assert "I'm seriously allergic to sesame." in call.text.split("From earlier in this conversation:\n", 1)[1]
-
-
-def test_what_the_model_adds_after_the_quoted_fact_is_a_sentence_of_its_own(fake_pager):
-    lp, chat = open_facts_chat(fake_pager, ["Skip the sesame snacks."])
-    streamed = []
-    result = chat.ask("I'm packing snacks for a flight. Anything I should stay away from?", on_text=streamed.append)
-    assert result.answer == 'You told me: "I\'m seriously allergic to sesame." Skip the sesame snacks.'
-    assert "".join(streamed) == result.answer
 
 
 def test_a_fact_answer_s_trace_names_the_older_values_its_fact_replaced(fake_pager):
@@ -251,7 +260,7 @@ def test_a_fact_answer_s_trace_names_the_older_values_its_fact_replaced(fake_pag
     t = chat.ask("Which locker do I open at the gym?").trace
     assert t.decision == "fact" and t.facts[0]["text"] == "I switched, my gym locker is now number 40."
     assert t.facts[0]["replaced"] == [{"fact_id": 1, "turn": 0, "text": "My gym locker is number 12."}]
-    assert "number 12" not in lp.backend.calls[0].text  # the old value reaches the model nowhere
+    assert "number 12" not in t.answer and lp.backend.calls == []  # the old value is in no answer
 
 
 def test_a_value_replaced_thousands_of_times_names_only_its_latest_older_values():
@@ -285,7 +294,8 @@ def test_what_do_you_remember_lists_the_facts_without_the_model(fake_pager):
     lp, chat = open_facts_chat(fake_pager, [])
     t = chat.ask("What do you remember about me?").trace
     assert t.decision == "overview" and lp.backend.calls == []
-    assert "- I'm seriously allergic to sesame." in t.answer
+    assert '- You told me: "I\'m seriously allergic to sesame."' in t.answer
+    assert "Lately" not in t.answer and "\n- I'm" not in t.answer  # current facts only, quoted as quotes
     assert [c.turn for c in t.citations] == [0]
     assert asks_what_is_remembered("what else did I tell you?")
     assert asks_what_is_remembered("What have we discussed so far?")
