@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import asdict, dataclass, replace
-from collections.abc import Sequence, Set
+from collections.abc import Iterable, Sequence, Set
 from functools import lru_cache
 
 from .answer_types import stated_types
@@ -33,8 +33,8 @@ from .records import Turn
 from .text import content_words, fold_plural, sentences
 
 # The extractor's version: a conversation whose facts an older one made gets them made again. 2: quotations and
-# sentences that claim nothing (``claims``) state no fact.
-FACTS_VERSION = 2
+# sentences that claim nothing (``claims``) state no fact. 3: a fact is one line (``one_line``).
+FACTS_VERSION = 3
 KINDS = ("avoid", "diet", "medicine", "constraint", "preference", "person", "pet", "family", "schedule", "plan",
          "number", "budget", "identity")
 MAX_FACT_CHARS = 220  # a standing fact is one line: a longer sentence is cut at a clause boundary
@@ -258,9 +258,9 @@ class StandingFact:
         """One line for a reader: id, source turn, kind, day, the words, and whether it is pinned or replaced."""
         state = (" [pinned]" if self.pinned else "") + (f" (replaced by #{self.superseded_by})" if self.superseded_by
                                                        else "") + (" (corrected)" if self.corrected else "")
-        who = f"{self.speaker}: " if self.speaker else ""
+        who = f"{one_line(self.speaker)}: " if self.speaker else ""
         day = f"  {format_day(self.time)}" if self.time else ""
-        return f"#{self.fact_id}  turn {self.turn}  {self.kind}{day}  {who}{self.text}{state}"
+        return f"#{self.fact_id}  turn {self.turn}  {self.kind}{day}  {who}{one_line(self.text)}{state}"
 
 
 def extract(turn: Turn) -> list[FactDraft]:
@@ -287,7 +287,7 @@ def _extract(text: str, user: bool) -> tuple[FactDraft, ...]:
 def fact_of(sentence: str, user: bool = True) -> FactDraft | None:
     """The standing fact one sentence states, if any. ``user``: the user of a chat said it (a statement with a
     specific value needs no first person then); otherwise a named speaker (a transcript's person)."""
-    line = _LEAD_IN.sub("", _ANNOTATION.sub("", sentence).strip()).strip()
+    line = _LEAD_IN.sub("", _ANNOTATION.sub("", one_line(sentence)).strip()).strip()
     if not line or len(line) > _MAX_SENTENCE or _asks(line) or _ADDRESS.match(line) or not is_claim(line):
         return None
     personal = bool(_FIRST_PERSON.search(line))
@@ -364,6 +364,17 @@ def supersedes(new: FactDraft | StandingFact, old: FactDraft | StandingFact) -> 
     return bool(_CHANGED.search(new.text))
 
 
+# Bidirectional controls: embeddings, overrides and isolates, the marks, the Arabic letter mark
+_BIDI_CONTROLS = dict.fromkeys(map(ord, "\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069\u200e\u200f\u061c"))
+
+
+def one_line(text: str) -> str:
+    """``text`` as one line: every break ``str.splitlines`` knows becomes a space and the bidirectional controls
+    are dropped, so that a fact (the turn it came from stays as it was said) can neither begin a line that looks
+    like another fact's in a listing nor show its words in another order than they are stored."""
+    return " ".join(text.translate(_BIDI_CONTROLS).splitlines())
+
+
 def _shorten(line: str) -> str:
     """At most ``MAX_FACT_CHARS``: cut at the last clause boundary before it (or the last space)."""
     if len(line) <= MAX_FACT_CHARS:
@@ -396,15 +407,46 @@ def asks_what_is_remembered(message: str) -> bool:
     return bool(_OVERVIEW.search(message[:300]))
 
 
+class CurrentFacts:
+    """The facts that still stand, by speaker and slot word. ``supersedes`` needs the same speaker and a word of
+    the slot shared, so a newer fact is compared only with the standing facts that share one with it (found
+    here), never with all of them: thousands of facts of other slots cost nothing to a new one."""
+
+    def __init__(self) -> None:
+        self.facts: dict[int, FactDraft | StandingFact] = {}
+        self._by_word: dict[tuple[str | None, str], set[int]] = {}
+
+    def add(self, fact_id: int, fact: FactDraft | StandingFact) -> None:
+        self.facts[fact_id] = fact
+        for word in set(fact.subject.split()):
+            self._by_word.setdefault((fact.speaker, word), set()).add(fact_id)
+
+    def remove(self, ids: Iterable[int]) -> None:
+        for fact_id in ids:
+            fact = self.facts.pop(fact_id)
+            for word in set(fact.subject.split()):
+                near = self._by_word[(fact.speaker, word)]
+                near.discard(fact_id)
+                if not near:
+                    del self._by_word[(fact.speaker, word)]
+
+    def replaced_by(self, fact: FactDraft | StandingFact) -> list[int]:
+        """The ids of the standing facts ``fact`` supersedes (``supersedes``), in order."""
+        near = set().union(*(self._by_word.get((fact.speaker, w), ()) for w in set(fact.subject.split())))
+        return sorted(i for i in near if supersedes(fact, self.facts[i]))
+
+
 def superseded(facts: Sequence[FactDraft | StandingFact], ids: Sequence[int]) -> dict[int, int]:
     """Which fact supersedes which, ``facts`` taken oldest first (``ids``: theirs): {an older fact's id: the id
-    of the newer one that replaced it}. Each is compared with the facts that still stand when it comes."""
+    of the newer one that replaced it}. Each is compared with the facts that still stand when it comes (those
+    of its slot: ``CurrentFacts``)."""
     by: dict[int, int] = {}
-    current: list[tuple[int, FactDraft | StandingFact]] = []
+    current = CurrentFacts()
     for fact_id, fact in zip(ids, facts):
-        replaced = {old for old, older in current if supersedes(fact, older)}
+        replaced = current.replaced_by(fact)
         by.update(dict.fromkeys(replaced, fact_id))
-        current = [c for c in current if c[0] not in replaced] + [(fact_id, fact)]
+        current.remove(replaced)
+        current.add(fact_id, fact)
     return by
 
 
