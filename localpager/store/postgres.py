@@ -252,6 +252,12 @@ class PostgresStore(Store):
             with conn.transaction():
                 yield _Statements(conn)
 
+    def _generation_held(self, conn, conv_id: str) -> int | None:
+        """The conversation's generation, its row locked until this transaction ends: every other writer of the
+        conversation (whose triggers update that row) waits, so what this transaction found stays true."""
+        row = conn.execute("SELECT generation FROM conversations WHERE id = ? FOR UPDATE", (conv_id,)).fetchone()
+        return None if row is None else row[0]
+
     def _error(self, exc: BaseException) -> StoreError:
         """A one-line StoreError naming the store for what PostgreSQL reported."""
         errors = self.psycopg.errors
