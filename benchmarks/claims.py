@@ -1,4 +1,7 @@
-"""The claim model (``core.claims``): fitted on labelled sentences, measured on sentences it never saw.
+"""The claim model and the fact model (``core.claims``): fitted on labelled sentences, measured on sentences they
+never saw.
+
+The claim model:
 
 Fitted on ``lab/data/claims_train.json`` and the fact templates of the tuning, dev and dev2 phrasing sets (their
 statements' sentences are claims; the questions of their questions, implicit questions and general questions are
@@ -7,8 +10,16 @@ frames) and the held-out phrasing set's templates. The threshold is the lowest a
 claims are refused: refusing a real fact costs more than letting a request through (the extractor still has to
 find a fact in it).
 
-    .venv/bin/python benchmarks/claims.py            # measure the shipped model
-    .venv/bin/python benchmarks/claims.py --fit      # fit it again and write localpager/core/data/claim_model.json
+The fact model (does a claim state something that stays true?): fitted on the same phrasing sets' statements
+(sentence by sentence), ``statements_dev.json`` (its facts, and its non-facts sentence by sentence), against the
+questions and present situations of the implicit questions, the general questions, the generator's filler
+lines, the claim model's non-claims and the claims that state no standing fact (``passing``: an event, a passing
+state). Its threshold is the lowest at which out-of-fold precision is at least
+``FACT_PRECISION``. Measured, never tuned on: extraction (``core.facts.extract``, the cues and the model) on
+``statements_heldout.json``, a chat's user and a transcript's speakers.
+
+    .venv/bin/python benchmarks/claims.py            # measure the shipped models
+    .venv/bin/python benchmarks/claims.py --fit      # fit them again and write localpager/core/data/*_model.json
 """
 
 from __future__ import annotations
@@ -22,7 +33,11 @@ from pathlib import Path
 
 import numpy as np
 
-from localpager.core.claims import MODEL_FILE, ClaimModel, default_model, features, mask_quotes
+from localpager.core import claims as claims_module
+from localpager.core.claims import (FACT_MODEL_FILE, MODEL_FILE, ClaimModel, default_model, fact_model, features,
+                                    mask_quotes, worded_features)
+from localpager.core.facts import extract
+from localpager.core.records import Turn
 from localpager.core.text import is_question, sentences
 from localpager.lab.fitting import fit_presence_logistic
 from localpager.lab.synthetic import WORD_POOLS
@@ -30,6 +45,8 @@ from localpager.lab.synthetic import WORD_POOLS
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "localpager" / "lab" / "data"
 MODEL_PATH = ROOT / "localpager" / "core" / "data" / MODEL_FILE
+FACT_MODEL_PATH = ROOT / "localpager" / "core" / "data" / FACT_MODEL_FILE
+FACT_PRECISION = 0.95  # out-of-fold precision the fact model's threshold keeps
 TRAIN_PHRASINGS = ("tuning", "dev", "dev2")
 CHECK_PHRASINGS = ("heldout",)
 MAX_REFUSED = 0.02  # training claims the threshold may refuse
@@ -45,7 +62,7 @@ def labelled(name: str, phrasings: tuple[str, ...], seed: int = 0) -> list[tuple
     """(sentence, 1 if a claim) of a claims file and the phrasing sets' templates, quotations masked."""
     rng = random.Random(seed)
     data = json.loads((DATA / f"{name}.json").read_text(encoding="utf-8"))
-    rows = [(s, 1) for s in data["claims"]] + [(s, 0) for s in data["not_claims"]]
+    rows = [(s, 1) for s in data["claims"] + data.get("passing", [])] + [(s, 0) for s in data["not_claims"]]
     for phrasing in phrasings:
         sets = json.loads((DATA / f"phrasing_{phrasing}.json").read_text(encoding="utf-8"))
         for kind in sets["kinds"].values():  # by sentence, as the extractor reads them
@@ -68,21 +85,73 @@ def scores(model: ClaimModel, rows: list[tuple[str, int]]) -> dict:
             "claims_refused": refused[:8], "non_claims_passed": passed[:8]}
 
 
-def fit(rows: list[tuple[str, int]], folds: int = 5) -> ClaimModel:
-    """The model on every row; its threshold from out-of-fold probabilities (a model fitted without the row),
-    so that it holds for sentences the model has not seen: the lowest that refuses at most ``MAX_REFUSED`` of them."""
-    rows_features = [features(s) for s, _ in rows]
+def out_of_fold(rows: list[tuple[str, int]], worded: bool, folds: int = 5) -> tuple[ClaimModel, np.ndarray]:
+    """The model fitted on every row (threshold 0.5), and each row's probability by a model fitted without it:
+    what a threshold is chosen on, so that it holds for sentences the model has not seen."""
+    found = [(worded_features if worded else features)(s) for s, _ in rows]
     y = np.array([label for _, label in rows], dtype=float)
     held = np.zeros(len(rows))
     for k in range(folds):
         part = np.arange(len(rows)) % folds == k
-        weights, bias = fit_presence_logistic([f for f, out in zip(rows_features, part) if not out], y[~part])
-        fold = ClaimModel(weights, bias)
+        weights, bias = fit_presence_logistic([f for f, out in zip(found, part) if not out], y[~part])
+        fold = ClaimModel(weights, bias, worded=worded)
         held[part] = [fold.probability(s) for (s, _), out in zip(rows, part) if out]
-    weights, bias = fit_presence_logistic(rows_features, y)
-    weights = {n: w for n, w in weights.items() if abs(w) >= MIN_WEIGHT}
-    p = np.sort(held[y == 1])
-    return ClaimModel(weights, bias, round(min(0.5, float(p[int(MAX_REFUSED * len(p))]) - 1e-4), 4))
+    weights, bias = fit_presence_logistic(found, y)
+    return ClaimModel({n: w for n, w in weights.items() if abs(w) >= MIN_WEIGHT}, bias, worded=worded), held
+
+
+def fit(rows: list[tuple[str, int]]) -> ClaimModel:
+    """The claim model: the lowest threshold (at most 0.5) that refuses at most ``MAX_REFUSED`` of the claims."""
+    model, held = out_of_fold(rows, worded=False)
+    p = np.sort(held[np.array([y for _, y in rows]) == 1])
+    return ClaimModel(model.weights, model.bias, round(min(0.5, float(p[int(MAX_REFUSED * len(p))]) - 1e-4), 4))
+
+
+def fit_facts(rows: list[tuple[str, int]]) -> ClaimModel:
+    """The fact model: the lowest threshold at which out-of-fold precision is at least ``FACT_PRECISION``."""
+    model, held = out_of_fold(rows, worded=True)
+    y = np.array([label for _, label in rows])
+    for t in np.sort(held):
+        said = held >= t
+        if said.any() and (y[said] == 1).mean() >= FACT_PRECISION:
+            return ClaimModel(model.weights, model.bias, round(float(t) - 1e-4, 4), worded=True)
+    return ClaimModel(model.weights, model.bias, 1.0, worded=True)
+
+
+def fact_rows(seed: int = 0) -> list[tuple[str, int]]:
+    """(sentence, 1 if it states a standing fact) for the fact model, quotations masked."""
+    rng = random.Random(seed)
+    facts, other = [], []
+    for phrasing in TRAIN_PHRASINGS:
+        sets = json.loads((DATA / f"phrasing_{phrasing}.json").read_text(encoding="utf-8"))
+        for kind in sets["kinds"].values():
+            facts += [s for t in kind["says"] + kind.get("updates", []) for s in sentences(_fill(t, rng))
+                      if not is_question(s)]
+            other += [s for t in kind["asks"] + kind["implicit"] for s in sentences(_fill(t, rng))]
+        other += [q for group in sets["general"].values() for q in group]
+    filler = json.loads((DATA / "filler.json").read_text(encoding="utf-8"))
+    for topic in filler["topics"].values():
+        for exchange in topic["exchanges"]:
+            line = re.sub(r"\{(\w+)\}", lambda m: rng.choice(topic["slots"].get(m[1], ["it"])), exchange["user"])
+            other += sentences(line)
+    dev = json.loads((DATA / "statements_dev.json").read_text(encoding="utf-8"))
+    for item in dev["chat"] + dev["transcript"]:
+        (facts.append(item["text"]) if item["fact"] else other.extend(sentences(item["text"])))
+    written = json.loads((DATA / "claims_train.json").read_text(encoding="utf-8"))
+    other += written["not_claims"] + written["passing"]
+    return [(mask_quotes(s), 1) for s in facts] + [(mask_quotes(s), 0) for s in other]
+
+
+def extraction(name: str = "statements_heldout") -> dict:
+    """Recall and precision of "this statement states a standing fact" by ``core.facts.extract``."""
+    data, result = json.loads((DATA / f"{name}.json").read_text(encoding="utf-8")), {}
+    for part in ("chat", "transcript"):
+        said = [(bool(extract(Turn(role="user", text=i["text"], index=0, speaker=i.get("speaker")))), i["fact"])
+                for i in data[part]]
+        tp = sum(1 for got, fact in said if got and fact)
+        result[part] = {"statements": len(said), "recall": round(tp / max(1, sum(f for _, f in said)), 3),
+                        "precision": round(tp / max(1, sum(got for got, _ in said)), 3)}
+    return result
 
 
 def main() -> None:
@@ -92,15 +161,19 @@ def main() -> None:
     args = parser.parse_args()
     train = labelled("claims_train", TRAIN_PHRASINGS)
     check = labelled("claims_check", CHECK_PHRASINGS)
-    model = default_model()
+    model, facts = default_model(), fact_model()
     if args.fit:
-        model = fit(train)
-        about = [line for line in (__doc__ or "").splitlines()[:1]]
-        MODEL_PATH.write_text(json.dumps({"about": about + ["Written by benchmarks/claims.py --fit."],
-                                          **model.to_json()}, indent=0, sort_keys=True, ensure_ascii=False) + "\n", encoding="utf-8")
+        model, facts = fit(train), fit_facts(fact_rows())
+        for path, fitted in ((MODEL_PATH, model), (FACT_MODEL_PATH, facts)):
+            path.write_text(json.dumps({"about": ["Written by benchmarks/claims.py --fit."], **fitted.to_json()},
+                                       indent=0, sort_keys=True, ensure_ascii=False) + "\n", encoding="utf-8")
+        claims_module._shipped.cache_clear()
     written = labelled("claims_check", ())
-    result = {"threshold": model.threshold, "features": len(model.weights), "train": scores(model, train),
-              "check": scores(model, check), "check_written": scores(model, written)}
+    result = {"claim_model": {"threshold": model.threshold, "features": len(model.weights),
+                              "train": scores(model, train), "check": scores(model, check),
+                              "check_written": scores(model, written)},
+              "fact_model": {"threshold": facts.threshold, "features": len(facts.weights)},
+              "extraction_heldout": extraction()}
     text = json.dumps(result, indent=2)
     print(text)
     if args.json:

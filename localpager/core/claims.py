@@ -1,4 +1,5 @@
-"""Whether a sentence is the speaker's own claim, or only quotes, asks, requests, imagines or doubts one.
+"""Whether a sentence is the speaker's own claim (or only quotes, asks, requests, imagines or doubts one), and
+whether a claim states something that stays true about them: two small models learned from labelled sentences.
 
 A standing fact must come from something the user asserted about themselves or their world. "Translate this: 'I
 am no longer allergic to sesame.'" holds a sentence that looks like a fact, but the user claims nothing by it; so
@@ -12,6 +13,12 @@ decide it, neither a list of phrasings:
   (``lab/data/claims_train.json`` and the fact templates' statements, questions and requests) by
   ``python benchmarks/claims.py --fit``, which writes ``core/data/claim_model.json`` and reports precision and
   recall on sentences it was not fitted on (``lab/data/claims_check.json``). Plain arithmetic at run time.
+
+The second model (``fact_model``) reads a claim's words too, to say whether it states something that stays true
+(a standing fact: "We keep chickens on our allotment.") rather than an event or a passing state ("I'm making
+risotto tonight."). It finds the facts the extractor's cues (``facts.fact_of``) have no words for, whatever they
+are about: fitted on the phrasing sets' statements, the development statements and the filler and questions
+around them, with no list of kinds.
 
 English only, as the rest of the facts layer.
 """
@@ -65,35 +72,59 @@ def features(sentence: str) -> set[str]:
     return found
 
 
+def worded_features(sentence: str) -> set[str]:
+    """``features`` and the sentence's content words (``c:``): what the fact model reads."""
+    words = re.findall(r"[a-z]+", sentence.lower())
+    return features(sentence) | {f"c:{w}" for w in words if not is_stopword(w)}
+
+
 @dataclass(frozen=True)
 class ClaimModel:
-    """Weights over ``features``, a bias and the threshold above which a sentence is a claim."""
+    """Weights over a sentence's ``features`` (``worded``: its ``worded_features``), a bias and the threshold at
+    or above which the model says yes."""
 
     weights: dict[str, float] = field(default_factory=dict)
     bias: float = 0.0
     threshold: float = 0.5
+    worded: bool = False
 
     def probability(self, sentence: str) -> float:
-        z = self.bias + sum(self.weights.get(f, 0.0) for f in features(sentence))
+        found = worded_features(sentence) if self.worded else features(sentence)
+        z = self.bias + sum(self.weights.get(f, 0.0) for f in found)
         return 1.0 / (1.0 + math.exp(-max(-50.0, min(50.0, z))))
 
     def is_claim(self, sentence: str) -> bool:
         return self.probability(sentence) >= self.threshold
 
     def to_json(self) -> dict:
-        return {"bias": self.bias, "threshold": self.threshold, "weights": self.weights}
+        return {"bias": self.bias, "threshold": self.threshold, "worded": self.worded, "weights": self.weights}
 
 
 MODEL_FILE = "claim_model.json"
+FACT_MODEL_FILE = "fact_model.json"
 
 
-@lru_cache(maxsize=1)
+@lru_cache(maxsize=2)
+def _shipped(name: str) -> ClaimModel:
+    data = json.loads(resources.files("localpager.core").joinpath("data", name).read_text(encoding="utf-8"))
+    return ClaimModel(data["weights"], data["bias"], data["threshold"], data.get("worded", False))
+
+
 def default_model() -> ClaimModel:
-    """The fitted model shipped with the package (``core/data/claim_model.json``)."""
-    data = json.loads(resources.files("localpager.core").joinpath("data", MODEL_FILE).read_text(encoding="utf-8"))
-    return ClaimModel(weights=data["weights"], bias=data["bias"], threshold=data["threshold"])
+    """The fitted claim model shipped with the package (``core/data/claim_model.json``)."""
+    return _shipped(MODEL_FILE)
+
+
+def fact_model() -> ClaimModel:
+    """The fitted fact model shipped with the package (``core/data/fact_model.json``)."""
+    return _shipped(FACT_MODEL_FILE)
 
 
 def is_claim(sentence: str) -> bool:
     """Whether ``sentence`` (quotations masked) asserts something, by the shipped model."""
     return default_model().is_claim(sentence)
+
+
+def states_fact(sentence: str) -> bool:
+    """Whether a claim (quotations masked) states something that stays true about its speaker or their world."""
+    return fact_model().is_claim(sentence)

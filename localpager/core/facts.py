@@ -27,16 +27,19 @@ from collections.abc import Iterable, Sequence, Set
 from functools import lru_cache
 
 from .answer_types import stated_types
-from .claims import is_claim, mask_quotes
+from .claims import is_claim, mask_quotes, states_fact
 from .dates import format_day
 from .records import Turn
 from .text import content_words, fold_plural, sentences
 
 # The extractor's version: a conversation whose facts an older one made gets them made again. 2: quotations and
-# sentences that claim nothing (``claims``) state no fact. 3: a fact is one line (``one_line``).
-FACTS_VERSION = 3
+# sentences that claim nothing (``claims``) state no fact. 3: a fact is one line (``one_line``). 4: a claim the
+# fact model says stays true is a fact whatever it is about (``stated_fact``).
+FACTS_VERSION = 4
 KINDS = ("avoid", "diet", "medicine", "constraint", "preference", "person", "pet", "family", "schedule", "plan",
-         "number", "budget", "identity")
+         "number", "budget", "identity", "stated")
+# A fact the cues below have no words for, found by the fact model (``claims.states_fact``): whatever it is about.
+STATED = "stated"
 MAX_FACT_CHARS = 220  # a standing fact is one line: a longer sentence is cut at a clause boundary
 _MAX_SENTENCE = 600  # a statement, not a pasted document
 
@@ -276,12 +279,34 @@ def extract(turn: Turn) -> list[FactDraft]:
 def _extract(text: str, user: bool) -> tuple[FactDraft, ...]:
     found = []
     for sentence in sentences(mask_quotes(text[: 4 * _MAX_SENTENCE])):  # quoted words are not the speaker's
+        sentence = _after_greeting(sentence)
         whole = fact_of(sentence, user)
         if whole is not None:
-            found.append(whole)
+            here = [whole]
         elif _CLAUSES.search(sentence):  # a clause of it: "I need the forms done by March 6; should I use software?"
-            found += [d for d in (fact_of(c, user) for c in _CLAUSES.split(sentence)) if d is not None]
+            here = [d for d in (fact_of(c, user) for c in _CLAUSES.split(sentence)) if d is not None]
+        else:
+            here = []
+        found += here or [d for d in (stated_fact(sentence, user),) if d is not None]
     return tuple(found)
+
+
+def _after_greeting(sentence: str) -> str:
+    """A sentence that opens by greeting or thanking ("Hi, I'm allergic to shellfish.") read from after the
+    greeting: the rest may state a fact. A greeting alone stays as it is (and states none)."""
+    head, comma, rest = sentence.partition(",")
+    return rest.strip() if comma and rest.strip() and len(head) <= 30 and _ADDRESS.match(head) else sentence
+
+
+def stated_fact(sentence: str, user: bool = True) -> FactDraft | None:
+    """A standing fact the cues have no words for: a claim the fact model says states something that stays true
+    ("We keep chickens on our allotment."), of kind ``stated``. A chat's ``user`` says it in the first person (an
+    app's text in a user turn states nothing about them); a transcript's speaker may speak of their world."""
+    line = _LEAD_IN.sub("", _ANNOTATION.sub("", one_line(sentence)).strip()).strip()
+    if (not line or len(line) > _MAX_SENTENCE or _asks(line) or _ADDRESS.match(line)
+            or (user and not _FIRST_PERSON.search(line)) or not is_claim(line) or not states_fact(line)):
+        return None
+    return FactDraft(STATED, subject_of(line, STATED), _shorten(line))
 
 
 def fact_of(sentence: str, user: bool = True) -> FactDraft | None:
@@ -323,7 +348,7 @@ def _asks(line: str) -> bool:
 _VALUE = re.compile(r"[$€£]\s?\d[\d,.]*|\b\d[\d,.:/-]*\s?(?:[ap]\.?m\.?|mg|mcg|ml|units?|k|st|nd|rd|th)?\b|\S+@\S+|"
                     r"\b[A-Z]{1,3}\s?\d+[A-Z]?\b")  # amounts, numbers, times, days of the month, e-mails, codes
 _NAME = re.compile(r"(?<![.!?]\s)(?<!^)\b[A-ZÀ-Þ][^\W\d_]+(?:\s[A-ZÀ-Þ][^\W\d_]+)*\b")  # a name written with a capital mid-sentence
-_NAMED = frozenset({"person", "family", "pet", "identity"})  # kinds whose value is a name: who, what they're called, where
+_NAMED = frozenset({"person", "family", "pet", "identity", STATED})  # kinds whose value may be a name: who, where
 
 
 def subject_of(line: str, kind: str) -> str:

@@ -91,3 +91,32 @@ def test_features_fold_digits_and_mark_the_frame():
 
 def test_a_model_without_weights_decides_by_its_bias():
     assert ClaimModel({}, bias=2.0).is_claim("anything") and not ClaimModel({}, bias=-2.0).is_claim("anything")
+
+
+# -- facts the cues have no words for (the fact model) ----------------------------------------------------------
+@pytest.mark.parametrize("sentence", ["My blood type is O negative.", "Our boiler is serviced every October."])
+def test_a_claim_that_stays_true_is_a_fact_whatever_it_is_about(sentence):
+    (fact,) = extract(user(sentence))
+    assert fact.kind == "stated" and fact.text == sentence
+
+
+@pytest.mark.parametrize("sentence", ["I repaired the garden fence yesterday.", "I'm making risotto tonight.",
+                                      "The weather is lovely today."])
+def test_an_event_or_a_passing_state_is_no_fact(sentence):
+    assert extract(user(sentence)) == []
+
+
+def test_a_greeting_before_a_fact_does_not_hide_it():
+    (fact,) = extract(user("Hi, I'm allergic to shellfish and I only drink mint tea."))
+    assert "shellfish" in fact.text and not fact.text.startswith("Hi")
+    assert extract(user("Hi, how are you?")) == [] and extract(user("Thanks, that helps.")) == []
+
+
+def test_a_newer_statement_of_the_same_thing_replaces_a_stated_fact():
+    facts = facts_of([user("Our boiler is serviced every October.", 0), user("Our boiler is serviced every March now.", 1)])
+    assert [(f.turn, f.current) for f in facts] == [(0, False), (1, True)]
+
+
+def test_a_chat_user_s_stated_fact_is_about_them():
+    """Text an app puts in a user turn ("Turn 2 is about topic0.") says nothing about the user."""
+    assert extract(user("The report template is stored on the shared drive.")) == []

@@ -489,9 +489,9 @@ def test_a_when_question_is_answered_with_one_of_the_recalled_dates_where_the_se
 @pytest.mark.both_stores
 def test_two_messages_of_a_namespaced_client_through_serve_are_both_answered(fake_pager):
     """benchmarks/replicas.py's client (issue 39, item 8): through ``serve`` with API-key namespaces, on a served
-    model that takes text, "please remember the number N" twice. The second message bears on the standing fact
-    the first one left, so it is answered from it: a prompt with the fact's quoted lead tokenized after it, which
-    the backend must send as text (it was a 503 "pass --tokenizer PATH" on every replica)."""
+    model that takes text, "please remember the number N", then a question about it. The question bears on the
+    standing fact the first message left, so it is answered from it (it was a 503 "pass --tokenizer PATH" on every
+    replica while a fact answer sent the quoted lead's tokens after its prompt; it is now written with no model)."""
     pytest.importorskip("fastapi")
     from fastapi.testclient import TestClient
 
@@ -501,8 +501,8 @@ def test_two_messages_of_a_namespaced_client_through_serve_are_both_answered(fak
     lp = fake_pager(backend=backend(MockServer("llama-cpp-python", reply="Sure, I will."), chat_template=CHATML))
     history, decisions = [], []
     with TestClient(create_app(lp, ServerOptions(api_keys={key: "alice"}, log=lambda line: None))) as client:
-        for i, number in enumerate((4821, 7730)):
-            question = f"client0 message {i}: please remember the number {number}."
+        for i, question in enumerate(("client0 message 0: please remember the number 4821.",
+                                      "client0 message 1: which number did I ask you to remember?")):
             r = client.post("/v1/chat/completions", json={
                 "model": "localpager", "messages": [*history, {"role": "user", "content": question}], "max_tokens": 8},
                 headers={"Authorization": f"Bearer {key}", "X-Conversation-Id": "conv-0"})
