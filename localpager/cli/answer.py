@@ -7,6 +7,7 @@ import click
 
 from ..runtime.choices import DEFAULT_LAYOUT, OFFERED_RECALL_MODES, Layout, RecallMode
 from ..runtime.trace import citation_lines
+from ..store.base import PinRefused
 from .options import ChoiceOf
 from .output import Bars, echo_json, page_line, prepare_recall
 from .session import friendly_errors, open_pager
@@ -97,7 +98,7 @@ CHAT_HELP = """/bookmarks          evicted pages as the model sees them
 /pages              every page
 /trace              what the pager did on the last turn
 /facts [all]        what you told me about yourself that stays true (all: the replaced ones too)
-/facts pin N, /facts unpin N   keep standing fact N in the prompt whatever the room (or not)
+/facts pin N, /facts unpin N   keep standing fact N in the prompt (or not); the pins must fit the facts' room
 /search WORDS       what is remembered about WORDS
 /forget turn N | page N | TEXT   forget a turn, a page, or every turn containing TEXT (asks first)
 /pin N, /unpin N    keep page N in the prompt (or not)
@@ -226,6 +227,8 @@ def chat_facts(conv, rest: str) -> None:
             raise click.ClickException(f"/facts {action} N (a standing fact's number)")
         try:
             fact = conv.pin_fact(int(number.strip().lstrip("#")), action == "pin")
+        except PinRefused as exc:
+            raise click.ClickException(f"{exc}: /facts unpin N") from None
         except ValueError as exc:
             raise click.ClickException(str(exc)) from None
         click.echo(f"#{fact.fact_id} {'pinned' if fact.pinned else 'unpinned'}: {fact.text}")

@@ -4,9 +4,12 @@ budget, pin a page, and the user's controls (search, forget, correct, the standi
 
 from __future__ import annotations
 
+import shlex
+
 import click
 
 from ..core.choices import BookmarkFormat
+from ..store.base import PinRefused
 from .options import ChoiceOf
 from .output import Bars, echo_json, page_line, prepare_recall
 from .session import friendly_errors, open_conversation, open_pager
@@ -197,14 +200,15 @@ def correct(ctx, conv_id, turn, text, model):
 @click.command()
 @click.argument("conv_id")
 @click.option("--all", "everything", is_flag=True, help="the replaced and corrected ones too")
-@click.option("--pin", "pin_id", type=int, default=None, metavar="ID", help="keep fact ID in the prompt whatever the room")
+@click.option("--pin", "pin_id", type=int, default=None, metavar="ID", help="keep fact ID in the prompt (refused past the facts' share of the budget)")
 @click.option("--unpin", "unpin_id", type=int, default=None, metavar="ID", help="let fact ID be chosen again")
 @click.option("--json", "as_json", is_flag=True)
 @click.pass_context
 def facts(ctx, conv_id, everything, pin_id, unpin_id, as_json):
     """The standing facts of CONV_ID: what its speakers said about themselves that stays true (allergies,
     schedules, people, preferences, ...), each with its source turn. The newest value of a fact stands; forget
-    or correct its source turn to change it. No model loads."""
+    or correct its source turn to change it. No model loads (--pin loads its tokenizer: the pinned facts
+    together must fit the facts' share of the memory budget, and a pin past it is refused)."""
     if pin_id is not None and unpin_id is not None:
         raise click.UsageError("give one of --pin or --unpin")
     with friendly_errors():
@@ -212,6 +216,8 @@ def facts(ctx, conv_id, everything, pin_id, unpin_id, as_json):
         if pin_id is not None or unpin_id is not None:
             try:
                 fact = conv.pin_fact(pin_id if pin_id is not None else unpin_id, pin_id is not None)
+            except PinRefused as exc:
+                raise click.ClickException(f"{exc}: localpager facts {shlex.quote(conv_id)} --unpin ID") from None
             except ValueError as exc:
                 raise click.ClickException(str(exc)) from None
             click.echo(f"#{fact.fact_id} {'pinned' if fact.pinned else 'unpinned'}: {fact.text}")

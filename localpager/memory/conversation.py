@@ -29,7 +29,7 @@ from ..runtime.answering import FactContext
 from ..runtime.recall import ContextOverflowError
 from ..runtime.selector import PageSelector
 from ..runtime.trace import Trace
-from ..store.base import ConversationBusy, ConversationChanged, StoreError
+from ..store.base import ConversationBusy, ConversationChanged, PinRoom, StoreError
 from ..store.locks import LockTimeout, conversation_lock
 from . import controls, interchange
 from .held import Held
@@ -316,11 +316,22 @@ class Conversation:
         return facts if all else [f for f in facts if f.current]
 
     def pin_fact(self, fact_id: int, pinned: bool = True) -> StandingFact:
-        """Keep standing fact ``fact_id`` in the prompt whatever the room (``pinned=False``: chosen again)."""
+        """Keep standing fact ``fact_id`` in the prompt's prefix (``pinned=False``: chosen again). The pinned
+        facts together must fit ``RecallSettings.fact_share`` of the budget in force, counted by the model's
+        tokenizer (loaded for it): a pin past that is refused with ``PinRefused`` (a ``ValueError``) naming the
+        pinned ones."""
         with self.changing():
             self._ensure_facts()
-            self.store.pin_fact(self.id, fact_id, pinned)
+            room = self._pin_room() if pinned and any(f.fact_id == fact_id for f in self.store.facts(self.id)) else None
+            self.store.pin_fact(self.id, fact_id, pinned, room)
             return next(f for f in self.store.facts(self.id) if f.fact_id == fact_id)
+
+    def _pin_room(self) -> PinRoom:
+        """The room pinned standing facts may take: the facts' share of the budget in force, in the model's tokens."""
+        share = self.held.models.recall.fact_share
+        counter = self.counted().counter
+        budget = self.budget
+        return PinRoom(int(share * budget), counter.count, f"{share:.0%} of the memory budget of {budget} tokens")
 
     def _ensure_facts(self) -> None:
         """Standing facts made by an older extractor (or by none: a store that predates them) are made again

@@ -41,7 +41,7 @@ from ..store.loaders import (
     show_value,
     storable_text,
 )
-from ..store.base import Origin, Store
+from ..store.base import Origin, PinRefused, Store
 from .choices import ImportMode
 from .held import Held
 
@@ -493,7 +493,10 @@ def _restore(held: Held, entry: Entry, replace: bool) -> None:
                             Origin(state.get("source"), conv.meta), replace=replace)
     for fact in store.facts(conv.id):
         if (fact.turn, fact.text) in state["pinned_facts"]:
-            store.pin_fact(conv.id, fact.fact_id)
+            try:
+                store.pin_fact(conv.id, fact.fact_id)
+            except PinRefused:  # past the room pinned facts may take here: it stays a fact, unpinned
+                pass
     marks = {t.index: t.superseded_by for t in conv.turns if t.superseded_by is not None}
     if marks:
         store.set_superseded(conv.id, marks)

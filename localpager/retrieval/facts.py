@@ -12,7 +12,8 @@ fact's, shared words, the types it states). Above the model's threshold the fact
 (``benchmarks/standing_facts.py``).
 
 The prompt's stable prefix shows the standing facts that fit a share of the memory budget (``prompt_facts``):
-pinned ones first, then the ones answers were given most, then the newest.
+pinned ones first, then the ones answers were given most, then the newest; never more than that share, pinned
+ones included.
 """
 
 from __future__ import annotations
@@ -160,15 +161,17 @@ class FactRanker:
 
 def prompt_facts(facts: Sequence[StandingFact], room: int, cost: Callable[[str], int]) -> list[StandingFact]:
     """The current facts the prompt's stable prefix shows within ``room`` tokens (``cost``: a line's tokens):
-    pinned first, then the most asked, then the newest; shown oldest first, so that a new fact adds to the end
-    of the block and the rest of the prefix (and llama.cpp's cache of it) stays as it was when nothing had to
-    give way."""
+    pinned first, then the most asked, then the newest (the pinned ones among themselves in that order too);
+    shown oldest first, so that a new fact adds to the end of the block and the rest of the prefix (and
+    llama.cpp's cache of it) stays as it was when nothing had to give way. Never more than ``room``: a pin is
+    refused past it (``Store.pin_fact``), and a store that holds more pins than fit (an older one) shows those
+    that fit in that order."""
     current = [f for f in facts if f.current]
     order = sorted(current, key=lambda f: (not f.pinned, -f.asked, -f.fact_id))
     chosen, used = [], 0
     for fact in order:
         need = cost(fact.text)
-        if used + need > room and not fact.pinned:
+        if used + need > room:
             continue
         chosen.append(fact)
         used += need

@@ -19,10 +19,11 @@ import time
 from abc import ABC, abstractmethod
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Sequence
+from typing import Any, Callable, ClassVar, Sequence
 
 from ..core.checks import check_id, check_text
 from ..core.facts import FACTS_VERSION, CurrentFacts, FactDraft, StandingFact, extract, facts_of, superseded
+from ..core.pager import DEFAULT_BUDGET
 from ..core.records import Page, Probe, Turn
 from .schema import migrations
 
@@ -50,6 +51,48 @@ class ConversationChanged(StoreError):
 
 class ConversationBusy(StoreError):
     """Another process (or thread) kept the conversation for longer than we were willing to wait."""
+
+
+class PinRefused(ValueError):
+    """A standing fact not pinned: with it, the pinned facts would take more than their room (``PinRoom``).
+    Nothing changed; the message says how much the pinned ones take and which they are."""
+
+
+# The share of a conversation's memory budget its pinned standing facts may take when the caller names no room
+# (an import restoring pins): ``RecallSettings.fact_share``'s default, the room the prompt shows facts in.
+PIN_SHARE = 0.12
+MAX_FACT_ID = 2**63 - 1  # a fact id is a 64-bit integer in both engines: a larger number names no fact
+
+
+@dataclass(frozen=True)
+class PinRoom:
+    """What the pinned standing facts of a conversation may take together: ``tokens``, each fact's words
+    counted by ``cost``; ``says`` names that room in a message ("12% of the memory budget of 512 tokens")."""
+
+    tokens: int
+    cost: Callable[[str], int]
+    says: str = ""
+
+    @classmethod
+    def estimated(cls, budget: int) -> "PinRoom":
+        """``PIN_SHARE`` of ``budget``, four characters a token (no tokenizer at hand)."""
+        return cls(int(PIN_SHARE * budget), lambda text: -(-len(text) // 4),
+                   f"{PIN_SHARE:.0%} of the memory budget of {budget} tokens")
+
+
+def pin_refusal(fact_id: int, text: str, pinned: Sequence[tuple[int, str]], room: PinRoom) -> str:
+    """Why standing fact ``fact_id`` (its words ``text``) cannot be pinned beside the current ``pinned`` ones
+    ((id, words), oldest first) within ``room``, in one line; "" when it can."""
+    others = [(i, t) for i, t in pinned if i != fact_id]
+    used, need = sum(room.cost(t) for _, t in others), room.cost(text)
+    if used + need <= room.tokens:
+        return ""
+    head = f"standing fact #{fact_id} was not pinned: pinned facts may take {room.tokens} tokens ({room.says})"
+    if not others:
+        return f"{head} and it needs {need}; a larger memory budget would hold it"
+    ids = ", ".join(f"#{i}" for i, _ in others[:8]) + (f" and {len(others) - 8} more" if len(others) > 8 else "")
+    pinned_now = f"the {len(others)} pinned now ({ids}) take" if len(others) > 1 else f"the one pinned now ({ids}) takes"
+    return f"{head}, {pinned_now} {used} and it needs {need}; unpin one of them first"
 
 
 @dataclass(frozen=True)
@@ -512,13 +555,29 @@ class Store(ABC):
                                               for r in rows], pinned)
             conn.execute("UPDATE conversations SET facts = ? WHERE id = ?", (FACTS_VERSION, conv_id))
 
-    def pin_fact(self, conv_id: str, fact_id: int, pinned: bool = True) -> None:
-        """Keep a standing fact in the prompt whatever the room (or let it be chosen again)."""
+    def pin_fact(self, conv_id: str, fact_id: int, pinned: bool = True, room: PinRoom | None = None) -> None:
+        """Keep a standing fact in the prompt (or let it be chosen again). The current pinned facts must fit
+        ``room`` together (default: ``PinRoom.estimated`` of the conversation's stored budget): a pin past it is
+        refused (``PinRefused``), checked in the transaction that pins, so two processes cannot both pass it."""
         self._require(conv_id)
+        if isinstance(fact_id, bool) or not 0 < fact_id <= MAX_FACT_ID:
+            raise ValueError(f"no standing fact {fact_id} in conversation {conv_id!r}")
+        if room is None and pinned:
+            budget = self.settings(conv_id).get("budget")
+            room = PinRoom.estimated(budget if isinstance(budget, int) and budget > 0 else DEFAULT_BUDGET)
         with self.transaction() as conn:
-            found = conn.execute("SELECT 1 FROM facts WHERE conv_id = ? AND fact_id = ?", (conv_id, fact_id)).fetchone()
+            found = conn.execute("SELECT text, pinned FROM facts WHERE conv_id = ? AND fact_id = ?",
+                                 (conv_id, fact_id)).fetchone()
             if found is None:
                 raise ValueError(f"no standing fact {fact_id} in conversation {conv_id!r}")
+            if pinned and not found[1]:
+                others = conn.execute(
+                    "SELECT f.fact_id, f.text FROM facts f JOIN turns t ON t.conv_id = f.conv_id AND t.idx = f.turn_idx"
+                    " WHERE f.conv_id = ? AND f.pinned <> 0 AND f.superseded_by IS NULL AND t.superseded_by IS NULL"
+                    " ORDER BY f.fact_id", (conv_id,)).fetchall()
+                refused = pin_refusal(fact_id, found[0], [(r[0], r[1]) for r in others], room)
+                if refused:
+                    raise PinRefused(refused)
             conn.execute("UPDATE facts SET pinned = ? WHERE conv_id = ? AND fact_id = ?",
                          (int(pinned), conv_id, fact_id))
 

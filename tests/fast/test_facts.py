@@ -194,7 +194,7 @@ def test_the_prefix_shows_what_fits_pinned_first_oldest_first_so_a_new_fact_only
     words = lambda text: len(text.split())  # noqa: E731
     assert [f.fact_id for f in prompt_facts(facts, 9, words)] == [2, 3, 4]  # pinned, then the newest, shown in order
     assert [f.fact_id for f in prompt_facts(facts, 3, words)] == [2]
-    assert [f.fact_id for f in prompt_facts(facts, 0, words)] == [2]  # a pin is shown whatever the room
+    assert prompt_facts(facts, 2, words) == []  # never past the room, a pin neither (issue 39)
     grown = prompt_facts(facts + [standing(5, "e")], 100, words)
     before = system_text(prompt_facts(facts, 100, words))
     assert system_text(grown).startswith(before)  # the cached prefix stays; the new fact is appended
@@ -335,7 +335,7 @@ def test_no_fact_model_file_is_needed_and_the_hash_embedder_scores_facts():
 
 
 # -- the command line ---------------------------------------------------------------------------------------
-def test_localpager_facts_lists_pins_and_says_what_is_wrong(fake_pager, tmp_path):
+def test_localpager_facts_lists_pins_and_says_what_is_wrong(fake_pager, fake_models, tmp_path):
     from click.testing import CliRunner
 
     from localpager.cli import cli

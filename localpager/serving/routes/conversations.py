@@ -13,6 +13,7 @@ from fastapi.responses import Response
 from pydantic import BaseModel, Field
 
 from ...core.checks import did_you_mean
+from ...store.base import PinRefused
 from ..errors import failure
 from ..protocol import ApiError, content_disposition
 from ..state import Served, ServedDep
@@ -187,10 +188,14 @@ async def facts(conv_id: str, s: ServedDep, all: bool = False):
 
 @router.post("/v1/conversations/{conv_id:path}/facts/{fact_id}/pin")
 async def pin_fact(conv_id: str, fact_id: int, body: PinRequest, s: ServedDep):
-    """Keep standing fact ``fact_id`` in the prompt whatever the room (``pinned: false``: chosen again)."""
+    """Keep standing fact ``fact_id`` in the prompt (``pinned: false``: chosen again). A 409 when the pinned facts
+    would no longer fit their share of the memory budget, naming them; a 404 for a fact the conversation lacks
+    (any number: one past a 64-bit integer too)."""
     def change():
         try:
             return s.runner.conversation(conv_id).pin_fact(fact_id, body.pinned).to_dict()
+        except PinRefused as exc:
+            raise ApiError(409, f'{exc}: POST .../facts/ID/pin {{"pinned": false}}', code="pin_refused") from None
         except ValueError as exc:
             raise ApiError(404, str(exc), code="fact_not_found") from None
 

@@ -72,7 +72,7 @@ function renderSummary(pages, traces) {
 }
 
 // The standing facts: the current ones first, a replaced or corrected one greyed with what replaced it; the one
-// the last answer was given is marked. Pin keeps one in the prompt whatever the room; forget erases its turn.
+// the last answer was given is marked. Pin keeps one in the prompt (refused past the facts' room); forget erases its turn.
 function renderFacts(facts, last) {
   $("facts-section").hidden = !state.features.includes("facts");
   const used = new Set(last ? (last.facts || []).map((f) => f.fact_id) : []);
