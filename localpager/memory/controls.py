@@ -415,7 +415,7 @@ def recall(selector: RerankSelector, pager: Pager, question: str, max_turns: int
         floor = floor.to_dict()
     scores = {h.turn: h.score for h in selector.rank(question, pager)}
     turns = [_recalled(pager, t, scores.get(t, 0.0), inj.labels.get(t, ""), True)
-             for inj in injections for t in inj.turns]
+             for inj in injections for t in inj.turns if pager.turns[t].text]  # a forgotten turn: never
     seen = {t.turn for t in turns}
     limit = max_turns if max_turns is not None else len(turns)
     for turn, score in scores.items():  # best first

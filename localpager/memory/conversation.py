@@ -292,7 +292,8 @@ class Conversation:
         """What is remembered about ``query``: turns ranked as a recall ranks them, with page, time, score;
         a turn corrected later is labelled ``changed``. Loads the embedder, not the chat model."""
         with self.held.lock:
-            return controls.search(self.held.selector(self.id), self.pager, query, limit)
+            pager = self.pager  # first: another process's forget drops what this one holds (its BM25 index too)
+            return controls.search(self.held.selector(self.id), pager, query, limit)
 
     def recall(self, question: str, max_turns: int | None = None) -> Recall:
         """What localpager remembers for ``question``, without its model: whether the recall gate thinks
@@ -300,7 +301,8 @@ class Conversation:
         ``max_turns``), each with page, turn, time, resolved dates, speaker, text and score. For an app whose
         own model answers (the MCP server's ``recall`` tool). Loads the embedder, never the chat model."""
         with self.held.lock:
-            return controls.recall(self.held.selector(self.id, self.facts(all=True)), self.pager, question, max_turns)
+            pager = self.pager  # first: another process's forget drops what this one holds (its BM25 index too)
+            return controls.recall(self.held.selector(self.id, self.facts(all=True)), pager, question, max_turns)
 
     # -- the long-term layer -----------------------------------------------------------------------
     def facts(self, all: bool = False) -> list[StandingFact]:
