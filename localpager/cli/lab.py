@@ -24,6 +24,7 @@ from ..core.choices import (
 )
 from ..core.pager import DEFAULT_BUDGET
 from ..lab.choices import BELADY, EvalStrategy, Phrasing, QuestionStyle, RetrieverName
+from ..lab.synthetic_data import KIND_SETS, TRAINED_KINDS
 from ..retrieval.choices import DEFAULT_PAGE_CHOICE, DEFAULT_SIGNAL, PageChoice, Signal
 from ..runtime.choices import DEFAULT_LAYOUT, DEFAULT_TRIGGER, Layout, RecallMode, Trigger
 from ..store.choices import FileFormat
@@ -68,7 +69,10 @@ def lab():
 @click.option("--absent", type=click.IntRange(min=0), default=0, show_default=True,
               help="questions per conversation about facts it never states (probes of type absent, no answer), "
                    "asked at the end")
-def generate(out, count, seed, turns, revisiting, phrasing, general, questions, absent):
+@click.option("--kinds", type=click.Choice(KIND_SETS), default=TRAINED_KINDS, show_default=True,
+              help="the fact kinds planted: trained (the kinds settings were chosen on, worded by --phrasing) or "
+                   "heldout (kinds_heldout.json: other kinds in words of their own, never tuned on)")
+def generate(out, count, seed, turns, revisiting, phrasing, general, questions, absent, kinds):
     """Write COUNT synthetic long conversations with planted facts and probes to OUT (JSONL)."""
     from ..lab.synthetic import GENERAL_PER_CONVERSATION, generate_dataset
     from ..store.loaders import dump_jsonl
@@ -76,7 +80,7 @@ def generate(out, count, seed, turns, revisiting, phrasing, general, questions, 
     with friendly_errors():
         conversations = generate_dataset(count, seed=seed, n_turns=turns, revisiting=revisiting, phrasing=phrasing,
                                          general=GENERAL_PER_CONVERSATION if general is None else general,
-                                         questions=questions, absent=absent)
+                                         questions=questions, absent=absent, kinds=kinds)
         Path(out).parent.mkdir(parents=True, exist_ok=True)
         dump_jsonl(conversations, out)
     probes = sum(len(c.probes) for c in conversations)

@@ -21,7 +21,7 @@ from localpager.core.choices import choose
 from localpager.core.records import GENERAL_PROBE, Probe, Transcript, Turn
 
 from .choices import Phrasing, QuestionStyle
-from .synthetic_data import load, phrasing_set
+from .synthetic_data import KIND_SETS, TRAINED_KINDS, kind_set, load, phrasing_set
 
 FACT_TYPES = (
     "allergy", "budget", "deadline", "contact", "medical", "preference", "schedule", "number",
@@ -131,19 +131,58 @@ def general_questions(phrasing: str = "tuning") -> tuple[str, ...]:
     return GENERAL_QUESTIONS if phrasing == "tuning" else _phrasing_set(phrasing)[1]
 
 
+def set_kinds(name: str) -> tuple[FactKind, ...]:
+    """The fact kinds of kind set ``name`` (``synthetic_data.kind_set``: not ``trained``), each its own fact type,
+    in their own words; their word pools are named ``<set>/<pool>``."""
+    kinds, _, _ = kind_set(name)
+    return tuple(
+        FactKind(kind, kind, (spec["value"][0], f"{name}/{spec['value'][1]}", *spec["value"][2:])
+                 if spec["value"][0] in ("pool", "drug") else tuple(spec["value"]),
+                 says=spec["says"], asks=spec["asks"], updates=spec["updates"], implicit=spec["implicit"])
+        for kind, spec in kinds.items()
+    )
+
+
+@dataclass(frozen=True)
+class _KindSet:
+    """What a conversation draws its facts from: the kinds, their fact types, the general questions, and the name
+    that seeds the streams of implicit, general and absent questions."""
+
+    kinds: tuple[FactKind, ...]
+    types: tuple[str, ...]
+    general: tuple[str, ...]
+    stream: str
+
+
+def _kind_set(kinds: str, phrasing: str) -> _KindSet:
+    """``trained``: facts.json's kinds in ``phrasing``; another kind set: its own kinds and words (it has no
+    phrasings: ``phrasing`` must be left at ``tuning``)."""
+    if kinds == TRAINED_KINDS:
+        return _KindSet(fact_kinds(phrasing), FACT_TYPES, general_questions(phrasing), phrasing)
+    if kinds not in KIND_SETS:
+        raise ValueError(f"kinds must be one of {list(KIND_SETS)}, got {kinds!r}")
+    if phrasing != Phrasing.TUNING.value:
+        raise ValueError(f"kind set {kinds!r} has its own words: the phrasing is tuning (the default), "
+                         f"got '{phrasing}'")
+    own = set_kinds(kinds)
+    return _KindSet(own, tuple(k.type for k in own), kind_set(kinds)[2], f"kinds-{kinds}")
+
+
 # --- public API -----------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
 class Wording:
     """How a generated conversation is worded and what it asks besides one probe per fact (``generate_conversation``
-    says what each means): ``phrasing`` (a ``Phrasing``), ``general`` and ``absent`` questions at the end, and
-    ``questions`` (a ``QuestionStyle``)."""
+    says what each means): ``phrasing`` (a ``Phrasing``), ``general`` and ``absent`` questions at the end,
+    ``questions`` (a ``QuestionStyle``), and ``kinds``, the kind set facts are drawn from (``KIND_SETS``:
+    ``trained``, facts.json's kinds, or ``heldout``, kinds_heldout.json's, never tuned on)."""
 
     phrasing: str = "tuning"
     general: int = GENERAL_PER_CONVERSATION
     questions: str = "explicit"
     absent: int = 0
+    kinds: str = TRAINED_KINDS
 
 
 def generate_conversation(seed: int, n_turns: int = 160, revisiting: bool = False, conv_id: str | None = None,
@@ -164,17 +203,20 @@ def generate_conversation(seed: int, n_turns: int = 160, revisiting: bool = Fals
     """
     words = Wording(**wording)
     phrasing, general, absent = words.phrasing, words.general, words.absent
+    drawn = _kind_set(words.kinds, phrasing)
     style = choose(QuestionStyle, words.questions, "question style")
     n_turns += n_turns % 2
     if n_turns < MIN_TURNS:
         raise ValueError(f"n_turns must be at least {MIN_TURNS}, got {n_turns}")
     if absent < 0:
         raise ValueError(f"absent must be 0 or more, got {absent}")
-    kinds = fact_kinds(phrasing)
+    kinds, stream = drawn.kinds, drawn.stream
     rng = random.Random(seed)
-    facts = _draw_facts(rng, kinds)
+    facts = _draw_facts(rng, kinds, drawn.types)
     _place(rng, facts, n_turns)
     meta = {"seed": seed, "revisiting": revisiting, "phrasing": phrasing}
+    if words.kinds != TRAINED_KINDS:
+        meta["kinds"] = words.kinds
     if style != QuestionStyle.EXPLICIT:
         meta["questions"] = style.value
     if absent:
@@ -182,8 +224,9 @@ def generate_conversation(seed: int, n_turns: int = 160, revisiting: bool = Fals
     return Transcript(
         id=conv_id or f"synthetic-{seed}{'-revisiting' if revisiting else ''}",
         turns=_turns(rng, facts, n_turns),
-        probes=(_probes(rng, facts, n_turns, revisiting, style, random.Random(f"implicit:{phrasing}:{seed}"))
-                + _general_probes(seed, phrasing, general) + _absent_probes(seed, phrasing, facts, kinds, absent)),
+        probes=(_probes(rng, facts, n_turns, revisiting, style, random.Random(f"implicit:{stream}:{seed}"))
+                + _general_probes(seed, stream, general, drawn.general)
+                + _absent_probes(seed, stream, facts, kinds, absent)),
         source="synthetic",
         meta=meta,
     )
@@ -237,10 +280,12 @@ class _Fact:
     statements: list[_Statement]  # the original first, then its corrections
 
 
-def _draw_facts(rng: random.Random, kinds: tuple[FactKind, ...] = FACT_KINDS) -> list[_Fact]:
+def _draw_facts(
+    rng: random.Random, kinds: tuple[FactKind, ...] = FACT_KINDS, types: tuple[str, ...] = FACT_TYPES
+) -> list[_Fact]:
     """One fact for each of 6-8 distinct types, so no two probes ask for the same kind of thing."""
     facts: list[_Fact] = []
-    for fact_type in rng.sample(FACT_TYPES, rng.randint(*FACTS_PER_CONVERSATION)):
+    for fact_type in rng.sample(types, rng.randint(*FACTS_PER_CONVERSATION)):
         kind = rng.choice([k for k in kinds if k.type == fact_type])
         facts.append(_Fact(kind, [_draw(rng, kind, kind.says, facts)]))
     return facts
@@ -411,9 +456,8 @@ def _implicit(rng: random.Random, fact: _Fact, explicit: Probe) -> Probe:
     )
 
 
-def _general_probes(seed: int, phrasing: str, n: int) -> list[Probe]:
-    """``n`` distinct general questions, asked at the end; drawn from their own stream (see above)."""
-    pool = general_questions(phrasing)
+def _general_probes(seed: int, phrasing: str, n: int, pool: tuple[str, ...]) -> list[Probe]:
+    """``n`` distinct general questions of ``pool``, asked at the end; drawn from their own stream (see above)."""
     rng = random.Random(f"general:{phrasing}:{seed}")
     return [Probe(question=q, answers=[], evidence=[], type=GENERAL_PROBE)
             for q in rng.sample(pool, min(n, len(pool)))]
@@ -450,7 +494,7 @@ def _revisit_turn(rng: random.Random, evidence: int, n_turns: int) -> int | None
 
 
 def _pool_value(rng: random.Random, pool: str) -> _Value:
-    written, *others = rng.choice(WORD_POOLS[pool])
+    written, *others = rng.choice(WORD_POOLS[pool] if pool in WORD_POOLS else _set_pool(pool))
     return _Value({"v": written}, [written, *others])
 
 
@@ -529,6 +573,12 @@ def _code(rng: random.Random) -> _Value:
     """A four-digit door code, accepted only as written."""
     code = str(rng.randint(1000, 9999))
     return _Value({"v": code}, [code])
+
+
+def _set_pool(pool: str) -> tuple[tuple[str, ...], ...]:
+    """A kind set's word pool, named ``<set>/<pool>`` (``set_kinds``)."""
+    name, _, own = pool.partition("/")
+    return kind_set(name)[1][own]
 
 
 VALUE_MAKERS = {

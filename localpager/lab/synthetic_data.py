@@ -37,6 +37,15 @@ checks that every set has every kind with the four lists, with corrections where
 - ``"months"``, ``"weekdays"``, ``"first_names"``, ``"last_names"``, ``"mail_domains"``, ``"airlines"``,
   ``"doses"`` (lists) and ``"parking_levels"`` (a string of letters): what the other makers draw from.
 
+``kinds_<name>.json``, a kind set (``--kinds <name>``, one of ``KIND_SETS`` but ``trained``): fact kinds of its
+own, never those of ``facts.json``, each its own fact type and with its own words, for measuring how the memory
+does on kinds nothing was written or tuned for:
+
+- ``"kinds"``: name -> ``{"value": [maker, arguments...], "says", "asks", "updates", "implicit"}``: the value
+  maker as in ``facts.json`` (``["pool", <word pool>]`` draws from this file's own pools) and the four template
+  lists as in a phrasing set (every kind has corrections).
+- ``"word_pools"``: as ``facts.json``'s, with names of their own; ``"general"``: as a phrasing set's.
+
 ``filler.json``, the small talk around the facts:
 
 - ``"lead_ins"``: said before a statement (``""``: none); ``"acks"`` and ``"update_acks"``: the assistant's
@@ -54,6 +63,8 @@ from importlib.resources import files
 from typing import Any
 
 TEMPLATE_KEYS = ("says", "asks", "updates", "implicit")
+TRAINED_KINDS = "trained"  # the kind set of facts.json, worded by a phrasing set
+KIND_SETS = (TRAINED_KINDS, "heldout")  # "heldout": kinds_heldout.json, written apart and never tuned on
 
 
 @cache
@@ -72,6 +83,19 @@ def phrasing_set(name: str) -> tuple[dict[str, dict[str, tuple[str, ...]]], tupl
             raise ValueError(f"phrasing_{name}.json: kind {kind!r} has {sorted(templates)}, "
                              f"wants exactly {list(TEMPLATE_KEYS)}")
     return data["kinds"], tuple(q for group in data["general"].values() for q in group)
+
+
+@cache
+def kind_set(name: str) -> tuple[dict[str, dict[str, tuple]], dict[str, tuple], tuple[str, ...]]:
+    """Kind set ``name``'s kinds (value maker and templates), word pools, and general questions in one tuple."""
+    if name not in KIND_SETS or name == TRAINED_KINDS:
+        raise ValueError(f"kind set {name!r}: not one of {[k for k in KIND_SETS if k != TRAINED_KINDS]}")
+    data = load(f"kinds_{name}")
+    for kind, spec in data["kinds"].items():
+        if set(spec) != {"value", *TEMPLATE_KEYS} or not all(spec[key] for key in TEMPLATE_KEYS):
+            raise ValueError(f"kinds_{name}.json: kind {kind!r} has {sorted(spec)}, wants 'value' and a "
+                             f"non-empty {list(TEMPLATE_KEYS)}")
+    return data["kinds"], data["word_pools"], tuple(q for group in data["general"].values() for q in group)
 
 
 def _frozen(value: Any) -> Any:
