@@ -219,9 +219,11 @@ class RerankSelector(PageSelector):
 
     def should_recall(self, question: str, pager: Pager) -> bool:
         """Whether ``question`` pages in without the model asking: the recall gate's verdict, kept in
-        ``last_gate`` for the trace."""
+        ``last_gate`` for the trace. Asked with no page evicted too: a question about something said before is
+        answered from the turn it needs in a focused prompt, or "not remembered" below the relevance floor, never
+        by a small model reading the whole chat (where it invents a value nobody said)."""
         self.last_gate = None
-        if not pager.evicted:
+        if not any(t.text for t in pager.turns[:-1]):
             return False
         hits = self._ranked(question, pager, self._searchable(pager, question))
         self.last_gate = decide(self._gate_features(question, hits, pager), self.settings.gate)

@@ -54,17 +54,27 @@ def focused(notes: str, question: str) -> str:
 
 
 # -- no page evicted ---------------------------------------------------------------------------------------
-def test_nothing_evicted_one_plain_answer_on_the_chat_context(fake_pager):
-    lp, chat = open_chat(fake_pager, ["Your dog is Biscuit."], budget=1000, evicted=())
-    result = chat.ask(DOG)
+def test_nothing_evicted_a_message_that_asks_nothing_of_memory_is_one_plain_answer_on_the_chat_context(fake_pager):
+    lp, chat = open_chat(fake_pager, ["Sunny and warm."], budget=1000, evicted=())
+    result = chat.ask(STATEMENT)
     (call,) = lp.backend.calls
     assert call.backend == "main" and call.grammar is None
     assert "Bookmarks" not in call.text and call.text.count(FACT) == 1  # the fact is resident, in the chat
-    assert call.text.endswith(f"<|im_start|>user\n{DOG}<|im_end|>\n<|im_start|>assistant\n")
+    assert call.text.endswith(f"<|im_start|>user\n{STATEMENT}<|im_end|>\n<|im_start|>assistant\n")
     t = result.trace
-    assert (t.decision, t.trigger, t.rounds, t.answer) == ("answer", "none", 0, "Your dog is Biscuit.")
+    assert (t.decision, t.trigger, t.rounds, t.answer) == ("answer", "none", 0, "Sunny and warm.")
     assert t.bookmarks == [] and t.injected_page_ids == [] and t.citations == [] and t.candidates == []
-    assert chat.turns[-1].text == "Your dog is Biscuit." and lp.backend.remaining == 0
+    assert chat.turns[-1].text == "Sunny and warm." and lp.backend.remaining == 0
+
+
+def test_nothing_evicted_a_question_about_the_past_is_answered_from_its_turn_not_the_whole_chat(fake_pager):
+    """The gate is asked with every page resident too (issue 38: a small model reading the whole chat invents a
+    value nobody said): the turn it needs, in a focused prompt on the side context."""
+    lp, chat = open_chat(fake_pager, ["Biscuit."], budget=1000, evicted=(), recall=RecallSettings(facts=False))
+    t = chat.ask(DOG).trace
+    (call,) = lp.backend.calls
+    assert call.backend != "main" and "From earlier in this conversation:" in call.text and FACT in call.text
+    assert (t.decision, t.trigger, t.answer) == ("recall", "gate", "Biscuit.") and t.bookmarks == []
 
 
 # -- the retrieval trigger -----------------------------------------------------------------------------------
@@ -272,11 +282,12 @@ LOOP = "Your dog is called Biscuit. He is a very good boy. He is a very good boy
 KEPT = "Your dog is called Biscuit. He is a very good boy."
 
 
-@pytest.mark.parametrize("budget,evicted,context", [(160, (1, 2, 3), "fork1"), (1000, (), "main")])
-def test_a_repeated_sentence_is_cut_and_never_streamed(fake_pager, budget, evicted, context):
+@pytest.mark.parametrize("budget,evicted,context,message", [(160, (1, 2, 3), "fork1", DOG),
+                                                            (1000, (), "main", STATEMENT)])
+def test_a_repeated_sentence_is_cut_and_never_streamed(fake_pager, budget, evicted, context, message):
     lp, chat = open_chat(fake_pager, [LOOP], budget=budget, evicted=evicted)
     streamed = []
-    result = chat.ask(DOG, on_text=streamed.append)
+    result = chat.ask(message, on_text=streamed.append)
     (call,) = lp.backend.calls
     assert call.backend == context
     assert call.generation.stopped == "caller" and call.output != LOOP  # the guard stopped the generation

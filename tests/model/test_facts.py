@@ -47,18 +47,13 @@ def chat(tmp_path, backend):
     lp.close()
 
 
-def side_text(lp) -> str:
-    """The last prompt an answer was generated from on the side context, as text."""
-    return lp.backend.inner.detokenize(lp.backend.side.prompts[-1])
-
-
 def test_a_question_that_depends_on_who_the_user_is_is_answered_from_the_fact(chat):
     lp, chat = chat
     t = chat.ask("I'm packing snacks for a long flight. Anything I should stay away from?").trace
     assert t.decision == "fact"
     assert t.facts[0]["text"] == SESAME and t.facts[0]["probability"] >= 0.6
-    assert t.answer.startswith(f'You told me: "{SESAME}"')  # the lead is the user's words, whatever follows
-    assert SESAME in side_text(lp) and [c.turn for c in t.citations] == [2]
+    assert t.answer == f'You told me: "{SESAME}"'  # the user's words and nothing a model adds after them
+    assert [c.turn for c in t.citations] == [2] and t.tokens["answer"]["generated"] == 0
 
 
 def test_a_general_question_reaches_no_fact(chat):
@@ -76,8 +71,9 @@ def test_the_newer_value_is_the_one_shown_and_answered_from(chat):
     assert t.decision in ("fact", "recall", "answer")
     if t.decision == "fact":
         assert t.facts[0]["text"] == LAPTOP_NEW and [r["text"] for r in t.facts[0]["replaced"]] == [LAPTOP_OLD]
-    shown = lp.backend.inner.detokenize((lp.backend.side or lp.backend).prompts[-1])
-    assert "$900" not in shown  # the old value reaches the model nowhere
+    prompts = lp.backend.prompts + (lp.backend.side.prompts if lp.backend.side else [])
+    assert all("$900" not in lp.backend.inner.detokenize(p) for p in prompts)  # the old value reaches the model nowhere
+    assert "$900" not in t.answer
 
 
 def test_a_forgotten_fact_is_gone_and_its_question_is_not_answered_from_it(chat):
