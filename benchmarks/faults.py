@@ -22,7 +22,13 @@ while /health is polled (benchmarks/pathological.py, ``pathological_input_ms`` p
 cases (benchmarks/serve_cases.py): the 782 KB history against 24,000 stored turns (``history_match_ms_782kb``,
 under 2 s, and a request on another conversation meanwhile, ``history_match_other_ms``), ``--cors-origin null``
 without a key and ``Origin: null`` (``cors_null_*``), and a forget over MCP confirmed by another process
-(``mcp_token_across_processes_*``). Prints one table, writes the figures.
+(``mcp_token_across_processes_*``). Issue 39's long-term layer (benchmarks/long_term_cases.py and serve_cases.py):
+150 pinned facts leave `ask` answering (``pins_150_ask_failed``, must be 0) and a pin past the facts' share of the
+budget is refused in one line (``pin_past_room_refused``, must be 1), a fact id of 2^63 is a 4xx over HTTP
+(``fact_id_2_63_status``; ``big_ids_not_4xx``, must be 0), `localpager facts` prints one line a fact whatever
+breaks and bidi controls the turn held (``fact_lines_forged``, must be 0), and MCP's recall after another
+process's forget returns no forgotten turn (``mcp_recall_forgotten_turns``, must be 0). Prints one table, writes
+the figures.
 """
 
 from __future__ import annotations
@@ -42,6 +48,7 @@ sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
 import derivedkit  # noqa: E402
 import faultkit  # noqa: E402
+import long_term_cases  # noqa: E402
 import pathological  # noqa: E402
 import retries  # noqa: E402
 import serve_cases  # noqa: E402
@@ -149,7 +156,18 @@ def serve_case_rows(result: dict) -> list[tuple[str, object]]:
              f"{result['cors_null_forget_status']} ({result['cors_null_suggested']})"),
             ("MCP forget confirmed by another process: erased (leaks)",
              f"{result['mcp_token_across_processes_erased']} ({result['mcp_token_across_processes_leaks']})"),
-            ("MCP token replays accepted", result["mcp_token_replays_accepted"])]
+            ("MCP token replays accepted", result["mcp_token_replays_accepted"]),
+            ("fact id 2^63 pinned over HTTP: status (ids past 2^63 not a 4xx)",
+             f"{result['fact_id_2_63_status']} ({result['big_ids_not_4xx']})")]
+
+
+def long_term_rows(result: dict) -> list[tuple[str, object]]:
+    """benchmarks/long_term_cases.py's figures as table rows (issue 39: pins, one line, MCP recall after forget)."""
+    return [("150 pinned facts: ask failed", result["pins_150_ask_failed"]),
+            ("pins accepted, then the next refused in one line",
+             f"{result['pins_accepted']}, {result['pin_past_room_refused']}"),
+            ("fact lines forged by breaks and bidi controls", result["fact_lines_forged"]),
+            ("MCP recall after another process's forget: forgotten turns", result["mcp_recall_forgotten_turns"])]
 
 
 def main() -> None:
@@ -165,7 +183,7 @@ def main() -> None:
     result = {**kill_runs(runs, args.seed, log), **concurrent_rounds(rounds, log), **fuzz(examples, log),
               **forget_across(forget_rounds, log), **derived_files(2 if args.quick else 4, log, not args.quick),
               **retries.duplicate_turns_on_retry(log), **pathological.pathological_input(log),
-              **serve_cases.serve_cases(log)}
+              **serve_cases.serve_cases(log), **long_term_cases.long_term_cases(log)}
     result["seconds"] = round(time.monotonic() - start, 1)
     result["quick"] = args.quick
     rows = [("kill runs (ingest, ask+maintain, maintain, add)", result["runs"]), ("killed mid-run", result["kills"]),
@@ -193,7 +211,7 @@ def main() -> None:
             *((f"1 MB without a space: {path} ms", ms) for path, ms in result["pathological_input_ms"].items()),
             ("/health answered meanwhile (slowest ms)",
              f"{result['pathological_health_kept_answering']} ({result['pathological_health_slowest_ms']})"),
-            *serve_case_rows(result),
+            *serve_case_rows(result), *long_term_rows(result),
             ("seconds", result["seconds"])]
     width = max(len(name) for name, _ in rows)
     print(f"| {'what'.ljust(width)} | value |\n|{'-' * (width + 2)}|------:|")

@@ -20,6 +20,10 @@ MCP token across processes: one `localpager mcp` process previews a forget and r
 second process confirms it (``mcp_token_across_processes_erased``: 1 when the second erased the turn;
 ``mcp_token_across_processes_leaks``: files of the store still holding the text after, must be 0), a third
 presents it again (``mcp_token_replays_accepted``: must be 0).
+
+Ids past 2^63 (issue 39): a standing fact's pin, a page's pin, a correction and forgets naming an id one past a
+64-bit integer (``fact_id_2_63_status``, the fact pin's, a 4xx; ``big_ids_not_4xx``, must be 0). The rest of
+issue 39's cases, on the command line and MCP: benchmarks/long_term_cases.py.
 """
 
 from __future__ import annotations
@@ -46,6 +50,7 @@ from retries import KEY, free_port, stop  # noqa: E402
 ENV = {**os.environ, "LOCALPAGER_THREADS": os.environ.get("LOCALPAGER_THREADS", "1"), "HF_HUB_OFFLINE": "1"}
 STORED_TURNS = 24_000
 SECRET = "Plimquartz"
+BIG_ID = 2**63  # one past SQLite's and PostgreSQL's 64-bit integers
 
 
 def alternating(texts: list[str]) -> list[dict]:
@@ -165,11 +170,15 @@ class Mcp:
             raise RuntimeError("localpager mcp did not answer in 300 s")
         return json.loads(self.proc.stdout.readline())
 
-    def forget(self, **arguments) -> dict:
+    def call(self, tool: str, **arguments) -> dict:
+        """One tool's structured result on conversation ``notes`` (``{"error": text}`` for a tool error)."""
         self._send({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
-                    "params": {"name": "forget", "arguments": {"conversation": "notes", **arguments}}})
+                    "params": {"name": tool, "arguments": {"conversation": "notes", **arguments}}})
         result = self._receive()["result"]
         return result.get("structuredContent") or {"error": result["content"][0]["text"]}
+
+    def forget(self, **arguments) -> dict:
+        return self.call("forget", **arguments)
 
     def close(self) -> None:
         self.proc.stdin.close()
@@ -207,6 +216,21 @@ def mcp_token(folder: Path, log) -> dict:
             "mcp_token_replays_accepted": int("error" not in replayed)}
 
 
+def big_ids(url: str, log) -> dict:
+    """Issue 39: an id one past a 64-bit integer on each memory endpoint that takes one (a standing fact's pin was
+    a 500, ``OverflowError``): ``fact_id_2_63_status``, the fact pin's status (must be a 4xx), and
+    ``big_ids_not_4xx``, the requests of the six not answered with a 4xx (must be 0)."""
+    calls = [(f"facts/{BIG_ID}/pin", {"pinned": True}), (f"facts/{BIG_ID}/pin", {"pinned": False}),
+             (f"pages/{BIG_ID}/pin", {"pinned": True}), ("correct", {"turn": BIG_ID, "text": "I water them daily."}),
+             ("forget", {"turn": BIG_ID}), ("forget", {"page": BIG_ID})]
+    statuses = [httpx.post(f"{url}/v1/conversations/other/{path}", json=body, timeout=60,
+                           headers={"Authorization": f"Bearer {KEY}"}).status_code for path, body in calls]
+    wrong = sum(not 400 <= status < 500 for status in statuses)
+    if wrong:
+        log(f"ids past 2^63: {list(zip([c[0] for c in calls], statuses))}")
+    return {"fact_id_2_63_status": statuses[0], "big_ids_not_4xx": wrong}
+
+
 def serve_cases(log=lambda s: None) -> dict:
     """The figures for faults.py's report."""
     with tempfile.TemporaryDirectory() as d:
@@ -218,7 +242,8 @@ def serve_cases(log=lambda s: None) -> dict:
         cli(store, "ingest", str(data), log=log)
         proc, url = start_server(store, folder / "server.log")
         try:
-            result = {**history_match(url, folder / "server.log", log), **cors_null(url, folder / "cors.db", log)}
+            result = {**history_match(url, folder / "server.log", log), **cors_null(url, folder / "cors.db", log),
+                      **big_ids(url, log)}
         finally:
             stop(proc)
         result.update(mcp_token(folder, log))

@@ -208,6 +208,12 @@ FAULT_ROWS = (
     ("mcp_token_across_processes_erased", "MCP forget previewed in one process, confirmed in another: erased"),
     ("mcp_token_across_processes_leaks", "files holding its text afterwards (leaks)"),
     ("mcp_token_replays_accepted", "its token accepted a second time"),
+    ("pins_150_ask_failed", "150 pinned facts (an older store's): asks that failed"),
+    ("pin_past_room_refused", "a pin past the facts' share of the budget refused in one line"),
+    ("fact_id_2_63_status", "a fact id of 2^63 pinned over HTTP: status"),
+    ("big_ids_not_4xx", "ids past 2^63 on the memory endpoints not answered with a 4xx"),
+    ("fact_lines_forged", "fact lines forged by line breaks and bidi controls"),
+    ("mcp_recall_forgotten_turns", "forgotten turns in MCP's recall after another process's forget"),
 )
 
 
