@@ -246,7 +246,7 @@ class StandingFact:
     time: str | None = None
     speaker: str | None = None
     superseded_by: int | None = None  # the newer fact that replaced it
-    pinned: bool = False  # always shown, whatever the room
+    pinned: bool = False  # shown first (the pinned ones fit the facts' room: ``Store.pin_fact``)
     asked: int = 0  # how many answers it was given to
     corrected: bool = False  # its source turn was corrected (``Conversation.correct``): the correction's facts stand
 
