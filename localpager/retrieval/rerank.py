@@ -231,7 +231,11 @@ class RerankSelector(PageSelector):
 
     # -- the long-term layer and the relevance floor ---------------------------------------------
     def facts_for(self, question: str) -> list[FactHit]:
-        """The standing facts that bear on ``question``, best first (``retrieval.facts``)."""
+        """The standing facts that bear on ``question``, best first (``retrieval.facts``); none for a task ("help
+        me write a note for my daughter"): the model does it with the facts the prompt's prefix shows, where a fact
+        answer would only quote one."""
+        if message_features(question).task:
+            return []
         return self.facts.relevant(question)
 
     def answerable(self, question: str, pager: Pager, injections: Sequence[Injection]) -> Answerability:

@@ -401,3 +401,15 @@ def test_a_huge_turn_is_stored_whole_and_gives_at_most_a_few_short_facts(fake_pa
     facts = chat.facts()
     assert [f.text for f in facts] == ["I'm allergic to sesame."]
     assert all(len(f.text) <= MAX_FACT_CHARS + 1 for f in facts)
+
+
+def test_a_task_that_bears_on_a_fact_is_done_by_the_model_not_answered_with_the_quote(fake_pager):
+    """"Help me write ..." needs the model to do it, with the facts the prompt's prefix shows; a fact answer would
+    only quote the fact."""
+    lp, chat = open_facts_chat(fake_pager, ["Here is a snack list without sesame."], mode="never")
+    t = chat.ask("Can you help me write a snack list for my flight?").trace
+    assert t.decision == "answer" and t.facts == [] and t.answer == "Here is a snack list without sesame."
+    assert "What the user has told you about themselves:\n- I'm seriously allergic to sesame." in lp.backend.calls[-1].text
+    lp, chat = open_facts_chat(fake_pager, ["A list."], floor=FIRES)  # with recall: still no fact answer
+    t = chat.ask("Can you help me write a snack list for my flight?").trace
+    assert t.decision != "fact" and t.facts == []
