@@ -21,7 +21,6 @@ alone, pages compared by their bookmark or their whole text, the question-form t
 from __future__ import annotations
 
 import math
-import re
 from operator import attrgetter
 from dataclasses import dataclass, field
 from typing import Sequence

@@ -11,7 +11,7 @@ import pytest
 
 import localpager.store.base as store_base
 from localpager.core import facts as facts_module
-from localpager.core.facts import extract, facts_of, superseded, supersedes
+from localpager.core.facts import extract, facts_of, supersedes
 from localpager.core.records import Turn
 
 pytestmark = pytest.mark.both_stores  # the tests that take a store run on SQLite and on PostgreSQL

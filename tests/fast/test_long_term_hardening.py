@@ -27,7 +27,7 @@ ANSWER = "Noted, thanks."
 
 def allergies(n: int) -> list[str]:
     """``n`` allergies of about 20 tokens each, none sharing a word of its slot with another (all stand)."""
-    return [f"I'm allergic to " + " ".join(f"zib{i}ka{j}" for j in range(14)) + "." for i in range(n)]
+    return ["I'm allergic to " + " ".join(f"zib{i}ka{j}" for j in range(14)) + "." for i in range(n)]
 
 
 def stated(chat, texts):
