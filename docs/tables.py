@@ -44,7 +44,7 @@ MARKER = re.compile(r"(<!-- table:(?P<kind>[a-z0-9-]+)(?P<args>[^>]*?)-->\n)(?P<
 DETAIL_KEYS = {"eval": ("results",), "bench": ("turns",), "server-load": ("requests_detail",),
                "mcp-recall": ("heldout_rows",)}
 KINDS = ("eval", "bench", "faults", "recall-gate", "bookmark-coverage", "threads", "server-load", "mcp-recall",
-         "replicas", "embed-speed", "ingest-speed", "scale", "standing-facts", "abstention")
+         "replicas", "embed-speed", "ingest-speed", "scale", "standing-facts", "abstention", "heldout-kinds")
 
 
 # -- data ----------------------------------------------------------------------------------------------
@@ -414,6 +414,61 @@ def abstention(datas: list[dict]) -> str:
     return table(["data / split / questions", "n", "\"not remembered\" (the floor asked on every one)", "paged in",
                   "\"not remembered\" of those paged in"], rows)
 
+def heldout_kinds(datas: list[dict]) -> str:
+    """``benchmarks/heldout_kinds.py``: one column per split (kinds trained on, held-out kinds), one row per
+    figure: extraction, the newest value, the fact model, the "not remembered" floor, and answers if measured."""
+    (d,) = datas
+    r = d["result"]
+    splits = list(r["extraction"])
+    get = lambda section, split, *keys: _dig(r.get(section, {}).get(split), keys)
+    rows = [
+        ("planted statements that became a fact (recall)", lambda s: get("extraction", s, "recall")),
+        ("filler user turns taken for a fact", lambda s: get("extraction", s, "filler_taken")),
+        ("precision (user turns taken that were planted)", lambda s: get("extraction", s, "precision")),
+        ("newest value: a corrected fact's current value is the correction's",
+         lambda s: get("extraction", s, "newest_value")),
+        ("explicit question given its fact", lambda s: get("relevance", s, "explicit", "its_fact")),
+        ("implicit question given its fact", lambda s: get("relevance", s, "implicit", "its_fact")),
+        ("fact question given another fact", lambda s: _mean(get("relevance", s, "explicit", "another_fact"),
+                                                             get("relevance", s, "implicit", "another_fact"))),
+        ("general question given a fact", lambda s: _sum(get("relevance", s, "general", "its_fact"),
+                                                         get("relevance", s, "general", "another_fact"))),
+        ("never-said question given a fact", lambda s: _sum(get("relevance", s, "absent", "its_fact"),
+                                                            get("relevance", s, "absent", "another_fact"))),
+        ('explicit question "not remembered" (false abstention), of those paged in',
+         lambda s: get("abstention", s, "probe", "not_remembered_paged_in")),
+        ('never-said question "not remembered" (abstention), of those paged in',
+         lambda s: get("abstention", s, "absent", "not_remembered_paged_in")),
+        ("answer names the value (explicit / implicit), real model",
+         lambda s: _pair(get("answers", s, "explicit", "names_value"), get("answers", s, "implicit", "names_value"))),
+        ('never-said question answered "I don\'t remember", real model',
+         lambda s: get("answers", s, "absent", "not_remembered")),
+    ]
+    shown = lambda v: v if isinstance(v, str) else frac(v)
+    body = [[name] + [shown(value(s)) for s in splits] for name, value in rows]
+    n = [["conversations (planted statements)"] + [f"{r['setup']['conversations']} ({r['extraction'][s]['planted']})"
+                                                   for s in splits]]
+    return table(["figure"] + splits, n + body)
+
+
+def _dig(value, keys):
+    for key in keys:
+        value = value.get(key) if isinstance(value, dict) else None
+    return value
+
+
+def _mean(*values):
+    return None if None in values else sum(values) / len(values)
+
+
+def _sum(*values):
+    return None if None in values else sum(values)
+
+
+def _pair(a, b) -> str:
+    return f"{frac(a)} / {frac(b)}"
+
+
 RENDERERS = {
     "eval-summary": ("eval", eval_summary), "eval-by-type": ("eval", eval_by_type),
     "bench-latency": ("bench", bench_latency), "bench-figures": ("bench", bench_figures),
@@ -426,6 +481,7 @@ RENDERERS = {
     "scale": ("scale", scale), "eval-memory": ("eval", eval_memory),
     "standing-facts-extraction": ("standing-facts", standing_facts_extraction),
     "standing-facts-model": ("standing-facts", standing_facts_model), "abstention": ("abstention", abstention),
+    "heldout-kinds": ("heldout-kinds", heldout_kinds),
 }
 
 

@@ -105,6 +105,9 @@ def test_every_table_kind_renders_its_format():
                            "fact_model": {"shipped": {"generated/dev/implicit": {"n": 142, "rate": 0.52}}}},
         "abstention": {"rates": {"shipped": {"generated/dev/absent": {"n": 80, "not_remembered": 0.31}},
                                  "shipped, paged in": {"generated/dev/absent": {"n": 51, "not_remembered": 0.2}}}},
+        "heldout-kinds": {"setup": {"conversations": 6},
+                          "extraction": {"held-out kinds": {"planted": 50, "recall": 0.48, "newest_value": 0.11}},
+                          "relevance": {"held-out kinds": {"explicit": {"its_fact": 0.22, "another_fact": 0.05}}}},
     }
     for kind, (want, renderer) in t.RENDERERS.items():
         if want == "eval":
