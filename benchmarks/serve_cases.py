@@ -24,6 +24,11 @@ presents it again (``mcp_token_replays_accepted``: must be 0).
 Ids past 2^63 (issue 39): a standing fact's pin, a page's pin, a correction and forgets naming an id one past a
 64-bit integer (``fact_id_2_63_status``, the fact pin's, a 4xx; ``big_ids_not_4xx``, must be 0). The rest of
 issue 39's cases, on the command line and MCP: benchmarks/long_term_cases.py.
+
+Stopping (issue 39): SIGTERM after an answer (``serve_stop_idle_s``) and while a streamed answer is being written
+(``serve_stop_after_inflight_s``, from the end of that stream at its client; the stream must arrive whole:
+``serve_stop_inflight_whole``); each under 1 s, and the server's last line "stopped" (``serve_stop_said_stopped``,
+must be 2). ``--stop-only`` runs these alone.
 """
 
 from __future__ import annotations
@@ -231,6 +236,57 @@ def big_ids(url: str, log) -> dict:
     return {"fact_id_2_63_status": statuses[0], "big_ids_not_4xx": wrong}
 
 
+def stop_times(folder: Path, log) -> dict:
+    """Issue 39: how soon `serve` stops after SIGTERM, once with nothing in flight (``serve_stop_idle_s``, after one
+    answer) and once with a streamed answer in flight (``serve_stop_after_inflight_s``: from the end of that stream
+    at its client to the process's exit; ``serve_stop_inflight_whole``: 1 when the stream ended with its memory
+    field and ``[DONE]``, not cut). Both must be under 1 s; the last line it prints must be "stopped"
+    (``serve_stop_said_stopped``, of the two runs)."""
+    store, said, result = folder / "stop.db", 0, {}
+    for run in ("idle", "inflight"):
+        server_log = folder / f"stop-{run}.log"
+        proc, url = start_server(store, server_log)
+        stream_end: list[float] = []
+        whole: list[bool] = []
+
+        def stream() -> None:
+            body = {"model": "localpager", "max_tokens": 64, "stream": True,
+                    "messages": [{"role": "user", "content": "Tell me a long story about a cat."}]}
+            with httpx.stream("POST", f"{url}/v1/chat/completions", json=body, timeout=600,
+                              headers={"Authorization": f"Bearer {KEY}", "X-Conversation-Id": "stop"}) as r:
+                lines = [line for line in r.iter_lines() if line.startswith("data:")]
+            stream_end.append(time.monotonic())
+            whole.append(len(lines) >= 2 and lines[-1] == "data: [DONE]" and "\"localpager\"" in lines[-2])
+
+        try:
+            if run == "idle":
+                chat(url, "stop", alternating(["I'm allergic to shellfish."]))
+                client = None
+            else:
+                client = threading.Thread(target=stream)
+                client.start()
+                time.sleep(1.0)  # the answer is being written
+            sent = time.monotonic()
+            proc.terminate()
+            proc.wait(300)
+            exited = time.monotonic()
+            if client is not None:
+                client.join(60)
+        finally:
+            stop(proc)
+        lines = server_log.read_text().splitlines()
+        said += bool(lines) and lines[-1] == "localpager serve: stopped"
+        if run == "idle":
+            result["serve_stop_idle_s"] = round(exited - sent, 2)
+        else:
+            result["serve_stop_after_inflight_s"] = round(exited - stream_end[0], 2) if stream_end else None
+            result["serve_stop_inflight_whole"] = int(bool(whole and whole[0]))
+        if lines and lines[-1] != "localpager serve: stopped":
+            log(f"serve stop ({run}): the last line was {lines[-1]!r}")
+    result["serve_stop_said_stopped"] = said
+    return result
+
+
 def serve_cases(log=lambda s: None) -> dict:
     """The figures for faults.py's report."""
     with tempfile.TemporaryDirectory() as d:
@@ -247,14 +303,21 @@ def serve_cases(log=lambda s: None) -> dict:
         finally:
             stop(proc)
         result.update(mcp_token(folder, log))
+        result.update(stop_times(folder, log))
     return result
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--json", type=Path, help="write the figures here")
+    parser.add_argument("--stop-only", action="store_true", help="only how soon the server stops (issue 39)")
     args = parser.parse_args()
-    result = serve_cases(lambda s: print(s, file=sys.stderr, flush=True))
+    log = lambda s: print(s, file=sys.stderr, flush=True)  # noqa: E731
+    if args.stop_only:
+        with tempfile.TemporaryDirectory() as d:
+            result = {**stop_times(Path(d), log), "load_average_1min": round(os.getloadavg()[0], 1)}
+    else:
+        result = serve_cases(log)
     print(json.dumps(result, indent=2))
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)

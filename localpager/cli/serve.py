@@ -3,7 +3,11 @@
 
 from __future__ import annotations
 
+import logging
+import os
+import sys
 from pathlib import Path
+from typing import NoReturn
 
 import click
 
@@ -77,7 +81,24 @@ def serve(ctx, host, port, api_key, api_key_file, api_keys_file, namespace, cors
                              max_body_bytes=max_body, default_conversation=default_conversation,
                              preload=not no_preload)
     with friendly_errors():
-        run_server(lp, host, port, options)
+        stopped_by = run_server(lp, host, port, options)
+    if stopped_by is not None:
+        leave(ctx, 128 + stopped_by)
+
+
+def leave(ctx: click.Context, status: int) -> NoReturn:
+    """After SIGTERM or SIGINT stopped the server (the requests in flight answered, their answers stored): close
+    the store (the KV cache and deferred FAISS indexes saved for the next process), say "stopped" on stderr, and
+    end the process at once with ``status`` (128 + the signal, as the shell reports a process the signal ended).
+    Everything the process owns is closed by then; what ``os._exit`` skips is the interpreter freeing its objects
+    one by one (the models' among them), which took 0.3-1.4 s more on two busy cores."""
+    with friendly_errors():
+        ctx.close()  # ctx.call_on_close: lp.close
+    click.echo("localpager serve: stopped", err=True)
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(status)
 
 
 def server_parts(ctx: click.Context):

@@ -34,7 +34,7 @@ from .errors import ERROR_HANDLERS, failure
 from .guard import add_guards, escaping, stderr_log
 from .jobs import ModelRunner
 from .namespaces import NamespaceRouter
-from .options import DEFAULT_HOST, DEFAULT_PORT, LOOPBACK_HOSTS, ServerOptions
+from .options import DEFAULT_HOST, DEFAULT_PORT, LOOPBACK_HOSTS, SHUTDOWN_GRACE_S, ServerOptions
 from .protocol import check_cors, is_loopback
 from .routes import chat, conversations, inspector
 from .state import Served
@@ -72,28 +72,34 @@ async def lifespan(app: FastAPI):
         app.state.preloading = preload(served)
     yield
     if served.pending:  # answers being generated are stored before the process exits
-        await asyncio.wait(list(served.pending), timeout=120)
+        await asyncio.wait(list(served.pending), timeout=SHUTDOWN_GRACE_S)
 
 
 def preload(served: Served) -> asyncio.Future:
-    """The models loading in a worker thread; one log line when they are loaded, or why not."""
+    """The models loading in a worker thread; one log line when they are loaded ("ready": ``/health`` says
+    ``preloaded`` from then on), or why not; none when the server stopped first."""
     started = time.perf_counter()
     loading = asyncio.ensure_future(anyio.to_thread.run_sync(served.runner.preload))
 
     def loaded(task: asyncio.Future) -> None:
-        error = None if task.cancelled() else task.exception()
-        served.log(f"models failed to load: {failure(error).message}" if error else
-                   f"models loaded in {time.perf_counter() - started:.1f} s")
+        if task.cancelled() or served.lp.closed:  # stopped while loading: nothing was loaded to say so of
+            return
+        error = task.exception()
+        served.log(f"models failed to load: {failure(error).message} (the first request loads them again)" if error
+                   else f"ready: models loaded in {time.perf_counter() - started:.1f} s")
 
     loading.add_done_callback(loaded)
     return loading
 
 
 def serve(lp: LocalPager, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT,
-          options: ServerOptions | None = None) -> None:
-    """Run the app on uvicorn until interrupted: the address is bound and listening before the one line to
-    stderr that says so (a taken port is a one-line ``OSError``, and nothing says "listening"). Idle
-    connections are closed (``KEEP_ALIVE_S`` after a response, ``REQUEST_HEAD_S`` for a request's head)."""
+          options: ServerOptions | None = None) -> int | None:
+    """Run the app on uvicorn until SIGTERM or SIGINT (Ctrl-C): the address is bound and listening before the
+    one line to stderr that says so (a taken port is a one-line ``OSError``, and nothing says "listening"), and
+    "ready" follows once the models are loaded (at once with ``preload`` off: they load on the first request).
+    Idle connections are closed (``KEEP_ALIVE_S`` after a response, ``REQUEST_HEAD_S`` for a request's head).
+    Stopping, it finishes the requests in flight and stores their answers first. Returns the signal that
+    stopped it (None: none did); the caller closes ``lp`` (``cli.serve`` then says "stopped")."""
     options = options or ServerOptions()
     if options.allowed_hosts is None and is_loopback(host):
         options = dataclasses.replace(options, allowed_hosts=LOOPBACK_HOSTS)
@@ -103,8 +109,11 @@ def serve(lp: LocalPager, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT,
     port = sock.getsockname()[1]
     stderr_log(f"listening at http://{shown}:{port}/v1 (store {lp.store.path}); memory inspector at "
                f"http://{shown}:{port}/")
-    with sock, _exit_on_sigterm():
+    if not options.preload:
+        stderr_log("ready (the models load on the first request: --no-preload)")
+    with sock, _stop_signals(server) as stopped_by:
         server.run(sockets=[sock])
+    return stopped_by[0] if stopped_by else None
 
 
 def uvicorn_server(app, host: str, port: int, options: ServerOptions):
@@ -113,10 +122,23 @@ def uvicorn_server(app, host: str, port: int, options: ServerOptions):
     to be stored at shutdown."""
     import uvicorn
 
+    class Server(uvicorn.Server):
+        def handle_exit(self, sig, frame) -> None:
+            """The first SIGTERM or SIGINT: one line saying which answers the server finishes first, if any."""
+            if not self.should_exit and (busy := answers_in_flight(app)):
+                stderr_log(f"stopping: {busy} answer{'s' if busy > 1 else ''} in progress, finished and stored first")
+            super().handle_exit(sig, frame)
+
     config = uvicorn.Config(app, host=host, port=port, log_level="warning", access_log=False, lifespan="on",
-                            timeout_graceful_shutdown=120, timeout_keep_alive=options.keep_alive_s,
+                            timeout_graceful_shutdown=SHUTDOWN_GRACE_S, timeout_keep_alive=options.keep_alive_s,
                             http=closing_idle(options.head_timeout_s))
-    return uvicorn.Server(config)
+    return Server(config)
+
+
+def answers_in_flight(app) -> int:
+    """The chat answers ``app`` is writing (a keys file's router: its namespaces' too)."""
+    apps = app.apps.values() if isinstance(app, NamespaceRouter) else [app]
+    return sum(len(a.state.pending) for a in apps)
 
 
 def listen(host: str, port: int) -> socket.socket:
@@ -177,21 +199,25 @@ def closing_idle(head_timeout: float):
 
 
 @contextmanager
-def _exit_on_sigterm():
-    """uvicorn catches SIGTERM, shuts down gracefully, then raises the signal again under the handler it found:
-    with Python's default one the process dies there, before its caller closes the store (saving the KV cache
-    and deferred FAISS indexes for the next process). Under this handler it leaves as ``SystemExit(143)``."""
+def _stop_signals(server):
+    """SIGTERM and SIGINT stop ``server`` and are yielded (a list: the signals received), not raised: uvicorn
+    catches them, shuts down gracefully, then raises each again under the handler it found, which would end the
+    process there (SIGTERM's default) or raise ``KeyboardInterrupt`` through the caller's clean-up (SIGINT's). A
+    signal before uvicorn installs its own handlers stops it as well."""
     import signal
 
+    received: list[int] = []
     if threading.current_thread() is not threading.main_thread():
-        yield
+        yield received
         return
 
-    def leave(signum, frame):
-        raise SystemExit(128 + signum)
+    def stop(signum, frame):
+        received.append(signum)
+        server.should_exit = True
 
-    previous = signal.signal(signal.SIGTERM, leave)
+    previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGTERM, signal.SIGINT)}
     try:
-        yield
+        yield received
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)

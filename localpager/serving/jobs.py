@@ -248,11 +248,15 @@ class ModelRunner:
             runtime.settings = before
 
     def preload(self) -> None:
-        """Load the chat model, its side context and the embedder now, so the first request does not."""
+        """Load the chat model, its side context and the embedder now, so the first request does not; a server
+        stopping meanwhile (``lp`` closing, waiting for this lock) waits for one of the three only."""
+        loads = (lambda: self.lp.runtime, lambda: self.lp.side_backend,
+                 lambda: self.lp.index.embedder.encode(["warm up"]))
         with self.lp.lock:
-            self.lp.runtime  # noqa: B018 - loads the backend
-            self.lp.side_backend  # noqa: B018
-            self.lp.index.embedder.encode(["warm up"])
+            for load in loads:
+                if self.lp.closed:
+                    return
+                load()
 
 
 def memory_info(job: Job, reply: Reply | None) -> dict[str, Any]:

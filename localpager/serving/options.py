@@ -13,6 +13,7 @@ LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1", "[::1]")
 KEEP_ALIVE_S = 5  # an idle connection is closed this long after its last response (uvicorn's keep-alive)
 REQUEST_HEAD_S = 10  # a connection must send a whole request head this soon after opening or its last response
 REQUEST_BODY_S = 30  # and a request's whole body this soon after its head
+SHUTDOWN_GRACE_S = 120  # stopping, requests in flight (streamed ones too) get this long to be answered and stored
 
 
 @dataclass

@@ -16,6 +16,7 @@ from sse_starlette.sse import EventSourceResponse
 
 from ..errors import error_response, failure
 from ..jobs import END, Job, Reply, memory_headers, memory_info, usage
+from ..options import SHUTDOWN_GRACE_S
 from ..protocol import ApiError, Msg, finish_reason, message_text, resolve_conversation_id
 from ..state import Served, ServedDep
 
@@ -61,8 +62,10 @@ async def chat_completions(body: ChatRequest, request: Request, s: ServedDep):
         return error_response(failure(exc))
     if body.stream:
         include_usage = bool((body.stream_options or {}).get("include_usage"))
+        # a stream in flight when the server stops is finished, not cut (sse-starlette cuts it by default)
         return EventSourceResponse(stream(job, task, include_usage, s.options.model_id),
-                                   headers=memory_headers(job), ping=10, sep="\n")
+                                   headers=memory_headers(job), ping=10, sep="\n",
+                                   shutdown_grace_period=SHUTDOWN_GRACE_S)
     try:
         reply = await asyncio.shield(task)
     except asyncio.CancelledError:
