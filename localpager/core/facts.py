@@ -15,8 +15,8 @@ specific value: an amount, a time, a number), and it states what lasts: an aller
 constraint ("never", "only", "can't"), a preference, a person and how to reach them, a pet, family, a recurring
 schedule, a plan or deadline with a date, a number or code, a budget, where they live or work. A past event
 ("we went hiking yesterday") is a page's business, not a standing fact. The cues are words of the language,
-written from what each kind means; ``answer_types.stated_types`` gives the values a sentence holds. Stdlib only;
-each pattern is linear in the text.
+written from what each kind means and kept as data (``lexicon``: ``core/data/english.json``; English only);
+``answer_types.stated_types`` gives the values a sentence holds. Stdlib only; each pattern is linear in the text.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ from dataclasses import asdict, dataclass, replace
 from collections.abc import Iterable, Sequence, Set
 from functools import lru_cache
 
+from . import lexicon
 from .answer_types import stated_types
 from .claims import is_claim, mask_quotes, states_fact
 from .dates import format_day
@@ -43,111 +44,21 @@ STATED = "stated"
 MAX_FACT_CHARS = 220  # a standing fact is one line: a longer sentence is cut at a clause boundary
 _MAX_SENTENCE = 600  # a statement, not a pasted document
 
+# The cues' patterns (``lexicon``: their words are in ``core/data/english.json``, each with what it matches).
 # Said before the fact, not part of it: "Oh, by the way.", "Before I forget, one thing:", "FYI -"
-_LEAD_IN = re.compile(
-    r"^\W*(?:(?:oh|ah|so|ok(?:ay)?|well|also|anyway|and|btw|fyi|ps|p\.s\.|note to self|for the record|for what it's"
-    r" worth|just so you know|just so you're aware|heads[- ]up|quick note(?: for later)?|before i forget(?:,? one thing)?|"
-    r"by the way|one more thing|unrelated,? but (?:worth saying|worth noting|important)|side note|random fact|"
-    r"fun fact)\b[\s,.:;!-]*)+", re.I)
+_LEAD_IN = lexicon.pattern("lead_in")
 # a wh-word asking, not one opening a clause ("When a migraine hits I take sumatriptan.")
-_WH_QUESTION = re.compile(
-    r"^\W*(?:what|when|where|who|whom|whose|which|why|how)(?:'s|'re|\s+(?:is|are|was|were|do|does|did|can|could|"
-    r"should|would|will|shall|have|has|had|am|i|you|we|they|my|your|much|many|long|often|far|time|day|kind|"
-    r"about|else)\b)", re.I)
-_FIRST_PERSON = re.compile(r"\b(?:i|i'm|i've|i'd|i'll|im|ive|my|mine|me|myself|we|we're|we've|we'd|our|ours|us)\b",
-                           re.I)
+_WH_QUESTION = lexicon.pattern("wh_question")
+_FIRST_PERSON = lexicon.pattern("first_person")
 # A moment that has passed or a mood of the moment: not what stays true
-_TRANSIENT = re.compile(
-    r"\b(?:yesterday|last (?:night|week|weekend|time|month|year|summer|winter)|this morning|earlier today|just now|"
-    r"the other day|a (?:while|few days|week) ago|\d+ (?:days|weeks) ago|right now|at the moment|today|tonight|tomorrow|"
-    r"last (?:mon|tues|wednes|thurs|fri|satur|sun)day|came out|went wrong|turned out|i was (?:so|really|very)|"
-    r"we were (?:so|really|very)|i felt|so (?:happy|excited|proud|glad) (?:for|about))\b", re.I)
+_TRANSIENT = lexicon.pattern("transient")
 # A turn that greets, thanks or cheers the other person ("Hey Caroline!", "Love that painting!")
-_ADDRESS = re.compile(r"^\W*(?:hey|hi|hello|bye|thanks|thank you|congrats|congratulations|wow|aw+|oh wow|love that|"
-                      r"that's (?:so|really|awesome|great|amazing)|sounds (?:great|good|fun)|good luck)\b", re.I)
-
-_NEVER = r"(?:never|no longer|won't|will not|refuse to|can(?:'|no)?t|cannot|can not|don't|do not|must not|mustn't)(?: ever)?"
-_CUES: tuple[tuple[str, re.Pattern[str]], ...] = (
-    ("avoid", re.compile(
-        r"\b(?:allerg\w*|intoleran\w*|anaphyla\w*|epi-?pen|auto-?injectors?|celiac|coeliac|hives|kryptonite|"
-        rf"{_NEVER} (?:eat|have|take|drink|stand|be around|touch|tolerate|digest|handle)\b|"
-        r"(?:makes?|made|gives?|gave) me (?:\w+ )?(?:sick|ill|sneeze|itch\w*|hives|a rash|an? (?:migraine|headache|rash)|"
-        r"migraines?|headaches?)|react(?:ed|s)? (?:badly )?to|"
-        r"reaction to|(?:throat|airways?|eyes?) (?:close|swell|start)|off limits|no-go|steer clear|avoid\w*|stay away|"
-        r"antihistamines?|asthma|nemesis|dander|sets? off my|(?:lips?|face|eyes?) (?:balloon|puff|swell)\w*)",
-        re.I)),
-    ("diet", re.compile(
-        r"\b(?:vegetarian|vegan|pescatarian|pescetarian|halal|kosher|gluten[- ]free|dairy[- ]free|lactose[- ]free|"
-        r"keto|paleo|plant[- ]based|teetotal\w*|sober|(?:don't|do not|never) eat (?:meat|fish|pork|beef|animal)|"
-        r"on an? [\w-]+ diet)\b",
-        re.I)),
-    ("medicine", re.compile(
-        r"\b(?:i (?:take|inject|use|need)|i'm on|i am on|prescribed|prescription|medication|meds|tablets?|pills?|"
-        r"inhaler|insulin|\d+\s?(?:mg|mcg|ml|units?))\b", re.I)),
-    ("constraint", re.compile(
-        rf"\b(?:{_NEVER} (?:fly|book|use|work|do|travel|take|go|drive|eat|drink|touch|code|write|buy|manage|climb)|"
-        r"only\b.{0,40}\bfor me\b|for me\b.{0,40}\bonly\b|i only (?:\w+)|nothing but|always have to|have to be|"
-        r"i refuse|not again|never again|boycott\w*|blacklist\w*|i'm done with|hard no|sworn\b.{0,20}\boff|"
-        r"please never|never suggest|the only (?:\w+ )?(?:language|one|thing|kind)|only (?:comfortable|want|use|read|"
-        r"write|eat|drink|fly|book|wear)|in anything else|(?:write|give|show) (?:any|all|every)\b.{0,25}\bfor me|"
-        r"my rule (?:for|is))\b", re.I)),
-    ("person", re.compile(
-        r"\b(?:my|our|the) (?:[\w'’]+ )?(?:accountant|landlord|landlady|plumber|electrician|vet|veterinarian|doctor|"
-        r"dentist|gp|physician|lawyer|attorney|agent|therapist|mechanic|manager|boss|nanny|babysitter|cleaner|"
-        r"trainer|tutor|coach|neighbou?r|roommate|flatmate|colleague|coworker|co-worker|assistant|contact|"
-        r"best friend|friend|bookkeeper|advisor|adviser|builder|handyman|carer|caregiver)\b|"
-        r"\b(?:does my (?:books|taxes|hair)|takes care of|looks after|handles my|files my)\b", re.I)),
-    ("preference", re.compile(
-        r"\b(?:favou?rite|fave|prefer\w*|nothing beats|nothing (?:makes|cheers|compares)|i (?:love|adore|hate|"
-        r"like|enjoy|despise|can't stand|can't resist)|i'd (?:pick|choose|take)|my go-to|go-to|i'm (?:a (?:big |huge )?"
-        r"fan|obsessed|hooked|crazy about|partial to)|sucker for|weakness for|on repeat|my jam|i always (?:order|pick|"
-        r"choose|go for|have)|give me\b.{0,40}\b(?:any day|every time)|is my (?:thing|jam)|my kind of|"
-        r"my (?:colou?r|music|genre|flowers?|cuisine|food|drink|team|band|style|song|sport|scent)\b|i pick|my choice|"
-        r"happy place|nothing gets me|obsessed with)\b", re.I)),
-    ("schedule", re.compile(
-        r"\b(?:every|each) (?:day|morning|evening|night|week|weekend|month|mon|tues|wednes|thurs|fri|satur|sun)\w*|"
-        r"\bon (?:mondays|tuesdays|wednesdays|thursdays|fridays|saturdays|sundays|weekends|weekdays)\b|"
-        r"\b(?:weekly|daily|monthly|biweekly|fortnightly|every other)\b|\b(?:mon|tues|wednes|thurs|fri|satur|sun)days\b|"
-        r"\b(?:appointment|lesson|class|shift|session|practice|rehearsal|sync|stand-?up|meeting|slot|training|"
-        r"check-?up|clinic|service|mass|choir)\b", re.I)),
-    ("plan", re.compile(
-        r"\b(?:due|deadline|cut-?off|expires?|renew\w*|submit\w*|file|filing|booked|fly(?:ing)?|leav(?:e|ing)|"
-        r"pushed|postponed|rescheduled|brought forward|moved (?:it|the \w+) to|"
-        r"wedding|married|trip|moving|move|start(?:s|ing)?|travel\w*|going to|gonna|will|plan(?:ning)?|by|until|"
-        r"before|at the latest|no later than|(?:new )?date|ready|done|finished|in by)\b", re.I)),
-    ("number", re.compile(
-        r"\b(?:locker|room|code|password|passcode|passphrase|pin|passport|account|flight|seat|spot|space|bay|"
-        r"licen[cs]e|plate|wi-?fi|phone|number|apartment|flat|unit|gate|policy|member(?:ship)?|id|extension|"
-        r"postcode|zip|address)\b", re.I)),
-    ("budget", re.compile(
-        r"\b(?:budget|money|spend|afford|cap|ceiling|(?:set|put)\b.{0,30}\baside|earmark\w*|at most|max(?:imum)?|tops|limit|"
-        r"no more than|not a cent more|under|go up to|up to|fit into|fit in|come in under|saved|savings|salary|rent|"
-        r"figure|or less|come to|for everything|all in|in total|out of the question|anything over|nothing over)\b",
-        re.I)),
-    ("pet", re.compile(
-        r"\b(?:my|our) (?:\w+ )?(?:dog|cat|puppy|pup|kitten|parrot|bird|budgie|rabbit|bunny|hamster|guinea pig|"
-        r"fish|horse|pony|tortoise|turtle|snake|lizard|ferret|beagle|labrador|lab|retriever|terrier|poodle|collie|"
-        r"spaniel|dachshund|tabby)\b|\bi (?:have|own|got|adopted) an? (?:dog|cat|puppy|kitten|parrot|rabbit|hamster|"
-        r"horse)\b|\b(?:i|we) (?:have|own|keep|got|adopted|'ve got|have got) (?:an?|two|three|four|some) (?:[\w-]+ )?(?:dogs?|"
-        r"cats?|puppies|puppy|kittens?|parrots?|birds?|rabbits?|bunnies|hamsters?|guinea pigs?|fish|horses?|ponies|"
-        r"tortoises?|turtles?|snakes?|lizards?|ferrets?|greyhounds?|chickens?|hens?)\b|\b(?:dog|cat|pup|puppy|kitten|"
-        r"parrot|rabbit|terrier|beagle|pet)(?:'s)? name\b|\b(?:called|named) (?:him|her|it|them) [A-Z]", re.I)),
-    ("family", re.compile(
-        r"\bmy (?:(?:little|big|older|younger|twin|baby|step|half)[- ]?)?(?:sister|brother|sibling|mom|mum|mother|"
-        r"dad|father|parents|wife|husband|partner|spouse|fianc[ée]e?|girlfriend|boyfriend|son|daughter|kids?|"
-        r"children|cousin|aunt|uncle|niece|nephew|grandma|grandmother|grandpa|grandfather|grandparents|in-laws)\b|"
-        r"^(?:mum|mom|dad|grandma|grandpa|nan|gran|sis|bro)(?:'s)?\b|\bmy (?:sis|bro)\b|"
-        r"\b(?:i|we)(?:'ve| have)? got (?:an?|one|two|three|four|five) "
-        r"(?:older |younger |little |big )?(?:sisters?|brothers?|siblings|kids|children|sons?|daughters?)\b",
-        re.I)),
-    ("identity", re.compile(
-        r"\bi (?:live|work|study|teach|grew up|was born|moved)\b|\bi'm (?:a|an) (?!\w+ (?:of|about)\b)(?!bit\b|little\b|"
-        r"tad\b|lot\b|touch\b|mess\b|wreck\b)[\w-]+|"
-        r"\bi am (?:a|an) [\w-]+|\bi'm from\b|\bi come from\b|\bmy (?:job|work|home|house|hometown|company|office|"
-        r"school|university|major|degree|car|bike|name)\b|^(?:studying|working (?:as|at|for)|teaching)\b|"
-        r"\bi'm (?:doing|studying|taking) an? [\w' -]*(?:degree|master's|masters|phd|course|diploma|apprenticeship)\b",
-        re.I)),
-)
+_ADDRESS = lexicon.pattern("address")
+# Each kind's cue (``cue_<kind>``), in the order a statement's kind is chosen
+_CUES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
+    (kind, lexicon.pattern(f"cue_{kind}")) for kind in ("avoid", "diet", "medicine", "constraint", "person",
+                                                        "preference", "schedule", "plan", "number", "budget",
+                                                        "pet", "family", "identity"))
 # What a kind's statement must hold besides its cue: a schedule a time or a day, a budget an amount, ...
 _NEEDS: dict[str, frozenset[str]] = {
     "schedule": frozenset({"time", "date"}), "plan": frozenset({"date"}), "number": frozenset({"number"}),
@@ -160,68 +71,40 @@ _IMPERSONAL = frozenset({"schedule", "plan", "number", "budget", "medicine"})
 # dentist Monday at 2:15pm", "I rent from Yuki Alvarez, 555-0644")
 _BY_VALUE = (("time", "schedule"), ("money", "budget"), ("medicine", "medicine"), ("quantity", "medicine"),
              ("contact", "person"), ("number", "number"), ("date", "plan"))
-_MONEY_WORDS = re.compile(r"\b(?:\d+|one|two|three|four|five|six|seven|eight|nine|ten|a few|a couple)\s+(?:grand|"
-                          r"thousand|hundred|k)\b", re.I)  # "two grand", "about five thousand"
-_EVERY_MONTH = re.compile(r"\b(?:every|each) (?:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)[a-z]*\b(?! \d)",
-                          re.I)  # "every October": a date that recurs, which answer_types does not call a date
+_MONEY_WORDS = lexicon.pattern("money_words")  # "two grand", "about five thousand"
+# "every October": a date that recurs, which answer_types does not call a date
+_EVERY_MONTH = lexicon.pattern("every_month")
 _CONTACT = re.compile(r"(?<!\w)\+?\(?\d(?:[\s().-]{0,2}\d){6,14}(?!\w)|[\w.+-]+@[\w-]+(?:\.[\w-]+)+")  # a phone or an e-mail
 # Liking a moment or the other person's doing, not a thing: "I love how art lets us...", "I love it when you cook"
-_VAGUE_LIKING = re.compile(r"\b(?:love|like|enjoy|adore|hate)\s+(?:it|that|this|how|when|the way|seeing|being|you|your|"
-                           r"these|those|the idea|the feeling|hearing|watching you)\b", re.I)
-_DAY = re.compile(r"\b(?:mon|tues|wednes|thurs|fri|satur|sun)days?\b|\bnext (?:week|month|year|spring|summer|autumn|"
-                  r"fall|winter)\b", re.I)
+_VAGUE_LIKING = lexicon.pattern("vague_liking")
+_DAY = lexicon.pattern("day")  # a day of the week, next week or month
 # What happened, told in the past ("we celebrated", "my brother wrote it"), against what stands ("I'm", "I love")
 _STORY_KINDS = frozenset({"preference", "family", "identity", "pet"})
-_PAST = re.compile(r"\b(?:was|were|went|came|had|did|made|wrote|took|got|saw|gave|found|bought|met|spent|used to|"
-                   r"(?!(?:interest|excit|marri|retir|tir|bas|allerg|obsess|hook|us|need|sort|link|schedul|book|plann|"
-                   r"locat|call|nam|diagnos|prescrib)ed\b)[a-z]{3,}ed)\b",
-                   re.I)
-_STANDING = re.compile(r"\b(?:i'm|i am|i've been|i have|i love|i like|i prefer|i adore|i hate|i live|i work|my \w+ "
-                       r"(?:is|are|lives|works)|favou?rite|always|every|never|moved to|relocated to|lives in|based in|"
-                       r"these days|now|called|named)\b", re.I)
+_PAST = lexicon.pattern("past")
+_STANDING = lexicon.pattern("standing")
 # The subject left out, as people write notes: "Allergic to strawberries, the serious kind.", "Vegetarian, btw."
-_ELIDED = re.compile(r"^(?:(?:i've |always |have )?been |taking |on )?(?:seriously |badly |very |severely |mildly |"
-                     r"strictly |fully )?(?:allergic|intolerant|"
-                     r"vegetarian|vegan|pescatarian|halal|kosher|gluten[- ]free|lactose[- ]intolerant|celiac|coeliac|"
-                     r"diabetic|asthmatic|(?:pet |food |drug |nut )?allergy)\b|^(?:mum|mom|dad|grandma|grandpa|nan|gran)\b|"
-                     r"^(?:taking|on) [a-z]+(?:ine|ol|in|ide|pam|one|ate|ium)\b|^(?:current |new )?favou?rite\b|"
-                     r"^(?:pup|puppy|dog|cat|sis|bro)(?:'s)?\b", re.I)
+_ELIDED = lexicon.pattern("elided")
 # Words that only say which kind a statement is (or that it changed): not which slot it fills
-_GENERIC = frozenset(fold_plural(w) for w in (
-    "allergic allergy allergies intolerant epipen reaction react reacted swell itch hives sick ill avoid "
-    "favorite favourite prefer love like enjoy best pick choose go-to "
-    "take takes taking inject injection prescribed prescription medication medicine meds pill pills tablet tablets "
-    "dose mg every each weekly daily morning evening night week weekend monday tuesday wednesday thursday friday "
-    "saturday sunday mondays tuesdays wednesdays thursdays fridays saturdays sundays am pm "
-    "appointment lesson class session slot meeting due deadline by until latest "
-    "number code budget spend afford cap ceiling set aside max most tops limit "
-    "actually changed change now new moved move switched switch swapped updated update instead anymore longer "
-    "reassigned rebooked extended pushed raised lowered still currently lately these days from on "
-    "call reach phone email number address contact write text").split())
+_GENERIC = frozenset(fold_plural(w) for w in lexicon.words("generic"))
 # The newer statement says its value changed: "actually", "moved", "now", "new", "raised"
-CHANGE_CUE = re.compile(r"\b(?:actually|no longer|any ?more|instead|now|chang\w*|switch\w*|mov\w*|swapp?\w*|"
-                        r"re(?:assign|book|schedul|nam|vis)\w*|extend\w*|push\w*|postpon\w*|new|updat\w*|correction|"
-                        r"got a bonus|went up|went down|raised|lowered|these days|final|relocat\w*|transferr\w*|shifted)\b", re.I)
+CHANGE_CUE = lexicon.pattern("change_cue")
 # ... in words that say nothing else ("now" and "new" say a lot else: "I'm now mentoring", "a new recipe"): what a
 # statement of another kind than the one it changes needs
-_CHANGED = re.compile(r"\b(?:actually|no longer|any ?more|instead|chang\w*|switch\w*|moved|swapp?\w*|"
-                      r"re(?:assign|book|schedul|vis)\w*|pushed|postponed|shifted|updated|correction)\b", re.I)
+_CHANGED = lexicon.pattern("changed")
 # In a recall's notes (``retrieval.rerank``) a later turn replaces an earlier one only when it says that something
 # changed, in these narrower words, and ranks among the best three turns. With similarity and margin alone,
 # LoCoMo's later turns on the same topic (a new event, not a correction) took over the injection: page selection on
 # LoCoMo conversations 1-5 (categories 1-4, 12 questions each) 0.47 without newest-wins, 0.13 with it, 0.43 with the
 # cue and the rank. On the 72 generated probes: e2e 0.36 without, 0.39 with; the latest value for 7 of 16 update
 # probes against 5.
-CORRECTION_CUE = re.compile(r"\b(?:actually|no longer|any ?more|instead|chang\w*|switch\w*|moved?|swapp?\w*|"
-                            r"new one|re(?:assign|book|schedul)\w*|correction|update[ds]?)\b", re.I)
+CORRECTION_CUE = lexicon.pattern("correction_cue")
 # Kinds of which a slot holds one value: a newer budget for the laptop or code for the door replaces the older
 # whether or not it says that something changed ("After talking it over, $1,700 is the most I'll spend on a laptop")
 ONE_VALUE = frozenset({"budget", "number"})
-_DATED = re.compile(r"\b(?:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)[a-z]*\.?\s+\d|\b\d{1,2}(?:st|nd|rd|th)?\s+"
-                    r"(?:of\s+)?(?:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)", re.I)  # a written date, not "Monday"
+_DATED = lexicon.pattern("dated")  # a written date ("March 6", "6th of March"), not "Monday"
 _ANNOTATION = re.compile(r"\s*\[[^\[\]]{0,400}\]")  # what a transcript adds: "[shares a photo: a photo of a cat]"
 _CLAUSES = re.compile(r";\s+|\s+[\u2014\u2013-]\s+")  # a statement and a question in one sentence
-_CLAUSE = re.compile(r"[;,:\u2014\u2013]\s|\s(?:and|but|so|because)\s")
+_CLAUSE = lexicon.pattern("clause")  # where a long fact may be cut
 
 
 @dataclass
@@ -345,8 +228,7 @@ def _asks(line: str) -> bool:
     return stripped.endswith(("?", "？")) or bool(_WH_QUESTION.match(stripped))
 
 
-_VALUE = re.compile(r"[$€£]\s?\d[\d,.]*|\b\d[\d,.:/-]*\s?(?:[ap]\.?m\.?|mg|mcg|ml|units?|k|st|nd|rd|th)?\b|\S+@\S+|"
-                    r"\b[A-Z]{1,3}\s?\d+[A-Z]?\b")  # amounts, numbers, times, days of the month, e-mails, codes
+_VALUE = lexicon.pattern("value")  # amounts, numbers, times, days of the month, e-mails, codes
 _NAME = re.compile(r"(?<![.!?]\s)(?<!^)\b[A-ZÀ-Þ][^\W\d_]+(?:\s[A-ZÀ-Þ][^\W\d_]+)*\b")  # a name written with a capital mid-sentence
 _NAMED = frozenset({"person", "family", "pet", "identity", STATED})  # kinds whose value may be a name: who, where
 
@@ -412,18 +294,7 @@ def _shorten(line: str) -> str:
 
 # A message asking what is remembered, not about one thing: "What do you remember about me?", "What else did I
 # mention?", "Can you remind me what we talked about last?"
-_WHEN = r" so far| last(?: time)?| earlier| before| lately| recently| today| this week"
-_OVERVIEW = re.compile(
-    r"\bwhat (?:do|did|else do) you (?:remember|know|recall)(?: about (?:me|us|myself)| of me)?\s*[?.!]*\s*$|"
-    r"\bwhat (?:do|did) you (?:remember|know|recall) about (?:me|us)\b|"
-    r"\b(?:tell|show) me what you (?:remember|know)\b|"
-    r"\bwhat (?:else )?(?:have|did) i (?:told|tell|mentioned|mention|said|say|shared|share)(?: to)?(?: you)?"
-    r"(?: so far| about myself| about me)?\s*[?.!]*\s*$|"
-    rf"\bremind me what (?:we|i) (?:talked|spoke|chatted|discussed)(?: about)?(?:{_WHEN})?\s*[?.!]*\s*$|"
-    rf"\bremind me what i (?:said|told you)(?: about (?:me|myself))?(?:{_WHEN})?\s*[?.!]*\s*$|"
-    rf"\bwhat (?:did|have) we (?:talk(?:ed)?|speak|spoken|chat(?:ted)?|discuss(?:ed)?)(?: about)?(?:{_WHEN})?\s*[?.!]*\s*$|"
-    r"\bdo you remember anything about (?:me|us)\b|\bwhat (?:facts|things) do you (?:have|keep|know) about me\b",
-    re.I)
+_OVERVIEW = lexicon.pattern("overview")
 
 
 def asks_what_is_remembered(message: str) -> bool:
