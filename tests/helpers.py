@@ -6,6 +6,7 @@ loads a model."""
 from __future__ import annotations
 
 import importlib.util
+import logging
 import os
 import re
 import subprocess
@@ -61,6 +62,63 @@ def run_cli(*args, store=None, check=True) -> subprocess.CompletedProcess:
     if check:
         assert proc.returncode == 0, proc.stderr
     return proc
+
+
+@dataclass
+class CliRun:
+    """A command run in this process (``run_cli_here``), read as a ``subprocess.CompletedProcess`` is."""
+    args: list[str]
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+class _LastResort(logging.StreamHandler):
+    """What Python does with a warning logged where no handler is set (a command in a process of its own): the
+    message alone, on the stderr of the moment. Under pytest the root logger has handlers of its own, so a warning
+    the command logs would otherwise not reach its stderr."""
+
+    def __init__(self):
+        super().__init__()
+        self.setLevel(logging.WARNING)
+
+    @property
+    def stream(self):
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, value):
+        pass
+
+
+def run_cli_here(*args, store=None, input: str | None = None, env: dict[str, str | None] | None = None,
+                 check: bool = True) -> CliRun:
+    """``localpager [--store STORE] ARGS`` in this process (click's ``CliRunner``), for a test about what the
+    command does, not about the process (signals, start-up imports, stdout of the MCP stdio server: ``run_cli``).
+    ``env``: variables set (None: unset) for the run only. What a process would print is on ``stderr``: click's
+    one-line errors, a warning logged with no handler set, and the traceback of an exception the command let
+    through (exit status 1, as Python's). The command's ``LocalPager`` is closed by click when the command
+    ends (``ctx.call_on_close``). ``check``: its exit status must be 0."""
+    import traceback
+
+    from click.testing import CliRunner
+
+    from localpager.cli import cli
+
+    argv = (["--store", str(store)] if store else []) + list(map(str, args))
+    handler = _LastResort()
+    logging.getLogger().addHandler(handler)
+    try:
+        result = CliRunner().invoke(cli, argv, input=input, env=env, prog_name="python -m localpager.cli")
+    finally:
+        logging.getLogger().removeHandler(handler)
+    stderr = result.stderr
+    if result.exception is not None and not isinstance(result.exception, SystemExit):
+        stderr += "".join(traceback.format_exception(*result.exc_info))
+    run = CliRun(argv, result.exit_code, result.stdout, stderr)
+    if check:
+        assert run.returncode == 0, run.stderr
+    return run
 
 
 # -- ranking -------------------------------------------------------------------------------------------

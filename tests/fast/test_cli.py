@@ -9,7 +9,7 @@ import subprocess
 import sys
 
 import pytest
-from helpers import run_cli
+from helpers import run_cli, run_cli_here
 
 HEAVY = ("torch", "faiss", "llama_cpp", "sentence_transformers")
 NO_MODELS = {"LOCALPAGER_MODEL": "/nonexistent.gguf", "LOCALPAGER_EMBEDDER": "/nonexistent-embedder"}
@@ -146,7 +146,7 @@ def test_pin_needs_no_model(small_store):
     proc, heavy, stderr = run_probed("pin", "c", "2", store=small_store)
     assert proc.returncode == 0 and heavy == [], stderr
     assert proc.stdout.strip() == "p2 pinned (it is evicted; it stays evicted)"
-    pages = json.loads(run_cli("pages", "c", "--json", store=small_store).stdout)
+    pages = json.loads(run_cli_here("pages", "c", "--json", store=small_store).stdout)
     assert [p["page_id"] for p in pages if p["pinned"]] == [2]
 
 
@@ -160,10 +160,10 @@ def test_pin_needs_no_model(small_store):
 def test_bad_files_are_one_line_errors_and_store_nothing(tmp_path, content, message):
     bad, store = tmp_path / "bad.jsonl", tmp_path / "s.db"
     bad.write_text(content)
-    proc = run_cli("ingest", bad, store=store, check=False)
+    proc = run_cli_here("ingest", bad, store=store, check=False)
     assert proc.returncode == 1
     assert message in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
-    assert json.loads(run_cli("conversations", "--json", store=store).stdout) == []
+    assert json.loads(run_cli_here("conversations", "--json", store=store).stdout) == []
 
 
 def test_unknown_conversation_and_missing_file(tmp_path):
@@ -171,16 +171,16 @@ def test_unknown_conversation_and_missing_file(tmp_path):
 
     store = tmp_path / "s.db"
     SQLiteStore(store).close()
-    proc = run_cli("bookmarks", "nope", store=store, check=False)
+    proc = run_cli_here("bookmarks", "nope", store=store, check=False)
     assert proc.returncode == 1 and "no conversation 'nope'" in proc.stderr
-    proc = run_cli("ingest", tmp_path / "missing.jsonl", store=store, check=False)
+    proc = run_cli_here("ingest", tmp_path / "missing.jsonl", store=store, check=False)
     assert proc.returncode == 1 and "missing.jsonl" in proc.stderr and "Traceback" not in proc.stderr
 
 
 def test_corrupt_store_is_a_clear_error(tmp_path):
     store = tmp_path / "s.db"
     store.write_bytes(b"garbage" * 1000)
-    proc = run_cli("conversations", store=store, check=False)
+    proc = run_cli_here("conversations", store=store, check=False)
     assert proc.returncode == 1 and "cannot open store" in proc.stderr
     assert store.read_bytes() == b"garbage" * 1000
 
@@ -232,5 +232,5 @@ def test_save_needs_a_budget(small_store, fake_models):
 def test_ingest_refuses_a_budget_below_one(tmp_path):
     data, store = tmp_path / "gen.jsonl", tmp_path / "s.db"
     data.write_text('{"id": "a", "turns": [{"role": "user", "text": "hi"}]}\n')
-    proc = run_cli("ingest", data, "--budget", 0, store=store, check=False)
+    proc = run_cli_here("ingest", data, "--budget", 0, store=store, check=False)
     assert proc.returncode == 2 and "Invalid value for '--budget'" in proc.stderr and not store.exists()

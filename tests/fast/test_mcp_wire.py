@@ -13,12 +13,14 @@ import sys
 
 import pytest
 from faultkit import leaks
+from helpers import run_cli_here
 
 pytest.importorskip("mcp", reason="the mcp extra: pip install 'localpager[mcp]'")
 
 SECRET = "Plimquartz"
 PARSE_ERROR, INVALID_REQUEST = -32700, -32600  # JSON-RPC 2.0's codes
-ENV = {**os.environ, "LOCALPAGER_MODEL": "/nonexistent.gguf", "LOCALPAGER_EMBEDDER": "/nonexistent-embedder"}
+NO_MODELS = {"LOCALPAGER_MODEL": "/nonexistent.gguf", "LOCALPAGER_EMBEDDER": "/nonexistent-embedder"}
+ENV = {**os.environ, **NO_MODELS}
 
 
 class McpProcess:
@@ -143,7 +145,5 @@ def test_the_store_keeps_no_token_and_no_text_of_a_confirmation(tmp_path):
     assert len(rows) == 1 and rows[0][1] == "c"
     assert not any(token in str(value) or SECRET.lower() in str(value).lower() for value in rows[0])
     # a forget in the conversation (here from the command line) drops the tokens its previews were issued with
-    proc = subprocess.run([sys.executable, "-m", "localpager.cli", "--store", str(store), "forget", "c", "--turn", "0",
-                           "--yes"], env=ENV, capture_output=True, text=True)
-    assert proc.returncode == 0, proc.stderr
+    run_cli_here("forget", "c", "--turn", "0", "--yes", store=store, env=NO_MODELS)  # its exit status must be 0
     assert sqlite3.connect(store).execute("SELECT count(*) FROM confirmations").fetchone()[0] == 0

@@ -16,7 +16,7 @@ import click
 import pytest
 from conftest import NetworkRefused
 from fakes import HashEmbedder, ScriptedBackend, shortest_sentence
-from helpers import ROOT, TESTS, serving
+from helpers import ROOT, TESTS, run_cli_here, serving
 
 from localpager.core.pager import PagingConfig
 from localpager.memory.api import LocalPager, ModelOptions
@@ -34,10 +34,16 @@ def reply(prompt, grammar):
     return shortest_sentence(grammar) if grammar else "Noted, thanks."
 
 
-def cli(*args, store, env=None, user=None):
+def cli(*args, store, env=None):
+    """The command in this process, with no usable model (what a process of its own prints is on stderr)."""
+    return run_cli_here(*args, store=store, env={**NO_MODELS, **(env or {})}, check=False)
+
+
+def cli_process(*args, store, env=None):
+    """The command in a process of its own: for a model file that must not be loaded in the test's process."""
     cmd = [sys.executable, "-m", "localpager.cli", "--store", str(store), *map(str, args)]
     return subprocess.run(cmd, capture_output=True, text=True, timeout=120, cwd=ROOT,
-                          env={**os.environ, **NO_MODELS, **(env or {})}, user=user)
+                          env={**os.environ, **NO_MODELS, **(env or {})})
 
 
 def one_line_error(proc) -> str:
@@ -385,7 +391,7 @@ def test_a_truncated_gguf_is_a_one_line_error_and_nothing_is_stored(tmp_path):
     data = tmp_path / "c.jsonl"
     data.write_text(json.dumps({"id": "c", "turns": [{"role": "user", "text": "hello"}]}) + "\n")
     store = tmp_path / "s.db"
-    message = one_line_error(cli("ingest", data, store=store, env={"LOCALPAGER_MODEL": str(bad)}))
+    message = one_line_error(cli_process("ingest", data, store=store, env={"LOCALPAGER_MODEL": str(bad)}))
     assert "cut.gguf" in message or "model" in message.lower()
     if store.exists():
         assert SQLiteStore(store).list_conversations() == []
