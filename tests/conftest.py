@@ -45,6 +45,16 @@ if XDIST_WORKER:
     _workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
     os.environ.setdefault("LOCALPAGER_THREADS", str(max(1, _cores // max(1, _workers))))
 
+# -- hypothesis: a lighter count of examples unless the full one is asked for ---------------------------------
+# A property test says both counts (helpers.examples(fast=..., full=...)): `make test-fast` and `make test` run the
+# fast one, HYPOTHESIS_PROFILE=full (or --hypothesis-profile=full) the full one; a property test that says no count
+# runs the profile's. Each run draws new examples, so the full count is reached over a few runs too.
+from hypothesis import settings as hypothesis_settings  # noqa: E402
+
+hypothesis_settings.register_profile("fast", max_examples=50)
+hypothesis_settings.register_profile("full", max_examples=100)  # hypothesis's own default
+hypothesis_settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE") or "fast")
+
 MODEL_FIXTURES = {"backend", "counter"}
 HEAVY_MODULES = ("torch", "sentence_transformers", "transformers")
 REAL_MODELS = ("model", "embedder")  # the markers of tests/model/

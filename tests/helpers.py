@@ -121,6 +121,16 @@ def run_cli_here(*args, store=None, input: str | None = None, env: dict[str, str
     return run
 
 
+# -- property tests (hypothesis) ---------------------------------------------------------------------------
+def examples(*, fast: int, full: int) -> int:
+    """A property test's ``max_examples``: ``full`` under the hypothesis profile ``full`` (``HYPOTHESIS_PROFILE=full``
+    or ``--hypothesis-profile=full``), ``fast`` under the profile every other run loads (tests/conftest.py). Read
+    when the test module is imported, after the profile is loaded."""
+    from hypothesis import settings
+
+    return full if settings.get_current_profile_name() == "full" else fast
+
+
 # -- ranking -------------------------------------------------------------------------------------------
 def speaker_turns(lines: list[tuple[str, str]]):
     """(speaker, text) pairs as LoCoMo-style turns: two named speakers taking turns."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 
+from helpers import examples
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
@@ -144,7 +145,8 @@ def streams(draw) -> list[str]:
     return [text[a:b] for a, b in zip([0, *cuts], [*cuts, len(text)]) if a < b]
 
 
-@settings(max_examples=1000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(fast=200, full=1000), deadline=None,
+          suppress_health_check=[HealthCheck.too_slow])
 @given(streams())
 @example(["ΟΔΟΣΑ ΟΔΟΣ", "Α ΟΔΟΣΑ "])  # "ΟΔΟΣ" lowers to "οδος", but to "οδοσ…" once a letter follows
 @example(["İİ go, go", ", go"])  # "İ" lowers to two characters: the cut's offset is in the lowered text
@@ -155,7 +157,8 @@ def test_streamed_text_is_always_the_beginning_of_the_answer(chunks):
     assert all(shown)
 
 
-@settings(max_examples=1000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(fast=200, full=1000), deadline=None,
+          suppress_health_check=[HealthCheck.too_slow])
 @given(streams())
 @example(["ΟΔΟΣΑ ΟΔΟΣ", "Α ΟΔΟΣΑ "])  # "ΟΔΟΣ" lowers to "οδος", but to "οδοσ…" once a letter follows
 @example(["İİ go, go", ", go"])  # "İ" lowers to two characters: the cut's offset is in the lowered text

@@ -24,6 +24,7 @@ from __future__ import annotations
 import re
 
 import pytest
+from helpers import examples
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -136,7 +137,7 @@ def spans(pattern: re.Pattern[str], text: str) -> list[tuple[int, int]]:
     return [m.span() for m in pattern.finditer(text)]
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(fast=100, full=300), deadline=None)
 @given(snippets)
 def test_the_number_patterns_find_what_they_found(text):
     for name in ("_MONEY", "_CJK_QUANTITY", "_QUANTITY"):
@@ -145,7 +146,7 @@ def test_the_number_patterns_find_what_they_found(text):
             assert spans(pattern, text) == spans(before(pattern), text), name
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(fast=100, full=300), deadline=None)
 @given(snippets)
 def test_the_email_pattern_finds_what_it_found(text):
     """Except an address glued to the one before it ("a@b.com+c@d.com"): the old pattern went on from
