@@ -14,6 +14,7 @@ rebuilt without it.
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Sequence
 
@@ -27,7 +28,8 @@ if TYPE_CHECKING:
     from ..core.pager import Pager
     from ..retrieval.rerank import RerankSelector
 
-PREVIEW = 80  # characters of a turn a dry run shows
+PREVIEW = 80  # characters of a turn in a report's ``texts`` (its start)
+LISTED = 1200  # characters of a turn a report's ``lines`` show; past them, how many more there are
 EXPORTS_NOTE = ("exports written before this forget still hold the forgotten text (localpager keeps no list of "
                 "them): delete them, or export again")
 
@@ -39,7 +41,10 @@ class ForgetReport:
     conversation: str
     turns: list[int] = field(default_factory=list)  # turn indices forgotten
     pages: list[int] = field(default_factory=list)  # pages whose text and bookmark changed
-    texts: list[str] = field(default_factory=list)  # the start of each forgotten turn, what a dry run lists
+    texts: list[str] = field(default_factory=list)  # the start of each forgotten turn (``PREVIEW`` characters)
+    full_texts: list[str] = field(default_factory=list)  # each forgotten turn whole, what ``lines`` list
+    roles: list[str] = field(default_factory=list)  # each forgotten turn's role: user or assistant
+    quoted: list[int] = field(default_factory=list)  # turns that are answers quoting the matched text: taken whole
     traces: int = 0  # stored traces deleted (they repeated the turns)
     traces_scrubbed: int = 0  # traces kept with the changed bookmarks rewritten
     probes: int = 0  # stored probes deleted (their evidence was forgotten, or a field of theirs repeats it)
@@ -65,8 +70,19 @@ class ForgetReport:
                     f" (pages {', '.join(f'p{p}' for p in self.pages) or '-'})")
         out = [head]
         if not self.whole:
-            out += [f"  turn {i}: {text}" for i, text in zip(self.turns, self.texts)]
+            for n, turn in enumerate(self.turns):
+                text = self.full_texts[n] if n < len(self.full_texts) else self.texts[n]
+                out += listed(f"turn {turn}{self._label(n, turn)}", text)
+        if self.dry_run and self.quoted:
+            out.append("  note: an answer that quoted it goes whole, with whatever else it says (other facts "
+                       "stay, from their own turns): no word of the text may be left in any file")
         return out + self.summary()
+
+    def _label(self, n: int, turn: int) -> str:
+        """A dry run says whose each turn is, and which are answers that only quote the text."""
+        if not self.dry_run or n >= len(self.roles):
+            return ""
+        return f" ({self.roles[n]}, an answer that quoted it)" if turn in self.quoted else f" ({self.roles[n]})"
 
     def summary(self) -> list[str]:
         """What happened after the listing: counts, whether the files were rewritten, the exports note."""
@@ -88,6 +104,28 @@ class ForgetReport:
         if self.database_note:
             out.append(f"  note: {self.database_note}")
         return out
+
+
+def listed(head: str, text: str) -> list[str]:
+    """A forgotten turn as a report lists it: whole, its line breaks kept (later lines indented), up to ``LISTED``
+    characters, and then how many more it holds."""
+    shown = text if len(text) <= LISTED else text[:LISTED].rstrip()
+    first, *rest = shown.splitlines() or [""]
+    out = [f"  {head}: {first}"] + [f"    {line}" for line in rest]
+    if len(text) > LISTED:
+        out.append(f"    … ({len(text) - len(shown):,} more characters not shown)")
+    return out
+
+
+def quotes(text: str, match: str | None) -> bool:
+    """Whether ``match`` stands in ``text`` inside quotation marks (a fact answer's ``You told me: "…"``, each
+    line of the overview of what is remembered): an answer that repeats what was said."""
+    needle = (match or "").strip().casefold()
+    spans = (m.group(1) or m.group(2) or "" for m in _QUOTED.finditer(text))
+    return bool(needle) and any(needle in span.casefold() for span in spans)
+
+
+_QUOTED = re.compile(r'"([^"\n]*)"|“([^”\n]*)”')  # a quotation within a line, straight or curly
 
 
 @dataclass
@@ -244,7 +282,10 @@ def plan_forget(store: Store, conv_id: str, pager: Pager, turns: list[int], matc
 
     gone = set(turns)
     texts = [pager.turns[i].text for i in turns]
-    report = ForgetReport(conv_id, turns=list(turns), texts=[t[:PREVIEW] for t in texts])
+    said = [pager.turns[i] for i in turns]
+    report = ForgetReport(conv_id, turns=list(turns), texts=[t[:PREVIEW] for t in texts], full_texts=texts,
+                          roles=[t.role for t in said],
+                          quoted=[t.index for t in said if t.role == "assistant" and quotes(t.text, match)])
     touched = sorted({pager.page_of_turn(i).page_id for i in turns})
     report.pages = touched
     # new bookmarks on a copy of the pager's records
