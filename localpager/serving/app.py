@@ -110,7 +110,7 @@ def serve(lp: LocalPager, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT,
     stderr_log(f"listening at http://{shown}:{port}/v1 (store {lp.store.path}); memory inspector at "
                f"http://{shown}:{port}/")
     if not options.preload:
-        stderr_log("ready (the models load on the first request: --no-preload)")
+        stderr_log("ready (the models load on the first request)")
     with sock, _stop_signals(server) as stopped_by:
         server.run(sockets=[sock])
     return stopped_by[0] if stopped_by else None
