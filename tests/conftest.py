@@ -87,15 +87,19 @@ def pytest_collection_modifyitems(config, items):
 def pytest_collection_modifyitems_slowest_first(config, items):  # pytest reads only names that begin pytest_
     """Under pytest-xdist, the modules that take longest come first (each module is one unit of --dist loadfile,
     handed out in this order): the tests/model modules with a test marked ``slow``, then the other tests/model
-    modules, then tests/fast's many short ones, which even out the workers' ends. A module keeps its tests together
-    and in their order; every worker sorts the same way (xdist checks that their collections agree)."""
+    modules, then the tests/fast modules with a test marked ``slow`` or run on PostgreSQL (the longest there: 15-35 s
+    of the fast layer's 2-3 minutes here for test_server.py, which ended one worker 15 s after the other when it came
+    in its alphabetical place), then tests/fast's many short ones, which even out the workers' ends. A module keeps
+    its tests together and in their order; every worker sorts the same way (xdist checks that their collections
+    agree)."""
     if not XDIST_WORKER:
         return
     rank: dict = {}
     for item in items:
         folder = item.path.relative_to(TESTS).parts[0] if TESTS in item.path.parents else ""
-        slow = folder == "model" and item.get_closest_marker("slow") is not None
-        rank[item.path] = min(rank.get(item.path, 2), 0 if slow else 1 if folder == "model" else 2)
+        long = item.get_closest_marker("slow") is not None or (
+            folder == "fast" and item.get_closest_marker("postgres") is not None)
+        rank[item.path] = min(rank.get(item.path, 3), (0 if long else 1) if folder == "model" else 2 if long else 3)
     items.sort(key=lambda item: rank[item.path])
 
 
