@@ -60,8 +60,9 @@ demo: setup
 XDIST := -n auto --dist loadfile --no-loadscope-reorder
 TESTENV := PYTHONDONTWRITEBYTECODE=
 
+# The whole suite runs the property tests with their full counts of examples; the fast layer alone, lighter ones.
 test: setup
-	$(TESTENV) $(PY) -m pytest -q $(XDIST)
+	$(TESTENV) HYPOTHESIS_PROFILE=full $(PY) -m pytest -q $(XDIST)
 
 # tests/fast: the tests that need neither the GGUF model nor the real embedder (fakes in tests/fakes.py).
 # The model paths point at nothing, so a test there that reaches for a model fails (tests/conftest.py also
