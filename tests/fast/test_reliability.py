@@ -257,7 +257,9 @@ def test_a_bad_budget_stored_by_an_older_version_names_the_fix(chat):
     store = chat.store
     store.update_settings("c", {**store.settings("c"), "budget": 0})
     before = dump(store.path)
-    proc = cli("ask", "c", "Where is the fence?", store=store.path)
+    # a process of its own: ask warms the embedder on a thread, which in this process would outlive the command's
+    # environment (no model) and load the real one
+    proc = cli_process("ask", "c", "Where is the fence?", store=store.path)
     message = one_line_error(proc)
     assert f"budget c {512}" in message and "stored budget of 0" in message
     assert dump(store.path) == before
