@@ -230,12 +230,12 @@ class RerankSelector(PageSelector):
 
     # -- the long-term layer and the relevance floor ---------------------------------------------
     def facts_for(self, question: str) -> list[FactHit]:
-        """The standing facts that bear on ``question``, best first (``retrieval.facts``); none for a task ("help
-        me write a note for my daughter"): the model does it with the facts the prompt's prefix shows, where a fact
-        answer would only quote one."""
-        if message_features(question).task:
-            return []
+        """The standing facts that bear on ``question``, best first (``retrieval.facts``)."""
         return self.facts.relevant(question)
+
+    def is_task(self, question: str) -> bool:
+        """The recall gate's reading of a task ("help me write …", "can you plan …")."""
+        return bool(message_features(question).task)
 
     def answerable(self, question: str, pager: Pager, injections: Sequence[Injection]) -> Answerability:
         """Whether what a recall found answers ``question`` at all (``retrieval.answerable``), judged on the

@@ -56,9 +56,11 @@ class Answering:
             self.sink(text)
 
     def generate(self, backend: ChatBackend, prompt: Sequence[int], max_tokens: int, *, lead: str = "",
-                 constraint: OneOf | None = None, keep: Sequence[int] = ()) -> tuple[Generation, str]:
+                 constraint: OneOf | None = None, keep: Sequence[int] = (), apart: bool = False
+                 ) -> tuple[Generation, str]:
         """Generate under the repetition guard; the answer text is what the guard keeps. ``lead`` is sent first
-        (what the decision step already produced). An answer that is word for word one of ``earlier`` was held back
+        (what the decision step already produced, or a quoted fact: with ``apart`` what the model goes on with is
+        a sentence of its own). An answer that is word for word one of ``earlier`` was held back
         whole: it is generated once more with a penalty on repeated tokens, and the trace says so (``repeated``)."""
         s = self.settings
         options: dict = {"repeat_penalty": s.repeat_penalty} if s.repeat_penalty != 1.0 else {}
@@ -66,29 +68,48 @@ class Answering:
             options["constraint"] = constraint
         if keep:
             options["keep"] = tuple(keep)
-        gen, guard = self._guarded(backend, prompt, max_tokens, lead, options)
+        gen, guard = self._guarded(backend, prompt, max_tokens, lead, options, apart)
         if guard.repeats_earlier:
             # the first generation's cost counts too
             self.trace.add_tokens(gen.evaluated, gen.reused, len(gen.tokens), gen.prompt_tokens, kind="answer")
             self.trace.timings_ms["answer_decode"] += gen.prefill_ms + gen.decode_ms
             options["repeat_penalty"] = max(RETRY_PENALTY, s.repeat_penalty)
-            gen, guard = self._guarded(backend, prompt, max_tokens, lead, options)
+            gen, guard = self._guarded(backend, prompt, max_tokens, lead, options, apart)
             self.trace.repeated = "sent again" if guard.repeats_earlier else "regenerated"
         guard.flush()
         return gen, guard.text.strip()
 
-    def _guarded(self, backend: ChatBackend, prompt: Sequence[int], max_tokens: int, lead: str,
-                 options: dict) -> tuple[Generation, RepetitionGuard]:
+    def _guarded(self, backend: ChatBackend, prompt: Sequence[int], max_tokens: int, lead: str, options: dict,
+                 apart: bool) -> tuple[Generation, RepetitionGuard]:
         guard = RepetitionGuard(self.sink, self.earlier)
+        feed: TextCallback = guard
         if lead:
             guard(lead)
-        return backend.generate(prompt, max_tokens=max(1, max_tokens), on_text=guard, **options), guard
+            if apart:
+                feed = spaced_after(guard)
+        return backend.generate(prompt, max_tokens=max(1, max_tokens), on_text=feed, **options), guard
 
     def count_answer(self, gen: Generation, prefill_stage: str) -> None:
         """Count an answer's generation in the trace: reading its prompt under ``prefill_stage``."""
         self.trace.timings_ms[prefill_stage] += gen.prefill_ms
         self.trace.timings_ms["answer_decode"] += gen.decode_ms
         self.trace.add_tokens(gen.evaluated, gen.reused, len(gen.tokens), gen.prompt_tokens, kind="answer")
+
+
+def spaced_after(sink: TextCallback) -> TextCallback:
+    """``sink``, given a space before the first text when that text does not begin with one: what the model writes
+    after a quoted fact reads 'You told me: "..." Here is the note.', not '..."Here is the note.'."""
+    started = False
+
+    def feed(text: str) -> None:
+        nonlocal started
+        if not started and text:
+            started = True
+            if not text[0].isspace():
+                text = " " + text
+        sink(text)
+
+    return feed
 
 
 def elapsed_ms(start: float) -> float:

@@ -13,6 +13,7 @@ from typing import Sequence
 from ..backends.base import ChatBackend
 from ..core.facts import StandingFact, extract
 from ..core.records import Turn
+from ..core.text import is_question
 from .answering import Answering, elapsed_ms
 from .choices import Layout, RecallMode
 from .prompts import answer_messages, fact_lead, fact_turn, overview_text, recent_exchange, turn_line
@@ -46,7 +47,7 @@ def fact_hits(a: Answering) -> list[FactMatch]:
     s = a.settings
     if not s.facts or s.mode in (RecallMode.NEVER, RecallMode.ALWAYS):
         return []  # never: no memory; always: a recall is forced, what a standing fact would answer too
-    if extract(Turn(role="user", text=a.question, index=-1)):
+    if not is_question(a.question) and extract(Turn(role="user", text=a.question, index=-1)):
         return []
     start = time.perf_counter()
     hits = list(a.selector.facts_for(a.question))
@@ -56,31 +57,35 @@ def fact_hits(a: Answering) -> list[FactMatch]:
 
 
 def answer_from_facts(a: Answering, hits: Sequence[FactMatch], backend: ChatBackend) -> None:
-    """Answer from the standing facts judged to bear on the question. With ``fact_lead`` the answer is the best
-    of them quoted ("You told me: ..."), written out with no model: what the user said, and nothing a small model
-    would add after it (a tail such as "I'm not sure I'm ready to discuss that." read as part of the memory).
-    Without it the model answers in the focused layout on ``backend`` (the context that answers recalls), the
-    facts as its notes."""
+    """Answer from the standing facts judged to bear on the question. With ``fact_lead`` a question is answered
+    with the best of them quoted ("You told me: ..."), written out with no model: what the user said, and nothing
+    a small model would add after it (a tail such as "I'm not sure I'm ready to discuss that." read as part of the
+    memory). A task ("write a note introducing my dog") needs the model's work: the quote, then what the model
+    writes in the focused layout on ``backend`` (the context that answers recalls), the facts as its notes, as a
+    sentence of its own; without ``fact_lead``, that alone."""
     s, trace = a.settings, a.trace
     trace.decision = "fact"
     trace.citations = [_citation(a, h.fact) for h in hits]
-    if s.fact_lead:
-        trace.answer, trace.stopped = fact_lead(hits[0].fact), "eos"
+    lead = fact_lead(hits[0].fact) if s.fact_lead else ""
+    if lead and not a.selector.is_task(a.question):
+        trace.answer, trace.stopped = lead, "eos"
         a.say(trace.answer)
     else:
-        trace.answer, trace.stopped = _generated(a, hits, backend)
+        trace.answer, trace.stopped = _generated(a, hits, backend, lead)
     trace.cite(trace.answer)
 
 
-def _generated(a: Answering, hits: Sequence[FactMatch], backend: ChatBackend) -> tuple[str, str]:
+def _generated(a: Answering, hits: Sequence[FactMatch], backend: ChatBackend, lead: str) -> tuple[str, str]:
     s, trace = a.settings, a.trace
     layout = Layout.FOCUSED if s.layout == Layout.INLINE else s.layout
     start = time.perf_counter()
     recent = recent_exchange(a.messages, layout)
     notes = "\n".join(turn_line(fact_turn(h.fact)) for h in hits)
-    prompt = backend.render(answer_messages(layout, notes, a.question, recent))
+    answer_prompt = backend.render(answer_messages(layout, notes, a.question, recent))
+    prompt = list(answer_prompt) + (backend.tokenize(lead) if lead else [])
     trace.timings_ms["recall_fetch"] += elapsed_ms(start)
-    gen, text = a.generate(backend, prompt, s.max_answer_tokens, keep=kept_parts(backend, layout, notes, recent, prompt))
+    gen, text = a.generate(backend, prompt, s.max_answer_tokens, lead=lead, apart=True,
+                           keep=kept_parts(backend, layout, notes, recent, answer_prompt))
     a.count_answer(gen, "injection_prefill")
     trace.tokens["answer_prompt"] = gen.prompt_tokens
     return text, gen.stopped

@@ -69,6 +69,10 @@ class PageSelector:
         """The standing facts that bear on ``question``, best first (none by default)."""
         return []
 
+    def is_task(self, question: str) -> bool:
+        """Whether ``question`` asks for work to be done ("help me write …"), not for what was said."""
+        return False
+
     def answerable(self, question: str, pager: Pager, injections: Sequence[Injection]) -> FloorVerdict | None:
         """Whether what a recall found answers the question (the relevance floor); None: no floor, it does."""
         return None

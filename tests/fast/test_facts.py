@@ -403,13 +403,20 @@ def test_a_huge_turn_is_stored_whole_and_gives_at_most_a_few_short_facts(fake_pa
     assert all(len(f.text) <= MAX_FACT_CHARS + 1 for f in facts)
 
 
-def test_a_task_that_bears_on_a_fact_is_done_by_the_model_not_answered_with_the_quote(fake_pager):
-    """"Help me write ..." needs the model to do it, with the facts the prompt's prefix shows; a fact answer would
-    only quote the fact."""
-    lp, chat = open_facts_chat(fake_pager, ["Here is a snack list without sesame."], mode="never")
-    t = chat.ask("Can you help me write a snack list for my flight?").trace
-    assert t.decision == "answer" and t.facts == [] and t.answer == "Here is a snack list without sesame."
-    assert "What the user has told you about themselves:\n- I'm seriously allergic to sesame." in lp.backend.calls[-1].text
-    lp, chat = open_facts_chat(fake_pager, ["A list."], floor=FIRES)  # with recall: still no fact answer
-    t = chat.ask("Can you help me write a snack list for my flight?").trace
-    assert t.decision != "fact" and t.facts == []
+def test_a_task_that_bears_on_a_fact_gets_the_quote_then_the_model_s_work(fake_pager):
+    """"Help me write ..." needs the model to do it: the fact quoted, then what the model writes with the fact as
+    its note, as a sentence of its own (a question gets the quote alone)."""
+    lp, chat = open_facts_chat(fake_pager, ["Here is a snack list without sesame."])
+    streamed = []
+    t = chat.ask("Can you help me write a snack list for my flight?", on_text=streamed.append).trace
+    assert t.decision == "fact" and [f["text"] for f in t.facts] == ["I'm seriously allergic to sesame."]
+    assert t.answer == 'You told me: "I\'m seriously allergic to sesame." Here is a snack list without sesame.'
+    assert "".join(streamed) == t.answer
+    (call,) = lp.backend.calls
+    assert "I'm seriously allergic to sesame." in call.text.split("From earlier in this conversation:\n", 1)[1]
+
+
+def test_a_question_that_states_a_situation_first_is_still_answered_from_the_fact(fake_pager):
+    lp, chat = open_facts_chat(fake_pager, [])
+    t = chat.ask("I'm packing snacks for a flight. Anything I should stay away from?").trace
+    assert t.decision == "fact" and lp.backend.calls == []
