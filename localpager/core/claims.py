@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from importlib import resources
 
+from .lexicon import pattern
 from .text import is_stopword
 
 QUOTE = "\u00abquote\u00bb"  # what a masked quotation reads as
@@ -41,9 +42,7 @@ _PAIRS = {'"': '"', "\u201c": "\u201d", "\u201e": "\u201c", "\u00ab": "\u00bb", 
 _QUOTED = re.compile(
     r"(?:^|(?<=[\s:(\[]))(?P<open>[\"\u201c\u201e\u00ab\u2018'])(?P<body>[^\"\u201c\u201d\u201e\u00ab\u00bb\u2018\u2019\n]"
     r"{1,600}?)(?P<close>[\"\u201d\u201c\u00bb\u2019'])(?=$|[\s.,;:!?)\]])")
-# An utterance inside quotation marks: a personal pronoun, or a sentence's end.
-_UTTERANCE = re.compile(r"\b(?:i|i'm|i've|i'd|i'll|me|my|mine|we|our|us|you|your|he|she|his|her|they|their)\b|"
-                        r"[.!?\u2026]\W*$", re.I)
+_UTTERANCE = pattern("utterance")  # quoted words someone says: a personal pronoun, or a sentence's end
 _TOKEN = re.compile(r"[a-z0-9]+(?:['\u2019][a-z]+)?|[?!:;]|\u00abquote\u00bb")
 
 
