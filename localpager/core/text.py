@@ -12,6 +12,7 @@ import unicodedata
 from collections.abc import Callable
 from functools import lru_cache
 
+from . import lexicon
 from .choices import Stemmer
 
 STOPWORDS: frozenset[str] = frozenset(
@@ -160,8 +161,7 @@ _RECALL_PHRASE = re.compile(
 # sentence ends: a stop, then space and a capital or a quote (not "3.5", "a.b@c.d" or "Dr. Patel")
 SENTENCE_BREAK = re.compile(r"(?<=[.!?…])(?<!\bDr\.)(?<!\bMr\.)(?<!\bMs\.)(?<!\bSt\.)(?<!\bMrs\.)(?<!\bProf\.)"
                             r"\s+(?=[\"“'(\[]?[A-Z])")
-_FIRST_PERSON = re.compile(r"\b(?:i|i'm|i've|i'd|i'll|im|ive|my|mine|me|myself|we|we're|we've|we'd|our|ours|us)\b",
-                           re.I)
+_FIRST_PERSON = lexicon.pattern("first_person")  # the speaker speaking of themselves
 _MAX_SENTENCE = 2000  # a fact is stated in a sentence, not a pasted page: longer runs are not read for this
 
 
