@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from tests.helpers import ROOT
+from tests.helpers import LOCOMO, ROOT
 
 pytestmark = [pytest.mark.model, pytest.mark.embedder, pytest.mark.slow]
 
@@ -19,8 +19,10 @@ KEYS = ("ingest_s", "ingest_turns_per_s", "store_mb", "peak_rss_mb", "rank_ms_p5
 
 def test_scale_reports_every_figure_per_length(tmp_path):
     out = tmp_path / "scale.json"
+    real_text = [] if LOCOMO.exists() else ["--no-real-text"]  # LoCoMo's turns are the real text; beside the repo only
     subprocess.run([sys.executable, str(ROOT / "benchmarks" / "scale.py"), "--turns", "300,600", "--json", str(out),
-                    "--workdir", str(tmp_path / "work")], check=True, capture_output=True, text=True, timeout=1200)
+                    "--workdir", str(tmp_path / "work"), *real_text], check=True, capture_output=True, text=True,
+                   timeout=1200)
     data = json.loads(out.read_text())
     assert set(data["lengths"]) == {"300", "600"}
     for row in data["lengths"].values():
