@@ -16,7 +16,9 @@ Measured, per split:
 1. extraction (``core.facts``, no model): planted statements (and corrections) that became a standing fact
    (recall); filler user turns that became one (the false-fact rate), and precision over the user turns taken;
    newest value: of the facts corrected later, those whose current fact at the end is the correction's and
-   none of the older statements'.
+   none of the older statements' (also over the corrections whose every statement became a fact); wrong
+   replacements: a planted fact's fact replaced by another planted fact's (two things, one hidden), and
+   replacements with a filler turn's fact on either side.
 2. relevance (``retrieval.facts.FactRanker`` with the real embedder and the shipped fact model): at each question's
    point, the conversation's facts as the store has them then; an explicit or implicit question is given its
    fact (the newest statement's) or another one, a general or never-said question should be given none.
@@ -67,13 +69,18 @@ def fact_probes(conv, explicit_only: bool = False) -> list:
 
 # -- 1. extraction ---------------------------------------------------------------------------------------------
 def extraction(convs: list) -> dict:
-    """Planted statements found, filler user turns taken, and the corrected facts whose newest value stands."""
+    """Planted statements found, filler user turns taken, and the corrected facts whose newest value stands (of
+    all, and of those whose every statement became a fact); facts replaced by a fact of another planted fact
+    (``wrong_replacements``: two different things, one hidden) and replacements with a filler turn's fact on
+    either side (``filler_replaced``)."""
     from localpager.core.facts import extract, facts_of
 
-    found = planted = taken = filler = newest = corrected = superseded = 0
+    found = planted = taken = filler = newest = corrected = superseded = both = newest_both = 0
+    wrong = filler_replaced = replaced = 0
     by_kind: dict[str, list[bool]] = defaultdict(list)
     for conv in convs:
         stated = {i: p.type for p in fact_probes(conv, explicit_only=True) for i in p.extra["stated"]}
+        probe_of = {i: n for n, p in enumerate(fact_probes(conv, explicit_only=True)) for i in p.extra["stated"]}
         for turn in conv.turns:
             if turn.role == "user":
                 hit = bool(extract(turn))
@@ -82,18 +89,30 @@ def extraction(convs: list) -> dict:
                 planted, found = planted + (turn.index in stated), found + (hit and turn.index in stated)
                 filler, taken = filler + (turn.index not in stated), taken + (hit and turn.index not in stated)
         facts = facts_of(conv.turns)
+        turn_of = {f.fact_id: f.turn for f in facts}
+        for f in facts:
+            if f.superseded_by is not None:
+                replaced += 1
+                by = turn_of[f.superseded_by]
+                filler_replaced += f.turn not in probe_of or by not in probe_of
+                wrong += f.turn in probe_of and by in probe_of and probe_of[f.turn] != probe_of[by]
         for probe in fact_probes(conv, explicit_only=True):
             if probe.extra["old_answers"]:
                 corrected += 1
                 current = {f.turn for f in facts if f.current}
                 older = set(probe.extra["stated"][:-1])
-                newest += probe.evidence[0] in current and not current & older
+                is_newest = probe.evidence[0] in current and not current & older
+                newest += is_newest
                 new = {f.fact_id for f in facts if f.turn == probe.evidence[0]}
                 superseded += any(f.superseded_by in new for f in facts if f.turn in older)
+                if {f.turn for f in facts} >= set(probe.extra["stated"]):  # every statement of it became a fact
+                    both, newest_both = both + 1, newest_both + is_newest
     return {"planted": planted, "recall": _share(found, planted), "filler_turns": filler,
             "filler_taken": _share(taken, filler), "precision": _share(found, found + taken),
             "corrected": corrected, "newest_value": _share(newest, corrected),
-            "old_value_superseded": _share(superseded, corrected),
+            "old_value_superseded": _share(superseded, corrected), "both_extracted": both,
+            "newest_value_both_extracted": _share(newest_both, both), "replaced": replaced,
+            "wrong_replacements": wrong, "filler_replaced": filler_replaced,
             "recall_by_type": {k: {"n": len(v), "recall": _share(sum(v), len(v))} for k, v in sorted(by_kind.items())}}
 
 
@@ -181,10 +200,11 @@ def report(result: dict) -> None:
     """The tables, on stderr (stdout is the JSON object)."""
     say = functools.partial(print, file=sys.stderr)
     say("## Extraction (no model)\n\n| split | planted | recall | filler taken | precision | corrected | newest value |"
-          "\n|---|---:|---:|---:|---:|---:|---:|")
+          " newest value, both extracted | wrong replacements |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|")
     for split, r in result["extraction"].items():
         say(f"| {split} | {r['planted']} | {_fmt(r['recall'])} | {_fmt(r['filler_taken'])} | {_fmt(r['precision'])} "
-              f"| {r['corrected']} | {_fmt(r['newest_value'])} |")
+              f"| {r['corrected']} | {_fmt(r['newest_value'])} | {_fmt(r['newest_value_both_extracted'])} "
+              f"({r['both_extracted']}) | {r['wrong_replacements']} + {r['filler_replaced']} filler |")
     say("\n## Relevance (fact model): its fact / another fact\n\n| split | explicit | implicit | general: any | "
           "never said: any |\n|---|---:|---:|---:|---:|")
     for split, r in result["relevance"].items():

@@ -26,7 +26,7 @@ from dataclasses import asdict, dataclass, replace
 from collections.abc import Iterable, Sequence, Set
 from functools import lru_cache
 
-from . import lexicon
+from . import lexicon, supersede
 from .answer_types import stated_types
 from .claims import is_claim, mask_quotes, states_fact
 from .dates import format_day
@@ -35,8 +35,10 @@ from .text import content_words, fold_plural, sentences
 
 # The extractor's version: a conversation whose facts an older one made gets them made again. 2: quotations and
 # sentences that claim nothing (``claims``) state no fact. 3: a fact is one line (``one_line``). 4: a claim the
-# fact model says stays true is a fact whatever it is about (``stated_fact``).
-FACTS_VERSION = 4
+# fact model says stays true is a fact whatever it is about (``stated_fact``). 5: a newer fact also replaces an
+# older one the supersession model (``supersede``) judges the same thing ("the tax filing cutoff moved" after "I
+# have to file my taxes by").
+FACTS_VERSION = 5
 KINDS = ("avoid", "diet", "medicine", "constraint", "preference", "person", "pet", "family", "schedule", "plan",
          "number", "budget", "identity", "stated")
 # A fact the cues below have no words for, found by the fact model (``claims.states_fact``): whatever it is about.
@@ -251,24 +253,45 @@ def _one_value(new: FactDraft | StandingFact, old: FactDraft | StandingFact) -> 
     return new.kind in ONE_VALUE and ("money" in stated_types(new.text)) == ("money" in stated_types(old.text))
 
 
-def supersedes(new: FactDraft | StandingFact, old: FactDraft | StandingFact) -> bool:
-    """Whether a newer fact replaces an older one: the same speaker's, filling the same slot (a third of the
-    shorter slot's words shared, at least one), and either the newer says that something changed ("actually",
-    "moved", "now") with both of one kind, or their slots are nearly one (half their words shared), or it says
-    so in words that say nothing else ("changed", "moved", "rebooked": a lesson stated with a daughter and
-    moved with its teacher is changed whatever the kind), or both are of a kind a slot holds one of (``ONE_VALUE``:
-    a budget for the laptop, the code of the front door). Two allergies, two friends or two classes share no
-    slot word, so both stand."""
-    if new.text == old.text or new.speaker != old.speaker:
-        return False
+def _by_slot(new: FactDraft | StandingFact, old: FactDraft | StandingFact) -> bool:
+    """The written rule: the two fill the same slot (a third of the shorter slot's words shared, at least one),
+    and either the newer says that something changed ("actually", "moved", "now") with both of one kind, or
+    their slots are nearly one (half their words shared), or it says so in words that say nothing else
+    ("changed", "moved", "rebooked": a lesson stated with a daughter and moved with its teacher is changed
+    whatever the kind), or both are of a kind a slot holds one of (``ONE_VALUE``)."""
     a, b = set(new.subject.split()), set(old.subject.split())
     shared = len(a & b)
     if not shared or shared / min(len(a), len(b)) < 1 / 3:
         return False
     if new.kind == old.kind:
-        return (_one_value(new, old) or bool(CHANGE_CUE.search(new.text))
-                or shared / len(a | b) >= 0.5)
+        return _one_value(new, old) or bool(CHANGE_CUE.search(new.text)) or shared / len(a | b) >= 0.5
     return bool(_CHANGED.search(new.text))
+
+
+def supersedes(new: FactDraft | StandingFact, old: FactDraft | StandingFact) -> bool:
+    """Whether a newer fact replaces an older one: the same speaker's, and either they fill the same slot by the
+    written rule (``_by_slot``) or, sharing a word that says what they are about (``supersede.Shape.keys``: a slot
+    word in any of its forms, a name), the supersession model judges them one thing (``supersede``: fitted on generated pairs, a correction against what it corrects and against other
+    things of its kind: the plumber's number is not the accountant's). Two allergies, two friends or two classes
+    share no slot word and are two things to the model, so both stand."""
+    if new.text == old.text or new.speaker != old.speaker:
+        return False
+    if _by_slot(new, old):
+        return True
+    a, b = _shape(new), _shape(old)
+    if not a.keys & b.keys:
+        return False
+    model = supersede.default_model()
+    return model.probability(supersede.pair_features(a, b)) >= model.threshold
+
+
+def _keys(fact: FactDraft | StandingFact) -> frozenset[str]:
+    """What ``CurrentFacts`` indexes a fact by: its slot words and the model's (``supersede.Shape.keys``)."""
+    return frozenset(fact.subject.split()) | _shape(fact).keys
+
+
+def _shape(fact: FactDraft | StandingFact) -> supersede.Shape:
+    return supersede.shape(fact.kind, fact.subject, fact.text)
 
 
 # Bidirectional controls: embeddings, overrides and isolates, the marks, the Arabic letter mark
@@ -304,8 +327,8 @@ def asks_what_is_remembered(message: str) -> bool:
 
 
 class CurrentFacts:
-    """The facts that still stand, by speaker and slot word. ``supersedes`` needs the same speaker and a word of
-    the slot shared, so a newer fact is compared only with the standing facts that share one with it (found
+    """The facts that still stand, by speaker and slot word (``_keys``). ``supersedes`` needs the same speaker and
+    such a word shared, so a newer fact is compared only with the standing facts that share one with it (found
     here), never with all of them: thousands of facts of other slots cost nothing to a new one."""
 
     def __init__(self) -> None:
@@ -314,13 +337,13 @@ class CurrentFacts:
 
     def add(self, fact_id: int, fact: FactDraft | StandingFact) -> None:
         self.facts[fact_id] = fact
-        for word in set(fact.subject.split()):
+        for word in _keys(fact):
             self._by_word.setdefault((fact.speaker, word), set()).add(fact_id)
 
     def remove(self, ids: Iterable[int]) -> None:
         for fact_id in ids:
             fact = self.facts.pop(fact_id)
-            for word in set(fact.subject.split()):
+            for word in _keys(fact):
                 near = self._by_word[(fact.speaker, word)]
                 near.discard(fact_id)
                 if not near:
@@ -328,7 +351,7 @@ class CurrentFacts:
 
     def replaced_by(self, fact: FactDraft | StandingFact) -> list[int]:
         """The ids of the standing facts ``fact`` supersedes (``supersedes``), in order."""
-        near = set().union(*(self._by_word.get((fact.speaker, w), ()) for w in set(fact.subject.split())))
+        near = set().union(*(self._by_word.get((fact.speaker, w), ()) for w in _keys(fact)))
         return sorted(i for i in near if supersedes(fact, self.facts[i]))
 
 

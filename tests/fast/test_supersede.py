@@ -1,0 +1,59 @@
+"""Which newer standing fact replaces which (``core.facts.supersedes`` with ``core.supersede``'s model): a changed
+value in words the slot rule misses replaces the old one, two things of one kind both stand, another speaker's fact
+never replaces. The statements are written for
+these tests (none is in the generator's phrasing sets)."""
+
+from __future__ import annotations
+
+from dataclasses import fields
+
+from localpager.core import facts as facts_module
+from localpager.core.facts import fact_of, facts_of, subject_of, supersedes
+from localpager.core.records import Turn
+from localpager.core.supersede import Shape, default_model, pair_features, shape
+
+
+def _turns(*texts: str, speakers: tuple[str | None, ...] = ()) -> list[Turn]:
+    return [Turn("user", t, i, speaker=speakers[i] if speakers else None) for i, t in enumerate(texts)]
+
+
+def test_a_changed_value_in_new_words_replaces_the_old_one():
+    said = "I have to file my taxes by March 4.", "Actually the tax filing cutoff moved to June 10."
+    old, new = fact_of(said[0]), fact_of(said[1])
+    assert old.kind == new.kind == "plan"
+    assert not facts_module._by_slot(new, old)  # the slot rule alone does not link them ("taxe", "tax")
+    assert supersedes(new, old)
+    facts = facts_of(_turns(said[0], "How are you?", said[1]))
+    assert [f.current for f in facts] == [False, True] and facts[0].superseded_by == facts[1].fact_id
+
+
+def test_two_allergies_two_classes_two_budgets_and_two_friends_all_stand():
+    facts = facts_of(_turns(
+        "I'm allergic to peanuts.",
+        "I'm now allergic to shellfish as well.",
+        "I have a pottery class every Monday at 6 pm.",
+        "I have a salsa class every Thursday at 7 pm.",
+        "My budget for the laptop is $900.",
+        "My budget for the bike is $400.",
+        "My friend Ana Lopez is my emergency contact, 555-0102.",
+        "My friend Ben Okafor is my climbing partner, 555-0199.",
+    ))
+    assert len(facts) == 8 and all(f.current for f in facts)
+
+
+def test_another_speakers_fact_never_replaces():
+    facts = facts_of(_turns("The code for my front door is 4411.", "I changed the front door code, it's 7734 now.",
+                            speakers=("Ana", "Ben")))
+    assert len(facts) == 2 and all(f.current for f in facts)
+    same = facts_of(_turns("The code for my front door is 4411.", "I changed the front door code, it's 7734 now.",
+                           speakers=("Ana", "Ana")))
+    assert [f.current for f in same] == [False, True]
+
+
+def test_the_shipped_model_reads_every_feature_it_has_weights_for():
+    model = default_model()
+    one = shape("number", subject_of("The code is 4411.", "number"), "The code is 4411.")
+    found = pair_features(one, one)
+    assert set(model.weights) == set(found) == set(model.means) == set(model.scales)
+    assert 0.0 < model.threshold < 1.0 and all(0.0 <= v <= 1.0 for v in found.values())
+    assert {f.name for f in fields(Shape)} >= {"slot", "words", "heads", "values"}
