@@ -167,7 +167,7 @@ def main() -> None:
         for path, fitted in ((MODEL_PATH, model), (FACT_MODEL_PATH, facts)):
             path.write_text(json.dumps({"about": ["Written by benchmarks/claims.py --fit."], **fitted.to_json()},
                                        indent=0, sort_keys=True, ensure_ascii=False) + "\n", encoding="utf-8")
-        claims_module._shipped.cache_clear()
+        claims_module.shipped_model.cache_clear()
     written = labelled("claims_check", ())
     result = {"claim_model": {"threshold": model.threshold, "features": len(model.weights),
                               "train": scores(model, train), "check": scores(model, check),

@@ -103,20 +103,21 @@ MODEL_FILE = "claim_model.json"
 FACT_MODEL_FILE = "fact_model.json"
 
 
-@lru_cache(maxsize=2)
-def _shipped(name: str) -> ClaimModel:
+@lru_cache(maxsize=4)
+def shipped_model(name: str) -> ClaimModel:
+    """A model of this kind shipped in ``core/data`` (``name``: its file)."""
     data = json.loads(resources.files("localpager.core").joinpath("data", name).read_text(encoding="utf-8"))
     return ClaimModel(data["weights"], data["bias"], data["threshold"], data.get("worded", False))
 
 
 def default_model() -> ClaimModel:
     """The fitted claim model shipped with the package (``core/data/claim_model.json``)."""
-    return _shipped(MODEL_FILE)
+    return shipped_model(MODEL_FILE)
 
 
 def fact_model() -> ClaimModel:
     """The fitted fact model shipped with the package (``core/data/fact_model.json``)."""
-    return _shipped(FACT_MODEL_FILE)
+    return shipped_model(FACT_MODEL_FILE)
 
 
 def is_claim(sentence: str) -> bool:

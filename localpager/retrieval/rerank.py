@@ -31,6 +31,7 @@ from ..core.answer_types import asks_for_several
 from ..core.answer_types import match as type_match
 from ..core.facts import CORRECTION_CUE, StandingFact
 from ..core.pager import Pager
+from ..core.personal import asks_about_self
 from ..core.records import Page, newest
 from ..core.text import term_key
 from ..runtime.choices import Fired
@@ -232,6 +233,10 @@ class RerankSelector(PageSelector):
     def facts_for(self, question: str) -> list[FactHit]:
         """The standing facts that bear on ``question``, best first (``retrieval.facts``)."""
         return self.facts.relevant(question)
+
+    def asks_about_self(self, question: str) -> bool:
+        """``core.personal``'s learned reading: the question asks about the speaker's own life."""
+        return asks_about_self(question)
 
     def is_task(self, question: str) -> bool:
         """The recall gate's reading of a task ("help me write …", "can you plan …")."""

@@ -16,6 +16,7 @@ from ..backends.constraints import OneOf
 from ..core.facts import StandingFact
 from ..core.pager import Pager
 from .guard import RETRY_PENALTY, RepetitionGuard
+from .prompts import QUOTE_OPENING
 from .selector import PageSelector
 from .settings import RecallSettings
 from .trace import Trace
@@ -56,32 +57,39 @@ class Answering:
             self.sink(text)
 
     def generate(self, backend: ChatBackend, prompt: Sequence[int], max_tokens: int, *, lead: str = "",
-                 constraint: OneOf | None = None, keep: Sequence[int] = (), apart: bool = False
-                 ) -> tuple[Generation, str]:
+                 constraint: OneOf | None = None, keep: Sequence[int] = (), apart: bool = False,
+                 unquoted: bool = False) -> tuple[Generation, str]:
         """Generate under the repetition guard; the answer text is what the guard keeps. ``lead`` is sent first
         (what the decision step already produced, or a quoted fact: with ``apart`` what the model goes on with is
         a sentence of its own). An answer that is word for word one of ``earlier`` was held back
-        whole: it is generated once more with a penalty on repeated tokens, and the trace says so (``repeated``)."""
+        whole: it is generated once more with a penalty on repeated tokens, and the trace says so (``repeated``).
+        ``unquoted``: the answer was given no memory, so it may not open as a quote of the user's words
+        (``QUOTE_OPENING``): such an answer is generated once more as a repeat is, and loses the opening if it
+        still has it."""
         s = self.settings
         options: dict = {"repeat_penalty": s.repeat_penalty} if s.repeat_penalty != 1.0 else {}
         if constraint is not None:
             options["constraint"] = constraint
         if keep:
             options["keep"] = tuple(keep)
-        gen, guard = self._guarded(backend, prompt, max_tokens, lead, options, apart)
-        if guard.repeats_earlier:
+        claims = (QUOTE_OPENING,) if unquoted else ()
+        gen, guard = self._guarded(backend, prompt, max_tokens, lead, options, apart, claims)
+        if guard.repeats_earlier or guard.claims_memory:
             # the first generation's cost counts too
             self.trace.add_tokens(gen.evaluated, gen.reused, len(gen.tokens), gen.prompt_tokens, kind="answer")
             self.trace.timings_ms["answer_decode"] += gen.prefill_ms + gen.decode_ms
             options["repeat_penalty"] = max(RETRY_PENALTY, s.repeat_penalty)
-            gen, guard = self._guarded(backend, prompt, max_tokens, lead, options, apart)
+            gen, guard = self._guarded(backend, prompt, max_tokens, lead, options, apart, claims)
             self.trace.repeated = "sent again" if guard.repeats_earlier else "regenerated"
+        if guard.claims_memory:
+            guard.text = _without_opening(guard.text, QUOTE_OPENING)
+            self.trace.repeated = "quote opening dropped"
         guard.flush()
         return gen, guard.text.strip()
 
     def _guarded(self, backend: ChatBackend, prompt: Sequence[int], max_tokens: int, lead: str, options: dict,
-                 apart: bool) -> tuple[Generation, RepetitionGuard]:
-        guard = RepetitionGuard(self.sink, self.earlier)
+                 apart: bool, claims: Sequence[str] = ()) -> tuple[Generation, RepetitionGuard]:
+        guard = RepetitionGuard(self.sink, self.earlier, claims)
         feed: TextCallback = guard
         if lead:
             guard(lead)
@@ -94,6 +102,15 @@ class Answering:
         self.trace.timings_ms[prefill_stage] += gen.prefill_ms
         self.trace.timings_ms["answer_decode"] += gen.decode_ms
         self.trace.add_tokens(gen.evaluated, gen.reused, len(gen.tokens), gen.prompt_tokens, kind="answer")
+
+
+def _without_opening(text: str, opening: str) -> str:
+    """``text`` past ``opening`` and what follows it up to the first word ('You told me: "Boil an egg."' ->
+    'Boil an egg.'), with its first letter capital; the quotation marks around the rest are dropped."""
+    rest = text[len(opening):].lstrip(" :,-\u2014").strip()
+    if len(rest) >= 2 and rest[0] in "\"\u201c" and rest[-1] in "\"\u201d":
+        rest = rest[1:-1].strip()
+    return rest[:1].upper() + rest[1:]
 
 
 def spaced_after(sink: TextCallback) -> TextCallback:

@@ -8,6 +8,11 @@ time in a row; the answer keeps everything before the repeat. It passes text on 
 back only what a repeat could still cut off, so a streaming client sees what the answer keeps, as it
 is generated.
 
+A model answering from its own prompt also copies how a fact answer opens ("You told me: ...", the replies
+before it) and then quotes what nobody said; given that opening (``claims``), the guard holds an answer back while
+it may still begin so and says when it did (``claims_memory``): it is generated again as a repeat is, and what
+still opens so loses the opening.
+
 It also loops across turns: in a chat, SmolLM2 gave "I'm sorry for any confusion, but as a dental
 professional…" word for word to four different questions in a row. Given the conversation's last replies
 (``earlier_replies``), the guard holds an answer back while it is still word for word the beginning of one
@@ -150,9 +155,10 @@ class RepetitionGuard:
     drop) and releases it once the text diverges. What the callback saw is therefore always the
     beginning of ``text``, and after ``flush`` all of it; a streaming client never shows the loop."""
 
-    def __init__(self, inner: TextCallback | None = None, earlier: Sequence[str] = ()):
+    def __init__(self, inner: TextCallback | None = None, earlier: Sequence[str] = (), claims: Sequence[str] = ()):
         self.inner = inner
         self.earlier = tuple(earlier)  # ``earlier_replies``: held back while the answer may be one of them
+        self.claims = tuple(_normal(c) for c in claims)  # openings it must not begin with (see ``claims_memory``)
         self.raw = ""  # everything the model produced
         self.text = ""  # what the answer keeps
         self.tripped = False
@@ -205,6 +211,8 @@ class RepetitionGuard:
         # an answer that may still turn out word for word an earlier reply is held whole (see ``repeats_earlier``)
         if self.earlier and self._sent == 0 and any(e.startswith(_normal(raw)) for e in self.earlier):
             return 0
+        if self.claims and self._sent == 0 and any(c.startswith(_normal(raw)[: len(c)]) for c in self.claims):
+            return 0  # it may still open as a quote of the user's words (``claims_memory``)
         # both stops strip what ends the kept text (spaces, line breaks, " ,;:-"): never send that yet
         while hold > self._sent and (raw[hold - 1].isspace() or raw[hold - 1] in _CUT_TRAIL):
             hold -= 1
@@ -214,6 +222,13 @@ class RepetitionGuard:
     def repeats_earlier(self) -> bool:
         """The answer is word for word one of the ``earlier`` replies (nothing of it was passed on)."""
         return self._sent == 0 and _normal(self.text) in self.earlier
+
+    @property
+    def claims_memory(self) -> bool:
+        """The answer opens as only a fact answer may ("You told me: ..."): a model answering from its own prompt
+        copies that opening from the replies before it and then quotes what nobody said (nothing of it was
+        passed on)."""
+        return self._sent == 0 and any(_normal(self.text).startswith(c) for c in self.claims)
 
     def flush(self) -> None:
         """Pass on what is still held back once the generation has ended."""

@@ -102,9 +102,13 @@ def fact_turn(fact: StandingFact) -> Turn:
     return Turn(role="user", text=fact.text, index=fact.turn, time=fact.time, speaker=fact.speaker)
 
 
+# How an answer quoting the user's own words opens: only a fact answer may (``guard.RepetitionGuard.claims``)
+QUOTE_OPENING = "You told me"
+
+
 def fact_lead(fact: StandingFact) -> str:
     """How a fact answer begins: the fact quoted, as said ("You told me: ..."; a transcript's "Caroline said: ...")."""
-    who = f"{fact.speaker} said" if fact.speaker else "You told me"
+    who = f"{fact.speaker} said" if fact.speaker else QUOTE_OPENING
     return f'{who}: "{fact.text}"'
 
 

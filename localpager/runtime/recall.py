@@ -149,7 +149,12 @@ class Runtime:
             if decision.is_recall:
                 trace.trigger = Fired.FORCED if s.mode == RecallMode.ALWAYS else Fired.MODEL
                 trace.model_page_ids = list(decision.page_ids)
+        if trace.trigger == Fired.NONE and self._personal(a):
+            trace.trigger = Fired.PERSONAL
         if trace.trigger != Fired.NONE and self._recall(a, list(decision.page_ids)):
+            return trace
+        if trace.trigger == Fired.PERSONAL:  # nothing to recall at all: nothing about it was said
+            self._not_remembered(a, [])
             return trace
         self._continue(a, a.prompt, decision_tokens, decision.answer_start,
                        prefill_stage="prefill" if not decision_tokens else "answer_decode")
@@ -201,6 +206,14 @@ class Runtime:
         if a.selector.last_gate is not None:  # the recall gate's verdict, when the selector asked it
             a.trace.gate = a.selector.last_gate.to_dict()
         return triggered
+
+    @staticmethod
+    def _personal(a: Answering) -> bool:
+        """A question about the user's own life that neither a standing fact nor the model's recall answered: what
+        memory holds about it, or that nothing is remembered, never the model's own answer (it would invent one,
+        and its reply would read later as memory). Only where the floor may say so (``abstain``)."""
+        s = a.settings
+        return s.abstain and s.mode in (RecallMode.AUTO, RecallMode.SELECTOR) and a.selector.asks_about_self(a.question)
 
     def _recall(self, a: Answering, named: list[int]) -> bool:
         """Answer from the selected turns under the settings' layout; False if nothing was selected or fits."""
@@ -334,7 +347,8 @@ class Runtime:
                   prefill_stage: str) -> None:
         """Generate the answer on the chat context, continuing after what the decision step already produced."""
         gen, text = a.generate(self.backend, list(prompt) + list(decided_tokens),
-                               a.settings.max_answer_tokens - len(decided_tokens), lead=answer_start)
+                               a.settings.max_answer_tokens - len(decided_tokens), lead=answer_start,
+                               unquoted=True)
         a.count_answer(gen, prefill_stage)
         a.trace.answer, a.trace.stopped = text, gen.stopped
 

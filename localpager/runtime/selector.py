@@ -69,6 +69,10 @@ class PageSelector:
         """The standing facts that bear on ``question``, best first (none by default)."""
         return []
 
+    def asks_about_self(self, question: str) -> bool:
+        """Whether ``question`` asks about the user's own life, which only memory can answer (never by default)."""
+        return False
+
     def is_task(self, question: str) -> bool:
         """Whether ``question`` asks for work to be done ("help me write …"), not for what was said."""
         return False

@@ -290,7 +290,7 @@ def test_an_unknown_backend_gets_the_one_message():
 # -- the trace speaks the settings' words ----------------------------------------------------------
 def test_the_trace_names_a_trigger_as_its_setting_does():
     assert {Fired(t) for t in Trigger if t != Trigger.OFF} == {Fired.GATE, Fired.QUESTION}
-    assert {f.value for f in Fired} - {t.value for t in Trigger} == {"none", "model", "forced", "selector"}
+    assert {f.value for f in Fired} - {t.value for t in Trigger} == {"none", "model", "forced", "selector", "personal"}
     assert Trace(0, "q").trigger is Fired.NONE
 
 

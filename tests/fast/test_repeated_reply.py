@@ -64,7 +64,7 @@ def test_a_reply_the_conversation_just_had_is_generated_again_and_the_trace_says
     first = conv.ask("Can you check my teeth?")
     assert first.answer == STUCK and first.trace.repeated == ""
     shown: list[str] = []
-    second = conv.ask("When does my flight to Lisbon leave?", on_text=shown.append)
+    second = conv.ask("When do flights to Lisbon usually leave?", on_text=shown.append)
     assert second.answer == FRESH and second.trace.repeated == "regenerated"
     assert "".join(shown).strip() == FRESH  # the repeat never reached the client
     penalties = [c.options.get("repeat_penalty", 1.0) for c in backend.calls if c.grammar is None]
@@ -86,6 +86,6 @@ def test_a_repeat_that_survives_the_penalty_is_sent_and_named_in_the_trace(fake_
     conv = lp.conversation("c", create=True)
     conv.ask("Can you check my teeth?")
     shown: list[str] = []
-    answer = conv.ask("When does my flight leave?", on_text=shown.append)
+    answer = conv.ask("When do flights usually leave?", on_text=shown.append)
     assert answer.answer == STUCK and answer.trace.repeated == "sent again"
     assert "".join(shown).strip() == STUCK and answer.trace.to_dict()["repeated"] == "sent again"

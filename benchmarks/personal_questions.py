@@ -1,0 +1,109 @@
+"""The personal-question model (``core.personal``): fitted on labelled questions, measured on questions it never saw.
+
+Fitted on ``lab/data/personal_train.json`` and the tuning, dev and dev2 phrasing sets: their fact questions
+(``asks``: each needs the speaker's own fact) are personal, their general questions are not. The implicit questions
+("I'm packing snacks for a flight. Anything I should stay away from?") are left out of the fit: they need a fact
+when there is one, and are fair advice questions when there is none, so the model must not learn them either way;
+their rate is reported. The threshold is the lowest at which at most ``MAX_GENERAL`` of the general questions
+(out of fold) are called personal: a general question called personal may be answered "I don't remember that",
+worse than a personal one answered as today.
+
+Measured, never fitted on: ``personal_check.json`` (written apart), the held-out phrasing set and the held-out
+kinds (``kinds_heldout.json``).
+
+    .venv/bin/python benchmarks/personal_questions.py          # measure the shipped model
+    .venv/bin/python benchmarks/personal_questions.py --fit    # fit it again and write core/data/personal_model.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import sys
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from claims import DATA, ROOT, TRAIN_PHRASINGS, _fill, out_of_fold  # noqa: E402
+
+from localpager.core import claims as claims_module  # noqa: E402
+from localpager.core.claims import ClaimModel, mask_quotes  # noqa: E402
+from localpager.core.personal import MODEL_FILE, personal_model  # noqa: E402
+
+MODEL_PATH = ROOT / "localpager" / "core" / "data" / MODEL_FILE
+MAX_GENERAL = 0.05  # general questions (out of fold) the threshold may call personal
+
+
+def _load(name: str) -> dict:
+    return json.loads((DATA / f"{name}.json").read_text(encoding="utf-8"))
+
+
+def phrasing_rows(name: str, rng: random.Random) -> tuple[list[tuple[str, int]], list[str]]:
+    """(question, 1 if personal) of a phrasing or kinds file: its ``asks`` and general questions; and its implicit
+    questions apart."""
+    sets = _load(name)
+    rows = [(_fill(q, rng), 1) for kind in sets["kinds"].values() for q in kind["asks"]]
+    rows += [(q, 0) for group in sets["general"].values() for q in group]
+    implicit = [_fill(q, rng) for kind in sets["kinds"].values() for q in kind["implicit"]]
+    return rows, implicit
+
+
+def written_rows(name: str) -> list[tuple[str, int]]:
+    data = _load(name)
+    return [(q, 1) for q in data["personal"]] + [(q, 0) for q in data["general"]]
+
+
+def training_rows(seed: int = 0) -> list[tuple[str, int]]:
+    rng = random.Random(seed)
+    rows = written_rows("personal_train")
+    for phrasing in TRAIN_PHRASINGS:
+        rows += phrasing_rows(f"phrasing_{phrasing}", rng)[0]
+    return [(mask_quotes(q), y) for q, y in rows]
+
+
+def fit(rows: list[tuple[str, int]]) -> ClaimModel:
+    """The lowest threshold at which at most ``MAX_GENERAL`` of the general questions, out of fold, are personal."""
+    model, held = out_of_fold(rows, worded=False)
+    general = np.sort(held[np.array([y for _, y in rows]) == 0])[::-1]
+    threshold = float(general[int(MAX_GENERAL * len(general))]) + 1e-4
+    return ClaimModel(model.weights, model.bias, round(threshold, 4))
+
+
+def rates(model: ClaimModel, rows: list[tuple[str, int]]) -> dict:
+    said = [(model.is_claim(mask_quotes(q)), y, q) for q, y in rows]
+    personal = [s for s in said if s[1]]
+    general = [s for s in said if not s[1]]
+    return {"personal": len(personal), "personal_found": round(sum(s[0] for s in personal) / max(1, len(personal)), 3),
+            "general": len(general), "general_called_personal": round(sum(s[0] for s in general) / max(1, len(general)), 3),
+            "missed": [q for got, y, q in personal if not got][:6], "wrongly": [q for got, y, q in general if got][:6]}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--fit", action="store_true", help=f"fit again and write {MODEL_PATH.relative_to(ROOT)}")
+    parser.add_argument("--json", type=Path, help="write the figures here too")
+    args = parser.parse_args()
+    rows = training_rows()
+    model = personal_model() if not args.fit else fit(rows)
+    if args.fit:
+        MODEL_PATH.write_text(json.dumps({"about": ["Written by benchmarks/personal_questions.py --fit."],
+                                          **model.to_json()}, indent=0, sort_keys=True) + "\n", encoding="utf-8")
+        claims_module.shipped_model.cache_clear()
+    rng = random.Random(1)
+    result = {"threshold": model.threshold, "features": len(model.weights), "train": rates(model, rows),
+              "check_written": rates(model, written_rows("personal_check"))}
+    for name in ("phrasing_heldout", "kinds_heldout"):
+        held, implicit = phrasing_rows(name, rng)
+        result[name] = rates(model, held)
+        result[name]["implicit_called_personal"] = round(float(np.mean([model.is_claim(q) for q in implicit])), 3)
+    text = json.dumps(result, indent=2, ensure_ascii=False)
+    print(text)
+    if args.json:
+        args.json.write_text(text + "\n", encoding="utf-8")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,82 @@
+"""Issue 38 (5): a question about the user's own life is answered from memory or "I don't remember that", never
+invented by the model; a model answering from its own prompt does not open as a quote of the user's words. The
+personal-question model (``core.personal``) is checked on questions it never saw; the routing on the fakes
+(tests/fakes.py), the model itself on the real embedder in tests/model."""
+
+from __future__ import annotations
+
+import json
+from importlib import resources
+
+import pytest
+from fakes import ScriptedBackend, shortest_sentence
+
+from localpager.core.personal import asks_about_self, personal_model
+from localpager.runtime.guard import RepetitionGuard
+from localpager.runtime.prompts import NOT_REMEMBERED, QUOTE_OPENING
+
+
+def _check() -> dict:
+    return json.loads(resources.files("localpager.lab").joinpath("data", "personal_check.json").read_text("utf-8"))
+
+
+def test_the_shipped_model_tells_personal_questions_it_never_saw_from_general_ones():
+    data = _check()
+    found = sum(asks_about_self(q) for q in data["personal"]) / len(data["personal"])
+    wrong = sum(asks_about_self(q) for q in data["general"]) / len(data["general"])
+    assert found >= 0.8 and wrong <= 0.05, (found, wrong)
+
+
+def test_what_it_is_about_weighs_nothing_only_how_it_asks():
+    model = personal_model()
+    assert not any(f.startswith("c:") for f in model.weights)  # no content word has a weight
+    assert asks_about_self("What is the name of my accountant?") and asks_about_self("Who is my doctor?")
+    assert not asks_about_self("What is the name of the tallest accountant in history?")
+
+
+def test_a_quoted_question_asks_nothing_about_the_speaker():
+    assert not asks_about_self("Translate into German: \"What's my sister's name?\"")
+
+
+@pytest.fixture
+def chatty(fake_pager):
+    """A model that answers everything with an invented value, opening as a fact answer does."""
+    backend = ScriptedBackend()
+    invented = f'{QUOTE_OPENING}: "Your husband is called Ethan."'
+
+    def reply(prompt: str, grammar: str | None) -> str:
+        return shortest_sentence(grammar) if grammar else invented
+
+    backend.fallback = reply
+    return fake_pager(backend=backend), backend
+
+
+def test_a_personal_question_in_a_new_chat_is_not_remembered_and_the_model_is_not_asked(chatty):
+    lp, backend = chatty
+    conv = lp.conversation("c", create=True)
+    answer = conv.ask("What is my husband's name?")
+    assert answer.answer == NOT_REMEMBERED and answer.trace.trigger == "personal"
+    assert answer.trace.decision == "unknown"
+
+
+def test_a_general_question_is_still_the_models_but_never_opens_as_a_quote(chatty):
+    lp, backend = chatty
+    conv = lp.conversation("c", create=True)
+    answer = conv.ask("How do I boil an egg?")
+    assert answer.trace.trigger == "none" and answer.trace.decision == "answer"
+    assert not answer.answer.lower().startswith(QUOTE_OPENING.lower())
+    assert answer.answer == "Your husband is called Ethan."  # the opening dropped after the second try
+    assert answer.trace.repeated == "quote opening dropped"
+
+
+def test_the_guard_holds_back_an_answer_while_it_may_open_as_a_quote():
+    shown: list[str] = []
+    guard = RepetitionGuard(shown.append, claims=(QUOTE_OPENING,))
+    for piece in ["You ", "told ", "me: ", "\"nothing\""]:
+        guard(piece)
+    assert shown == [] and guard.claims_memory
+    guard = RepetitionGuard(shown.append, claims=(QUOTE_OPENING,))
+    for piece in ["You ", "can ", "boil ", "it ", "for ", "nine ", "minutes."]:
+        guard(piece)
+    guard.flush()
+    assert "".join(shown) == "You can boil it for nine minutes." and not guard.claims_memory
