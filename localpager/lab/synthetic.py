@@ -176,7 +176,8 @@ class Wording:
     """How a generated conversation is worded and what it asks besides one probe per fact (``generate_conversation``
     says what each means): ``phrasing`` (a ``Phrasing``), ``general`` and ``absent`` questions at the end,
     ``questions`` (a ``QuestionStyle``), and ``kinds``, the kind set facts are drawn from (``KIND_SETS``:
-    ``trained``, facts.json's kinds, or ``heldout``, kinds_heldout.json's, never tuned on)."""
+    ``trained``, facts.json's kinds; ``heldout``, kinds_heldout.json's, never tuned on; or ``dev``, kinds_dev.json's,
+    other new kinds that may be tuned on)."""
 
     phrasing: str = "tuning"
     general: int = GENERAL_PER_CONVERSATION

@@ -39,7 +39,8 @@ checks that every set has every kind with the four lists, with corrections where
 
 ``kinds_<name>.json``, a kind set (``--kinds <name>``, one of ``KIND_SETS`` but ``trained``): fact kinds of its
 own, never those of ``facts.json``, each its own fact type and with its own words, for measuring how the memory
-does on kinds nothing was written or tuned for:
+does on kinds nothing was written or tuned for: ``heldout`` (the check set, never tuned on) and ``dev`` (a
+development set of other kinds, none of the held-out ones, that settings may be tuned on):
 
 - ``"kinds"``: name -> ``{"value": [maker, arguments...], "says", "asks", "updates", "implicit"}``: the value
   maker as in ``facts.json`` (``["pool", <word pool>]`` draws from this file's own pools) and the four template
@@ -64,7 +65,9 @@ from typing import Any
 
 TEMPLATE_KEYS = ("says", "asks", "updates", "implicit")
 TRAINED_KINDS = "trained"  # the kind set of facts.json, worded by a phrasing set
-KIND_SETS = (TRAINED_KINDS, "heldout")  # "heldout": kinds_heldout.json, written apart and never tuned on
+KIND_SETS = (TRAINED_KINDS, "heldout", "dev")
+# "heldout": kinds_heldout.json, written apart and never tuned on (the check set); "dev": kinds_dev.json, other
+# new kinds written apart from both, which settings may be tuned on to generalise to kinds nobody wrote cues for
 
 
 @cache

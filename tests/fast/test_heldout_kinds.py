@@ -1,5 +1,6 @@
-"""The held-out kind set (lab/data/kinds_heldout.json): the generator plants its kinds, in its own words, and
-nothing it generates for the trained kinds changes."""
+"""The kind sets of new kinds, held-out (lab/data/kinds_heldout.json, the check set) and dev (kinds_dev.json, which
+may be tuned on): the generator plants their kinds, in their own words; the dev set shares no kind or word pool
+with the held-out or the trained kinds; and nothing it generates for the trained kinds changes."""
 
 from __future__ import annotations
 
@@ -20,13 +21,17 @@ from localpager.lab.synthetic import (
 from localpager.lab.synthetic_data import KIND_SETS, kind_set, load
 
 
-@pytest.fixture(scope="module")
-def heldout():
-    return generate_dataset(24, seed=5, kinds="heldout", questions="both", absent=4)
+NEW_SETS = ("heldout", "dev")
 
 
-def test_the_file_has_enough_new_kinds_each_fully_worded():
-    kinds, pools, general = kind_set("heldout")
+@pytest.fixture(scope="module", params=NEW_SETS)
+def generated(request):
+    return request.param, generate_dataset(24, seed=5, kinds=request.param, questions="both", absent=4)
+
+
+@pytest.mark.parametrize("name", NEW_SETS)
+def test_the_file_has_enough_new_kinds_each_fully_worded(name):
+    kinds, pools, general = kind_set(name)
     assert len(kinds) >= 12 and len(general) >= 12
     assert not set(kinds) & {k.name for k in FACT_KINDS} and not set(kinds) & set(FACT_TYPES)
     assert not set(pools) & set(load("facts")["word_pools"])
@@ -40,11 +45,12 @@ def test_the_file_has_enough_new_kinds_each_fully_worded():
             assert not re.search(r"[\d{}]", question), question
 
 
-def test_generated_conversations_plant_held_out_kinds_only(heldout):
-    names = {k.name for k in set_kinds("heldout")}
+def test_generated_conversations_plant_the_set_s_kinds_only(generated):
+    name, convs = generated
+    names = {k.name for k in set_kinds(name)}
     planted = set()
-    for conv in heldout:
-        assert conv.meta["kinds"] == "heldout"
+    for conv in convs:
+        assert conv.meta["kinds"] == name
         facts = [p for p in conv.probes if p.type not in (GENERAL_PROBE, ABSENT_PROBE)]
         assert 12 <= len(facts) <= 16  # 6-8 facts, an explicit and an implicit question each
         by_index = {t.index: t for t in conv.turns}
@@ -56,11 +62,51 @@ def test_generated_conversations_plant_held_out_kinds_only(heldout):
             others = [t for t in conv.turns if t.index not in probe.extra["stated"]]
             assert not any(mentions(t.text, probe.answers) for t in others), probe.question
         general = [p for p in conv.probes if p.type == GENERAL_PROBE]
-        assert len(general) == 6 and set(p.question for p in general) <= set(kind_set("heldout")[2])
+        assert len(general) == 6 and set(p.question for p in general) <= set(kind_set(name)[2])
         absent = [p for p in conv.probes if p.type == ABSENT_PROBE]
         assert len(absent) == 4 and not {p.extra["kind"] for p in absent} & {p.type for p in facts}
     assert planted == names  # every kind is planted somewhere
-    assert any(p.extra["old_answers"] for conv in heldout for p in conv.probes if p.extra.get("old_answers"))
+    asked = {p.type for conv in convs for p in conv.probes if p.type in names}
+    implicit = {p.type for conv in convs for p in conv.probes if p.extra.get("style") == "implicit"}
+    assert asked == implicit == names  # and asked about, explicitly and implicitly
+    assert any(p.extra["old_answers"] for conv in convs for p in conv.probes if p.extra.get("old_answers"))
+
+
+def _answers(pools) -> list[set[str]]:
+    """Each word pool's accepted answers, lower-cased, as a set."""
+    return [{a.lower() for row in rows for a in row} for rows in pools.values()]
+
+
+def _templates(kinds) -> set[str]:
+    return {t for spec in kinds.values() for key in ("says", "updates", "asks", "implicit") for t in spec[key]}
+
+
+def test_the_dev_set_is_apart_from_the_held_out_and_trained_kinds():
+    """Tuning on the dev set must not be tuning on the check set: no kind name, pool name or pool (its values
+    as a set) of kinds_dev.json is the held-out set's or facts.json's, no dev value is one of theirs, and no
+    template or general question is the held-out set's."""
+    dev_kinds, dev_pools, dev_general = kind_set("dev")
+    held_kinds, held_pools, held_general = kind_set("heldout")
+    trained_pools = load("facts")["word_pools"]
+    assert not set(dev_kinds) & (set(held_kinds) | {k.name for k in FACT_KINDS} | set(FACT_TYPES))
+    assert not set(dev_pools) & (set(held_pools) | set(trained_pools))
+    others = _answers(held_pools) + _answers(trained_pools)
+    for pool in _answers(dev_pools):
+        assert pool not in others and not pool & set().union(*others), sorted(pool)
+    assert not _templates(dev_kinds) & _templates(held_kinds) and not set(dev_general) & set(held_general)
+
+
+def test_no_dev_template_names_a_value_of_its_set():
+    """A statement's own words name no value of the set (so every draw can be clear of the other facts), and no
+    question names an answer of its own kind."""
+    kinds, pools, _ = kind_set("dev")
+    every = [a for rows in pools.values() for row in rows for a in row]
+    for kind, spec in kinds.items():
+        own = [a for row in pools[spec["value"][1]] for a in row]
+        for template in spec["says"] + spec["updates"]:
+            assert not mentions(template.replace("{v}", ""), every), (kind, template)
+        for question in spec["asks"] + spec["implicit"]:
+            assert not mentions(question, own), (kind, question)
 
 
 def test_held_out_kinds_are_seeded_and_leave_the_trained_kinds_alone():
@@ -68,7 +114,9 @@ def test_held_out_kinds_are_seeded_and_leave_the_trained_kinds_alone():
     trained = generate_conversation(11)
     assert trained == generate_conversation(11, kinds="trained") and "kinds" not in trained.meta
     assert {p.type for p in trained.probes} <= set(FACT_TYPES) | {GENERAL_PROBE}
-    assert KIND_SETS == ("trained", "heldout")
+    assert KIND_SETS == ("trained", "heldout", "dev")
+    assert generate_conversation(11, kinds="dev") == generate_conversation(11, kinds="dev")
+    assert generate_conversation(11, kinds="dev") != generate_conversation(11, kinds="heldout")
     with pytest.raises(ValueError, match="own words"):
         generate_conversation(11, kinds="heldout", phrasing="dev")
     with pytest.raises(ValueError, match="kinds must be one of"):
