@@ -134,13 +134,17 @@ class StandingFact:
     pinned: bool = False  # shown first (the pinned ones fit the facts' room: ``Store.pin_fact``)
     asked: int = 0  # how many answers it was given to
     corrected: bool = False  # its source turn was corrected (``Conversation.correct``): the correction's facts stand
+    conv_id: str | None = None  # its conversation, when facts of several are listed together (``memory.users``)
 
     @property
     def current(self) -> bool:
         return self.superseded_by is None and not self.corrected
 
     def to_dict(self) -> dict:
-        return {**asdict(self), "current": self.current}
+        fields = asdict(self)
+        if self.conv_id is None:  # one conversation's listing reads as it always did
+            del fields["conv_id"]
+        return {**fields, "current": self.current}
 
     def line(self) -> str:
         """One line for a reader: id, source turn, kind, day, the words, and whether it is pinned or replaced."""
@@ -148,7 +152,8 @@ class StandingFact:
                                                        else "") + (" (corrected)" if self.corrected else "")
         who = f"{one_line(self.speaker)}: " if self.speaker else ""
         day = f"  {format_day(self.time)}" if self.time else ""
-        return f"#{self.fact_id}  turn {self.turn}  {self.kind}{day}  {who}{one_line(self.text)}{state}"
+        conv = f"{one_line(self.conv_id)}  " if self.conv_id is not None else ""
+        return f"{conv}#{self.fact_id}  turn {self.turn}  {self.kind}{day}  {who}{one_line(self.text)}{state}"
 
 
 def extract(turn: Turn) -> list[FactDraft]:
