@@ -21,7 +21,7 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Any, Callable, ClassVar, Sequence
 
-from ..core.checks import check_id, check_text
+from ..core.checks import check_id, check_text, id_problem
 from ..core.facts import FACTS_VERSION, CurrentFacts, FactDraft, StandingFact, extract, facts_of, superseded
 from ..core.pager import DEFAULT_BUDGET
 from ..core.records import Page, Probe, Turn
@@ -39,6 +39,10 @@ class StoreError(RuntimeError):
 
 class ConversationNotFound(StoreError):
     pass
+
+
+class UserNotFound(StoreError):
+    """No conversation of the store belongs to the user named."""
 
 
 class StoreBusy(StoreError):
@@ -113,6 +117,15 @@ class ConversationInfo:
     probes: int
     source: str | None
     settings: dict[str, Any] = field(default_factory=dict)
+    user: str | None = None  # whose conversation it is (None: nobody's, as every one was before users)
+
+
+def check_user(name: str) -> str:
+    """``name``, or a ``ValueError`` saying what is wrong with it: a user name is checked as a conversation id is
+    (shown in listings, one a line: printable, no surrounding spaces, at most ``MAX_ID_LENGTH`` characters)."""
+    if problem := id_problem(name):
+        raise ValueError(f"user name {name!r} {problem}")
+    return name
 
 
 class Store(ABC):
@@ -214,20 +227,29 @@ class Store(ABC):
         settings: dict[str, Any] | None = None,
         origin: Origin = Origin(),
         replace: bool = False,
+        user: str | None = None,
     ) -> None:
-        """Store a whole conversation in one transaction; an existing id is an error unless ``replace``."""
-        _check_conversation(self.path, conv_id, turns, probes)
+        """Store a whole conversation in one transaction; an existing id is an error unless ``replace``.
+        ``user``: whose it is (None: nobody's; a replaced conversation then keeps the user it had, and replacing
+        one of another user is an error)."""
+        _check_conversation(self.path, conv_id, turns, probes, user)
         source, meta = origin.source, origin.meta
         with self.transaction() as conn:
-            exists = conn.execute("SELECT 1 FROM conversations WHERE id = ?", (conv_id,)).fetchone()
+            exists = conn.execute("SELECT user_name FROM conversations WHERE id = ?", (conv_id,)).fetchone()
             if exists and not replace:
                 raise StoreError(f"conversation {conv_id!r} already exists in {self.path}")
             if exists:  # what is replaced goes: other processes must not keep serving or saving it
+                if user is not None and exists[0] is not None and exists[0] != user:
+                    raise StoreError(f"conversation {conv_id!r} in {self.path} belongs to user {exists[0]!r}, "
+                                     f"not {user!r}: it was not replaced")
+                user = exists[0] if user is None else user
                 _count_erasure(conn)
             conn.execute("DELETE FROM conversations WHERE id = ?", (conv_id,))
             conn.execute(
-                "INSERT INTO conversations (id, source, settings, meta, created_at, facts) VALUES (?, ?, ?, ?, ?, ?)",
-                (conv_id, source, json.dumps(settings or {}), json.dumps(meta or {}), time.time(), FACTS_VERSION),
+                "INSERT INTO conversations (id, source, settings, meta, created_at, facts, user_name)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (conv_id, source, json.dumps(settings or {}), json.dumps(meta or {}), time.time(), FACTS_VERSION,
+                 user),
             )
             conn.executemany(
                 "INSERT INTO turns (conv_id, idx, role, text, time, speaker) VALUES (?, ?, ?, ?, ?, ?)",
@@ -245,9 +267,10 @@ class Store(ABC):
                 ],
             )
 
-    def create_conversation(self, conv_id: str, settings: dict[str, Any] | None = None) -> None:
-        """An empty conversation, e.g. for a new chat."""
-        self.save_conversation(conv_id, [], [], settings=settings)
+    def create_conversation(self, conv_id: str, settings: dict[str, Any] | None = None,
+                            user: str | None = None) -> None:
+        """An empty conversation, e.g. for a new chat; ``user``: whose it is (None: nobody's)."""
+        self.save_conversation(conv_id, [], [], settings=settings, user=user)
 
     def delete_conversation(self, conv_id: str) -> None:
         self._require(conv_id)
@@ -262,22 +285,37 @@ class Store(ABC):
             raise ConversationNotFound(f"no conversation {conv_id!r} in {self.path}")
         return json.loads(rows[0][0])
 
-    def list_conversations(self) -> list[ConversationInfo]:
+    def list_conversations(self, user: str | None = None) -> list[ConversationInfo]:
+        """Every conversation, or with ``user`` only that user's, oldest first (in the order they were stored)."""
+        where, args = ("WHERE c.user_name = ?", (user,)) if user is not None else ("", ())
         rows = self._query(
-            """
+            f"""
             SELECT c.id, c.source, c.settings,
                 (SELECT COUNT(*) FROM turns t WHERE t.conv_id = c.id),
                 (SELECT COUNT(*) FROM pages p WHERE p.conv_id = c.id),
                 (SELECT COUNT(*) FROM pages p WHERE p.conv_id = c.id AND p.evicted),
-                (SELECT COUNT(*) FROM probes q WHERE q.conv_id = c.id)
-            FROM conversations c ORDER BY c.created_at, c.id
-            """
+                (SELECT COUNT(*) FROM probes q WHERE q.conv_id = c.id),
+                c.user_name
+            FROM conversations c {where} ORDER BY c.created_at, c.id
+            """, args
         )
         return [
             ConversationInfo(id=r[0], source=r[1], settings=json.loads(r[2]), turns=r[3], pages=r[4],
-                             evicted=r[5], probes=r[6])
+                             evicted=r[5], probes=r[6], user=r[7])
             for r in rows
         ]
+
+    def conversation_user(self, conv_id: str) -> str | None:
+        """Whose conversation ``conv_id`` is (None: nobody's)."""
+        rows = self._query("SELECT user_name FROM conversations WHERE id = ?", (conv_id,))
+        if not rows:
+            raise ConversationNotFound(f"no conversation {conv_id!r} in {self.path}")
+        return rows[0][0]
+
+    def users(self) -> list[str]:
+        """The users some conversation belongs to, by name."""
+        return [r[0] for r in self._query("SELECT DISTINCT user_name FROM conversations WHERE user_name IS NOT NULL"
+                                          " ORDER BY user_name")]
 
     # -- turns, pages, probes -----------------------------------------------------------------
     def turns(self, conv_id: str) -> list[Turn]:
@@ -638,12 +676,14 @@ class Store(ABC):
 
     # -- forgetting, corrections and interchange ----------------------------------------------
     def conversation_record(self, conv_id: str) -> dict[str, Any]:
-        """A conversation's own row: source, settings, meta, created_at."""
-        rows = self._query("SELECT source, settings, meta, created_at FROM conversations WHERE id = ?", (conv_id,))
+        """A conversation's own row: source, settings, meta, created_at, user."""
+        rows = self._query("SELECT source, settings, meta, created_at, user_name FROM conversations WHERE id = ?",
+                           (conv_id,))
         if not rows:
             raise ConversationNotFound(f"no conversation {conv_id!r} in {self.path}")
         r = rows[0]
-        return {"source": r[0], "settings": json.loads(r[1]), "meta": json.loads(r[2]), "created_at": r[3]}
+        return {"source": r[0], "settings": json.loads(r[1]), "meta": json.loads(r[2]), "created_at": r[3],
+                "user": r[4]}
 
     def probe_rows(self, conv_id: str) -> list[tuple[int, Probe]]:
         """(row index, probe) of a conversation's probes: rows forgetting may delete."""
@@ -783,10 +823,13 @@ def _count_erasure(conn) -> None:
     conn.execute("UPDATE counters SET value = 1 WHERE name = 'erase_pending'")
 
 
-def _check_conversation(path: Any, conv_id: str, turns: Sequence[Turn], probes: Sequence[Probe]) -> None:
+def _check_conversation(path: Any, conv_id: str, turns: Sequence[Turn], probes: Sequence[Probe],
+                        user: str | None = None) -> None:
     """Everything SQLite could not store, or a listing could not show, as one StoreError before any write."""
     try:
         check_id(conv_id)
+        if user is not None:
+            check_user(user)
         for i, t in enumerate(turns):
             for what, value in (("text", t.text), ("time", t.time), ("speaker", t.speaker)):
                 if value is not None:

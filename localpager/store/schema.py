@@ -141,6 +141,13 @@ ${facts_triggers}    """,
     );
     CREATE INDEX confirmations_conv ON confirmations(conv_id);
 ${confirmations_private}    """,
+    # 10: users. A conversation may belong to a user (``user_name``; ``user`` is a reserved word in PostgreSQL), so
+    # that what a person said in one chat is theirs in the next (``memory.users``). NULL: no user, as every
+    # conversation stored before this migration is.
+    """
+    ALTER TABLE conversations ADD COLUMN user_name TEXT;
+    CREATE INDEX conversations_user ON conversations(user_name);
+${users_private}    """,
 )
 
 SQLITE_GENERATION_TRIGGERS = (
@@ -235,6 +242,7 @@ DIALECTS: dict[str, dict[str, str]] = {
         "private_columns": "",
         "facts_triggers": SQLITE_FACTS_TRIGGERS,
         "confirmations_private": "",
+        "users_private": "",
     },
     "postgresql": {
         "real": "DOUBLE PRECISION",  # PostgreSQL's REAL is 4 bytes: a timestamp would lose minutes
@@ -249,6 +257,7 @@ DIALECTS: dict[str, dict[str, str]] = {
         "private_columns": POSTGRES_PRIVATE_COLUMNS,
         "facts_triggers": POSTGRES_FACTS_TRIGGERS,
         "confirmations_private": "    ALTER TABLE confirmations ALTER COLUMN conv_id SET STATISTICS 0;\n",
+        "users_private": "    ALTER TABLE conversations ALTER COLUMN user_name SET STATISTICS 0;\n",  # a person's name
     },
 }
 
