@@ -7,7 +7,7 @@ from __future__ import annotations
 
 __version__ = "0.1.0"
 
-__all__ = ["LocalPager", "ModelOptions", "PagingConfig", "RecallSettings", "__version__"]
+__all__ = ["LocalPager", "ModelOptions", "PagingConfig", "RecallSettings", "User", "__version__"]
 
 
 def __getattr__(name: str):
@@ -27,4 +27,8 @@ def __getattr__(name: str):
         from .runtime.settings import RecallSettings
 
         return RecallSettings
+    if name == "User":
+        from .memory.users import User
+
+        return User
     raise AttributeError(name)

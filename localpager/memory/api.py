@@ -28,7 +28,7 @@ from ..core.tokens import TokenCounter
 from ..retrieval.rerank import RerankSettings
 from ..runtime.recall import Runtime
 from ..runtime.settings import RecallSettings
-from ..store.base import ConversationInfo, Store, StoreError
+from ..store.base import ConversationInfo, Store, StoreError, UserNotFound, check_user
 from ..store.choices import FileFormat
 from ..store.kvstate import PrefixStates
 from ..store.location import open_store
@@ -38,6 +38,7 @@ from .conversation import Answer, Conversation
 from .held import Held
 from .ingest import IngestOptions, IngestReport, ingest_file
 from .models import ModelOptions, Models
+from .users import User, check_owner
 
 if TYPE_CHECKING:
     from ..retrieval.index import PageIndex
@@ -47,7 +48,7 @@ if TYPE_CHECKING:
     from .controls import ForgetReport
     from .interchange import ImportReport
 
-__all__ = ["Answer", "Conversation", "IngestReport", "LocalPager", "ModelOptions"]
+__all__ = ["Answer", "Conversation", "IngestReport", "LocalPager", "ModelOptions", "User"]
 
 
 class LocalPager:
@@ -164,36 +165,56 @@ class LocalPager:
         return self.held.selector(conv_id)
 
     # -- conversations ----------------------------------------------------------------------------
-    def conversations(self) -> list[ConversationInfo]:
-        return self.store.list_conversations()
+    def conversations(self, user: str | None = None) -> list[ConversationInfo]:
+        """Every stored conversation, or with ``user`` only that user's."""
+        return self.store.list_conversations(user)
+
+    def user(self, name: str) -> User:
+        """A person's memory across their conversations (``users.User``); a name no conversation belongs to is a
+        ``UserNotFound``."""
+        from ..core.checks import did_you_mean
+
+        check_user(name)
+        if not self.store.list_conversations(name):
+            raise UserNotFound(f"no user {name!r} in {self.store.path}: no conversation belongs to them"
+                               f"{did_you_mean(name, self.store.users())}")
+        return User(self.held, name)
 
     def ingest(self, path: str | os.PathLike, format: str = FileFormat.AUTO, config: PagingConfig | None = None,
-               replace: bool = False, progress=None, on_turns=None, embed: bool = False) -> IngestReport:
+               replace: bool = False, progress=None, on_turns=None, embed: bool = False,
+               user: str | None = None) -> IngestReport:
         """Read a conversation file and store every conversation in it, each in one transaction.
 
-        The file is validated whole first; an id already in the store is an error unless ``replace``.
+        The file is validated whole first; an id already in the store is an error unless ``replace``. ``user``:
+        whose the conversations are that the file names no user for (a line's ``"user"``); a stored
+        conversation of another user is not replaced.
         ``progress`` wraps the conversations (e.g. ``tqdm``); ``on_turns(paged, total)`` is called as turns
         are paged (every 500 and at each conversation's end), for a bar over one long conversation. ``embed``:
         the caller ``prepare``s the conversations next; their evicted turns are embedded meanwhile (in a helper
         process, while the rest are paged)."""
-        return ingest_file(self.held, path, IngestOptions(format, config, replace, progress, on_turns, embed))
+        return ingest_file(self.held, path, IngestOptions(format, config, replace, progress, on_turns, embed, user))
 
     def conversation(self, conv_id: str, create: bool = False, config: PagingConfig | None = None, *,
-                     warm: bool = False) -> Conversation:
+                     warm: bool = False, user: str | None = None) -> Conversation:
         """An open conversation; ``create`` makes an empty one (with ``config``) if it does not exist.
 
         Opening reads the conversation's settings only (an unknown id is a ``StoreError``); see
         ``Conversation`` for what loads when. ``warm``: an app about to wait for the user's first message
         starts ``Conversation.warm_up(models=True)``, so that the first answer finds the models, vectors and
-        indexes loaded."""
+        indexes loaded. ``user``: the conversation is that user's (one ``create`` makes is theirs); opening one
+        that belongs to nobody or to another user is a ``StoreError``. Without it any conversation opens."""
+        if user is not None:
+            check_user(user)
         with self.lock:
             if create and not self.store.has_conversation(conv_id):
                 config = config or PagingConfig()
                 try:
-                    self.store.create_conversation(conv_id, settings=config.to_dict())
+                    self.store.create_conversation(conv_id, settings=config.to_dict(), user=user)
                 except StoreError:
                     if not self.store.has_conversation(conv_id):  # not another process creating it first
                         raise
+            if user is not None:
+                check_owner(self.store, conv_id, user)  # an unknown id fails here
             conv = Conversation(self.held, conv_id)
         if warm:
             conv.warm_up(models=True)
@@ -205,15 +226,19 @@ class LocalPager:
 
     def export(self, path: str | os.PathLike, conv_ids: list[str] | None = None, vectors: bool = False) -> int:
         """Write conversations (default: all) to a JSONL file, readable by ``import_file`` and ``ingest``;
-        returns how many were written."""
+        returns how many were written. Each line names its conversation's user, if it has one."""
         return interchange.export_conversations(self.store, path, conv_ids, vectors=vectors)
 
-    def import_file(self, path: str | os.PathLike, mode: str = ImportMode.ERROR, progress=None) -> ImportReport:
+    def import_file(self, path: str | os.PathLike, mode: str = ImportMode.ERROR, progress=None,
+                    user: str | None = None) -> ImportReport:
         """Read an export back. A conversation already in the store is an error (``mode``, an ``ImportMode``:
         ``error``), replaced (``replace``) or extended with the turns it lacks (``merge``). ``progress(stage,
-        done, total)``: see ``interchange.import_conversations``."""
+        done, total)``: see ``interchange.import_conversations``. ``user``: whose the conversations are that the
+        file names no user for; one stored as another user's is neither replaced nor extended (a merge leaves
+        the stored conversation's user as it was)."""
         return interchange.import_conversations(
-            self.held, path, mode, progress, merge=lambda entry: self.conversation(entry.conversation.id).merge(entry))
+            self.held, path, mode, progress, user=user,
+            merge=lambda entry: self.conversation(entry.conversation.id).merge(entry))
 
     # -- what this process holds beside the store ------------------------------------------------
     def check_erasures(self) -> bool:

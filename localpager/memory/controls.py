@@ -144,15 +144,20 @@ class SearchHit:
     lexical: float = 0.0
     superseded_by: int | None = None
     label: str = ""  # "changed": a later turn corrected it (see ``superseded_by``)
+    conversation: str | None = None  # its conversation, when several conversations are searched (``users.User``)
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        fields = asdict(self)
+        if self.conversation is None:  # one conversation's search reads as it always did
+            del fields["conversation"]
+        return fields
 
     def line(self) -> str:
         when = f" [{self.time}]" if self.time else ""
         label = f" (changed: see turn {self.superseded_by})" if self.superseded_by is not None else ""
         who = self.speaker or self.role
-        return f"{self.score:.3f}  p{self.page_id} turn {self.turn}{when} {who}: {self.text[:160]}{label}"
+        conv = f"{self.conversation}  " if self.conversation is not None else ""
+        return f"{self.score:.3f}  {conv}p{self.page_id} turn {self.turn}{when} {who}: {self.text[:160]}{label}"
 
 
 # -- choosing turns ---------------------------------------------------------------------------------

@@ -129,6 +129,11 @@ class Conversation:
             return PagingConfig.from_dict({**settings, "budget": DEFAULT_BUDGET})
 
     @property
+    def user(self) -> str | None:
+        """Whose conversation this is (None: nobody's), as the store says."""
+        return self.store.conversation_user(self.id)
+
+    @property
     def writing(self) -> bool:
         """Held for a change in this process right now (``changing``)."""
         return bool(self._writing_depth)

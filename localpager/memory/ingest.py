@@ -8,7 +8,7 @@ from typing import Callable, Sequence
 
 from ..core.pager import PagingConfig, page_conversation
 from ..core.records import Turn
-from ..store.base import Origin
+from ..store.base import Origin, check_owners, check_user
 from ..store.choices import FileFormat
 from ..store.loaders import load_conversations
 from ..store.locks import conversation_lock
@@ -34,7 +34,8 @@ class IngestOptions:
     list of conversations, as ``tqdm`` does; ``on_turns(done, total)`` hears how many turns are paged), and
     ``embed``: the caller embeds the conversations next (``Conversation.prepare``), so each conversation's
     evicted turns are handed to the embedder as soon as it is paged (``TextEmbedder.encode_ahead``), to be
-    encoded in a helper process while the next ones are paged."""
+    encoded in a helper process while the next ones are paged. ``user``: whose the conversations are that the
+    file names no user for (None: nobody's)."""
 
     format: str = FileFormat.AUTO
     config: PagingConfig | None = None
@@ -42,6 +43,7 @@ class IngestOptions:
     progress: Callable | None = None
     on_turns: Callable[[int, int], None] | None = None
     embed: bool = False
+    user: str | None = None
 
 
 def ingest_file(held: Held, path: str | os.PathLike, options: IngestOptions = IngestOptions()) -> IngestReport:
@@ -50,11 +52,14 @@ def ingest_file(held: Held, path: str | os.PathLike, options: IngestOptions = In
     store, models = held.store, held.models
     config, replace = options.config or PagingConfig(), options.replace
     progress, on_turns = options.progress, options.on_turns
+    if options.user is not None:
+        check_user(options.user)
     loaded = load_conversations(path, options.format)
-    if not replace:
-        taken = [c.id for c in loaded.conversations if store.has_conversation(c.id)]
-        if taken:
-            raise ValueError(f"already in the store: {', '.join(taken)} (use --replace to overwrite them)")
+    users = {c.id: loaded.users.get(c.id, options.user) for c in loaded.conversations}
+    taken = [c.id for c in loaded.conversations if store.has_conversation(c.id)]
+    if taken and not replace:
+        raise ValueError(f"already in the store: {', '.join(taken)} (use --replace to overwrite them)")
+    check_owners(store, [(conv_id, users[conv_id]) for conv_id in taken])
     counter = models.counter()
     report = IngestReport(warnings=list(loaded.warnings))
     total, paged = sum(len(c.turns) for c in loaded.conversations), 0
@@ -71,7 +76,7 @@ def ingest_file(held: Held, path: str | os.PathLike, options: IngestOptions = In
         # replacing a conversation another process is writing to waits for it, as every writer does
         with conversation_lock(store, conv.id, held.lock_timeout):
             store.save_conversation(conv.id, conv.turns, pager.pages, conv.probes, settings,
-                                    Origin(str(path), conv.meta), replace=replace)
+                                    Origin(str(path), conv.meta), replace=replace, user=users[conv.id])
         report.conversations += 1
         report.turns += len(conv.turns)
         report.pages += len(pager.pages)

@@ -29,6 +29,7 @@ from ..store.loaders import (
     checked_turn_index,
     conversation_from_json,
     conversation_to_json,
+    conversation_user,
     is_number,
     json_line,
     list_of,
@@ -41,7 +42,7 @@ from ..store.loaders import (
     show_value,
     storable_text,
 )
-from ..store.base import Origin, PinRefused, Store
+from ..store.base import Origin, PinRefused, Store, check_owners, check_user
 from .choices import ImportMode
 from .held import Held
 
@@ -74,6 +75,8 @@ def conversation_line(store: Store, conv_id: str, vectors: bool = False) -> dict
     base = Transcript(conv_id, [Turn(t.role, t.text or FORGOTTEN_TEXT, t.index, t.time, t.speaker) for t in turns],
                         store.probes(conv_id), meta=record["meta"])
     line = conversation_to_json(base)
+    if record["user"] is not None:  # whose it is, after its id
+        line = {"id": line.pop("id"), "user": record["user"], **line}
     state: dict[str, Any] = {
         "version": FORMAT_VERSION,
         "source": record["source"],
@@ -113,6 +116,7 @@ def export_conversations(store: Store, path: str | os.PathLike, conv_ids: Sequen
 class Entry:
     conversation: Transcript
     state: dict[str, Any]
+    user: str | None = None  # the user the line says it belongs to
 
 
 @dataclass
@@ -210,7 +214,7 @@ def read_export(path: str | os.PathLike, progress: Progress | None = None,
             if t.index in state["forgotten"]:
                 t.text = ""
             t.superseded_by = state["superseded"].get(t.index)
-        entries.append(Entry(conv, state))
+        entries.append(Entry(conv, state, conversation_user(obj, where)))
     return entries
 
 
@@ -433,19 +437,26 @@ def _vector_bytes(value: Any, where: Where, name: str) -> bytes:
 
 
 def import_conversations(held: Held, path: str | os.PathLike, mode: str = ImportMode.ERROR,
-                         progress: Progress | None = None, *, merge: Callable[[Entry], int]) -> ImportReport:
+                         progress: Progress | None = None, *, merge: Callable[[Entry], int],
+                         user: str | None = None) -> ImportReport:
     """Store every conversation of an export (see ``LocalPager.import_file``). ``progress(stage, done,
     total)``: ``read`` by lines, then ``store`` by turns after each conversation (e.g. a tqdm bar each).
     ``merge(entry)`` appends an entry's turns the stored conversation lacks, as new turns are paged, and
-    returns how many (``Conversation.merge``)."""
+    returns how many (``Conversation.merge``). ``user``: whose the conversations are that the file names no
+    user for."""
     mode = choose(ImportMode, mode, "import mode")
+    if user is not None:
+        check_user(user)
     fit = VectorFit(held)
     entries = read_export(path, progress, fit)
+    for entry in entries:
+        entry.user = entry.user if entry.user is not None else user
     total, stored = sum(len(e.conversation.turns) for e in entries), 0
     store = held.store
     taken = [e.conversation.id for e in entries if store.has_conversation(e.conversation.id)]
     if taken and mode == ImportMode.ERROR:
         raise ValueError(f"already in the store: {', '.join(taken)} (use --replace or --merge)")
+    check_owners(store, [(e.conversation.id, e.user) for e in entries if e.conversation.id in taken])
     report = ImportReport(notes=fit.notes())
     with held.lock:
         for entry in entries:  # merges are checked before anything is written
@@ -490,7 +501,7 @@ def _restore(held: Held, entry: Entry, replace: bool) -> None:
         settings = {**config.to_dict(), "tokenizer": counter.name}
     store = held.store
     store.save_conversation(conv.id, conv.turns, pages, conv.probes, settings or {},
-                            Origin(state.get("source"), conv.meta), replace=replace)
+                            Origin(state.get("source"), conv.meta), replace=replace, user=entry.user)
     for fact in store.facts(conv.id):
         if (fact.turn, fact.text) in state["pinned_facts"]:
             try:

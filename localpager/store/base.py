@@ -816,6 +816,16 @@ class StandingCache:
             self._held.pop(conv_id, None)
 
 
+def check_owners(store: Store, taken: Sequence[tuple[str, str | None]]) -> None:
+    """Before anything is written: a conversation already stored that an import or ingest would replace or extend
+    as a user's ((id, user) each; None: nobody's) must be nobody's or that user's."""
+    for conv_id, user in taken:
+        owner = store.conversation_user(conv_id)
+        if user is not None and owner is not None and owner != user:
+            raise StoreError(f"conversation {conv_id!r} in {store.path} belongs to user {owner!r}, not {user!r}; "
+                             "nothing was stored")
+
+
 def _count_erasure(conn) -> None:
     """In the transaction that deletes text: the store's erase generation moves on, so every process
     drops what it holds of the text, and a rewrite of the files is pending until ``Store.erase`` ends."""

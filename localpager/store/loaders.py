@@ -29,8 +29,9 @@ LOCOMO_CATEGORIES = {
 }
 ADVERSARIAL_ANSWER = "not mentioned"
 
-# "localpager": what an export (localpager.memory.interchange) adds; reading a conversation ignores it
-TOP_KEYS = {"id", "turns", "probes", "meta", "localpager"}
+# "localpager": what an export (localpager.memory.interchange) adds; reading a conversation ignores it. "user": whose
+# conversation it is (optional: a user name, checked as an id is)
+TOP_KEYS = {"id", "turns", "probes", "meta", "localpager", "user"}
 _TURN_KEYS = {"role", "text", "time", "speaker"}
 _PROBE_KEYS = {"question", "answer", "evidence", "type", "at"}
 _SESSION_KEY = re.compile(r"session_(\d+)")
@@ -73,6 +74,7 @@ class LoadResult:
 
     conversations: list[Transcript]
     warnings: list[str] = field(default_factory=list)
+    users: dict[str, str] = field(default_factory=dict)  # conversation id: the user the file says it belongs to
 
 
 @dataclass(frozen=True)
@@ -102,7 +104,8 @@ def load_conversations(path: str | Path, format: str = FileFormat.AUTO) -> LoadR
     if format == FileFormat.AUTO:
         format = _detect(text, str(path))
     if format == FileFormat.JSONL:
-        return LoadResult(_parse_jsonl(text, str(path)))
+        conversations, users = _parse_jsonl(text, str(path))
+        return LoadResult(conversations, users=users)
     return _parse_locomo(text, str(path))
 
 
@@ -159,16 +162,20 @@ def _detect(text: str, path: str) -> FileFormat:
 # --- interchange format (JSONL) -------------------------------------------------------------
 
 
-def _parse_jsonl(text: str, path: str) -> list[Transcript]:
-    """Every line is parsed and checked before the list is returned."""
+def _parse_jsonl(text: str, path: str) -> tuple[list[Transcript], dict[str, str]]:
+    """Every line is parsed and checked before the list is returned, with the users lines name."""
     conversations: list[Transcript] = []
+    users: dict[str, str] = {}
     first_line: dict[str, int] = {}
     # split on "\n" only: JSON strings may hold raw U+2028, which str.splitlines would cut.
     for number, raw in enumerate(text.split("\n"), start=1):
         if not raw.strip():
             continue
         where = Where(path, line=number)
-        conversation = conversation_from_json(json_line(raw, where), where, path)
+        obj = json_line(raw, where)
+        conversation = conversation_from_json(obj, where, path)
+        if (user := conversation_user(obj, where)) is not None:
+            users[conversation.id] = user
         if conversation.id in first_line:
             raise where.error(
                 "id",
@@ -177,7 +184,7 @@ def _parse_jsonl(text: str, path: str) -> list[Transcript]:
             )
         first_line[conversation.id] = number
         conversations.append(conversation)
-    return conversations
+    return conversations, users
 
 
 def json_line(raw: str, where: Where) -> Any:
@@ -202,7 +209,20 @@ def conversation_from_json(obj: Any, where: Where, path: str) -> Transcript:
         for i, p in enumerate(list_of(obj.get("probes", []), where, "probes"))
     ]
     meta = object_of(obj.get("meta", {}), where, "meta", "an object")
+    conversation_user(obj, where)
     return Transcript(conversation_id, turns, probes, source=path, meta=dict(meta))
+
+
+def conversation_user(obj: dict[str, Any], where: Where) -> str | None:
+    """The user a conversation line says it belongs to (``"user"``, optional), checked as an id is."""
+    value = obj.get("user")
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise where.error("user", f"must be a user name (a string) or null, got {show_value(value)}")
+    if problem := id_problem(value):
+        raise where.error("user", f"user name {show_value(value)} {problem}")
+    return value
 
 
 def _turn_from_json(obj: Any, index: int, where: Where) -> Turn:

@@ -112,3 +112,210 @@ def test_an_existing_postgres_store_migrates_with_every_conversation_userless(po
         assert stats == [(0,)]  # a person's name keeps no planner statistics
     finally:
         postgres_cluster.sql(f"DROP DATABASE {name} WITH (FORCE)")
+
+
+# -- the library --------------------------------------------------------------------------------------
+UTRECHT, LYON = "I live in Utrecht with my partner.", "We live in Lyon now."
+SESAME, BUDGET_OLD, BUDGET_NEW = ("I'm allergic to sesame.", "My budget for the laptop is $1,200.",
+                                  "Actually my budget for the laptop changed to $1,500.")
+
+
+def say(conv, *texts, time=None):
+    for text in texts:
+        conv.add_turn("user", text, time)
+        conv.add_turn("assistant", "Noted.", time)
+
+
+@pytest.fixture
+def lp(fake_pager):
+    return fake_pager()
+
+
+def test_a_conversation_is_created_under_a_user_and_opens_only_as_theirs(lp):
+    mon = lp.conversation("mon", create=True, user="alice")
+    assert mon.user == "alice" and lp.conversation("mon").user == "alice"  # no user: opens as today
+    assert lp.conversation("mon", user="alice").id == "mon"
+    with pytest.raises(StoreError, match="conversation 'mon' .* belongs to user 'alice', not to user 'bob'") as e:
+        lp.conversation("mon", user="bob")
+    assert len(str(e.value).splitlines()) == 1
+    with pytest.raises(StoreError, match="conversation 'mon' .* belongs to user 'alice', not to user 'bob'"):
+        lp.conversation("mon", create=True, user="bob")
+    free = lp.conversation("free", create=True)
+    assert free.user is None
+    with pytest.raises(StoreError, match="conversation 'free' .* belongs to no user, not to user 'alice'"):
+        lp.conversation("free", user="alice")
+    with pytest.raises(StoreError, match="no conversation 'nope'"):
+        lp.conversation("nope", user="alice")
+    with pytest.raises(ValueError, match="user name 'a\\\\tb' holds the control"):
+        lp.conversation("x", create=True, user="a\tb")
+    assert not lp.store.has_conversation("x")
+    assert [(c.id, c.user) for c in lp.conversations()] == [("mon", "alice"), ("free", None)]
+    assert [c.id for c in lp.conversations("alice")] == ["mon"]
+
+
+def test_a_missing_user_is_one_line_that_names_the_close_ones(lp):
+    from localpager.store.base import UserNotFound
+
+    lp.conversation("mon", create=True, user="alice")
+    with pytest.raises(UserNotFound, match="no user 'Alice' in .*no conversation belongs to them; did you mean 'alice'"):
+        lp.user("Alice")
+    assert [c.id for c in lp.user("alice").conversations()] == ["mon"]
+
+
+def test_the_newest_value_wins_across_conversations_and_each_fact_names_its_conversation(lp):
+    mon = lp.conversation("mon", create=True, user="alice")
+    say(mon, UTRECHT, SESAME, BUDGET_OLD)
+    tue = lp.conversation("tue", create=True, user="alice")
+    say(tue, LYON, BUDGET_NEW)
+    alice = lp.user("alice")
+    current = {(f.conv_id, f.text) for f in alice.facts()}
+    assert current == {("mon", SESAME), ("tue", LYON), ("tue", BUDGET_NEW)}
+    # each conversation alone still has its own newest value
+    assert UTRECHT in [f.text for f in mon.facts()] and BUDGET_OLD in [f.text for f in mon.facts()]
+    every = alice.facts(all=True)
+    assert [f.text for f in every] == [UTRECHT, SESAME, BUDGET_OLD, LYON, BUDGET_NEW]  # in the order said
+    utrecht = next(f for f in every if f.text == UTRECHT)
+    lyon = next(f for f in every if f.text == LYON)
+    assert not utrecht.current and utrecht.superseded_by == lyon.fact_id
+    assert alice.replacements()[("mon", utrecht.fact_id)] == ("tue", lyon.fact_id)
+    lines = alice.fact_lines(all=True)
+    assert lines[0].startswith(f"mon  #{utrecht.fact_id}  turn 0") and f"(replaced by tue #{lyon.fact_id})" in lines[0]
+    assert alice.facts()[0].to_dict()["conv_id"] == "mon"
+    assert "conv_id" not in mon.facts()[0].to_dict()  # one conversation's listing reads as it did
+
+
+def test_the_order_is_the_time_said_not_the_order_stored(lp):
+    """A conversation stored later whose turns were said earlier (an import of last week's chat) does not
+    replace what was said since."""
+    today = lp.conversation("today", create=True, user="alice")
+    say(today, LYON, time="2026-03-10T09:00:00+01:00")
+    old = lp.conversation("last-week", create=True, user="alice")
+    say(old, UTRECHT, time="2026-03-03T09:00:00+01:00")
+    assert {f.text for f in lp.user("alice").facts()} == {LYON}
+    assert [f.conv_id for f in lp.user("alice").facts(all=True)] == ["last-week", "today"]
+
+
+def test_a_users_facts_never_show_in_another_users_or_a_userless_listing(lp):
+    say(lp.conversation("a1", create=True, user="alice"), SESAME)
+    say(lp.conversation("b1", create=True, user="bob"), UTRECHT)
+    say(lp.conversation("n1", create=True), BUDGET_OLD)
+    assert [f.text for f in lp.user("alice").facts(all=True)] == [SESAME]
+    assert [f.text for f in lp.user("bob").facts(all=True)] == [UTRECHT]
+    assert [f.text for f in lp.conversation("n1").facts(all=True)] == [BUDGET_OLD]
+    assert {h.conversation for h in lp.user("bob").search("sesame allergic")} <= {"b1"}
+
+
+def test_search_merges_their_conversations_each_hit_naming_its_own(lp):
+    say(lp.conversation("mon", create=True, user="alice"), "My sister Ines lives in Porto.", "I like tea.")
+    say(lp.conversation("tue", create=True, user="alice"), "Ines is visiting in June.", "The cat is asleep.")
+    say(lp.conversation("bob", create=True, user="bob"), "Ines is my neighbour.")
+    hits = lp.user("alice").search("Ines", limit=10)
+    assert {h.conversation for h in hits if "Ines" in h.text} == {"mon", "tue"}
+    assert [h.score for h in hits] == sorted((h.score for h in hits), reverse=True)
+    assert all(h.line().startswith(f"{h.score:.3f}  {h.conversation}  p") for h in hits)
+    assert len(lp.user("alice").search("Ines", limit=1)) == 1
+    with pytest.raises(ValueError, match="search needs some words"):
+        lp.user("alice").search("  ")
+
+
+def test_forget_at_a_users_scope_reaches_every_one_of_theirs_and_no_one_elses(lp):
+    from localpager.retrieval.choices import Signal  # noqa: F401 - the index is built by search below
+
+    secret = "Quillonfrazzle"
+    for conv_id, user in (("mon", "alice"), ("tue", "alice"), ("bob-1", "bob"), ("free", None)):
+        say(lp.conversation(conv_id, create=True, user=user), f"My code word is {secret}.", "I like tea.")
+    alice = lp.user("alice")
+    assert {h.conversation for h in alice.search(secret) if secret in h.text} == {"mon", "tue"}
+    dry = alice.forget(match=secret.lower(), dry_run=True)
+    assert dry.dry_run and dry.turns == 2 and [r.conversation for r in dry.reports] == ["mon", "tue"]
+    assert all(secret in t.text for c in ("mon", "tue") for t in lp.conversation(c).turns[:1])  # nothing changed
+    report = alice.forget(match=secret.lower())
+    assert report.turns == 2 and not report.rewrite_pending
+    assert report.lines()[0] == "forgot 2 turns in 2 conversations of user alice"
+    for conv_id in ("mon", "tue"):
+        conv = lp.conversation(conv_id)
+        assert all(secret not in t.text for t in conv.turns) and conv.turns[2].text == "I like tea."
+        assert conv.search(secret, 3) == [] or all(secret not in h.text for h in conv.search(secret, 3))
+    for conv_id in ("bob-1", "free"):  # the same words, another user's and nobody's: left alone
+        assert lp.conversation(conv_id).turns[0].text == f"My code word is {secret}."
+    if lp.store.kind == "sqlite":
+        from faultkit import leaks
+
+        lp.store.erase()
+        assert leaks(lp.store.path, secret)  # bob's and the user-less conversation's words are still stored
+    with pytest.raises(ValueError, match="exactly one of"):
+        alice.forget()
+
+
+def test_forget_one_conversation_or_one_fact_of_theirs(lp):
+    say(lp.conversation("mon", create=True, user="alice"), SESAME, UTRECHT)
+    say(lp.conversation("tue", create=True, user="alice"), BUDGET_OLD)
+    say(lp.conversation("bob-1", create=True, user="bob"), SESAME)
+    alice = lp.user("alice")
+    with pytest.raises(StoreError, match="belongs to user 'bob', not to user 'alice'"):
+        alice.forget(conversation="bob-1")
+    assert lp.store.has_conversation("bob-1")
+    sesame = next(f for f in alice.facts() if f.text == SESAME)
+    report = alice.forget(fact=(sesame.conv_id, sesame.fact_id))
+    assert report.turns == 1 and [f.text for f in alice.facts()] == [UTRECHT, BUDGET_OLD]
+    assert [f.text for f in lp.conversation("bob-1").facts()] == [SESAME]
+    with pytest.raises(ValueError, match="no standing fact 99"):
+        alice.forget(fact=("mon", 99))
+    gone = alice.forget(conversation="tue")
+    assert gone.reports[0].whole and not lp.store.has_conversation("tue")
+    assert [c.id for c in alice.conversations()] == ["mon"]
+
+
+# -- interchange --------------------------------------------------------------------------------------
+def test_export_and_import_keep_the_user(lp, fake_pager, tmp_path):
+    say(lp.conversation("mon", create=True, user="alice"), SESAME)
+    say(lp.conversation("free", create=True), UTRECHT)
+    path = tmp_path / "all.jsonl"
+    assert lp.export(path) == 2
+    lines = [json.loads(line) for line in path.read_text().splitlines()]
+    assert [line.get("user") for line in lines] == ["alice", None] and list(lines[0])[:2] == ["id", "user"]
+    assert lp.user("alice").export(tmp_path / "alice.jsonl") == 1
+    assert [json.loads(x)["id"] for x in (tmp_path / "alice.jsonl").read_text().splitlines()] == ["mon"]
+
+    other = fake_pager(path=tmp_path / "other.db")
+    other.import_file(path, user="carol")  # carol's: the conversation the file names no user for
+    assert [(c.id, c.user) for c in other.conversations()] == [("mon", "alice"), ("free", "carol")]
+    assert [f.text for f in other.user("alice").facts()] == [SESAME]
+    third = fake_pager(path=tmp_path / "third.db")
+    third.ingest(path)  # ingest reads the same format, users included
+    assert [(c.id, c.user) for c in third.conversations()] == [("mon", "alice"), ("free", None)]
+    third.ingest(path, replace=True, user="dave")  # mon's line names alice; free, nobody's, becomes dave's
+    assert [(c.id, c.user) for c in third.conversations()] == [("mon", "alice"), ("free", "dave")]
+
+
+def test_an_import_never_takes_another_users_conversation(lp, tmp_path):
+    say(lp.conversation("c", create=True, user="alice"), SESAME)
+    path = tmp_path / "c.jsonl"
+    lp.export(path)
+    line = json.loads(path.read_text())
+    line["user"] = "bob"
+    path.write_text(json.dumps(line) + "\n")
+    for mode in ("replace", "merge"):
+        with pytest.raises(StoreError, match="'c' .* belongs to user 'alice', not 'bob'; nothing was stored"):
+            lp.import_file(path, mode=mode)
+    with pytest.raises(StoreError, match="'c' .* belongs to user 'alice', not 'bob'; nothing was stored"):
+        lp.ingest(path, replace=True)
+    assert lp.store.conversation_user("c") == "alice"
+    line.pop("user")
+    path.write_text(json.dumps(line) + "\n")
+    with pytest.raises(StoreError, match="belongs to user 'alice', not 'bob'"):
+        lp.import_file(path, mode="replace", user="bob")
+    lp.import_file(path, mode="replace")  # no user anywhere: stays alice's
+    assert lp.store.conversation_user("c") == "alice"
+
+
+@pytest.mark.parametrize("value, why", [(7, "must be a user name"), ("", "non-empty"), ("a\u0007b", "control")])
+def test_a_bad_user_in_a_file_is_one_line_naming_the_line_and_field(lp, tmp_path, value, why):
+    path = tmp_path / "bad.jsonl"
+    path.write_text(json.dumps({"id": "ok", "turns": [{"role": "user", "text": "hi"}]}) + "\n"
+                    + json.dumps({"id": "c", "user": value, "turns": [{"role": "user", "text": "hi"}]}) + "\n")
+    for read in (lp.ingest, lp.import_file):
+        with pytest.raises(ValueError, match=f"bad.jsonl line 2: field 'user': .*{why}") as e:
+            read(path)
+        assert len(str(e.value).splitlines()) == 1
+    assert lp.conversations() == []
