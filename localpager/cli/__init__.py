@@ -46,6 +46,10 @@ __all__ = ["StoreGroup", "cli", "friendly_errors", "main"]
               default=None, help="openai-http: how recall decisions are constrained (default auto: probe the server)")
 @click.option("--allow-estimate", envvar="LOCALPAGER_ALLOW_ESTIMATE", is_flag=True, default=False,
               help="openai-http: estimate token counts when the server has no tokenizer (flagged in the trace)")
+@click.option("--user", metavar="NAME", envvar="LOCALPAGER_USER", default=None,
+              help="whose memory: the conversations ingest, import, ask and chat create are NAME's, a conversation of "
+                   "another user is refused, and facts, search, forget and export without CONV_ID act on all of "
+                   "NAME's conversations; env LOCALPAGER_USER")
 @click.option("--threads", type=click.IntRange(min=1), envvar="LOCALPAGER_THREADS", default=None,
               help="llama.cpp threads (default: the cores other work leaves free when the model loads, by the "
                    "CPU time the kernel counts; llama.cpp's threads spin, so taking a busy core costs far more than it "
@@ -55,7 +59,7 @@ __all__ = ["StoreGroup", "cli", "friendly_errors", "main"]
                    "Jinja file; env LOCALPAGER_CHAT_TEMPLATE")
 @click.pass_context
 def cli(ctx: click.Context, store: str | None, key_env: str | None, backend: str | None, base_url: str | None,
-        api_key: str | None, tokenizer: str | None, constraint: str | None, allow_estimate: bool,
+        api_key: str | None, tokenizer: str | None, constraint: str | None, allow_estimate: bool, user: str | None,
         threads: int | None, chat_template: str | None) -> None:
     """Long-conversation memory for local LLMs: pages old turns out, recalls them by bookmark."""
     served = BackendOptions(name=backend, base_url=base_url, api_key=api_key, tokenizer=tokenizer,
@@ -63,7 +67,7 @@ def cli(ctx: click.Context, store: str | None, key_env: str | None, backend: str
     # the model's options reach the loader as arguments (GlobalOptions.model_options), in this process and in
     # the processes a command starts: nothing is written to the environment
     ctx.obj = Invocation(GlobalOptions(store=store, key_env=key_env, backend=served, threads=threads,
-                                       chat_template=chat_template))
+                                       chat_template=chat_template, user=user))
 
 
 for _command in (*store.COMMANDS, *memory.COMMANDS, *answer.COMMANDS, *serve.COMMANDS, *lab.COMMANDS):

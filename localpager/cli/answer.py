@@ -8,9 +8,9 @@ import click
 from ..runtime.choices import DEFAULT_LAYOUT, OFFERED_RECALL_MODES, Layout, RecallMode
 from ..runtime.trace import citation_lines
 from ..store.base import PinRefused
-from .options import ChoiceOf
+from .options import ChoiceOf, user_option
 from .output import Bars, echo_json, page_line, prepare_recall
-from .session import friendly_errors, open_pager
+from .session import friendly_errors, open_pager, user_name
 
 LAYOUT_HELP = ("how a recall is answered: focused (the recalled turns and the question in a prompt of their own), "
                "focused+recent (plus the last exchange), notes-system, inline (after the question in the chat's prompt)")
@@ -43,9 +43,9 @@ def answering_pager(ctx, model, budget, save, recall_mode, n_ctx, layout, create
 
 
 def open_chat(ctx, conv_id, model, budget, save, recall_mode, n_ctx, layout):
-    """The conversation ``chat`` talks in, created if new."""
+    """The conversation ``chat`` talks in, created if new (with ``--user``, as that user's)."""
     return answering_pager(ctx, model, budget, save, recall_mode, n_ctx, layout, create=True).conversation(
-        conv_id, create=True)
+        conv_id, create=True, user=user_name(ctx))
 
 
 @click.command()
@@ -54,6 +54,7 @@ def open_chat(ctx, conv_id, model, budget, save, recall_mode, n_ctx, layout):
 @click.option("--probe", type=int, default=None, help="ask the conversation's stored probe number N instead")
 @model_options
 @click.option("--json", "as_json", is_flag=True, help="print the answer with its trace as JSON")
+@user_option
 @click.pass_context
 def ask(ctx, conv_id, question, probe, model, budget, save, recall_mode, n_ctx, layout, as_json):
     """Ask QUESTION in conversation CONV_ID; the question and answer are stored as turns.
@@ -64,7 +65,7 @@ def ask(ctx, conv_id, question, probe, model, budget, save, recall_mode, n_ctx, 
         raise click.UsageError("give a QUESTION or --probe N")
     with friendly_errors():
         lp = answering_pager(ctx, model, budget, save, recall_mode, n_ctx, layout)
-        conv = lp.conversation(conv_id)
+        conv = lp.conversation(conv_id, user=user_name(ctx))
         if probe is not None:
             question = stored_probe(lp, conv_id, probe)
         if recall_mode != RecallMode.NEVER and not lp.store.read_only:  # read-only: ask says so, loading nothing
@@ -109,6 +110,7 @@ CHAT_HELP = """/bookmarks          evicted pages as the model sees them
 @click.command()
 @click.argument("conv_id", required=False, default="chat")
 @model_options
+@user_option
 @click.pass_context
 def chat(ctx, conv_id, model, budget, save, recall_mode, n_ctx, layout):
     """Chat in conversation CONV_ID (created if new); /help lists /facts, /search, /forget, /pin, /export and more.

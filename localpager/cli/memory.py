@@ -10,23 +10,26 @@ import click
 
 from ..core.choices import BookmarkFormat
 from ..store.base import PinRefused
-from .options import ChoiceOf
+from .options import ChoiceOf, user_option
 from .output import Bars, echo_json, page_line, prepare_recall
-from .session import friendly_errors, open_conversation, open_pager
+from .session import friendly_errors, open_conversation, open_pager, open_user, scope, user_name
 
 
 @click.command()
 @click.option("--json", "as_json", is_flag=True)
+@user_option
 @click.pass_context
 def conversations(ctx, as_json):
-    """List the stored conversations."""
+    """List the stored conversations (with --user, that user's), each with its user if it has one."""
     with friendly_errors():
-        infos = open_pager(ctx, create=False).conversations()
+        lp = open_pager(ctx, create=False)
+        infos = open_user(ctx, lp).conversations() if user_name(ctx) is not None else lp.conversations()
     if as_json:
         echo_json([i.__dict__ for i in infos])
         return
     for i in infos:
-        click.echo(f"{i.id}\t{i.turns} turns\t{i.pages} pages ({i.evicted} evicted)\t{i.probes} probes")
+        whose = f"\tuser {i.user}" if i.user is not None else ""
+        click.echo(f"{i.id}\t{i.turns} turns\t{i.pages} pages ({i.evicted} evicted)\t{i.probes} probes{whose}")
 
 
 @click.command()
@@ -117,7 +120,7 @@ def budget(ctx, conv_id, tokens, model):
 
 # -- memory the user controls: forget, search, correct ---------------------------------------------------
 @click.command()
-@click.argument("conv_id")
+@click.argument("conv_id", required=False)
 @click.option("--turn", type=int, default=None, help="forget turn N (as `log` and citations number them)")
 @click.option("--page", type=int, default=None, help="forget every turn of page N")
 @click.option("--match", default=None, help="forget every turn containing TEXT (case-insensitive)")
@@ -125,30 +128,42 @@ def budget(ctx, conv_id, tokens, model):
 @click.option("--yes", is_flag=True, help="no confirmation when forgetting a whole conversation")
 @click.option("--finish", is_flag=True, help="finish rewriting the store's files after a forget that could not")
 @click.option("--json", "as_json", is_flag=True)
+@user_option
 @click.pass_context
 def forget(ctx, conv_id, turn, page, match, dry_run, yes, finish, as_json):
     """Forget turns of CONV_ID (or, with no --turn/--page/--match, the whole conversation): their text,
-    vectors, bookmark words and the traces repeating them, erased from the store's files. Exits 1 if the
-    files could not be rewritten (another process was reading the store): run it again, or --finish."""
+    vectors, bookmark words and the traces repeating them, erased from the store's files. With --user and no
+    CONV_ID, --match forgets in every one of that user's conversations. Exits 1 if the files could not be
+    rewritten (another process was reading the store): run it again, or --finish."""
     if sum(x is not None for x in (turn, page, match)) > 1:
         raise click.UsageError("give one of --turn, --page or --match")
     if finish and (dry_run or any(x is not None for x in (turn, page, match))):
         raise click.UsageError("--finish takes no --turn, --page, --match or --dry-run")
+    if not finish:
+        scope(ctx, conv_id, "forget --match in")
+    if conv_id is None and not finish and match is None:
+        raise click.UsageError("--user without CONV_ID forgets by --match TEXT (--turn, --page and a whole "
+                               "conversation need its CONV_ID)")
     with friendly_errors():
         lp = open_pager(ctx, create=False)
         if finish:
             from ..memory.controls import ForgetReport
 
             done = lp.finish_erase()
-            report = ForgetReport(conv_id, rewritten=done, erased=done, rewrite_pending=not done)
+            report = ForgetReport(conv_id or "", rewritten=done, erased=done, rewrite_pending=not done)
+        elif conv_id is None:
+            report = open_user(ctx, lp).forget(match=match, dry_run=dry_run)
         elif turn is None and page is None and match is None:
+            if user_name(ctx) is not None:
+                lp.conversation(conv_id, user=user_name(ctx))  # theirs, or one line naming whose it is
             if not dry_run and not yes:
                 preview = lp.forget_conversation(conv_id, dry_run=True)
                 click.confirm(f"forget conversation {conv_id} ({len(preview.turns)} turns) for good?", abort=True,
                               err=True)
             report = lp.forget_conversation(conv_id, dry_run=dry_run)
         else:
-            report = lp.conversation(conv_id).forget(turn=turn, page=page, match=match, dry_run=dry_run)
+            report = lp.conversation(conv_id, user=user_name(ctx)).forget(turn=turn, page=page, match=match,
+                                                                          dry_run=dry_run)
     if as_json:
         echo_json(report.to_dict())
     elif finish:
@@ -163,17 +178,30 @@ def forget(ctx, conv_id, turn, page, match, dry_run, yes, finish, as_json):
 
 
 @click.command()
-@click.argument("conv_id")
-@click.argument("query")
+@click.argument("conv_id", required=False)
+@click.argument("query", required=False, metavar="QUERY")
 @click.option("--limit", type=click.IntRange(min=1), default=10, show_default=True)
 @click.option("--json", "as_json", is_flag=True)
+@user_option
 @click.pass_context
 def search(ctx, conv_id, query, limit, as_json):
-    """What CONV_ID remembers about QUERY: turns ranked as a recall ranks them (loads the embedder only)."""
+    """What CONV_ID remembers about QUERY: turns ranked as a recall ranks them (loads the embedder only). With
+    --user and no CONV_ID: every one of that user's conversations, each hit naming its conversation."""
+    if query is None and user_name(ctx) is not None:  # localpager --user NAME search QUERY
+        conv_id, query = None, conv_id
+    if query is None:
+        raise click.UsageError("Missing argument 'QUERY'." if conv_id is not None else "Missing argument 'CONV_ID'.")
     with friendly_errors():
-        conv = open_conversation(ctx, conv_id)
-        prepare_recall(conv, Bars(disabled=as_json))
-        hits = conv.search(query, limit)
+        if conv_id is None:
+            lp = open_pager(ctx, create=False)
+            user = open_user(ctx, lp)
+            for info in user.conversations():
+                prepare_recall(lp.conversation(info.id), Bars(disabled=as_json))
+            hits = user.search(query, limit)
+        else:
+            conv = open_conversation(ctx, conv_id)
+            prepare_recall(conv, Bars(disabled=as_json))
+            hits = conv.search(query, limit)
     if as_json:
         echo_json([h.to_dict() for h in hits])
         return
@@ -198,19 +226,40 @@ def correct(ctx, conv_id, turn, text, model):
 
 
 @click.command()
-@click.argument("conv_id")
+@click.argument("conv_id", required=False)
 @click.option("--all", "everything", is_flag=True, help="the replaced and corrected ones too")
 @click.option("--pin", "pin_id", type=int, default=None, metavar="ID", help="keep fact ID in the prompt (refused past the facts' share of the budget)")
 @click.option("--unpin", "unpin_id", type=int, default=None, metavar="ID", help="let fact ID be chosen again")
 @click.option("--json", "as_json", is_flag=True)
+@user_option
 @click.pass_context
 def facts(ctx, conv_id, everything, pin_id, unpin_id, as_json):
     """The standing facts of CONV_ID: what its speakers said about themselves that stays true (allergies,
     schedules, people, preferences, ...), each with its source turn. The newest value of a fact stands; forget
-    or correct its source turn to change it. No model loads (--pin loads its tokenizer: the pinned facts
-    together must fit the facts' share of the memory budget, and a pin past it is refused)."""
+    or correct its source turn to change it. With --user and no CONV_ID: the facts of all of that user's
+    conversations, each with its conversation, the newest value standing across them. No model loads (--pin
+    loads its tokenizer: the pinned facts together must fit the facts' share of the memory budget, and a pin
+    past it is refused)."""
     if pin_id is not None and unpin_id is not None:
         raise click.UsageError("give one of --pin or --unpin")
+    scope(ctx, conv_id, "list the facts of")
+    if conv_id is None and (pin_id is not None or unpin_id is not None):
+        raise click.UsageError("--pin and --unpin need the fact's CONV_ID")
+    if conv_id is None:
+        with friendly_errors():
+            user = open_user(ctx)
+            if as_json:
+                by = user.replacements()
+                echo_json([{**f.to_dict(), **({"superseded_in": by[(f.conv_id, f.fact_id)][0]}
+                                              if (f.conv_id, f.fact_id) in by else {})}
+                           for f in user.facts(all=everything)])
+                return
+            lines = user.fact_lines(all=everything)
+        for line in lines:
+            click.echo(line)
+        if not lines:
+            click.echo("(no standing facts)")
+        return
     with friendly_errors():
         conv = open_conversation(ctx, conv_id)
         if pin_id is not None or unpin_id is not None:

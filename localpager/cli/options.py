@@ -136,6 +136,13 @@ def _store_setting(ctx: click.Context, param: click.Parameter, value: str | None
         invocation(ctx).set_store_option(param.name, value)
 
 
+def user_option(f):
+    """``--user NAME`` after the command too (as before it: ``localpager --user NAME ...``), for the commands it
+    acts on."""
+    return click.option("--user", metavar="NAME", expose_value=False, callback=_store_setting,
+                        help="whose memory (as before the command: localpager --user NAME ...)")(f)
+
+
 class StoreGroup(click.Group):
     """The command group. Every command that opens the store also takes ``--store`` and ``--key-env`` after
     its name (``localpager bookmarks X --store m.db``), where people put them: before, only

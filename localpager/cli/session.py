@@ -75,8 +75,26 @@ def open_pager(ctx: click.Context, model: str | None = None, *, create: bool = T
 
 
 def open_conversation(ctx: click.Context, conv_id: str):
-    """An existing conversation of an existing store; no model loads until a command needs one."""
-    return open_pager(ctx, create=False).conversation(conv_id)
+    """An existing conversation of an existing store (with ``--user``, one of that user's); no model loads until a
+    command needs one."""
+    return open_pager(ctx, create=False).conversation(conv_id, user=user_name(ctx))
+
+
+def user_name(ctx: click.Context) -> str | None:
+    """``--user``: whose conversations the command creates, opens and lists (None: anyone's)."""
+    return global_options(ctx).user
+
+
+def open_user(ctx: click.Context, lp=None):
+    """The ``User`` of ``--user`` in the store (a user no conversation belongs to: one line, the close names)."""
+    return (lp or open_pager(ctx, create=False)).user(user_name(ctx))
+
+
+def scope(ctx: click.Context, conv_id: str | None, command: str) -> None:
+    """A command that acts on CONV_ID, or with ``--user`` and no CONV_ID on all of that user's conversations: one
+    of the two."""
+    if conv_id is None and user_name(ctx) is None:
+        raise click.UsageError(f"give CONV_ID, or --user NAME to {command} all of a user's conversations")
 
 
 def store_key(ctx: click.Context) -> str | None:

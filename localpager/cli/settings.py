@@ -49,6 +49,7 @@ class GlobalOptions:
     backend: BackendOptions = field(default_factory=BackendOptions)
     threads: int | None = None
     chat_template: str | None = None
+    user: str | None = None  # --user: whose conversations the command creates, opens and lists
 
     def model_options(self, model: str | None = None, n_ctx: int | None = None) -> ModelOptions:
         """The library's ``ModelOptions`` of these options, with a command's ``--model`` and ``--n-ctx``."""
@@ -68,7 +69,8 @@ class Invocation:
     opened_store: Store | None = None
 
     def set_store_option(self, name: str, value: str) -> None:
-        """``--store`` or ``--key-env`` given after the command: it sets what it sets before it (after wins)."""
+        """``--store``, ``--key-env`` or ``--user`` given after the command: it sets what it sets before it (after
+        wins)."""
         self.options = replace(self.options, **{name: value})
 
 

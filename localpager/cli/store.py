@@ -19,9 +19,9 @@ from ..core.choices import (
 from ..core.pager import DEFAULT_BUDGET
 from ..memory.choices import ImportMode
 from ..store.choices import FileFormat
-from .options import OFFERED_KEYWORDS, BoundaryName, ChoiceOf
+from .options import OFFERED_KEYWORDS, BoundaryName, ChoiceOf, user_option
 from .output import Bars, echo_json
-from .session import friendly_errors, open_pager
+from .session import friendly_errors, open_pager, open_user, user_name
 
 
 @click.command()
@@ -46,10 +46,12 @@ from .session import friendly_errors, open_pager
 @click.option("--embed", is_flag=True, help="embed the evicted turns now (else the first recall of each "
               "conversation does: minutes for 100,000 turns)")
 @click.option("--json", "as_json", is_flag=True)
+@user_option
 @click.pass_context
 def ingest(ctx, file, fmt, boundary, eviction, keywords, worth, bookmark_format, budget, model, replace, embed,
            as_json):
-    """Store the conversations of FILE (interchange JSONL or LoCoMo JSON), paged."""
+    """Store the conversations of FILE (interchange JSONL or LoCoMo JSON), paged. With --user, those the file
+    names no user for are that user's."""
     from ..core.pager import PagingConfig
 
     with friendly_errors():
@@ -58,7 +60,8 @@ def ingest(ctx, file, fmt, boundary, eviction, keywords, worth, bookmark_format,
         lp = open_pager(ctx, model)
         bars = Bars(disabled=as_json)
         try:
-            report = lp.ingest(file, fmt, config, replace=replace, on_turns=bars.stage("ingest"), embed=embed)
+            report = lp.ingest(file, fmt, config, replace=replace, on_turns=bars.stage("ingest"), embed=embed,
+                               user=user_name(ctx))
             for conv_id in report.ids if embed else ():
                 lp.conversation(conv_id).prepare(progress=bars.stage("embed"))
         finally:
@@ -76,12 +79,19 @@ def ingest(ctx, file, fmt, boundary, eviction, keywords, worth, bookmark_format,
 @click.argument("conv_id", required=False)
 @click.option("--output", "-o", required=True, type=click.Path(dir_okay=False), help="JSONL file to write")
 @click.option("--vectors", is_flag=True, help="include the embeddings (import then needs no embedder)")
+@user_option
 @click.pass_context
 def export_cmd(ctx, conv_id, output, vectors):
-    """Write CONV_ID (default: every conversation) to a JSONL file: turns, times, speakers, pages, pins,
-    corrections, settings."""
+    """Write CONV_ID (default: every conversation; with --user, every one of that user's) to a JSONL file: turns,
+    times, speakers, pages, pins, corrections, settings, and whose it is."""
     with friendly_errors():
-        n = open_pager(ctx, create=False).export(output, [conv_id] if conv_id else None, vectors=vectors)
+        lp = open_pager(ctx, create=False)
+        if conv_id is None and user_name(ctx) is not None:
+            n = open_user(ctx, lp).export(output, vectors=vectors)
+        else:
+            if conv_id is not None and user_name(ctx) is not None:
+                lp.conversation(conv_id, user=user_name(ctx))  # theirs, or one line naming whose it is
+            n = lp.export(output, [conv_id] if conv_id else None, vectors=vectors)
     click.echo(f"exported {n} conversations to {output}")
 
 
@@ -91,16 +101,18 @@ def export_cmd(ctx, conv_id, output, vectors):
 @click.option("--merge", is_flag=True, help="a conversation already in the store gets the file's turns it lacks")
 @click.option("--model", type=click.Path(), envvar="LOCALPAGER_MODEL",
               help="GGUF file whose tokenizer counts tokens (plain files, merges)")
+@user_option
 @click.pass_context
 def import_cmd(ctx, file, replace, merge, model):
-    """Read an export (or an interchange JSONL file) into the store."""
+    """Read an export (or an interchange JSONL file) into the store. With --user, the conversations the file names
+    no user for are that user's."""
     if replace and merge:
         raise click.UsageError("give --replace or --merge, not both")
     with friendly_errors():
         mode = ImportMode.REPLACE if replace else ImportMode.MERGE if merge else ImportMode.ERROR
         bars = Bars()
         try:
-            report = open_pager(ctx, model).import_file(file, mode, progress=bars)
+            report = open_pager(ctx, model).import_file(file, mode, progress=bars, user=user_name(ctx))
         finally:
             bars.close()
     extra = "".join(f", {len(v)} {k}" for k, v in (("replaced", report.replaced), ("merged", report.merged)) if v)

@@ -319,3 +319,101 @@ def test_a_bad_user_in_a_file_is_one_line_naming_the_line_and_field(lp, tmp_path
             read(path)
         assert len(str(e.value).splitlines()) == 1
     assert lp.conversations() == []
+
+
+# -- the command line ---------------------------------------------------------------------------------
+def run(store_location, *args, input=None, env=None):
+    from click.testing import CliRunner
+
+    from localpager.cli import cli
+
+    return CliRunner().invoke(cli, ["--store", str(store_location), *args], input=input, env=env)
+
+
+@pytest.fixture
+def users_store(fake_pager, store_location):
+    lp = fake_pager()
+    say(lp.conversation("mon", create=True, user="alice"), UTRECHT, SESAME, "My code word is Quillonfrazzle.")
+    say(lp.conversation("tue", create=True, user="alice"), LYON)
+    say(lp.conversation("bob-1", create=True, user="bob"), BUDGET_OLD, "My code word is Quillonfrazzle.")
+    say(lp.conversation("free", create=True), "My code word is Quillonfrazzle.")
+    lp.close()
+    return store_location
+
+
+def test_cli_facts_at_a_users_scope(users_store):
+    out = run(users_store, "--user", "alice", "facts")
+    assert out.exit_code == 0, out.output
+    lines = out.output.splitlines()
+    assert [line.split("  ")[0] for line in lines] == ["mon", "mon", "tue"]
+    assert SESAME in lines[0] and "Quillonfrazzle" in lines[1] and LYON in lines[2]
+    assert UTRECHT not in out.output and BUDGET_OLD not in out.output  # replaced; bob's
+    every = run(users_store, "facts", "--all", "--user", "alice")  # --user after the command too
+    assert "(replaced by tue #1)" in every.output and UTRECHT in every.output
+    as_json = json.loads(run(users_store, "--user", "alice", "facts", "--all", "--json").output)
+    assert [(f["conv_id"], f.get("superseded_in")) for f in as_json] == [
+        ("mon", "tue"), ("mon", None), ("mon", None), ("tue", None)]
+    assert run(users_store, "facts", env={"LOCALPAGER_USER": "bob"}).output.startswith("bob-1  #1")
+    assert run(users_store, "--user", "alice", "facts", "mon").output.startswith("#1")  # one of theirs, as ever
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--user", "carol", "facts"], "Error: no user 'carol' in .*: no conversation belongs to them"),
+    (["--user", "alicee", "search", "code"], "did you mean 'alice'"),
+    (["--user", "bob", "facts", "mon"], "Error: conversation 'mon' in .* belongs to user 'alice', not to user 'bob'"),
+    (["--user", "alice", "ask", "free", "Where do I live?"], "belongs to no user, not to user 'alice'"),
+    (["--user", "bob", "forget", "mon", "--yes"], "belongs to user 'alice', not to user 'bob'"),
+    (["--user", "bob", "export", "mon", "-o", "x.jsonl"], "belongs to user 'alice', not to user 'bob'"),
+    (["--user", "bad\tname", "facts"], "user name 'bad\\\\tname' holds the control"),
+])
+def test_cli_a_missing_user_or_another_users_conversation_is_one_line(users_store, fake_models, args, message):
+    import re
+
+    out = run(users_store, *args)
+    assert out.exit_code == 1 and len(out.output.strip().splitlines()) == 1, out.output
+    assert re.search(message, out.output), out.output
+    assert not fake_models.calls
+
+
+def test_cli_without_conv_id_or_user_is_a_usage_error(users_store):
+    for args in (["facts"], ["search", "code"], ["forget", "--match", "code"]):
+        out = run(users_store, *args)
+        assert out.exit_code == 2 and ("CONV_ID" in out.output or "QUERY" in out.output), out.output
+    out = run(users_store, "--user", "alice", "forget", "--turn", "1")
+    assert out.exit_code == 2 and "--match" in out.output
+
+
+def test_cli_search_and_forget_at_a_users_scope(users_store, fake_pager, fake_models):
+    out = run(users_store, "--user", "alice", "search", "Quillonfrazzle")
+    assert out.exit_code == 0, out.output
+    assert "mon  p1 turn 4" in out.output and "bob-1" not in out.output and "free" not in out.output
+    dry = run(users_store, "--user", "alice", "forget", "--match", "quillonfrazzle", "--dry-run")
+    assert dry.exit_code == 0 and dry.output.startswith("would forget 1 turns in 1 conversations of user alice")
+    done = run(users_store, "--user", "alice", "forget", "--match", "quillonfrazzle", "--json")
+    assert done.exit_code == 0 and json.loads(done.output)["turns"] == 1
+    lp = fake_pager()
+    assert all("Quillonfrazzle" not in t.text for c in ("mon", "tue") for t in lp.conversation(c).turns)
+    assert sum("Quillonfrazzle" in t.text for c in ("bob-1", "free") for t in lp.conversation(c).turns) == 2
+
+
+def test_cli_ingest_chat_export_import_with_a_user(users_store, fake_models, tmp_path, fake_pager):
+    path = tmp_path / "alice.jsonl"
+    assert run(users_store, "--user", "alice", "export", "-o", str(path)).output.startswith("exported 2 conversations")
+    assert [json.loads(x)["user"] for x in path.read_text().splitlines()] == ["alice", "alice"]
+    plain = tmp_path / "plain.jsonl"
+    plain.write_text(json.dumps({"id": "wed", "turns": [{"role": "user", "text": BUDGET_NEW}]}) + "\n"
+                     + json.dumps({"id": "thu", "turns": [{"role": "user", "text": "hi"}]}) + "\n")
+    assert run(users_store, "--user", "alice", "ingest", str(plain)).exit_code == 0
+    out = run(users_store, "--user", "carol", "chat", "fri", input="I'm vegetarian.\n/quit\n")
+    assert out.exit_code == 0, out.output
+    other = tmp_path / "other.db"
+    assert run(other, "import", str(path), "--user", "dave").exit_code == 0  # the file names alice: hers
+    lp = fake_pager()
+    assert {c.id: c.user for c in lp.conversations()} == {
+        "mon": "alice", "tue": "alice", "bob-1": "bob", "free": None, "wed": "alice", "thu": "alice", "fri": "carol"}
+    listing = run(users_store, "--user", "alice", "conversations").output.splitlines()
+    assert [line.split("\t")[0] for line in listing] == ["mon", "tue", "wed", "thu"]
+    assert all(line.endswith("\tuser alice") for line in listing)
+    assert run(users_store, "conversations").output.splitlines()[3].startswith("free\t")
+    assert not run(users_store, "conversations").output.splitlines()[3].endswith("user alice")
+    assert [c.user for c in fake_pager(path=other).conversations()] == ["alice", "alice"]
