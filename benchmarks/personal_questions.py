@@ -32,6 +32,7 @@ from claims import DATA, ROOT, TRAIN_PHRASINGS, _fill, out_of_fold  # noqa: E402
 from localpager.core import claims as claims_module  # noqa: E402
 from localpager.core.claims import ClaimModel, mask_quotes  # noqa: E402
 from localpager.core.personal import MODEL_FILE, personal_model  # noqa: E402
+from localpager.core.text import is_question  # noqa: E402
 
 MODEL_PATH = ROOT / "localpager" / "core" / "data" / MODEL_FILE
 MAX_GENERAL = 0.05  # general questions (out of fold) the threshold may call personal
@@ -73,7 +74,7 @@ def fit(rows: list[tuple[str, int]]) -> ClaimModel:
 
 
 def rates(model: ClaimModel, rows: list[tuple[str, int]]) -> dict:
-    said = [(model.is_claim(mask_quotes(q)), y, q) for q, y in rows]
+    said = [(is_question(mask_quotes(q)) and model.is_claim(mask_quotes(q)), y, q) for q, y in rows]  # as asked
     personal = [s for s in said if s[1]]
     general = [s for s in said if not s[1]]
     return {"personal": len(personal), "personal_found": round(sum(s[0] for s in personal) / max(1, len(personal)), 3),
@@ -98,7 +99,8 @@ def main() -> None:
     for name in ("phrasing_heldout", "kinds_heldout"):
         held, implicit = phrasing_rows(name, rng)
         result[name] = rates(model, held)
-        result[name]["implicit_called_personal"] = round(float(np.mean([model.is_claim(q) for q in implicit])), 3)
+        result[name]["implicit_called_personal"] = round(float(np.mean([is_question(q) and model.is_claim(q)
+                                                                        for q in implicit])), 3)
     text = json.dumps(result, indent=2, ensure_ascii=False)
     print(text)
     if args.json:

@@ -15,6 +15,7 @@ held-out phrasing and the held-out kinds, which it never saw. English only.
 from __future__ import annotations
 
 from .claims import ClaimModel, mask_quotes, shipped_model
+from .text import is_question
 
 MODEL_FILE = "personal_model.json"
 
@@ -25,6 +26,8 @@ def personal_model() -> ClaimModel:
 
 
 def asks_about_self(message: str) -> bool:
-    """Whether ``message`` asks about its speaker's own life (quoted words masked: asking to translate a question
-    asks nothing about oneself)."""
-    return personal_model().is_claim(mask_quotes(message[:600]))
+    """Whether ``message`` is a question about its speaker's own life (quoted words masked: asking to translate a
+    question asks nothing about oneself). A statement asks nothing ("I like apricots." tells): the model is
+    fitted on questions, and only a question has an answer memory could lack."""
+    text = mask_quotes(message[:600])
+    return is_question(text) and personal_model().is_claim(text)

@@ -251,8 +251,9 @@ class RerankSelector(PageSelector):
         turn = pager.turns[hit.turn] if hit is not None else pager.turns[injections[0].turns[0]]
         speakers = sorted({t.speaker.lower() for t in pager.turns if t.speaker})
         gate = self.last_gate.probability if self.last_gate is not None else self.gate(question, pager).probability
+        best = self.facts.best(question)  # below its threshold (a fact above it would have answered), or none
         features = answer_features(question, turn, hit.dense if hit else 0.0, hit.lexical if hit else 0.0,
-                                   speakers, gate)
+                                   speakers, gate, best.probability if best is not None else 0.0)
         return decide_answer(features, self.settings.answerable)
 
     # -- selection -----------------------------------------------------------------------------

@@ -42,12 +42,13 @@ def answer_overview(a: Answering) -> None:
 
 def fact_hits(a: Answering) -> list[FactMatch]:
     """The standing facts the selector judges to bear on the question (none without memory, and none for a message
-    that itself states a standing fact: "My new door code is 7730." is told, not asked, and quoting the fact it
-    replaces, or itself, would answer nothing)."""
+    that neither asks nor sets a task: "I also like the Lisbon flight." or "My new door code is 7730." is told, not
+    asked, and quoting a fact, the one it replaces or itself, would answer nothing)."""
     s = a.settings
     if not s.facts or s.mode in (RecallMode.NEVER, RecallMode.ALWAYS):
         return []  # never: no memory; always: a recall is forced, what a standing fact would answer too
-    if not is_question(a.question) and extract(Turn(role="user", text=a.question, index=-1)):
+    if not is_question(a.question) and (extract(Turn(role="user", text=a.question, index=-1))
+                                        or not a.selector.is_task(a.question)):
         return []
     start = time.perf_counter()
     hits = list(a.selector.facts_for(a.question))

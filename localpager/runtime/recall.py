@@ -211,9 +211,11 @@ class Runtime:
     def _personal(a: Answering) -> bool:
         """A question about the user's own life that neither a standing fact nor the model's recall answered: what
         memory holds about it, or that nothing is remembered, never the model's own answer (it would invent one,
-        and its reply would read later as memory). Only where the floor may say so (``abstain``)."""
-        s = a.settings
-        return s.abstain and s.mode in (RecallMode.AUTO, RecallMode.SELECTOR) and a.selector.asks_about_self(a.question)
+        and its reply would read later as memory). Only where the floor may say so (``abstain``), and not for a task
+        ("write a note introducing my dog"): it asks for the model's work, which a fact may help but need not."""
+        s, selector = a.settings, a.selector
+        return (s.abstain and s.mode in (RecallMode.AUTO, RecallMode.SELECTOR) and selector.asks_about_self(a.question)
+                and not selector.is_task(a.question))
 
     def _recall(self, a: Answering, named: list[int]) -> bool:
         """Answer from the selected turns under the settings' layout; False if nothing was selected or fits."""

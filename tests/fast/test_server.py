@@ -660,26 +660,26 @@ def test_a_conversation_imported_with_a_slash_in_its_id_is_reachable(client, lp)
 
 
 def test_a_retried_request_gets_the_stored_answer_and_stores_nothing(client, lp, logs):
-    first = ask(client, [("user", "What is my locker code?")])
+    first = ask(client, [("user", "What makes a good locker code?")])
     calls = len(lp.backend.calls)
     for stream in (False, True):  # the client saw a 500 or timed out, and sends the same request again
-        r = ask(client, [("user", "What is my locker code?")], stream=stream)
+        r = ask(client, [("user", "What makes a good locker code?")], stream=stream)
         assert r.status_code == 200 and r.headers["x-localpager-history"] == "retry"
         assert r.headers["x-localpager-trace-id"] == first.headers["x-localpager-trace-id"] == "c:0"
         if not stream:
             assert r.json()["choices"][0]["message"]["content"] == ANSWER and r.json()["localpager"]["replayed"]
         else:
             assert ANSWER.split()[0] in r.text and "[DONE]" in r.text
-    assert stored(lp) == [("user", "What is my locker code?"), ("assistant", ANSWER)]
+    assert stored(lp) == [("user", "What makes a good locker code?"), ("assistant", ANSWER)]
     assert len(lp.backend.calls) == calls  # the model did not run again
     assert any("retry: the stored answer" in line for line in logs)
     # with a history: sent twice, stored once
-    follow = [("user", "What is my locker code?"), ("assistant", ANSWER), ("user", "And my bike lock?")]
+    follow = [("user", "What makes a good locker code?"), ("assistant", ANSWER), ("user", "And for a bike lock?")]
     for _ in range(2):
         assert ask(client, follow).status_code == 200
     assert len(stored(lp)) == 4
     # the client shows the answer and asks the same question again: that is a new question
-    r = ask(client, [*follow, ("assistant", ANSWER), ("user", "And my bike lock?")])
+    r = ask(client, [*follow, ("assistant", ANSWER), ("user", "And for a bike lock?")])
     assert r.headers["x-localpager-history"] == "in-sync" and len(stored(lp)) == 6
 
 

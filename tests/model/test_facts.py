@@ -99,3 +99,26 @@ def test_what_do_you_remember_about_me_lists_the_current_facts(chat):
     t = chat.ask("What do you remember about me?").trace
     assert t.decision == "overview" and len(lp.backend.prompts) == calls  # written out, no model
     assert SESAME in t.answer and LAPTOP_NEW in t.answer and LAPTOP_OLD not in t.answer
+
+
+def test_a_question_about_the_user_never_answered_is_memory_or_nothing_never_the_models_guess(chat):
+    """After the allergy is forgotten, "Am I allergic to anything?" asks about the user: the model alone would
+    answer (before: "No", or an invented allergy); it goes through the recall and its floor instead."""
+    lp, chat = chat
+    chat.forget(match="sesame")
+    t = chat.ask("Am I allergic to anything?").trace
+    assert t.trigger in ("personal", "gate") and t.decision in ("unknown", "recall")
+    assert "sesame" not in t.answer.lower()
+    if t.decision == "recall":  # what it was given is a remembered turn, cited
+        assert t.citations
+
+
+def test_a_new_chat_does_not_know_the_user_and_says_so_without_the_model(tmp_path, backend):
+    lp = LocalPager(tmp_path / "new.db", backend=Recording(backend))
+    chat = lp.conversation("new", create=True)
+    calls = len(lp.backend.prompts)
+    t = chat.ask("What is my sister's name?").trace
+    assert t.trigger == "personal" and t.answer == NOT_REMEMBERED and len(lp.backend.prompts) == calls
+    t = chat.ask("How do I keep basil alive on a windowsill?").trace
+    assert t.trigger == "none" and t.decision == "answer" and not t.answer.lower().startswith("you told me")
+    lp.close()
