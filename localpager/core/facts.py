@@ -135,6 +135,7 @@ class StandingFact:
     asked: int = 0  # how many answers it was given to
     corrected: bool = False  # its source turn was corrected (``Conversation.correct``): the correction's facts stand
     conv_id: str | None = None  # its conversation, when facts of several are listed together (``memory.users``)
+    superseded_in: str | None = None  # ... and the conversation of the fact that replaced it (``superseded_by``)
 
     @property
     def current(self) -> bool:
@@ -142,14 +143,16 @@ class StandingFact:
 
     def to_dict(self) -> dict:
         fields = asdict(self)
-        if self.conv_id is None:  # one conversation's listing reads as it always did
-            del fields["conv_id"]
+        for name in ("conv_id", "superseded_in"):
+            if fields[name] is None:  # one conversation's listing reads as it always did
+                del fields[name]
         return {**fields, "current": self.current}
 
     def line(self) -> str:
         """One line for a reader: id, source turn, kind, day, the words, and whether it is pinned or replaced."""
-        state = (" [pinned]" if self.pinned else "") + (f" (replaced by #{self.superseded_by})" if self.superseded_by
-                                                       else "") + (" (corrected)" if self.corrected else "")
+        where = f"{one_line(self.superseded_in)} " if self.superseded_in not in (None, self.conv_id) else ""
+        replaced = f" (replaced by {where}#{self.superseded_by})" if self.superseded_by else ""
+        state = (" [pinned]" if self.pinned else "") + replaced + (" (corrected)" if self.corrected else "")
         who = f"{one_line(self.speaker)}: " if self.speaker else ""
         day = f"  {format_day(self.time)}" if self.time else ""
         conv = f"{one_line(self.conv_id)}  " if self.conv_id is not None else ""

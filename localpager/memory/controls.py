@@ -307,7 +307,8 @@ def plan_forget(store: Store, conv_id: str, pager: Pager, turns: list[int], matc
     needles = [t.casefold() for t in texts if t.strip()] + ([match.strip().casefold()] if match else [])
     drop, rewrite = [], {}
     for row, turn_idx, data in store.trace_rows(conv_id):
-        cited = {c.get("turn") for c in data.get("citations", [])} | set(data.get("injected_turns", []))
+        cited = ({c.get("turn") for c in data.get("citations", []) if not c.get("conversation")}  # this one's turns
+                 | set(data.get("injected_turns", [])))
         marks = data.get("bookmarks", [])
         fixed = [next((new_marks[p] for p, old in old_marks.items() if old == m), m) for m in marks]
         scrubbed = {**data, "bookmarks": fixed}

@@ -34,6 +34,7 @@ from ..store.locks import LockTimeout, conversation_lock
 from . import controls, interchange
 from .held import Held
 from .interchange import FORGOTTEN_TEXT, Entry
+from .user_facts import across
 from .warmup import Warmer
 
 if TYPE_CHECKING:
@@ -322,6 +323,17 @@ class Conversation:
                 facts = facts_of(self.pager.turns)
         return facts if all else [f for f in facts if f.current]
 
+    def _user_facts(self) -> list[StandingFact]:
+        """The standing facts of this conversation's user across all of their conversations (``users.User.facts``:
+        the newest value wins across them), in the order they were said; this conversation's own name no
+        conversation (``conv_id`` None), as one conversation's facts do, so that they cite its pages."""
+        def here(conv_id: str | None) -> str | None:
+            return None if conv_id == self.id else conv_id
+
+        with self.held.lock:
+            facts, _ = across(self.store, self.user)
+        return [dataclasses.replace(f, conv_id=here(f.conv_id), superseded_in=here(f.superseded_in)) for f in facts]
+
     def pin_fact(self, fact_id: int, pinned: bool = True) -> StandingFact:
         """Keep standing fact ``fact_id`` in the prompt's prefix (``pinned=False``: chosen again). The pinned
         facts together must fit ``RecallSettings.fact_share`` of the budget in force, counted by the model's
@@ -353,7 +365,7 @@ class Conversation:
         settings = self.held.models.recall
         if not settings.facts:
             return FactContext()
-        every = self.facts(all=True)
+        every = self.facts(all=True) if self.user is None else self._user_facts()
         current = [f for f in every if f.current]
         room = int(settings.fact_share * pager.config.budget)
         shown = prompt_facts(current, room, pager.counter.count)
@@ -607,7 +619,7 @@ class Conversation:
                 if remember:  # the answer, the pages it used and its trace: one transaction
                     self._append("assistant", trace.answer or "…", now_stamp(), answer=AnswerRecord(
                         (trace.turn, trace.to_dict()), trace.injected_page_ids,
-                        [f["fact_id"] for f in trace.facts if trace.decision == "fact"]))
+                        [f["fact_id"] for f in trace.facts if trace.decision == "fact" and "conversation" not in f]))
             if remember:
                 try:
                     self.maintain()

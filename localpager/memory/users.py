@@ -16,13 +16,13 @@ import os
 from dataclasses import dataclass, field
 from typing import Sequence
 
-from ..core.dates import parse_time
-from ..core.facts import StandingFact, superseded
+from ..core.facts import StandingFact
 from ..store.base import ConversationInfo, Store, StoreError
 from . import controls, interchange
 from .controls import EXPORTS_NOTE, ForgetReport, SearchHit
 from .conversation import Conversation
 from .held import Held
+from .user_facts import across
 
 
 @dataclass
@@ -102,7 +102,7 @@ class User:
     # -- standing facts ---------------------------------------------------------------------------------
     def facts(self, all: bool = False) -> list[StandingFact]:
         """Their standing facts across all their conversations, each naming its conversation (``conv_id``), in the
-        order they were said (``said_order``). The newest value stands across conversations as within one: a later
+        order they were said (``user_facts.said_order``). The newest value stands across conversations as within one: a later
         conversation's "we live in Lyon now" replaces an earlier one's "I live in Utrecht" (``core.facts.superseded``
         over them all). ``all``: the replaced and corrected ones too; one replaced by a fact of another conversation
         has that fact's id as ``superseded_by`` (``replacements`` says which conversation it is in)."""
@@ -116,30 +116,11 @@ class User:
     def fact_lines(self, all: bool = False) -> list[str]:
         """``facts(all)`` one a line, each with its conversation; a fact replaced from another conversation says
         which (``(replaced by CONV #N)``)."""
-        facts, by = self._gathered()
-        out = []
-        for f in facts if all else [f for f in facts if f.current]:
-            line = f.line()
-            newer = by.get((f.conv_id, f.fact_id))
-            if newer is not None and newer[0] != f.conv_id:
-                line = line.replace(f"(replaced by #{newer[1]})", f"(replaced by {newer[0]} #{newer[1]})", 1)
-            out.append(line)
-        return out
+        return [f.line() for f in self.facts(all)]
 
     def _gathered(self) -> tuple[list[StandingFact], dict[tuple[str, int], tuple[str, int]]]:
-        per_conversation = []
-        for info in self.conversations():
-            facts = self._open(info.id).facts(all=True)
-            created = self.store.conversation_record(info.id)["created_at"]
-            per_conversation.append((info.id, created, facts))
-        ordered = said_order(per_conversation)
-        by = superseded(ordered, range(len(ordered)))
-        replaced = {(f.conv_id, f.fact_id): (ordered[n].conv_id, ordered[n].fact_id)
-                    for i, f in enumerate(ordered) if (n := by.get(i)) is not None}
-        out = [dataclasses.replace(f, superseded_by=replaced[(f.conv_id, f.fact_id)][1]
-                                   if (f.conv_id, f.fact_id) in replaced else None)
-               for f in ordered]
-        return out, replaced
+        with self.held.lock:
+            return across(self.store, self.name)
 
     # -- search and forget ------------------------------------------------------------------------------
     def search(self, query: str, limit: int = 10) -> list[SearchHit]:
@@ -194,27 +175,3 @@ class User:
         if not ids:
             raise StoreError(f"user {self.name!r} has no conversations in {self.store.path}: nothing to export")
         return interchange.export_conversations(self.store, path, ids, vectors=vectors)
-
-
-def said_order(conversations: Sequence[tuple[str, float, Sequence[StandingFact]]]) -> list[StandingFact]:
-    """The facts of several conversations ((id, created_at, facts oldest first) each, the conversations oldest
-    first), each naming its conversation, in the order they were said: by the time of its source turn (what
-    ``Conversation.add_turn`` stamps, or what an ingested file gave; ISO 8601 or LoCoMo's), a fact whose turn has
-    no time taking that of the fact before it in its conversation (the first ones: the first time the conversation
-    has, else the moment it was stored). Within a conversation the order is always its own (a time earlier than
-    the fact before it counts as that fact's); ties go to the conversation stored first, then the fact id."""
-    keyed = []
-    for rank, (conv_id, created, facts) in enumerate(conversations):
-        moments = [_moment(f.time) for f in facts]
-        known = [m for m in moments if m is not None]
-        last = known[0] if known else created
-        for f, moment in zip(facts, moments):
-            last = max(last, moment) if moment is not None else last
-            keyed.append(((last, rank, f.fact_id), dataclasses.replace(f, conv_id=conv_id)))
-    return [f for _, f in sorted(keyed, key=lambda pair: pair[0])]
-
-
-def _moment(value: str | None) -> float | None:
-    """A turn's time as seconds since the epoch (a time without a zone is local time), or None."""
-    when = parse_time(value)
-    return when.timestamp() if when is not None else None

@@ -73,7 +73,8 @@ class FactHit:
     replaced: list[StandingFact] = field(default_factory=list)  # the older values it superseded, newest first
 
     def to_dict(self) -> dict:
-        return {"fact_id": self.fact.fact_id, "turn": self.fact.turn, "text": self.fact.text,
+        where = {"conversation": self.fact.conv_id} if self.fact.conv_id is not None else {}
+        return {"fact_id": self.fact.fact_id, "turn": self.fact.turn, **where, "text": self.fact.text,
                 "probability": round(self.probability, 4),
                 "features": {k: round(v, 4) for k, v in self.features.items()},
                 "replaced": [{"fact_id": f.fact_id, "turn": f.turn, "text": f.text} for f in self.replaced]}
@@ -136,10 +137,12 @@ class FactRanker:
         self.facts = [f for f in facts if f.current]
         self.embed = embed
         self.model = model or DEFAULT_FACT_MODEL
-        self._replaced: dict[int, list[StandingFact]] = {}  # what each fact superseded (the trace shows it)
-        for old in sorted(facts, key=lambda f: -f.fact_id):
+        # what each fact superseded, newest first (the trace shows it), by (conversation, id): a user's facts come
+        # from several conversations, each numbering its own (``facts`` in the order they were said)
+        self._replaced: dict[tuple[str | None, int], list[StandingFact]] = {}
+        for old in reversed(facts):
             if old.superseded_by is not None:
-                self._replaced.setdefault(old.superseded_by, []).append(old)
+                self._replaced.setdefault((old.superseded_in or old.conv_id, old.superseded_by), []).append(old)
 
     def best(self, message: str) -> FactHit | None:
         """The fact that best matches ``message``, with the model's probability that it bears on it."""
@@ -154,11 +157,11 @@ class FactRanker:
         """The older values ``fact`` replaced, newest first (each one's own older values after it), at most
         ``limit``: a value updated thousands of times has a chain as long, walked without recursion."""
         chain: list[StandingFact] = []
-        stack = list(reversed(self._replaced.get(fact.fact_id, [])))
+        stack = list(reversed(self._replaced.get((fact.conv_id, fact.fact_id), [])))
         while stack and len(chain) < limit:
             old = stack.pop()
             chain.append(old)
-            stack += reversed(self._replaced.get(old.fact_id, []))
+            stack += reversed(self._replaced.get((old.conv_id, old.fact_id), []))
         return chain
 
     def relevant(self, message: str) -> list[FactHit]:
@@ -175,12 +178,12 @@ def prompt_facts(facts: Sequence[StandingFact], room: int, cost: Callable[[str],
     refused past it (``Store.pin_fact``), and a store that holds more pins than fit (an older one) shows those
     that fit in that order."""
     current = [f for f in facts if f.current]
-    order = sorted(current, key=lambda f: (not f.pinned, -f.asked, -f.fact_id))
+    order = sorted(range(len(current)), key=lambda i: (not current[i].pinned, -current[i].asked, -i))
     chosen, used = [], 0
-    for fact in order:
-        need = cost(fact.text)
+    for i in order:
+        need = cost(current[i].text)
         if used + need > room:
             continue
-        chosen.append(fact)
+        chosen.append(i)
         used += need
-    return sorted(chosen, key=lambda f: f.fact_id)
+    return [current[i] for i in sorted(chosen)]

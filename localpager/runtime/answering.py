@@ -26,7 +26,8 @@ from .trace import Trace
 class FactContext:
     """What an answer sees of the long-term layer: the standing facts the prompt's prefix shows, every current
     one (for "what do you remember about me?"), and every fact with the replaced ones (the trace names what a fact
-    answer's fact replaced)."""
+    answer's fact replaced). In a conversation of a user, the user's facts across their conversations, in the
+    order they were said: those of another conversation name it (``conv_id``), this one's name none."""
 
     shown: Sequence[StandingFact] = ()
     current: Sequence[StandingFact] = ()

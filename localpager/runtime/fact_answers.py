@@ -26,8 +26,10 @@ OVERVIEW_FACTS = 12  # standing facts an overview lists at most
 
 
 def overview_facts(facts: Sequence[StandingFact]) -> list[StandingFact]:
-    """The standing facts an overview lists: pinned first, then the newest, at most ``OVERVIEW_FACTS``."""
-    return sorted(facts, key=lambda f: (not f.pinned, -f.fact_id))[:OVERVIEW_FACTS]
+    """The standing facts an overview lists: pinned first, then the newest, at most ``OVERVIEW_FACTS`` (``facts``
+    in the order they were said: one conversation's by id, a user's across conversations by time)."""
+    order = sorted(range(len(facts)), key=lambda i: (not facts[i].pinned, -i))
+    return [facts[i] for i in order[:OVERVIEW_FACTS]]
 
 
 def answer_overview(a: Answering) -> None:
@@ -93,5 +95,8 @@ def _generated(a: Answering, hits: Sequence[FactMatch], backend: ChatBackend, le
 
 
 def _citation(a: Answering, fact: StandingFact, used: bool = False) -> Citation:
-    return Citation(page_id=a.pager.page_of_turn(fact.turn).page_id, turn=fact.turn, text=fact.text,
-                    speaker=fact.speaker or "user", time=fact.time, label=STANDING_FACT, used=used)
+    """Where ``fact`` was said: a page of this conversation, or (``conv_id`` set: ``FactContext``) another
+    conversation of the same user."""
+    page = None if fact.conv_id is not None else a.pager.page_of_turn(fact.turn).page_id
+    return Citation(page_id=page, turn=fact.turn, text=fact.text, speaker=fact.speaker or "user", time=fact.time,
+                    label=STANDING_FACT, used=used, conversation=fact.conv_id)

@@ -68,15 +68,18 @@ class Candidate:
 class Citation:
     """A recalled turn shown to the model for this answer, so an app can show "from memory: …" beside it.
 
-    ``used``: the answer shares a content word with the turn (what the answer most likely drew on)."""
+    ``used``: the answer shares a content word with the turn (what the answer most likely drew on);
+    ``conversation``: the user's other conversation the turn is in (its ``page_id`` is None then), or None: this
+    one."""
 
-    page_id: int
+    page_id: int | None
     turn: int
     text: str
     speaker: str
     time: str | None = None
     label: str = ""  # "latest" or "changed later" when the turn states something that changed
     used: bool = False
+    conversation: str | None = None
 
 
 @dataclass
@@ -195,5 +198,6 @@ def citation_lines(citations: list[dict[str, Any]]) -> list[str]:
     for c in shown:
         when = f" [{c['time']}]" if c.get("time") else ""
         label = f" ({c['label']})" if c.get("label") else ""
-        lines.append(f"from memory: p{c['page_id']} turn {c['turn']}{when} {c['speaker']}: {c['text'][:160]}{label}")
+        where = f"{c['conversation']} turn" if c.get("conversation") else f"p{c['page_id']} turn"
+        lines.append(f"from memory: {where} {c['turn']}{when} {c['speaker']}: {c['text'][:160]}{label}")
     return lines

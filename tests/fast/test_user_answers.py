@@ -1,0 +1,76 @@
+"""Issue 40 (2): a user's conversations share their standing facts at answer time. A new conversation's prompt
+prefix carries the user's facts and its answers quote them, cited with the conversation they were said in; the
+newest value wins across conversations; another user's conversation, or nobody's, gets none of it. On the fakes
+(tests/fakes.py: the scripted model, the hashing embedder); tests/model/test_user_memory.py has the real ones."""
+
+from __future__ import annotations
+
+import pytest
+from fakes import ScriptedBackend, shortest_sentence
+
+from localpager.runtime.prompts import NOT_REMEMBERED
+from localpager.runtime.trace import citation_lines
+
+pytestmark = pytest.mark.both_stores
+
+REPLY = "Sounds good."
+UTRECHT = "I live in Utrecht with my partner."
+LYON = "We live in Lyon now, since the move."
+
+
+@pytest.fixture
+def lp(fake_pager):
+    backend = ScriptedBackend()
+    backend.fallback = lambda prompt, grammar: shortest_sentence(grammar) if grammar else REPLY
+    return fake_pager(backend=backend)
+
+
+def told(lp, conv_id: str, user: str | None, *texts: str):
+    chat = lp.conversation(conv_id, create=True, user=user)
+    for text in texts:
+        chat.add_turn("user", text)
+        chat.add_turn("assistant", "Noted.")
+    return chat
+
+
+def test_a_new_conversation_of_the_user_knows_their_facts_and_cites_where_they_were_said(lp):
+    told(lp, "mon", "alice", "Can you recommend a film?", UTRECHT)
+    tue = lp.conversation("tue", create=True, user="alice")
+    answer = tue.ask("Where do I live?")
+    t = answer.trace
+    assert t.decision == "fact" and answer.answer == f'You told me: "{UTRECHT}"'
+    (cited,) = t.citations
+    assert (cited.conversation, cited.page_id, cited.turn) == ("mon", None, 2)
+    assert citation_lines([c.__dict__ for c in t.citations])[0].startswith("from memory: mon turn 2")
+    assert t.facts[0]["conversation"] == "mon"
+    # the prompt's stable prefix carries the user's facts: a general question's prompt shows it
+    tue.ask("Any tips for ironing shirts?")
+    assert UTRECHT in lp.backend.calls[-1].text
+
+
+def test_the_newest_value_wins_across_conversations(lp):
+    told(lp, "mon", "alice", UTRECHT)
+    told(lp, "tue", "alice", LYON)
+    wed = lp.conversation("wed", create=True, user="alice")
+    t = wed.ask("Where do we live?").trace
+    assert t.decision == "fact" and LYON in t.answer and "Utrecht" not in t.answer
+    assert t.facts[0]["replaced"] and "Utrecht" in t.facts[0]["replaced"][0]["text"]
+    assert [f.text for f in lp.user("alice").facts()] == [LYON]
+
+
+def test_another_users_or_nobodys_conversation_gets_nothing_of_it(lp):
+    told(lp, "mon", "alice", UTRECHT)
+    for conv_id, user in (("bob-1", "bob"), ("nobody", None)):
+        chat = lp.conversation(conv_id, create=True, user=user)
+        answer = chat.ask("Where do I live?")
+        assert answer.answer == NOT_REMEMBERED and not answer.trace.facts and not answer.trace.citations
+        assert all("Utrecht" not in call.text for call in lp.backend.calls)
+        assert chat.facts() == []
+
+
+def test_a_fact_of_another_conversation_is_not_counted_as_this_ones_asked_fact(lp):
+    told(lp, "mon", "alice", UTRECHT)
+    tue = told(lp, "tue", "alice", "My gym locker is number 41.")
+    tue.ask("Where do I live?")  # fact 1 of mon, while tue has a fact 1 of its own
+    assert [f.asked for f in tue.facts()] == [0]
+    assert [f.asked for f in lp.conversation("mon").facts()] == [0]
