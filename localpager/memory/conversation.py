@@ -25,6 +25,7 @@ from ..core.records import Page, Turn
 from ..core.tokens import TokenCounter
 from ..runtime.choices import RecallMode
 from ..retrieval.facts import prompt_facts
+from ..retrieval.user_recall import UserRecall
 from ..runtime.answering import FactContext
 from ..runtime.recall import ContextOverflowError
 from ..runtime.selector import PageSelector
@@ -323,6 +324,21 @@ class Conversation:
                 facts = facts_of(self.pager.turns)
         return facts if all else [f for f in facts if f.current]
 
+    def _selector(self, facts: Sequence[StandingFact]) -> PageSelector:
+        """The reranking selector of this conversation; for a conversation of a user, with their other
+        conversations to recall from too (``retrieval.user_recall``)."""
+        selector = self.held.selector(self.id, facts)
+        user = self.user
+        if user is not None:
+            others = [info for info in self.store.list_conversations(user) if info.id != self.id]
+            for info in others:  # every turn of theirs embedded once (the resident ones too), again after a change
+                if self.held.user_embedded.get(info.id) != info.turns:
+                    pager = Conversation(self.held, info.id).pager
+                    self.held.index.update(info.id, list(pager.pages), pager.turns, pager.bookmark)
+                    self.held.user_embedded[info.id] = info.turns
+            selector.user_recall = UserRecall(self.held.index, self.store, [info.id for info in others])
+        return selector
+
     def _user_facts(self) -> list[StandingFact]:
         """The standing facts of this conversation's user across all of their conversations (``users.User.facts``:
         the newest value wins across them), in the order they were said; this conversation's own name no
@@ -608,7 +624,7 @@ class Conversation:
                 self.held.prefix_states.switch_to(self.id, runtime.backend)  # resume this chat's KV cache if saved
                 try:
                     trace = runtime.answer(self.pager, question, pending=not remember, on_text=on_text,
-                                           selector=selector or self.held.selector(self.id, facts.every),
+                                           selector=selector or self._selector(facts.every),
                                            settings=runtime.settings_with(mode, layout), facts=facts)
                 except BaseException as exc:
                     if remember:

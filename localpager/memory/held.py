@@ -54,6 +54,8 @@ class Held:
         self.prefix_states = PrefixStates(store.path, erasures=store.erase_generation, enabled=self.saves_beside)
         self.conversations: weakref.WeakSet[Reloadable] = weakref.WeakSet()  # open ones: dropped after an erase
         self.closed = False  # close() was called: warm-ups stop, and what was forked is let go
+        # a user's other conversations whose every turn is embedded, with their turn count then (``user_recall``)
+        self.user_embedded: dict[str, int] = {}
         # how long a change to a conversation waits for another process's (an ask holds it while the model runs)
         self.lock_timeout = float(os.environ.get("LOCALPAGER_LOCK_TIMEOUT", LOCK_TIMEOUT))
 

@@ -542,6 +542,14 @@ class PageIndex:
             keep = lookup[pages]
             return turns[keep], index.similarities(vector, places[keep])
 
+    def all_turn_cosines(self, conv_id: str, query: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(turn indices, cosines) of every embedded turn of ``conv_id``, from the loaded index alone: another
+        conversation of a user, searched without loading it (``retrieval.user_recall``)."""
+        index = self.signal(Signal.TURN, conv_id)
+        with self._lock:
+            places, turns, _ = index.conversation_turns(conv_id)
+            return turns, index.similarities(query, places)
+
     def rank(self, conv_id: str, query: str | np.ndarray, page_ids: Sequence[int],
              signal: str = Signal.TURN) -> list[Hit]:
         """``page_ids`` ranked by similarity to ``query`` under one signal; a page scores as its best row."""

@@ -20,9 +20,10 @@ alone, pages compared by their bookmark or their whole text, the question-form t
 
 from __future__ import annotations
 
+import dataclasses
 import math
-from operator import attrgetter
 from dataclasses import dataclass, field
+from operator import attrgetter
 from typing import Sequence
 
 import numpy as np
@@ -44,6 +45,7 @@ from .facts import DEFAULT_FACT_MODEL, FactHit, FactRanker
 from .gate import (DEFAULT_MODEL, GateDecision, GateFeatures, GateModel, _names, decide, gate_features,
                    message_features)
 from .index import Hit, PageIndex
+from .user_recall import ForeignHit, UserRecall
 from .ranking import (
     HybridSettings,
     LexicalIndex,
@@ -93,6 +95,9 @@ class RerankSettings:
     answerable: GateModel = field(default_factory=lambda: DEFAULT_ANSWER_MODEL)  # the relevance floor of a recall
 
 
+GATE_TURNS_OF_OTHERS = 8  # the other conversations' best turns the gate reads in their stead
+
+
 class RerankSelector(PageSelector):
     """The selector (a ``PageSelector``) for one conversation, backed by the shared page index and its lexical
     index: it reranks the pages the model named with the ranking's best, and pages in unasked when the recall
@@ -115,6 +120,7 @@ class RerankSelector(PageSelector):
         self._telling: dict[int, bool] = {}  # turn index -> ranking.tells, kept across questions
         self.last_gate: GateDecision | None = None
         self._corrections_of: tuple | None = None
+        self.user_recall: UserRecall | None = None  # the user's other conversations (``Conversation._selector``)
 
     # -- ranking -------------------------------------------------------------------------------
     def _dense(self, pager: Pager):
@@ -223,16 +229,42 @@ class RerankSelector(PageSelector):
         answered from the turn it needs in a focused prompt, or "not remembered" below the relevance floor, never
         by a small model reading the whole chat (where it invents a value nobody said)."""
         self.last_gate = None
-        if not any(t.text for t in pager.turns[:-1]):
+        if any(t.text for t in pager.turns[:-1]):
+            hits = self._ranked(question, pager, self._searchable(pager, question))
+            self.last_gate = decide(self._gate_features(question, hits, pager), self.settings.gate)
+            if self.last_gate.recall:
+                return True
+        return self._gate_on_others(question)
+
+    def _gate_on_others(self, question: str) -> bool:
+        """The gate asked of the user's other conversations' best turns (a new chat has none of its own to ask
+        about): their cosines stand for the ranking (no lexical score: their BM25 indexes are not read)."""
+        if self.user_recall is None:
             return False
-        hits = self._ranked(question, pager, self._searchable(pager, question))
-        self.last_gate = decide(self._gate_features(question, hits, pager), self.settings.gate)
-        return self.last_gate.recall
+        found = self.user_recall.best(question, limit=GATE_TURNS_OF_OTHERS)
+        if not found:
+            return False
+        turns = [dataclasses.replace(h.turn, index=i) for i, h in enumerate(found)]
+        hits = [TurnHit(turn=i, page_id=0, score=h.dense, dense=h.dense, lexical=0.0) for i, h in enumerate(found)]
+        verdict = decide(gate_features(question, hits, turns), self.settings.gate)
+        if verdict.recall or self.last_gate is None:
+            self.last_gate = verdict
+        return verdict.recall
 
     # -- the long-term layer and the relevance floor ---------------------------------------------
     def facts_for(self, question: str) -> list[FactHit]:
         """The standing facts that bear on ``question``, best first (``retrieval.facts``)."""
         return self.facts.relevant(question)
+
+    def foreign(self, question: str, pager: Pager) -> list[ForeignHit]:
+        """The best turns of the user's other conversations, when the best of them is closer to ``question`` (by
+        cosine) than this conversation's best turn (``retrieval.user_recall``)."""
+        if self.user_recall is None:
+            return []
+        hits = self.user_recall.best(question)
+        ranked = self._ranked(question, pager, self._searchable(pager, question))
+        own = float(ranked[0].dense) if len(ranked) else -1.0
+        return hits if hits and hits[0].dense > own else []
 
     def asks_about_self(self, question: str) -> bool:
         """``core.personal``'s learned reading: the question asks about the speaker's own life."""
@@ -249,11 +281,19 @@ class RerankSelector(PageSelector):
         ranked = self._ranked(question, pager, self._searchable(pager, question))
         hit = ranked[0] if len(ranked) else None
         turn = pager.turns[hit.turn] if hit is not None else pager.turns[injections[0].turns[0]]
+        return self._floor(question, pager, turn, hit.dense if hit else 0.0, hit.lexical if hit else 0.0)
+
+    def answerable_foreign(self, question: str, pager: Pager, hit: ForeignHit) -> Answerability:
+        """The floor on a turn of another conversation of the user (its cosine; no lexical score: that
+        conversation's BM25 index is not read)."""
+        return self._floor(question, pager, hit.turn, hit.dense, 0.0)
+
+    def _floor(self, question: str, pager: Pager, turn, dense: float, lexical: float) -> Answerability:
         speakers = sorted({t.speaker.lower() for t in pager.turns if t.speaker})
         gate = self.last_gate.probability if self.last_gate is not None else self.gate(question, pager).probability
         best = self.facts.best(question)  # below its threshold (a fact above it would have answered), or none
-        features = answer_features(question, turn, hit.dense if hit else 0.0, hit.lexical if hit else 0.0,
-                                   speakers, gate, best.probability if best is not None else 0.0)
+        features = answer_features(question, turn, dense, lexical, speakers, gate,
+                                   best.probability if best is not None else 0.0)
         return decide_answer(features, self.settings.answerable)
 
     # -- selection -----------------------------------------------------------------------------

@@ -31,7 +31,7 @@ from .grammar import Decision, is_recall_prefix, parse_decision
 from .guard import earlier_replies
 from .prompts import (NOT_REMEMBERED, answer_messages, chat_messages, inline_message, recalled_notes, recent_exchange,
                       system_text, turn_line, wants_clock)
-from .selector import Injection, ModelChoiceSelector, PageSelector
+from .selector import ForeignTurn, Injection, ModelChoiceSelector, PageSelector
 from .settings import RecallSettings
 from .trace import Candidate, Citation, Trace
 
@@ -218,7 +218,13 @@ class Runtime:
                 and not selector.is_task(a.question))
 
     def _recall(self, a: Answering, named: list[int]) -> bool:
-        """Answer from the selected turns under the settings' layout; False if nothing was selected or fits."""
+        """Answer from the selected turns under the settings' layout; False if nothing was selected or fits. In a
+        conversation of a user, from turns of their other conversations when those match better (unless the model
+        named pages of this one)."""
+        if a.trace.trigger not in (Fired.MODEL, Fired.FORCED):
+            foreign = a.selector.foreign(a.question, a.pager)
+            if foreign:
+                return self._recall_foreign(a, foreign)
         if a.settings.layout == Layout.INLINE:
             return self._recall_inline(a, named)
         s, trace, question = a.settings, a.trace, a.question
@@ -297,6 +303,36 @@ class Runtime:
         self._record_injections(a.pager, injected, trace, rounds=trace.rounds)
         self._continue(a, prompt, decided, answer_start,
                        prefill_stage="answer_decode" if decided else "injection_prefill")
+        trace.cite(trace.answer)
+        return True
+
+    def _recall_foreign(self, a: Answering, hits: Sequence[ForeignTurn]) -> bool:
+        """Answer from turns of the user's other conversations, given as notes in a focused prompt (this
+        conversation's chat prompt knows nothing of them), cited with their conversation; "not remembered" below
+        the relevance floor."""
+        s, trace = a.settings, a.trace
+        if s.abstain:
+            verdict = a.selector.answerable_foreign(a.question, a.pager, hits[0])
+            if verdict is not None:
+                trace.answerable = verdict.to_dict()
+                if not verdict.answer:
+                    self._not_remembered(a, [])
+                    return True
+        backend = self.answer_backend
+        layout = Layout.FOCUSED if s.layout == Layout.INLINE else s.layout
+        start = time.perf_counter()
+        recent = recent_exchange(a.messages, layout)
+        notes = "\n".join(turn_line(h.turn, clock=wants_clock(a.question)) for h in hits)
+        answer_prompt = backend.render(answer_messages(layout, notes, a.question, recent))
+        trace.timings_ms["recall_fetch"] += elapsed_ms(start)
+        trace.decision = "recall"
+        trace.citations = [Citation(page_id=None, turn=h.turn.index, text=h.turn.text, time=h.turn.time,
+                                    speaker=h.turn.speaker or h.turn.role, conversation=h.conversation) for h in hits]
+        gen, text = a.generate(backend, answer_prompt, s.max_answer_tokens,
+                               keep=prefixes.kept_parts(backend, layout, notes, recent, answer_prompt))
+        a.count_answer(gen, "injection_prefill")
+        trace.tokens["answer_prompt"] = gen.prompt_tokens
+        trace.answer, trace.stopped = text, gen.stopped
         trace.cite(trace.answer)
         return True
 

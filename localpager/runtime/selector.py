@@ -15,7 +15,7 @@ from typing import Protocol, Sequence
 
 from ..core.facts import StandingFact
 from ..core.pager import Pager
-from ..core.records import Page
+from ..core.records import Page, Turn
 from .choices import Fired
 from .trace import Candidate
 
@@ -38,6 +38,14 @@ class Verdict(Protocol):
 
 class FloorVerdict(Verdict, Protocol):
     answer: bool  # False: what a recall found does not answer the question
+
+
+class ForeignTurn(Protocol):
+    """A turn of another conversation of the same user (``retrieval.user_recall.ForeignHit``)."""
+
+    conversation: str
+    turn: Turn
+    dense: float
 
 
 class FactMatch(Verdict, Protocol):
@@ -68,6 +76,15 @@ class PageSelector:
     def facts_for(self, question: str) -> Sequence[FactMatch]:
         """The standing facts that bear on ``question``, best first (none by default)."""
         return []
+
+    def foreign(self, question: str, pager: Pager) -> Sequence[ForeignTurn]:
+        """Turns of the user's other conversations that answer ``question`` better than this one's (none by
+        default: a conversation of nobody's, or a selector that cannot search them)."""
+        return []
+
+    def answerable_foreign(self, question: str, pager: Pager, hit: ForeignTurn) -> FloorVerdict | None:
+        """``answerable`` for a turn of another conversation (``foreign``); None: no floor, it does."""
+        return None
 
     def asks_about_self(self, question: str) -> bool:
         """Whether ``question`` asks about the user's own life, which only memory can answer (never by default)."""

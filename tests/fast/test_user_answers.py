@@ -74,3 +74,31 @@ def test_a_fact_of_another_conversation_is_not_counted_as_this_ones_asked_fact(l
     tue.ask("Where do I live?")  # fact 1 of mon, while tue has a fact 1 of its own
     assert [f.asked for f in tue.facts()] == [0]
     assert [f.asked for f in lp.conversation("mon").facts()] == [0]
+
+
+RAMEN = "We tried a ramen place called Menya Kodo near the station."
+
+
+def test_a_question_about_the_past_in_a_new_chat_is_answered_from_the_users_earlier_chat(lp):
+    told(lp, "mon", "alice", "Can you recommend a film?", RAMEN, "Pancakes or waffles?")
+    tue = lp.conversation("tue", create=True, user="alice")
+    t = tue.ask("What was the ramen place near the station called?").trace
+    assert t.decision == "recall" and t.trigger in ("gate", "personal")
+    assert ("mon", 2, RAMEN) in [(c.conversation, c.turn, c.text) for c in t.citations]
+    assert all(c.page_id is None for c in t.citations)
+    assert RAMEN in lp.backend.calls[-1].text  # the answer was given the turn of Monday's chat
+    # nobody else's conversation is searched
+    bob = lp.conversation("bob-1", create=True, user="bob")
+    before = len(lp.backend.calls)
+    t = bob.ask("What was the ramen place near the station called?").trace
+    assert t.decision != "recall" and not t.citations
+    assert all(RAMEN not in call.text for call in lp.backend.calls[before:])
+
+
+def test_a_turn_forgotten_in_the_earlier_chat_is_not_recalled_from_the_new_one(lp):
+    told(lp, "mon", "alice", "Can you recommend a film?", RAMEN)
+    tue = lp.conversation("tue", create=True, user="alice")
+    lp.user("alice").forget(match="Menya Kodo")
+    t = tue.ask("What was the ramen place near the station called?").trace
+    assert all("Menya" not in c.text for c in t.citations) and "Menya" not in t.answer
+    assert all("Menya" not in call.text for call in lp.backend.calls)
