@@ -11,7 +11,8 @@ from typing import NoReturn
 
 import click
 
-from .session import friendly_errors, open_pager, store_key
+from .options import user_option
+from .session import friendly_errors, open_pager, store_key, user_name
 from .settings import global_options
 
 SERVER_MODULES = ("fastapi", "uvicorn", "sse_starlette", "starlette", "pydantic", "anyio")
@@ -48,16 +49,19 @@ SERVER_MODULES = ("fastapi", "uvicorn", "sse_starlette", "starlette", "pydantic"
               help="GGUF chat model (default: SmolLM2-135M-Instruct; env LOCALPAGER_MODEL)")
 @click.option("--n-ctx", type=click.IntRange(min=128), default=2048, show_default=True, help="model context size")
 @click.option("--no-preload", is_flag=True, help="load the models on the first request, not at start-up")
+@user_option
 @click.pass_context
 def serve(ctx, host, port, api_key, api_key_file, api_keys_file, namespace, cors_origins, allow_remote, budget,
           max_tokens, max_body, default_conversation, model, n_ctx, no_preload):
     """Serve an OpenAI-compatible chat API with memory (/v1/chat/completions) and a memory inspector (/).
 
     Name the conversation with the header X-Conversation-Id (or X-OpenWebUI-Chat-Id); an id outside ASCII
-    goes percent-encoded as UTF-8 (%C5%81ukasz), and the server's headers send ids the same way.
+    goes percent-encoded as UTF-8 (%C5%81ukasz), and the server's headers send ids the same way. The header
+    X-Localpager-User: NAME (default --user) makes a new conversation NAME's, answered from NAME's facts.
 
     The API key: LOCALPAGER_API_KEY=KEY localpager serve, or --api-key-file FILE."""
     from ..serving.protocol import check_bind, check_conversation_id, check_cors
+    from ..store.base import check_user
 
     api_key = serve_api_key(ctx, api_key, api_key_file)
     api_keys = serve_api_keys(ctx, api_keys_file, api_key_file, namespace)
@@ -73,12 +77,15 @@ def serve(ctx, host, port, api_key, api_key_file, api_keys_file, namespace, cors
         warning = check_bind(host, allow_remote)
         if default_conversation:
             check_conversation_id(default_conversation, "--default-conversation")
+        user = user_name(ctx)
+        if user is not None:
+            check_user(user)
         lp = open_pager(ctx, model, n_ctx=n_ctx)
     if warning:
         click.echo(warning, err=True)
     options = server_options(api_key=None if api_keys else api_key, api_keys=api_keys, namespace=namespace,
                              cors_origins=cors_origins, max_tokens_cap=max_tokens, budget=budget,
-                             max_body_bytes=max_body, default_conversation=default_conversation,
+                             max_body_bytes=max_body, default_conversation=default_conversation, user=user,
                              preload=not no_preload)
     with friendly_errors():
         stopped_by = run_server(lp, host, port, options)
@@ -169,10 +176,12 @@ def serve_api_key(ctx: click.Context, api_key: str | None, key_file: str | None)
                    "conversations)")
 @click.option("--read-only", is_flag=True, help="only recall, search, bookmarks and conversations: nothing is "
               "added, corrected or erased")
+@user_option
 @click.pass_context
 def mcp_cmd(ctx, conversation, read_only):
     """Serve memory as MCP tools over stdio, for an app whose own model answers (Claude Desktop, LM Studio,
-    Jan, Cursor, Continue): recall, search, bookmarks, conversations, remember, forget, correct.
+    Jan, Cursor, Continue): recall, search, bookmarks, conversations, remember, forget, correct. With --user
+    NAME the tools act on NAME's memory, and conversation defaults to NAME's own.
 
     Loads no GGUF model; stdout carries protocol messages only. Setup per app: docs/mcp.md."""
     try:
@@ -181,16 +190,19 @@ def mcp_cmd(ctx, conversation, read_only):
         if (exc.name or "").split(".")[0] in ("mcp", "mcp_types"):
             raise click.ClickException("localpager mcp needs the mcp extra: pip install 'localpager[mcp]'") from None
         raise
+    from ..store.base import check_user
     from ..store.location import store_location
 
     with friendly_errors():
         path = store_location(global_options(ctx).store)
+        if (user := user_name(ctx)) is not None:
+            check_user(user)
     if read_only and isinstance(path, Path) and not path.exists():
         raise click.ClickException(f"no store at {path} (--read-only opens an existing store)")
     with friendly_errors():
         lp = open_store(path, key=store_key(ctx))
         ctx.call_on_close(lp.close)
-        serve_stdio(lp, conversation=conversation, read_only=read_only)
+        serve_stdio(lp, conversation=conversation, read_only=read_only, user=user)
 
 
 COMMANDS = (serve, mcp_cmd)

@@ -36,7 +36,7 @@ from .jobs import ModelRunner
 from .namespaces import NamespaceRouter
 from .options import DEFAULT_HOST, DEFAULT_PORT, LOOPBACK_HOSTS, SHUTDOWN_GRACE_S, ServerOptions
 from .protocol import check_cors, is_loopback
-from .routes import chat, conversations, inspector
+from .routes import chat, conversations, inspector, users
 from .state import Served
 
 
@@ -59,7 +59,7 @@ def create_app(lp: LocalPager, options: ServerOptions | None = None, **overrides
     app.state.runner = served.runner
     app.state.pending = served.pending
     add_guards(app, options, log)  # logs and guards every request
-    for routes in (chat, conversations, inspector):
+    for routes in (chat, conversations, users, inspector):
         app.include_router(routes.router)
     return app
 
@@ -107,7 +107,8 @@ def serve(lp: LocalPager, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT,
     sock = listen(host, port)
     shown = f"[{host}]" if ":" in host else host
     port = sock.getsockname()[1]
-    stderr_log(f"listening at http://{shown}:{port}/v1 (store {lp.store.path}); memory inspector at "
+    user = f", user {options.user!r} unless a request names another" if options.user else ""
+    stderr_log(f"listening at http://{shown}:{port}/v1 (store {lp.store.path}{user}); memory inspector at "
                f"http://{shown}:{port}/")
     if not options.preload:
         stderr_log("ready (the models load on the first request)")

@@ -19,7 +19,7 @@ from urllib.parse import quote
 from ..memory.api import LocalPager
 from ..memory.conversation import NO_ANSWER, Answer, Conversation
 from ..store.base import ConversationNotFound, StoreError
-from .protocol import Msg, Reconciliation, header_value, reconcile, retried
+from .protocol import Msg, Reconciliation, header_value, not_theirs, reconcile, retried
 
 
 class Turnstile:
@@ -80,6 +80,7 @@ class Job:
     started: float = field(default_factory=time.perf_counter)
     client_gone: bool = False
     match_ms: float = 0.0  # matching the history with the store (``ModelRunner._match``), before the model lock
+    user: str | None = None  # whose request it is: a new conversation is theirs, another's is refused
 
     def _to_loop(self, fn, *args) -> None:
         try:
@@ -120,13 +121,18 @@ class ModelRunner:
         self._turnstiles: dict[str, Turnstile] = {}
         self._lock = threading.Lock()
 
-    def conversation(self, conv_id: str, create: bool = False) -> Conversation:
+    def conversation(self, conv_id: str, create: bool = False, user: str | None = None) -> Conversation:
+        """The open conversation ``conv_id`` (``create``: made if it does not exist, as ``user``'s); with ``user``,
+        one of another user or of nobody is a 403 (``owned``)."""
         with self._lock:
             conv = self._conversations.get(conv_id)
-            if conv is not None and not self.lp.store.has_conversation(conv_id):
+            exists = self.lp.store.has_conversation(conv_id)
+            if conv is not None and not exists:
                 conv = None  # forgotten whole by another process: a request on it starts afresh
+            if exists:
+                owned(self.lp.store, conv_id, user)
             if conv is None:
-                conv = self._conversations[conv_id] = self.lp.conversation(conv_id, create=create)
+                conv = self._conversations[conv_id] = self.lp.conversation(conv_id, create=create, user=user)
             return conv
 
     def drop(self, conv_id: str) -> None:
@@ -150,7 +156,7 @@ class ModelRunner:
                 created = not self.lp.store.has_conversation(job.conv_id)
                 try:
                     try:
-                        conv = self.conversation(job.conv_id, create=True)
+                        conv = self.conversation(job.conv_id, create=True, user=job.user)
                         # the conversation's lock from the history to the stored answer: a request on it at
                         # another replica (any process on the store) waits, then reads what this one stored
                         held.enter_context(conv.changing(settle=True))
@@ -259,10 +265,17 @@ class ModelRunner:
                 load()
 
 
+def owned(store, conv_id: str, user: str | None) -> None:
+    """Nothing without ``user``; else conversation ``conv_id`` (stored) must be theirs, or a 403 (``not_theirs``)."""
+    if user is not None and (owner := store.conversation_user(conv_id)) != user:
+        raise not_theirs(conv_id, owner, user)
+
+
 def memory_info(job: Job, reply: Reply | None) -> dict[str, Any]:
     """The ``localpager`` field of a completion: where the trace is and what memory did."""
     info: dict[str, Any] = {
         "conversation_id": job.conv_id,
+        "user": job.user,
         "history": job.rec.status if job.rec else None,
         "appended_turns": len(job.rec.new) if job.rec else 0,
         "trace_id": f"{job.conv_id}:{job.question_turn}",

@@ -26,6 +26,7 @@ class ServerOptions:
     max_body_bytes: int = MAX_BODY_BYTES
     max_tokens_cap: int = MAX_TOKENS_CAP
     default_conversation: str | None = None
+    user: str | None = None  # whose a chat request is when it sends no X-Localpager-User header (None: nobody's)
     budget: int | None = None  # memory budget for the conversations it answers, while it runs (not stored)
     model_id: str = MODEL_ID
     preload: bool = False  # load the chat model and the embedder at start-up, not on the first request

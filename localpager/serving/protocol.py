@@ -17,6 +17,7 @@ from urllib.parse import quote, unquote, urlsplit
 from ..core.checks import id_problem
 
 CONVERSATION_HEADERS = ("x-conversation-id", "x-openwebui-chat-id")
+USER_HEADER = "x-localpager-user"  # whose request it is (issue 40): a new conversation is that user's
 # what a header value may carry as it is: visible ASCII and the space, but not "%" (the escape itself)
 _HEADER_SAFE = "".join(chr(c) for c in range(0x20, 0x7F) if chr(c) != "%")
 
@@ -97,6 +98,33 @@ def resolve_conversation_id(headers: Mapping[str, str], body: dict[str, Any],
     raise ApiError(400, "no conversation named: send the header X-Conversation-Id (or X-OpenWebUI-Chat-Id), "
                         "or metadata.conversation_id or user in the body", code="missing_conversation_id",
                    param="X-Conversation-Id")
+
+
+def resolve_user(headers: Mapping[str, str], default: str | None = None) -> str | None:
+    """Whose request it is: the ``X-Localpager-User`` header (read by ``header_id``), else the server's ``--user``
+    (None: nobody's, as before users). The name is checked as the store checks it (``check_user``); a bad one,
+    an empty header included, is a 400 rather than a request of nobody's or of the default user."""
+    from ..store.base import check_user
+
+    raw = headers.get(USER_HEADER)
+    if raw is None:
+        return default
+    try:
+        return check_user(header_id(raw.strip()))
+    except UnicodeDecodeError:
+        raise ApiError(400, "X-Localpager-User holds a %-escape that is not UTF-8", code="invalid_user",
+                       param="X-Localpager-User") from None
+    except ValueError as exc:
+        raise ApiError(400, f"X-Localpager-User: {exc}", code="invalid_user", param="X-Localpager-User") from None
+
+
+def not_theirs(conv_id: str, owner: str | None, user: str) -> ApiError:
+    """The 403 for a request of ``user`` naming a conversation of another user (``owner``) or of nobody (None):
+    one user's memory is theirs, and a conversation of nobody's stays nobody's."""
+    whose = f"user {owner!r}" if owner is not None else "no user"
+    return ApiError(403, f"conversation {conv_id!r} belongs to {whose}, not to user {user!r}: name a conversation "
+                         "of theirs, or a new one", type="permission_error", code="conversation_of_another_user",
+                    param="X-Localpager-User")
 
 
 @dataclass(frozen=True)

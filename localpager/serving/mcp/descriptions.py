@@ -66,3 +66,25 @@ ANNOTATIONS = {
     "correct": ToolAnnotations(title="Correct a memory", read_only_hint=False, destructive_hint=False,
                                idempotent_hint=False, open_world_hint=False),
 }
+
+
+def user_instructions(user: str, own: str | None) -> str:
+    """What the server's instructions add for ``localpager mcp --user``: whose memory it is, and (``own``) the
+    conversation a call naming none uses."""
+    text = f" This server serves the memory of user {user!r}: their conversations only."
+    if own is not None:
+        text += (f" Leave out the conversation argument to use their own conversation, {own!r}: remember keeps what "
+                 "they tell you there, and search without a conversation looks through all of theirs.")
+    return text
+
+
+def for_user(name: str, description: str, user: str, own: str) -> str:
+    """A tool's description on a user's server (``--user`` without ``--conversation``): ``conversation`` is optional."""
+    if name == "conversations":
+        return (description.replace("the conversations localpager remembers",
+                                    f"the conversations of user {user!r} that localpager remembers")
+                + f" A tool given no conversation uses theirs, {own!r}.")
+    where = ("all of their conversations (each hit naming its conversation)" if name == "search"
+             else f"their own conversation, {own!r}")
+    return description + (f" This server serves user {user!r}: leave out `conversation` to use {where}; name one of "
+                          "theirs to use that one.")

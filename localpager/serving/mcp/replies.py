@@ -28,6 +28,7 @@ class RecalledFactOut(BaseModel):
     turn: int = Field(description="the turn that stated it")
     text: str = Field(description="what the user said, in their words")
     probability: float = Field(description="how likely it bears on the question")
+    conversation: str | None = Field(None, description="the conversation it was said in, when another of the user's")
 
 
 class RecallOut(BaseModel):
@@ -55,10 +56,12 @@ class SearchHitOut(BaseModel):
     evicted: bool = Field(description="the turn's page is out of localpager's own prompt (kept in the store)")
     label: str = Field(description="'changed': a later turn corrected it (see superseded_by)")
     superseded_by: int | None
+    conversation: str | None = Field(None, description="the conversation the turn is in, in a search over all of "
+                                                       "the user's conversations")
 
 
 class SearchOut(BaseModel):
-    conversation: str
+    conversation: str | None = Field(description="the conversation searched; null: all of the user's")
     query: str
     hits: list[SearchHitOut]
 

@@ -55,14 +55,17 @@ def warm_up(lp: LocalPager, conversation: str | None = None) -> None:
     threading.Thread(target=search, name="localpager-mcp-warm-up", daemon=True).start()
 
 
-def serve_stdio(lp: LocalPager, *, conversation: str | None = None, read_only: bool = False) -> None:
+def serve_stdio(lp: LocalPager, *, conversation: str | None = None, read_only: bool = False,
+                user: str | None = None) -> None:
     """Serve ``lp`` over stdin/stdout until the client closes stdin. One line to stderr when it starts."""
     quiet()
-    server = build_server(lp, conversation=conversation, read_only=read_only)
-    what = [f"store {lp.store.path}", f"conversation {conversation!r}" if conversation else "every conversation",
-            "read-only" if read_only else "read-write", f"pid {os.getpid()}"]
+    server = build_server(lp, conversation=conversation, read_only=read_only, user=user)
+    own = server.memory.default
+    scope = (f"conversation {conversation!r}" if conversation else
+             f"user {user!r}'s conversations (their own: {own!r})" if user is not None else "every conversation")
+    what = [f"store {lp.store.path}", scope, "read-only" if read_only else "read-write", f"pid {os.getpid()}"]
     print(f"localpager mcp: serving {', '.join(what)} over stdio", file=sys.stderr, flush=True)
-    warm_up(lp, conversation)
+    warm_up(lp, own)
     sys.stdout.flush()
     if hasattr(sys.stdout, "reconfigure"):  # a stray print while serving reaches fd 1 (stderr then) at once
         sys.stdout.reconfigure(line_buffering=True)

@@ -5,7 +5,7 @@ client then reads as a result that says what was wrong."""
 from __future__ import annotations
 
 import inspect
-from typing import Any, Callable
+from typing import Annotated, Any, Callable
 from urllib.parse import quote
 
 from mcp.server.mcpserver import MCPServer
@@ -13,6 +13,7 @@ from mcp.server.mcpserver.exceptions import ResourceError, ResourceNotFoundError
 from mcp.server.mcpserver.resources import ResourceSecurity
 from mcp.server.stdio import stdio_server
 from mcp_types import Resource as MCPResource
+from pydantic import Field
 
 from ...backends.base import BackendError
 from ...backends.modelpaths import ModelNotFoundError
@@ -20,11 +21,12 @@ from ...core.checks import check_id
 from ...memory.api import LocalPager
 from ...store.base import StoreError
 from .confirmations import Confirmations
-from .descriptions import ANNOTATIONS, DESCRIPTIONS, INSTRUCTIONS
+from .descriptions import ANNOTATIONS, DESCRIPTIONS, INSTRUCTIONS, for_user, user_instructions
 from .tools import MemoryTools
 from .wire import ScreenedLines
 
 URI_ROOT = "localpager://conversations"
+USERS_ROOT = "localpager://users"
 FRIENDLY = (ValueError, StoreError, BackendError, ModelNotFoundError)
 
 
@@ -63,31 +65,38 @@ class MemoryServer(MCPServer):
 
 
 def build_server(lp: LocalPager, *, conversation: str | None = None, read_only: bool = False,
-                 confirmations: Confirmations | None = None) -> MemoryServer:
+                 confirmations: Confirmations | None = None, user: str | None = None) -> MemoryServer:
     """The MCP server for ``lp``: every tool, or the reading ones (``read_only``), on every conversation or
-    the one named (``conversation``)."""
+    the one named (``conversation``); with ``user``, on that user's conversations only, a call naming none using
+    the user's own (``tools.own_conversation``) unless the server is pinned to one."""
     if conversation is not None:
         check_id(conversation)
-    tools = MemoryTools(lp, conversation, confirmations)
+    tools = MemoryTools(lp, conversation, confirmations, user)
     instructions = INSTRUCTIONS + (f" This server serves one conversation, {conversation!r}: its tools take no "
                                    "conversation argument." if conversation else "")
+    if user is not None:
+        instructions += user_instructions(user, None if conversation else tools.default)
     if read_only:
         instructions += " It is read-only: it recalls and searches, and changes nothing."
     server = MemoryServer(tools, name="localpager", title="localpager memory", version=_version(),
                           instructions=instructions, log_level="WARNING")
+    optional = tools.default if user is not None and conversation is None else None
     for name, method in tools.by_name(read_only).items():
-        server.add_tool(_tool(method, name, conversation), name=name, description=DESCRIPTIONS[name],
+        description = DESCRIPTIONS[name] if optional is None else for_user(name, DESCRIPTIONS[name], user, optional)
+        server.add_tool(_tool(method, name, conversation, optional), name=name, description=description,
                         annotations=ANNOTATIONS[name], structured_output=True)
     _add_resources(server, tools)
     return server
 
 
-def _tool(method: Callable, name: str, pinned: str | None) -> Callable:
+def _tool(method: Callable, name: str, pinned: str | None, optional: str | None = None) -> Callable:
     """``method`` as the SDK's tool function: the arguments its signature declares (less ``conversation``
-    when the server is pinned to one), errors the caller can fix as ``ToolError`` (the call's result then
-    says what was wrong, with ``isError``)."""
+    when the server is pinned to one; ``conversation`` optional, last, when a user's server has a default one
+    (``optional``)), errors the caller can fix as ``ToolError`` (the call's result then says what was wrong, with
+    ``isError``)."""
     signature = inspect.signature(method, eval_str=True)
     pin = pinned is not None and "conversation" in signature.parameters
+    loose = optional is not None and "conversation" in signature.parameters
 
     def call(**arguments):
         if pin:
@@ -97,7 +106,13 @@ def _tool(method: Callable, name: str, pinned: str | None) -> Callable:
         except FRIENDLY as exc:
             raise ToolError(str(exc).splitlines()[0] if str(exc) else type(exc).__name__) from None
 
-    params = [p for p in signature.parameters.values() if not (pin and p.name == "conversation")]
+    params = [p for p in signature.parameters.values() if not ((pin or loose) and p.name == "conversation")]
+    if loose:  # after the required arguments, as a signature must have it
+        described = Field(min_length=1, description=f"the conversation's id (default: the user's own, {optional!r}; "
+                                                     "conversations() lists theirs)")
+        params.append(inspect.Parameter("conversation", inspect.Parameter.KEYWORD_ONLY, default=None,
+                                        annotation=Annotated[str | None, described]))
+        params = [p.replace(kind=inspect.Parameter.KEYWORD_ONLY) for p in params]
     call.__signature__ = signature.replace(parameters=params)
     call.__name__ = call.__qualname__ = name
     return call
@@ -122,8 +137,17 @@ def _resource(fn: Callable[..., str]) -> Callable[..., str]:
 
 
 def _add_resources(server: MemoryServer, tools: MemoryTools) -> None:
-    """A conversation's bookmarks, pages, one page and standing facts, as resource templates on ``server``."""
+    """A conversation's bookmarks, pages, one page and standing facts, as resource templates on ``server``; with a
+    user, the user's standing facts across their conversations."""
     exempt = ResourceSecurity(exempt_params={"conversation"})  # an id, never a path: the store looks it up
+    if tools.user is not None:
+        @server.resource(f"{USERS_ROOT}/{quote(tools.user, safe='')}/facts", name="your standing facts",
+                         mime_type="application/json",
+                         description=f"what {tools.user} said about themselves that stays true, across all of their "
+                                     "conversations: each fact with its conversation and source turn")
+        @_resource
+        def user_facts() -> str:
+            return tools.user_facts_json()
 
     @server.resource(f"{URI_ROOT}/{{conversation}}/bookmarks", name="bookmarks", mime_type="text/plain",
                      description="a conversation's bookmarks, one a line", security=exempt)

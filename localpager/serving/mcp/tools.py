@@ -5,20 +5,25 @@ Reading: ``recall`` (the recall gate's verdict, the standing facts that bear on 
 recall would inject), ``search``, ``bookmarks``, ``conversations``. Changing: ``remember`` (a turn appended,
 paged and bookmarked as any turn), ``forget`` (behind a confirmation token) and ``correct`` (newest wins;
 the old turn stays, labelled changed). And what the resources read: bookmarks, pages, standing facts.
+
+With a user (``localpager mcp --user NAME``, issue 40) the tools reach that user's conversations only, a
+``conversation`` left out is the user's own (``own_conversation``: created as theirs by the first ``remember``),
+and ``search`` without one searches all of theirs.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import shlex
 from typing import Annotated, Callable, Literal
 
 from pydantic import BaseModel, Field
 
-from ...core.checks import check_id, did_you_mean
+from ...core.checks import MAX_ID_LENGTH, check_id, did_you_mean
 from ...memory.api import LocalPager
 from ...memory.conversation import Conversation
-from ...store.base import ConversationNotFound
+from ...store.base import ConversationNotFound, UserNotFound, check_user
 from .confirmations import CONFIRM_SECONDS, Confirmations
 from .replies import (BookmarkOut, BookmarksOut, ConversationOut, ConversationsOut, CorrectOut, ForgetOut,
                       ForgottenTurnOut, RecalledFactOut, RecalledTurnOut, RecallOut, RememberOut, SearchHitOut,
@@ -29,23 +34,48 @@ MAX_SEARCH_HITS = 50
 Conv = Annotated[str, Field(min_length=1, description="the conversation's id (conversations() lists them)")]
 
 
+def own_conversation(user: str) -> str:
+    """The conversation a user's tools use when a call names none: ``mcp-NAME`` (a name too long for that, a
+    digest of it), the same in every process, so every session of the app adds to one conversation of theirs."""
+    own = f"mcp-{user}"
+    return own if len(own) <= MAX_ID_LENGTH else f"mcp-{hashlib.sha256(user.encode()).hexdigest()[:24]}"
+
+
 class MemoryTools:
     """The tools' work on ``lp`` (plain methods: the SDK runs each call on a worker thread; the
-    ``LocalPager`` serialises them). Errors a caller can fix are ``ValueError``/``StoreError``."""
+    ``LocalPager`` serialises them). Errors a caller can fix are ``ValueError``/``StoreError``. With ``user``,
+    only that user's conversations, and a call naming no conversation uses ``default`` (the pinned one, else
+    the user's own)."""
 
-    def __init__(self, lp: LocalPager, pinned: str | None = None, confirmations: Confirmations | None = None):
+    def __init__(self, lp: LocalPager, pinned: str | None = None, confirmations: Confirmations | None = None,
+                 user: str | None = None):
         self.lp = lp
         self.pinned = pinned
+        self.user = check_user(user) if user is not None else None
+        self.default = pinned if pinned is not None or user is None else own_conversation(user)
         self.confirmations = confirmations or Confirmations(lp.store)
+
+    def _id(self, conversation: str | None) -> str:
+        """The conversation a call names, or the default one (a server without a default needs one named)."""
+        if conversation is not None:
+            return conversation
+        if self.default is None:
+            raise ValueError("give conversation: conversations() lists them")
+        return self.default
+
+    def _unstarted(self, conversation: str) -> bool:
+        """The user's own conversation, not made yet (its first ``remember`` makes it): nothing remembered in it."""
+        return (self.user is not None and conversation == self.default
+                and not self.lp.store.has_conversation(conversation))
 
     def _open(self, conversation: str) -> Conversation:
         self._check_pinned(conversation)
         try:
-            return self.lp.conversation(conversation)
+            return self.lp.conversation(conversation, user=self.user)
         except ConversationNotFound:
-            close = did_you_mean(conversation, [i.id for i in self.lp.conversations()] if self.pinned is None else [])
-            raise ValueError(f"no conversation {conversation!r} in the store{close}: conversations() lists them; "
-                             "remember creates one") from None
+            ids = [i.id for i in self.lp.conversations(self.user)] if self.pinned is None else []
+            raise ValueError(f"no conversation {conversation!r} in the store{did_you_mean(conversation, ids)}: "
+                             "conversations() lists them; remember creates one") from None
 
     def _check_pinned(self, conversation: str) -> None:
         if self.pinned is not None and conversation != self.pinned:
@@ -68,13 +98,19 @@ class MemoryTools:
         max_turns: Annotated[int | None, Field(ge=1, le=MAX_RECALL_TURNS, description=(
             "at most this many turns (default: the turns localpager's own recall would show, at least one)"))] = None,
     ) -> RecallOut:
+        conversation = self._id(conversation)
+        if self._unstarted(conversation):
+            if not question.strip():
+                raise ValueError("recall needs a question")
+            return RecallOut(conversation=conversation, question=question, relevant=False, probability=0.0, facts=[],
+                             turns=[], note="nothing is remembered yet: the conversation is empty")
         conv = self._open(conversation)
         found = conv.recall(question, max_turns)
         turns = [RecalledTurnOut(page=t.page_id, turn=t.turn, time=t.time, dates=t.dates,
                                  speaker=t.speaker or t.role, role=t.role, text=t.text, score=t.score,
                                  label=t.label, injected=t.injected) for t in found.turns]
-        facts = [RecalledFactOut(fact_id=f["fact_id"], turn=f["turn"], text=f["text"], probability=f["probability"])
-                 for f in found.facts]
+        facts = [RecalledFactOut(fact_id=f["fact_id"], turn=f["turn"], text=f["text"], probability=f["probability"],
+                                 conversation=f.get("conversation")) for f in found.facts]
         if not conv.pages:
             note = "the conversation is empty: nothing is remembered yet"
         elif facts:
@@ -98,13 +134,32 @@ class MemoryTools:
         query: Annotated[str, Field(min_length=1, description="words to look for (matched by meaning and by word)")],
         limit: Annotated[int, Field(ge=1, le=MAX_SEARCH_HITS, description="at most this many turns")] = 10,
     ) -> SearchOut:
-        conv = self._open(conversation)
-        hits = [SearchHitOut(turn=h.turn, page=h.page_id, score=h.score, text=h.text, role=h.role,
-                             speaker=h.speaker or h.role, time=h.time, evicted=h.evicted, label=h.label,
-                             superseded_by=h.superseded_by) for h in conv.search(query, limit)]
-        return SearchOut(conversation=conversation, query=query, hits=hits)
+        if conversation is None and self.user is not None and self.pinned is None:
+            return self._search_user(query, limit)
+        conversation = self._id(conversation)
+        found = [] if self._unstarted(conversation) else self._open(conversation).search(query, limit)
+        return SearchOut(conversation=conversation, query=query, hits=[self._hit(h) for h in found])
+
+    def _search_user(self, query: str, limit: int) -> SearchOut:
+        """A search over all of the user's conversations, each hit naming its own (none yet: no hit)."""
+        if not query.strip():
+            raise ValueError("search needs some words")
+        try:
+            found = self.lp.user(self.user).search(query, limit)
+        except UserNotFound:
+            found = []
+        return SearchOut(conversation=None, query=query, hits=[self._hit(h, h.conversation) for h in found])
+
+    @staticmethod
+    def _hit(h, conversation: str | None = None) -> SearchHitOut:
+        return SearchHitOut(turn=h.turn, page=h.page_id, score=h.score, text=h.text, role=h.role,
+                            speaker=h.speaker or h.role, time=h.time, evicted=h.evicted, label=h.label,
+                            superseded_by=h.superseded_by, conversation=conversation)
 
     def bookmarks(self, conversation: Conv) -> BookmarksOut:
+        conversation = self._id(conversation)
+        if self._unstarted(conversation):
+            return BookmarksOut(conversation=conversation, bookmarks=[])
         conv = self._open(conversation)
         marks = conv.bookmarks()
         return BookmarksOut(conversation=conversation, bookmarks=[
@@ -112,7 +167,7 @@ class MemoryTools:
                         evicted=p.evicted, pinned=p.pinned) for p, mark in zip(conv.pages, marks)])
 
     def conversations(self) -> ConversationsOut:
-        infos = [i for i in self.lp.conversations() if self.pinned is None or i.id == self.pinned]
+        infos = [i for i in self.lp.conversations(self.user) if self.pinned is None or i.id == self.pinned]
         return ConversationsOut(conversations=[ConversationOut(id=i.id, turns=i.turns, pages=i.pages,
                                                                evicted=i.evicted) for i in infos])
 
@@ -123,11 +178,12 @@ class MemoryTools:
         text: Annotated[str, Field(min_length=1, description="what to remember, as said (one message)")],
         role: Annotated[Literal["user", "assistant"], Field(description="who said it")] = "user",
     ) -> RememberOut:
+        conversation = self._id(conversation)
         self._check_pinned(conversation)
         check_id(conversation)
         with self.lp.lock:
             created = not self.lp.store.has_conversation(conversation)
-            conv = self.lp.conversation(conversation, create=True)
+            conv = self.lp.conversation(conversation, create=True, user=self.user)
             turn = conv.add_turn(role, text)
             page = conv.pager.page_of_turn(turn.index).page_id
         return RememberOut(conversation=conversation, created=created, turn=turn.index, page=page, role=role,
@@ -149,6 +205,7 @@ class MemoryTools:
             raise ValueError("give exactly one of match, turn or page")
         if dry_run and confirm is not None:
             raise ValueError("dry_run only lists what would go: leave out confirm, or set dry_run to false to erase")
+        conversation = self._id(conversation)
         conv = self._open(conversation)
 
         def out(report, status: str, message: str, **extra) -> ForgetOut:
@@ -194,6 +251,7 @@ class MemoryTools:
         turn: Annotated[int, Field(ge=0, description="the turn that said the old thing (its number from recall or search)")],
         text: Annotated[str, Field(min_length=1, description="the corrected statement, as the same speaker would say it")],
     ) -> CorrectOut:
+        conversation = self._id(conversation)
         conv = self._open(conversation)
         new = conv.correct(turn, text)
         return CorrectOut(conversation=conversation, corrected_turn=turn, new_turn=new.index,
@@ -220,3 +278,11 @@ class MemoryTools:
                 for p in pages]
         return json.dumps({"conversation": conversation, "pages": rows}, ensure_ascii=False, indent=1)
 
+
+    def user_facts_json(self) -> str:
+        """The user's standing facts across all of their conversations, each naming its conversation."""
+        try:
+            rows = [f.to_dict() for f in self.lp.user(self.user).facts()]
+        except UserNotFound:
+            rows = []
+        return json.dumps({"user": self.user, "facts": rows}, ensure_ascii=False, indent=1)

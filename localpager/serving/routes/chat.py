@@ -17,7 +17,7 @@ from sse_starlette.sse import EventSourceResponse
 from ..errors import error_response, failure
 from ..jobs import END, Job, Reply, memory_headers, memory_info, usage
 from ..options import SHUTDOWN_GRACE_S
-from ..protocol import ApiError, Msg, finish_reason, message_text, resolve_conversation_id
+from ..protocol import ApiError, Msg, finish_reason, message_text, resolve_conversation_id, resolve_user
 from ..state import Served, ServedDep
 
 router = APIRouter()
@@ -76,10 +76,12 @@ async def chat_completions(body: ChatRequest, request: Request, s: ServedDep):
 
 
 def new_job(body: ChatRequest, request: Request, s: Served) -> Job:
-    """The request as a job: its conversation, the history before its question, and its ``max_tokens``."""
+    """The request as a job: its conversation and whose it is, the history before its question, and its
+    ``max_tokens``."""
     options = s.options
     conv_id = resolve_conversation_id(request.headers, {"metadata": body.metadata, "user": body.user},
                                       options.default_conversation)
+    user = resolve_user(request.headers, options.user)
     if body.n not in (None, 1):
         raise ApiError(400, "n must be 1: one answer per request", param="n")
     messages = [Msg(m.role, message_text(m.content)) for m in body.messages]
@@ -90,7 +92,7 @@ def new_job(body: ChatRequest, request: Request, s: Served) -> Job:
     max_tokens = min(requested, options.max_tokens_cap) if requested else None
     loop = asyncio.get_running_loop()
     return Job(conv_id, history, messages[-1].text, max_tokens, loop, loop.create_future(),
-               asyncio.Queue() if body.stream else None)
+               asyncio.Queue() if body.stream else None, user=user)
 
 
 def start(job: Job, s: Served) -> asyncio.Future:
@@ -153,8 +155,9 @@ def log_job(log: Callable[[str], None], job: Job, task: asyncio.Future) -> None:
     """The request's one log line, written when its answer is stored (not when the client has it)."""
     ms = (time.perf_counter() - job.started) * 1000
     exc = task.exception() if not task.cancelled() else None
+    who = f" user={job.user}" if job.user is not None else ""
     if exc is not None or task.cancelled():
-        log(f"chat conv={job.conv_id} error={failure(exc).message if exc else 'cancelled'} {ms:.0f} ms")
+        log(f"chat conv={job.conv_id}{who} error={failure(exc).message if exc else 'cancelled'} {ms:.0f} ms")
         return
     reply: Reply = task.result()
     t, tokens = reply.trace, reply.trace.get("tokens", {})
@@ -162,7 +165,7 @@ def log_job(log: Callable[[str], None], job: Job, task: asyncio.Future) -> None:
     recall = f"recall p{','.join(map(str, injected))} ({t.get('trigger')})" if injected else "no recall"
     if reply.replayed:
         recall = "retry: the stored answer, nothing stored"
-    log(f"chat conv={job.conv_id} turn={job.question_turn} history={job.rec.status if job.rec else '-'}"
+    log(f"chat conv={job.conv_id}{who} turn={job.question_turn} history={job.rec.status if job.rec else '-'}"
         f"+{len(job.rec.new) if job.rec else 0} (matched in {job.match_ms:.0f} ms) "
         f"tokens prompt={tokens.get('prompt', 0)} "
         f"generated={tokens.get('generated', 0)} {ms:.0f} ms {recall}"

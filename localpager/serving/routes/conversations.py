@@ -1,25 +1,44 @@
 """The memory endpoints, ``/v1/conversations/...``: what is in and out of the prompt, and the user's
 controls over it (pin, search, forget, correct, export, the standing facts). Reads go straight to the store, without the model
 lock, so they answer while the model works; a change waits its turn on the conversation behind the chat
-answers that came before it."""
+answers that came before it. A request that sends ``X-Localpager-User`` reaches that user's conversations only
+(``header_scope``)."""
 
 import asyncio
 import json
 from typing import Any, Callable
 
 import anyio.to_thread
-from fastapi import APIRouter
+from fastapi import APIRouter, Depends, Request
 from fastapi.responses import Response
 from pydantic import BaseModel, Field
 
 from ...core.checks import did_you_mean
 from ...store.base import PinRefused
 from ..errors import failure
-from ..protocol import ApiError, content_disposition
-from ..state import Served, ServedDep
+from ..jobs import owned
+from ..protocol import USER_HEADER, ApiError, content_disposition, resolve_user
+from ..state import Served, ServedDep, served
 
-router = APIRouter()
-FEATURES = ["pin", "search", "forget", "correct", "export", "facts"]  # named by /health
+
+async def header_scope(request: Request) -> None:
+    """A request that names a conversation and sends ``X-Localpager-User`` must name one of that user's (a 403
+    otherwise, as a chat request gets). Only the header counts here, not the server's ``--user``: the inspector
+    and other memory tools see every conversation of the namespace unless a request says whose it is."""
+    conv_id = request.path_params.get("conv_id")
+    if conv_id is None or USER_HEADER not in request.headers:
+        return
+    user, s = resolve_user(request.headers), await served(request)
+
+    def check() -> None:
+        if s.lp.store.has_conversation(conv_id):  # an unknown id is the route's 404
+            owned(s.lp.store, conv_id, user)
+
+    await anyio.to_thread.run_sync(check)
+
+
+router = APIRouter(dependencies=[Depends(header_scope)])
+FEATURES = ["pin", "search", "forget", "correct", "export", "facts", "users"]  # named by /health
 
 
 class PinRequest(BaseModel):
@@ -56,8 +75,13 @@ def forget_body(report) -> dict[str, Any]:
 @router.get("/v1/conversations")
 async def conversations(s: ServedDep):
     infos = await anyio.to_thread.run_sync(s.lp.store.list_conversations)
-    return {"object": "list", "data": [{"id": i.id, "turns": i.turns, "pages": i.pages, "evicted": i.evicted,
-                                        "source": i.source} for i in infos]}
+    return {"object": "list", "data": [conversation_row(i) for i in infos]}
+
+
+def conversation_row(info) -> dict[str, Any]:
+    """A conversation in a listing, with whose it is (``user``: None for nobody's)."""
+    return {"id": info.id, "user": info.user, "turns": info.turns, "pages": info.pages, "evicted": info.evicted,
+            "source": info.source}
 
 
 def too_long(s: Served, conv_id: str, page, turns) -> list[int]:
