@@ -234,3 +234,11 @@ def test_serve_checks_its_user_option(tmp_path, monkeypatch):
         assert seen.pop("options").user == "alice"
     assert CliRunner().invoke(cli, ["serve", *store]).exit_code == 0 and seen["options"].user is None
 
+
+
+def test_the_inspector_offers_a_user_picker_over_the_users_endpoints(client):
+    page = client.get("/").text
+    assert 'id="user"' in page and 'id="user-facts"' in page
+    js = client.get("/static/inspector.js").text
+    assert "/v1/users/${encodeURIComponent(state.user)}/facts" in js and "c.user" in js
+    assert "users" in client.get("/health").json()["features"]

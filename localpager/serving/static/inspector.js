@@ -3,7 +3,9 @@
 "use strict";
 
 const $ = (id) => document.getElementById(id);
-const state = { conv: null, key: sessionStorage.getItem("localpager-key") || "", features: [], timer: null };
+const params = new URLSearchParams(location.search);
+const state = { conv: null, user: params.get("user") || "", key: sessionStorage.getItem("localpager-key") || "",
+  features: [], timer: null };
 
 function el(tag, attrs = {}, ...children) {
   const node = document.createElement(tag);
@@ -34,14 +36,37 @@ async function api(path, options = {}) {
   return body;
 }
 
+// Every conversation names its user (null: nobody's). Picking a user narrows the list to theirs and shows the
+// standing facts they told any of them; "everyone" lists every conversation, as before users.
 async function loadConversations() {
-  const { data } = await api("/v1/conversations");
+  const all = (await api("/v1/conversations")).data;
+  const users = [...new Set(all.map((c) => c.user).filter((u) => u !== null && u !== undefined))].sort();
+  if (state.user && !users.includes(state.user)) state.user = "";
+  $("user-box").hidden = !users.length;
+  $("user").replaceChildren(el("option", { value: "" }, "everyone"), ...users.map((u) => el("option", { value: u }, u)));
+  $("user").value = state.user;
+  const data = state.user ? all.filter((c) => c.user === state.user) : all;
   const select = $("conversation");
-  const wanted = state.conv || new URLSearchParams(location.search).get("conversation");
-  select.replaceChildren(...data.map((c) => el("option", { value: c.id }, `${c.id} (${c.turns} turns)`)));
-  if (!data.length) { $("summary").textContent = "The store holds no conversation yet."; return; }
+  const wanted = state.conv || params.get("conversation");
+  select.replaceChildren(...data.map((c) => el("option", { value: c.id },
+    `${c.id}${c.user && !state.user ? ` · ${c.user}` : ""} (${c.turns} turns)`)));
+  state.convUser = {};
+  for (const c of all) state.convUser[c.id] = c.user;
+  if (!data.length) { state.conv = null; $("summary").textContent = "The store holds no conversation yet."; return; }
   state.conv = data.some((c) => c.id === wanted) ? wanted : data[data.length - 1].id;
   select.value = state.conv;
+}
+
+async function loadUserFacts() {
+  const show = Boolean(state.user) && state.features.includes("users");
+  $("user-facts-section").hidden = !show;
+  if (!show) return;
+  const { data } = await api(`/v1/users/${encodeURIComponent(state.user)}/facts`);
+  $("user-facts-title").firstChild.textContent = `What ${state.user} told every conversation `;
+  const rows = data.map((f) => el("tr", { "data-conversation": f.conv_id }, el("td", {}, f.conv_id),
+    el("td", {}, f.turn), el("td", {}, f.kind), el("td", {}, f.speaker ? `${f.speaker}: ${f.text}` : f.text)));
+  if (!rows.length) rows.push(el("tr", {}, el("td", { colSpan: 4, class: "muted" }, "No standing fact yet.")));
+  $("user-facts").tBodies[0].replaceChildren(...rows);
 }
 
 async function loadConversation() {
@@ -66,7 +91,8 @@ function renderSummary(pages, traces) {
   const inPrompt = pages.filter((p) => p.in_prompt).length;
   const tooLong = pages.filter((p) => (p.too_long_turns || []).length).length;
   const recalls = traces.filter((t) => t.decision === "recall").length;
-  $("summary").textContent = `${state.conv}: ${pages.length} pages, ${inPrompt} in the prompt, ` +
+  const whose = (state.convUser || {})[state.conv];
+  $("summary").textContent = `${state.conv}${whose ? ` (${whose}'s)` : ""}: ${pages.length} pages, ${inPrompt} in the prompt, ` +
     `${evicted} evicted` + (tooLong ? `, ${tooLong} with a turn too long for any prompt` : "") +
     `; ${traces.length} answers, ${recalls} with a recall.`;
 }
@@ -179,7 +205,8 @@ function renderTraces(traces) {
         .map((h) => el("th", {}, h)))), el("tbody", {}, ...rows)));
     }
     for (const c of t.citations || []) {
-      box.append(el("p", { class: "muted" }, `from memory: p${c.page_id} turn ${c.turn} ${c.speaker}: ${c.text}`));
+      const where = c.page_id == null ? `${c.conversation ?? "?"} turn ${c.turn}` : `p${c.page_id} turn ${c.turn}`;
+      box.append(el("p", { class: "muted" }, `from memory: ${where} ${c.speaker}: ${c.text}`));
     }
     const ms = t.timings_ms || {};
     box.append(el("p", { class: "muted" }, `tokens: prompt ${t.tokens.prompt}, evaluated ${t.tokens.evaluated}, ` +
@@ -259,7 +286,7 @@ async function search() {
 async function refresh() {
   try {
     await loadConversations();
-    await loadConversation();
+    await Promise.all([loadConversation(), loadUserFacts()]);
   } catch (e) { status(e.message, true); }
 }
 
@@ -275,6 +302,7 @@ async function start() {
   } catch (e) { state.features = []; }
   $("search-box").hidden = !state.features.includes("search");
   $("conversation").addEventListener("change", (e) => { state.conv = e.target.value; loadConversation().catch((x) => status(x.message, true)); });
+  $("user").addEventListener("change", (e) => { state.user = e.target.value; state.conv = null; refresh(); });
   $("refresh").addEventListener("click", refresh);
   $("auto").addEventListener("change", schedule);
   $("search").addEventListener("click", search);
