@@ -226,6 +226,9 @@ def eval_experiment_options(f):
                           help="never answer \"not remembered\": a recall always answers from its best turn"),
         experiment_option("--forget", type=click.IntRange(min=0), default=0, show_default=True,
                           help="forget N planted facts at each conversation's end and ask about them again"),
+        experiment_option("--split", type=click.IntRange(min=0), default=0, show_default=True,
+                          help="tell each conversation over N chats of one user and ask its questions in a new "
+                               "chat of theirs (0: as one conversation)"),
     ]):
         f = decorator(f)
     return f
@@ -259,7 +262,8 @@ def evaluate_cmd(ctx, dataset, fmt, boundary, worth, bookmark_format, budget, li
 
 
 def eval_config(limit, model, *, page_choice, recall_mode, no_oracle, excerpt, trigger, signal, hide_bookmarks,
-                repeat_penalty, max_pages, several_pages, categories, no_facts, no_abstain, forget, **_runs):
+                repeat_penalty, max_pages, several_pages, categories, no_facts, no_abstain, forget, split=0,
+                **_runs):
     """The ``EvalConfig`` of eval's options (the lists of runs, ``_runs``, are the sweep's)."""
     from ..lab.evaluate import EvalConfig
     from ..retrieval.rerank import RerankSettings
@@ -270,7 +274,7 @@ def eval_config(limit, model, *, page_choice, recall_mode, no_oracle, excerpt, t
                       max_pages=max_pages or RerankSettings.max_pages,
                       pages_when_several=several_pages or RerankSettings.pages_when_several,
                       categories=list(positive_ints(categories, "--categories")) if categories else None,
-                      facts=not no_facts, abstain=not no_abstain, forget=forget)
+                      facts=not no_facts, abstain=not no_abstain, forget=forget, split=split)
 
 
 # -- bench ---------------------------------------------------------------------------------------------------

@@ -34,6 +34,7 @@ from .metrics import contains_answer, says_not_mentioned, score_answer
 from .choices import EvalStrategy, RetrieverName
 from .retrievers import DEFAULT_TOP_PAGES, get_retriever
 from .selectors import is_product, lab_selector
+from .split import ASKING, part_of, parts
 
 if TYPE_CHECKING:
     from ..memory.models import ModelOptions
@@ -70,6 +71,9 @@ class EvalConfig:
     # at the end of each conversation, this many planted facts are forgotten (every statement of each) and their
     # questions asked again: the answer should be that nothing about it is remembered
     forget: int = 0
+    # split mode (``lab.split``): each conversation told over this many chats of one user, its questions asked at
+    # the end in a new chat of theirs; 0: as one conversation
+    split: int = 0
 
     def __post_init__(self) -> None:
         self.strategy = choose(EvalStrategy, self.strategy, "strategy")
@@ -226,6 +230,9 @@ def evaluate(conversations: Sequence[Transcript], config: EvalConfig, workdir: s
         ticks = iter(bar) if bar is not None else None
         started = time.perf_counter()
         for conv in conversations:
+            if config.split:
+                results += _evaluate_split(scratch, conv, config, paging, ticks)
+                continue
             points = _ask_points(conv, config.limit, config.categories)
             chat = scratch.conversation(conv.id, create=True, config=paging)
             planted = planted_values(conv)
@@ -254,6 +261,47 @@ def evaluate(conversations: Sequence[Transcript], config: EvalConfig, workdir: s
     return report
 
 
+def _evaluate_split(lp, conv: Transcript, config: EvalConfig, paging: PagingConfig, ticks) -> list[ProbeResult]:
+    """Split mode: ``conv`` stored as ``config.split`` chats of the user ``conv.id``, every probe asked at the end in
+    a new chat of theirs (no oracle: the evidence is in other conversations), then the forgotten facts' questions
+    after a forget at the user's scope."""
+    split = parts(conv.id, conv.turns, config.split)
+    for part in split:
+        chat = lp.conversation(part.conv_id, create=True, config=paging, user=conv.id)
+        for turn in conv.turns[part.start:part.stop]:
+            chat.add_turn(turn.role, turn.text, turn.time, turn.speaker, stamp=False)
+        chat.maintain()
+    asking = lp.conversation(f"{conv.id}#{ASKING}", create=True, config=paging, user=conv.id)
+    planted = planted_values(conv)
+    unsplit = replace(config, oracle=False)
+    results = []
+    for probes in _ask_points(conv, config.limit, config.categories).values():
+        for probe in probes:
+            results.append(_ask(lp, asking, asking.id, probe, unsplit, planted))
+            if ticks is not None:
+                next(ticks, None)
+    for probe in _forgotten_probes(conv, config):
+        for turn in sorted(set(probe.extra.get("stated") or probe.evidence)):
+            part, index = part_of(split, turn)
+            chat = lp.conversation(part.conv_id)
+            if chat.turns[index].text:
+                chat.forget(turn=index)
+        results.append(_ask(lp, asking, asking.id, _forgotten(probe), unsplit, probe.answers))
+    return results
+
+
+def _forgotten_probes(conv: Transcript, config: EvalConfig) -> list[Probe]:
+    """The planted facts ``config.forget`` forgets: every third explicit one, at most that many."""
+    return [p for p in conv.probes if p.evidence and "kind" in p.extra and p.extra.get("style") != "implicit"
+            and "category" not in p.extra][::3][: config.forget]
+
+
+def _forgotten(probe: Probe) -> Probe:
+    """``probe``'s question, asked again after its fact was forgotten: nothing about it should be remembered."""
+    return Probe(probe.question, [], [], FORGOTTEN_PROBE, extra={"kind": probe.extra["kind"],
+                                                             "old_answers": probe.answers})
+
+
 def planted_values(conv: Transcript) -> list[str]:
     """Every value planted in a generated conversation (its fact probes' accepted answers, old values too): what
     an answer to a general, never-said or forgotten question must not bring up."""
@@ -264,16 +312,12 @@ def planted_values(conv: Transcript) -> list[str]:
 def _ask_forgotten(lp, chat, conv: Transcript, config: EvalConfig, planted: list[str]) -> list[ProbeResult]:
     """Forget ``config.forget`` planted facts of ``conv`` (every turn that states each: its statement and its
     corrections) and ask each one's question again: nothing about it should be remembered now."""
-    chosen = [p for p in conv.probes if p.evidence and "kind" in p.extra and p.extra.get("style") != "implicit"
-              and "category" not in p.extra][::3][: config.forget]
     out = []
-    for probe in chosen:
+    for probe in _forgotten_probes(conv, config):
         for turn in sorted(set(probe.extra.get("stated") or probe.evidence)):
             if chat.turns[turn].text:
                 chat.forget(turn=turn)
-        forgotten = Probe(probe.question, [], [], FORGOTTEN_PROBE, extra={"kind": probe.extra["kind"],
-                                                                       "old_answers": probe.answers})
-        out.append(_ask(lp, chat, conv.id, forgotten, replace(config, oracle=False), probe.answers))
+        out.append(_ask(lp, chat, conv.id, _forgotten(probe), replace(config, oracle=False), probe.answers))
     return out
 
 

@@ -262,7 +262,8 @@ class RerankSelector(PageSelector):
         if self.user_recall is None:
             return []
         hits = self.user_recall.best(question)
-        ranked = self._ranked(question, pager, self._searchable(pager, question))
+        pages = self._searchable(pager, question)
+        ranked = self._ranked(question, pager, pages) if pages else []
         own = float(ranked[0].dense) if len(ranked) else -1.0
         return hits if hits and hits[0].dense > own else []
 
