@@ -161,11 +161,20 @@ class StandingFact:
 
 def extract(turn: Turn) -> list[FactDraft]:
     """The standing facts ``turn`` states (none for an assistant's turn: it tells the user things, it says
-    nothing about the user)."""
+    nothing about the user); a remembered turn (``Turn.remembered``) states at least one (``remembered_fact``)."""
     if not turn.text or (turn.role != "user" and not turn.speaker):
         return []
-    found = _extract(turn.text, turn.role == "user" and not turn.speaker)
+    found = _extract(turn.text, turn.role == "user" and not turn.speaker) or (
+        (remembered_fact(turn.text),) if turn.remembered else ())
     return [replace(d, speaker=turn.speaker) for d in found] if turn.speaker else list(found)
+
+
+def remembered_fact(text: str) -> FactDraft:
+    """What a turn the speaker asked to be remembered (``Turn.remembered``) stands for when the extractor finds no
+    fact in it: their words as one line (``one_line``, at most ``MAX_FACT_CHARS``), of kind ``stated``. They asked
+    for it to be kept, so no cue or model has to agree that it is a fact."""
+    line = " ".join(one_line(text).split())
+    return FactDraft(STATED, subject_of(line, STATED), _shorten(line))
 
 
 @lru_cache(maxsize=1 << 14)

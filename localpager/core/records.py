@@ -28,6 +28,9 @@ class Turn:
     speaker: str | None = None  # a display name (LoCoMo), when the source has one
     # the index of the later turn that corrected this one (Conversation.correct); None: current
     superseded_by: int | None = None
+    # stored by ``Conversation.remember``: the speaker asked that it be kept, so it is a standing fact even when
+    # the extractor finds none in it (``core.facts.extract``); no reply follows it
+    remembered: bool = False
 
     @property
     def forgotten(self) -> bool:

@@ -85,6 +85,7 @@ def conversation_line(store: Store, conv_id: str, vectors: bool = False) -> dict
         "pages": [{k: getattr(p, k) for k in _PAGE_FIELDS} for p in store.pages(conv_id, turns)],
         "superseded": {str(t.index): t.superseded_by for t in turns if t.superseded_by is not None},
         "forgotten": [t.index for t in turns if not t.text],
+        "remembered": [t.index for t in turns if t.remembered],  # kept as facts at the user's word (remember)
         # the standing facts, as the store has them (made again from the turns on import; their pins kept)
         "facts": [{k: v for k, v in asdict(f).items() if k in _FACT_KEYS} for f in store.facts(conv_id)],
     }
@@ -214,6 +215,7 @@ def read_export(path: str | os.PathLike, progress: Progress | None = None,
             if t.index in state["forgotten"]:
                 t.text = ""
             t.superseded_by = state["superseded"].get(t.index)
+            t.remembered = t.index in state["remembered"]
         entries.append(Entry(conv, state, conversation_user(obj, where)))
     return entries
 
@@ -228,7 +230,8 @@ def _empty_conversation(obj: dict[str, Any], where: Where) -> Transcript:
 
 
 # -- checking what an export adds: every field typed, so that nothing stored fails later ---------------
-_STATE_KEYS = {"version", "source", "created_at", "settings", "pages", "superseded", "forgotten", "vectors", "facts"}
+_STATE_KEYS = {"version", "source", "created_at", "settings", "pages", "superseded", "forgotten", "remembered", "vectors",
+               "facts"}
 _FACT_KEYS = {"fact_id", "turn", "kind", "subject", "text", "superseded_by", "pinned", "asked"}
 _VECTOR_KEYS = {"page_id", "kind", "model", "source", "vector"}
 _PAGE_TYPES: dict[str, Any] = {"page_id": int, "first_turn": int, "last_turn": int, "token_count": int, "keywords": list,
@@ -250,8 +253,11 @@ def _checked_state(value: Any, where: Where, n_turns: int, fit: VectorFit | None
     pages = _checked_pages(state.get("pages"), where, n_turns)
     forgotten = {checked_turn_index(t, n_turns, where, f"localpager.forgotten[{i}]")
                  for i, t in enumerate(list_of(state.get("forgotten", []), where, "localpager.forgotten"))}
+    remembered = {checked_turn_index(t, n_turns, where, f"localpager.remembered[{i}]")
+                  for i, t in enumerate(list_of(state.get("remembered", []), where, "localpager.remembered"))}
     return {"source": optional_string(state.get("source"), where, "localpager.source"), "created_at": created,
             "settings": _checked_settings(state.get("settings"), where), "pages": pages, "forgotten": forgotten,
+            "remembered": remembered,
             "superseded": _checked_superseded(state.get("superseded", {}), where, n_turns),
             "vectors": _checked_vectors(state.get("vectors", []), where, pages or [], forgotten, fit),
             "pinned_facts": _checked_pinned_facts(state.get("facts", []), where, n_turns)}

@@ -252,8 +252,8 @@ class Store(ABC):
                  user),
             )
             conn.executemany(
-                "INSERT INTO turns (conv_id, idx, role, text, time, speaker) VALUES (?, ?, ?, ?, ?, ?)",
-                [(conv_id, t.index, t.role, t.text, t.time, t.speaker) for t in turns],
+                "INSERT INTO turns (conv_id, idx, role, text, time, speaker, remembered) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                [(conv_id, t.index, t.role, t.text, t.time, t.speaker, int(t.remembered)) for t in turns],
             )
             self._write_pages(conn, conv_id, pages)
             self._write_facts(conn, conv_id, turns)
@@ -321,10 +321,11 @@ class Store(ABC):
     def turns(self, conv_id: str) -> list[Turn]:
         self._require(conv_id)
         rows = self._query(
-            "SELECT idx, role, text, time, speaker, superseded_by FROM turns WHERE conv_id = ? ORDER BY idx",
-            (conv_id,),
+            "SELECT idx, role, text, time, speaker, superseded_by, remembered FROM turns WHERE conv_id = ?"
+            " ORDER BY idx", (conv_id,),
         )
-        return [Turn(index=r[0], role=r[1], text=r[2], time=r[3], speaker=r[4], superseded_by=r[5]) for r in rows]
+        return [Turn(index=r[0], role=r[1], text=r[2], time=r[3], speaker=r[4], superseded_by=r[5],
+                     remembered=bool(r[6])) for r in rows]
 
     def pages(self, conv_id: str, turns: Sequence[Turn] | None = None) -> list[Page]:
         """The pages of a conversation, with their text rendered from ``turns`` (loaded if not given)."""
@@ -401,8 +402,8 @@ class Store(ABC):
                     f"conversation {conv_id!r} changed in another process (turn {turn.index} is not next: "
                     f"{expected} is); open it again")
             conn.execute(
-                "INSERT INTO turns (conv_id, idx, role, text, time, speaker) VALUES (?, ?, ?, ?, ?, ?)",
-                (conv_id, turn.index, turn.role, turn.text, turn.time, turn.speaker),
+                "INSERT INTO turns (conv_id, idx, role, text, time, speaker, remembered) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (conv_id, turn.index, turn.role, turn.text, turn.time, turn.speaker, int(turn.remembered)),
             )
             self._write_pages(conn, conv_id, pages)
             current = self._add_facts(conn, conv_id, turn, self._standing.take(conv_id, before))
@@ -587,10 +588,10 @@ class Store(ABC):
             pinned = {(r[0], r[1]) for r in conn.execute(
                 "SELECT turn_idx, text FROM facts WHERE conv_id = ? AND pinned <> 0", (conv_id,)).fetchall()}
             conn.execute("DELETE FROM facts WHERE conv_id = ?", (conv_id,))
-            rows = conn.execute("SELECT idx, role, text, time, speaker FROM turns WHERE conv_id = ? ORDER BY idx",
-                                (conv_id,)).fetchall()
-            self._write_facts(conn, conv_id, [Turn(index=r[0], role=r[1], text=r[2], time=r[3], speaker=r[4])
-                                              for r in rows], pinned)
+            rows = conn.execute("SELECT idx, role, text, time, speaker, remembered FROM turns WHERE conv_id = ?"
+                                " ORDER BY idx", (conv_id,)).fetchall()
+            self._write_facts(conn, conv_id, [Turn(index=r[0], role=r[1], text=r[2], time=r[3], speaker=r[4],
+                                                   remembered=bool(r[5])) for r in rows], pinned)
             conn.execute("UPDATE conversations SET facts = ? WHERE id = ?", (FACTS_VERSION, conv_id))
 
     def pin_fact(self, conv_id: str, fact_id: int, pinned: bool = True, room: PinRoom | None = None) -> None:

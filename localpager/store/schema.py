@@ -148,6 +148,12 @@ ${confirmations_private}    """,
     ALTER TABLE conversations ADD COLUMN user_name TEXT;
     CREATE INDEX conversations_user ON conversations(user_name);
 ${users_private}    """,
+    # 11: remembered turns. A turn the user asked to be kept (``Conversation.remember``) is a standing fact even
+    # when the extractor finds none in it (``core.facts.extract``), so the mark is kept with the turn, where a
+    # rebuild of the facts and an export read it.
+    """
+    ALTER TABLE turns ADD COLUMN remembered INTEGER NOT NULL DEFAULT 0;
+    """,
 )
 
 SQLITE_GENERATION_TRIGGERS = (
