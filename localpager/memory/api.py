@@ -169,13 +169,14 @@ class LocalPager:
         """Every stored conversation, or with ``user`` only that user's."""
         return self.store.list_conversations(user)
 
-    def user(self, name: str) -> User:
+    def user(self, name: str, create: bool = False) -> User:
         """A person's memory across their conversations (``users.User``); a name no conversation belongs to is a
-        ``UserNotFound``."""
+        ``UserNotFound``, unless ``create``: a new user, who has a conversation once one is made theirs (their first
+        ``User.remember`` makes their memory conversation)."""
         from ..core.checks import did_you_mean
 
         check_user(name)
-        if not self.store.list_conversations(name):
+        if not create and not self.store.list_conversations(name):
             raise UserNotFound(f"no user {name!r} in {self.store.path}: no conversation belongs to them"
                                f"{did_you_mean(name, self.store.users())}")
         return User(self.held, name)

@@ -32,8 +32,9 @@ from ..runtime.selector import PageSelector
 from ..runtime.trace import Trace
 from ..store.base import ConversationBusy, ConversationChanged, PinRoom, StoreError
 from ..store.locks import LockTimeout, conversation_lock
-from . import controls, interchange
+from . import controls, fact_edits, interchange
 from .held import Held
+from .fact_edits import FactChange
 from .interchange import FORGOTTEN_TEXT, Entry
 from .user_facts import across
 from .warmup import Warmer
@@ -437,6 +438,82 @@ class Conversation:
             self.supersede(turn, new.index)
             return new
 
+    def remember(self, text: str) -> list[StandingFact]:
+        """Keep ``text`` as the user's own statement, without a reply: it is stored as a user turn marked
+        ``remembered`` (no model is asked, no assistant turn follows) and becomes standing facts as any turn does;
+        when the extractor finds none in it, it is one fact of kind ``stated``, the words as one line (at most
+        ``core.facts.MAX_FACT_CHARS``). Returns the facts it made. The next question follows it as any turn."""
+        fact_edits.check_words(text, "nothing to remember")
+        with self.changing(settle=True):
+            self._ensure_facts()
+            turn = self._append("user", text, now_stamp(), remembered=True)
+            return [f for f in self.store.facts(self.id) if f.turn == turn.index]
+
+    def edit_fact(self, fact_id: int, text: str, dry_run: bool = False) -> FactChange:
+        """Replace standing fact ``fact_id`` with ``text``: its old words are erased as ``forget`` erases text
+        (its source turn forgotten whole, and every turn that repeats its words, such as an answer that quoted it:
+        in this conversation and, for a user's, in their others), then ``text`` is remembered (``remember``). The
+        source turn's other standing facts that still stand are stated again, each as a remembered turn at its old
+        time; what else that turn said goes with it. ``dry_run`` says what would go and changes nothing."""
+        return self._change_fact(fact_id, text, dry_run)
+
+    def delete_fact(self, fact_id: int, dry_run: bool = False) -> FactChange:
+        """Erase standing fact ``fact_id`` as ``edit_fact`` erases the old words, with nothing in its place (the
+        source turn's other standing facts that still stand are stated again; what else it said goes)."""
+        return self._change_fact(fact_id, None, dry_run)
+
+    def _change_fact(self, fact_id: int, text: str | None, dry_run: bool) -> FactChange:
+        """Delete standing fact ``fact_id`` (``text`` None) or replace it with ``text`` (``fact_edits``)."""
+        if text is not None:
+            fact_edits.check_words(text, "a fact needs some words")
+        with self.changing() if not dry_run else self.held.lock:
+            if not dry_run:
+                self._ensure_facts()
+            plan = fact_edits.erasure(self.facts(all=True), self.pager, fact_id, self.id)
+            done = FactChange(self.id, plan.fact, text, kept=plan.kept, dry_run=dry_run)
+            if dry_run:
+                report = controls.plan_forget(self.store, self.id, self.pager, plan.turns, plan.words).report
+                report.dry_run = True
+                done.reports.append(report)
+            else:
+                done.reports.append(controls.forget_turns(self.held, self.id, self.pager, plan.turns, plan.words))
+                self.reload()
+                source = self.pager.turns[plan.fact.turn]  # its role and speaker (its text is gone)
+                again = [self._append(source.role, f.text, f.time, source.speaker, remembered=True).index
+                         for f in plan.kept]
+                new = ([self._append(source.role, text, now_stamp(), source.speaker, remembered=True).index]
+                       if text is not None else [])
+                made = self.store.facts(self.id)
+                done.kept = [f for f in made if f.turn in again]
+                done.facts = [f for f in made if f.turn in new]
+        done.reports += self._erase_elsewhere(plan.words, dry_run)
+        return done
+
+    def _erase_elsewhere(self, words: str, dry_run: bool) -> list[ForgetReport]:
+        """A fact's ``words`` erased from this user's other conversations, where an answer may have quoted them:
+        each one's own erasure, one at a time (never two conversations' locks held together)."""
+        if self.user is None:
+            return []
+        reports = []
+        for info in self.store.list_conversations(self.user):
+            if info.id == self.id:
+                continue
+            other = Conversation(self.held, info.id)
+            with self.held.lock:
+                turns = fact_edits.holding(other.pager, words)
+                plan = controls.plan_forget(self.store, other.id, other.pager, turns, words).report
+            if not (plan.turns or plan.traces or plan.probes or plan.meta_scrubbed):
+                continue
+            if dry_run:
+                plan.dry_run = True
+                reports.append(plan)
+                continue
+            with other.changing():  # planned again under its lock: another process may have written
+                turns = fact_edits.holding(other.pager, words)
+                reports.append(controls.forget_turns(self.held, other.id, other.pager, turns, words))
+                other.reload()
+        return reports
+
     def supersede(self, turn: int, by: int) -> None:
         """Mark turn ``turn`` as corrected by the later turn ``by`` (already in the conversation)."""
         with self.changing():
@@ -460,7 +537,7 @@ class Conversation:
         added = 0
         for t in incoming[len(self.turns):]:
             if t.text:
-                self.add_turn(t.role, t.text, t.time, t.speaker, stamp=False)
+                self.add_turn(t.role, t.text, t.time, t.speaker, stamp=False, remembered=t.remembered)
             else:  # forgotten in the file: keep its place, without text
                 self.add_turn(t.role, FORGOTTEN_TEXT, t.time, t.speaker, stamp=False)
                 self.forget(turn=t.index)
@@ -540,22 +617,23 @@ class Conversation:
             return page
 
     def add_turn(self, role: str, text: str, time: str | None = None, speaker: str | None = None, *,
-                 stamp: bool = True) -> Turn:
+                 stamp: bool = True, remembered: bool = False) -> Turn:
         """Append a turn and make it durable (with the paging it caused) before returning.
 
         A turn without a ``time`` is stamped with the present moment (``stamp``), so that what it says
         about time ("yesterday", "next Friday") can be resolved later (``localpager.core.dates``); replaying a
-        transcript that has no times, pass ``stamp=False``."""
+        transcript that has no times, pass ``stamp=False``. ``remembered``: the turn is one the speaker asked
+        to be kept (``remember``; an import restoring one)."""
         if role not in ("user", "assistant"):
             raise ValueError(f"role must be 'user' or 'assistant', got {role!r}")
         if not text.strip():
             raise ValueError("a turn needs some text")
         check_text(text)
         with self.changing(settle=True):
-            return self._append(role, text, time or (now_stamp() if stamp else None), speaker)
+            return self._append(role, text, time or (now_stamp() if stamp else None), speaker, remembered=remembered)
 
     def _append(self, role: str, text: str, time: str | None = None, speaker: str | None = None, *,
-                unanswered: bool = False, answer: AnswerRecord | None = None) -> Turn:
+                unanswered: bool = False, answer: AnswerRecord | None = None, remembered: bool = False) -> Turn:
         """Page a new turn and store it with every page it changed (and the uses of the pages ``answer`` used)
         in one transaction. If the store refuses it, the pager is read again, so memory never holds a turn the
         store lacks; if another writer that does not take the conversation's lock got there first, it is tried
@@ -563,7 +641,7 @@ class Conversation:
         answers, touch, asked = (answer.answers, answer.touch, answer.asked) if answer else (None, (), ())
         for attempt in (1, 2):
             pager = self.counted()
-            turn = Turn(role=role, text=text, index=len(pager.turns), time=time, speaker=speaker)
+            turn = Turn(role=role, text=text, index=len(pager.turns), time=time, speaker=speaker, remembered=remembered)
             try:
                 paged = pager.add_turn(turn)
                 changed = {p.page_id: p for p in paged.changed}

@@ -16,11 +16,14 @@ import os
 from dataclasses import dataclass, field
 from typing import Sequence
 
+from ..core.checks import MAX_ID_LENGTH
 from ..core.facts import StandingFact
+from ..core.pager import PagingConfig
 from ..store.base import ConversationInfo, Store, StoreError
 from . import controls, interchange
 from .controls import EXPORTS_NOTE, ForgetReport, SearchHit
 from .conversation import Conversation
+from .fact_edits import FactChange
 from .held import Held
 from .user_facts import across
 
@@ -76,6 +79,22 @@ def check_owner(store: Store, conv_id: str, user: str) -> None:
         raise StoreError(f"conversation {conv_id!r} in {store.path} belongs to {whose}, not to user {user!r}")
 
 
+MEMORY_SUFFIX = "-memory"  # a user's own conversation for what they ask to be remembered: "alice-memory"
+
+
+def memory_conversation(user: str) -> str:
+    """The id of the conversation ``User.remember`` keeps a user's remembered facts in when given none: the name
+    and ``MEMORY_SUFFIX`` ("alice-memory"); a name too long for that is cut, with a digest of it, so that two long
+    names never share one."""
+    conv_id = user + MEMORY_SUFFIX
+    if len(conv_id) <= MAX_ID_LENGTH:
+        return conv_id
+    import hashlib
+
+    digest = hashlib.sha256(user.encode()).hexdigest()[:12]
+    return f"{user[:MAX_ID_LENGTH - len(MEMORY_SUFFIX) - 13].rstrip()}-{digest}{MEMORY_SUFFIX}"
+
+
 class User:
     """One user's memory across the conversations that belong to them. Made by ``LocalPager.user`` (over what its
     process holds, ``held``); every call reads the store as it is then (a conversation created or forgotten since
@@ -121,6 +140,36 @@ class User:
     def _gathered(self) -> tuple[list[StandingFact], dict[tuple[str, int], tuple[str, int]]]:
         with self.held.lock:
             return across(self.store, self.name)
+
+    # -- what the user manages: remember, edit, delete ---------------------------------------------------
+    def remember(self, text: str, conversation: str | None = None) -> list[StandingFact]:
+        """Keep ``text`` as their own statement, without a reply (``Conversation.remember``), in ``conversation``
+        (one of theirs) or, by default, in their memory conversation (``memory_conversation``: "alice-memory"),
+        created as theirs on first use; one of that id that is someone else's is a ``StoreError``. Returns the facts
+        it made, each naming its conversation. It counts in every conversation of theirs, as their facts do."""
+        with self.held.lock:
+            if conversation is None:
+                conversation = memory_conversation(self.name)
+                if not self.store.has_conversation(conversation):
+                    try:
+                        self.store.create_conversation(conversation, settings=PagingConfig().to_dict(), user=self.name)
+                    except StoreError:
+                        if not self.store.has_conversation(conversation):  # not another process creating it first
+                            raise
+            conv = self._open(conversation)
+        return [dataclasses.replace(f, conv_id=conversation) for f in conv.remember(text)]
+
+    def edit_fact(self, fact: tuple[str, int], text: str, dry_run: bool = False) -> FactChange:
+        """Replace their fact ``fact`` = (conversation, fact id) with ``text`` (``Conversation.edit_fact``: the old
+        words erased from every one of their conversations)."""
+        conv_id, fact_id = fact
+        return self._open(conv_id).edit_fact(fact_id, text, dry_run)
+
+    def delete_fact(self, fact: tuple[str, int], dry_run: bool = False) -> FactChange:
+        """Erase their fact ``fact`` = (conversation, fact id) (``Conversation.delete_fact``), from every one of
+        their conversations."""
+        conv_id, fact_id = fact
+        return self._open(conv_id).delete_fact(fact_id, dry_run)
 
     # -- search and forget ------------------------------------------------------------------------------
     def search(self, query: str, limit: int = 10) -> list[SearchHit]:
