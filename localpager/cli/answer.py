@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import re
+
 import click
 
 from ..runtime.choices import DEFAULT_LAYOUT, OFFERED_RECALL_MODES, Layout, RecallMode
@@ -91,17 +93,21 @@ def stored_probe(lp, conv_id: str, number: int) -> str:
 
 
 # -- chat ----------------------------------------------------------------------------------------------------
-CHAT_COMMANDS = ("/bookmarks", "/pages", "/trace", "/facts", "/search", "/forget", "/pin", "/unpin", "/export",
-                 "/quit")
+CHAT_COMMANDS = ("/bookmarks", "/pages", "/trace", "/facts", "/remember", "/correct", "/search", "/forget", "/pin",
+                 "/unpin", "/export", "/quit")
 VIEW_COMMANDS = ("/bookmarks", "/pages", "/trace")
-MEMORY_COMMANDS = ("/facts", "/search", "/forget", "/pin", "/unpin", "/export")
+MEMORY_COMMANDS = ("/facts", "/remember", "/correct", "/search", "/forget", "/pin", "/unpin", "/export")
 CHAT_HELP = """/bookmarks          evicted pages as the model sees them
 /pages              every page
 /trace              what the pager did on the last turn
-/facts [all]        what you told me about yourself that stays true (all: the replaced ones too)
+/facts [all]        what you told me about yourself that stays true (all: the replaced ones too; a user's chat:
+                    the facts of all their conversations, CONV #N)
 /facts pin N, /facts unpin N   keep standing fact N in the prompt (or not); the pins must fit the facts' room
+/remember TEXT      keep TEXT as a fact about you, without a reply
+/correct N TEXT     replace fact N (or CONV:N) with TEXT; its old words are erased (asks first)
 /search WORDS       what is remembered about WORDS
-/forget turn N | page N | TEXT   forget a turn, a page, or every turn containing TEXT (asks first)
+/forget turn N | page N | fact N | TEXT   forget a turn, a page, a fact (CONV:N too), or every turn containing
+                    TEXT (asks first)
 /pin N, /unpin N    keep page N in the prompt (or not)
 /export FILE        write this conversation to a JSONL file
 /quit"""
@@ -202,6 +208,16 @@ def chat_memory_command(conv, line: str) -> None:
     rest = rest.strip()
     if command == "/facts":
         chat_facts(conv, rest)
+    elif command == "/remember":
+        if not rest:
+            raise click.ClickException("/remember TEXT")
+        for fact in conv.remember(rest):
+            click.echo(f"remembered: {fact.line()}")
+    elif command == "/correct":
+        ref, _, text = rest.partition(" ")
+        if not ref or not text.strip():
+            raise click.ClickException("/correct N TEXT (N: a standing fact's number, as /facts lists it)")
+        chat_change_fact(conv, ref, text.strip())
     elif command == "/search":
         chat_search(conv, rest)
     elif command == "/forget":
@@ -237,7 +253,12 @@ def chat_facts(conv, rest: str) -> None:
         return
     if rest not in ("", "all"):
         raise click.ClickException("/facts [all] | /facts pin N | /facts unpin N")
-    found = conv.facts(all=rest == "all")
+    if conv.user is not None:  # a user's chat answers from all their facts: those are what they see
+        from ..memory.users import User
+
+        found = User(conv.held, conv.user).facts(all=rest == "all")
+    else:
+        found = conv.facts(all=rest == "all")
     for fact in found:
         click.echo(fact.line())
     if not found:
@@ -254,15 +275,52 @@ def chat_search(conv, words: str) -> None:
         click.echo("(nothing remembered)")
 
 
+def chat_change_fact(conv, ref: str, text: str | None) -> None:
+    """/correct N TEXT (``text``) and /forget fact N (None): fact N of this conversation, or CONV:N of another of
+    its user's; shows what would be erased, and asks."""
+    from .memory import fact_ref
+
+    try:
+        where, number = fact_ref(ref, None)
+    except ValueError as exc:
+        raise click.ClickException(str(exc)) from None
+    if where is not None and where != conv.id:  # another conversation of this chat's user
+        if conv.user is None:
+            raise click.ClickException(f"fact {ref}: this conversation has no user; its facts are N, as /facts lists")
+        from ..memory.users import User
+
+        user = User(conv.held, conv.user)  # one of theirs, or one line naming whose it is
+
+        def change(dry: bool):
+            return (user.edit_fact((where, number), text, dry) if text is not None
+                    else user.delete_fact((where, number), dry))
+    else:
+        def change(dry: bool):
+            return conv.edit_fact(number, text, dry) if text is not None else conv.delete_fact(number, dry)
+
+    for line in change(True).lines():
+        click.echo(line)
+    if click.confirm("erase these for good?", default=False):
+        done = change(False)
+        for line in done.lines()[:1] + [line for line in done.lines() if line.startswith("  now: ")]:
+            click.echo(line)
+        if done.rewrite_pending:
+            click.echo("warning: the store's files still hold the old words: another process is reading the store; "
+                       "once it has closed, run: localpager forget --finish", err=True)
+
+
 def chat_forget(conv, what: str) -> None:
-    """/forget turn N | page N | TEXT: shows what would go, and asks."""
+    """/forget turn N | page N | fact N | TEXT: shows what would go, and asks."""
     kind, _, value = what.partition(" ")
+    if kind == "fact" and re.fullmatch(r"(?:.+:)?#?\d+", value.strip()):
+        chat_change_fact(conv, value.strip(), None)
+        return
     if kind in ("turn", "page") and value.strip().isdigit():
         target = {kind: int(value)}
     elif what:
         target = {"match": what}
     else:
-        raise click.ClickException("/forget turn N | page N | TEXT")
+        raise click.ClickException("/forget turn N | page N | fact N | TEXT")
     preview = conv.forget(**target, dry_run=True)
     if not preview.turns:
         click.echo("nothing to forget")

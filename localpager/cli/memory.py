@@ -1,9 +1,11 @@
 """The commands over what a store remembers: list conversations and their pages, bookmarks and traces, set a
-budget, pin a page, and the user's controls (search, forget, correct, the standing facts). Each one a call of the library API
-(``LocalPager``, ``Conversation``); no chat model loads unless one needs token counts."""
+budget, pin a page, and the user's controls (search, forget, correct, the standing facts: remember one, edit or
+delete one). Each one a call of the library API (``LocalPager``, ``Conversation``); no chat model loads unless one
+needs token counts."""
 
 from __future__ import annotations
 
+import dataclasses
 import shlex
 
 import click
@@ -225,26 +227,100 @@ def correct(ctx, conv_id, turn, text, model):
     click.echo(f"turn {turn} corrected by turn {new.index}")
 
 
+def fact_ref(ref: str, conv_id: str | None) -> tuple[str | None, int]:
+    """A standing fact as a command names it: ``N`` or ``#N`` (of ``conv_id``), or ``CONV:N`` (as a user's listing
+    names it); (conversation, fact id), the conversation None when neither gives one. A ``ValueError`` says what
+    is wrong."""
+    conv, sep, number = ref.strip().rpartition(":")
+    number = number.strip().lstrip("#")
+    if not number.isdigit() or (sep and not conv):
+        raise ValueError(f"{ref!r} is not a standing fact's number: N, or CONV:N as a user's facts are listed")
+    if sep and conv_id is not None and conv != conv_id:
+        raise ValueError(f"fact {ref!r} is not one of {conv_id}'s")
+    return (conv if sep else conv_id), int(number)
+
+
+@click.command()
+@click.argument("conv_id", required=False)
+@click.argument("text", required=False)
+@click.option("--json", "as_json", is_flag=True)
+@user_option
+@click.pass_context
+def remember(ctx, conv_id, text, as_json):
+    """Keep TEXT as something the user said about themselves, without a reply: it becomes standing facts as any
+    turn does, and one fact (kind stated) when none is found in it. No model answers (its tokenizer loads to page
+    the turn). With --user and no CONV_ID: that user's memory conversation, NAME-memory, created as theirs on
+    first use."""
+    from ..memory.users import memory_conversation
+
+    if text is None:  # localpager --user NAME remember TEXT
+        conv_id, text = None, conv_id
+    if text is None:
+        raise click.UsageError("Missing argument 'TEXT'.")
+    if conv_id is None and user_name(ctx) is None:
+        raise click.UsageError("give CONV_ID, or --user NAME to remember it in that user's memory conversation")
+    with friendly_errors():
+        if conv_id is None:
+            made = open_pager(ctx).user(user_name(ctx), create=True).remember(text)
+            conv_id = memory_conversation(user_name(ctx))
+        else:
+            made = open_conversation(ctx, conv_id).remember(text)
+    if as_json:
+        echo_json({"conversation": conv_id, "facts": [f.to_dict() for f in made]})
+        return
+    for fact in made:
+        click.echo(f"remembered in {conv_id}: {dataclasses.replace(fact, conv_id=None).line()}")
+
+
 @click.command()
 @click.argument("conv_id", required=False)
 @click.option("--all", "everything", is_flag=True, help="the replaced and corrected ones too")
 @click.option("--pin", "pin_id", type=int, default=None, metavar="ID", help="keep fact ID in the prompt (refused past the facts' share of the budget)")
 @click.option("--unpin", "unpin_id", type=int, default=None, metavar="ID", help="let fact ID be chosen again")
+@click.option("--edit", "edit", nargs=2, type=(str, str), default=None, metavar="N TEXT",
+              help="replace fact N with TEXT: its old words are erased as forget erases them (with --user and no "
+                   "CONV_ID: CONV:N)")
+@click.option("--delete", "delete_ref", default=None, metavar="N",
+              help="erase fact N: its source turn and every turn repeating its words, as forget erases them; the "
+                   "turn's other facts stay (with --user and no CONV_ID: CONV:N)")
+@click.option("--dry-run", is_flag=True, help="--edit, --delete: list what would be erased; change nothing")
 @click.option("--json", "as_json", is_flag=True)
 @user_option
 @click.pass_context
-def facts(ctx, conv_id, everything, pin_id, unpin_id, as_json):
+def facts(ctx, conv_id, everything, pin_id, unpin_id, edit, delete_ref, dry_run, as_json):
     """The standing facts of CONV_ID: what its speakers said about themselves that stays true (allergies,
-    schedules, people, preferences, ...), each with its source turn. The newest value of a fact stands; forget
-    or correct its source turn to change it. With --user and no CONV_ID: the facts of all of that user's
+    schedules, people, preferences, ...), each with its source turn. The newest value of a fact stands; --edit or
+    --delete one to change it. With --user and no CONV_ID: the facts of all of that user's
     conversations, each with its conversation, the newest value standing across them. No model loads (--pin
     loads its tokenizer: the pinned facts together must fit the facts' share of the memory budget, and a pin
-    past it is refused)."""
-    if pin_id is not None and unpin_id is not None:
-        raise click.UsageError("give one of --pin or --unpin")
+    past it is refused; --edit too, to page the new words). Exits 1 if an erasure could not rewrite the store's
+    files (another process was reading the store): run forget --finish once it has closed."""
+    if sum(x is not None for x in (pin_id, unpin_id, edit, delete_ref)) > 1:
+        raise click.UsageError("give one of --pin, --unpin, --edit or --delete")
+    if dry_run and edit is None and delete_ref is None:
+        raise click.UsageError("--dry-run goes with --edit or --delete")
     scope(ctx, conv_id, "list the facts of")
     if conv_id is None and (pin_id is not None or unpin_id is not None):
         raise click.UsageError("--pin and --unpin need the fact's CONV_ID")
+    if edit is not None or delete_ref is not None:
+        try:
+            where, number = fact_ref(edit[0] if edit is not None else delete_ref, conv_id)
+        except ValueError as exc:
+            raise click.UsageError(str(exc)) from None
+        if where is None:
+            raise click.UsageError("with --user and no CONV_ID, name the fact as CONV:N (as `facts` lists it)")
+        with friendly_errors():
+            conv = open_conversation(ctx, where)
+            done = (conv.edit_fact(number, edit[1], dry_run) if edit is not None
+                    else conv.delete_fact(number, dry_run))
+        if as_json:
+            echo_json(done.to_dict())
+        else:
+            for line in done.lines():
+                click.echo(line)
+        if done.rewrite_pending:  # the old words are still on disk: not a success
+            ctx.exit(1)
+        return
     if conv_id is None:
         with friendly_errors():
             user = open_user(ctx)
@@ -281,4 +357,4 @@ def facts(ctx, conv_id, everything, pin_id, unpin_id, as_json):
         click.echo("(no standing facts)")
 
 
-COMMANDS = (conversations, pages, pin, bookmarks, log, budget, forget, search, correct, facts)
+COMMANDS = (conversations, pages, pin, bookmarks, log, budget, forget, search, correct, facts, remember)

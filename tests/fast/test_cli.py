@@ -42,7 +42,8 @@ def test_help_is_fast_and_imports_nothing_heavy():
 
 
 PRODUCT_COMMANDS = ["ask", "bench", "bookmarks", "budget", "chat", "conversations", "correct", "eval", "export",
-                    "facts", "forget", "import", "ingest", "log", "mcp", "migrate-store", "pages", "pin", "search", "serve"]
+                    "facts", "forget", "import", "ingest", "log", "mcp", "migrate-store", "pages", "pin", "remember",
+                    "search", "serve"]
 
 
 def help_sections(text: str) -> dict[str, list[str]]:
