@@ -310,7 +310,8 @@ class Conversation:
         own model answers (the MCP server's ``recall`` tool). Loads the embedder, never the chat model."""
         with self.held.lock:
             pager = self.pager  # first: another process's forget drops what this one holds (its BM25 index too)
-            return controls.recall(self.held.selector(self.id, self.facts(all=True)), pager, question, max_turns)
+            facts = self.facts(all=True) if self.user is None else self._user_facts()  # a user's: all of theirs
+            return controls.recall(self.held.selector(self.id, facts), pager, question, max_turns)
 
     # -- the long-term layer -----------------------------------------------------------------------
     def facts(self, all: bool = False) -> list[StandingFact]:
@@ -337,8 +338,13 @@ class Conversation:
                     pager = Conversation(self.held, info.id).pager
                     self.held.index.update(info.id, list(pager.pages), pager.turns, pager.bookmark)
                     self.held.user_embedded[info.id] = info.turns
-            selector.user_recall = UserRecall(self.held.index, self.store, [info.id for info in others])
+            selector.user_recall = UserRecall(self.held.index, self.store, [info.id for info in others],
+                                              open=self._opened)
         return selector
+
+    def _opened(self, conv_id: str) -> tuple[Pager, PageSelector]:
+        """Another conversation of this one's user, to recall from: its pages and turns, and its selector."""
+        return Conversation(self.held, conv_id).pager, self.held.selector(conv_id)
 
     def _user_facts(self) -> list[StandingFact]:
         """The standing facts of this conversation's user across all of their conversations (``users.User.facts``:

@@ -20,7 +20,6 @@ alone, pages compared by their bookmark or their whole text, the question-form t
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from dataclasses import dataclass, field
 from operator import attrgetter
@@ -45,7 +44,7 @@ from .facts import DEFAULT_FACT_MODEL, FactHit, FactRanker
 from .gate import (DEFAULT_MODEL, GateDecision, GateFeatures, GateModel, _names, decide, gate_features,
                    message_features)
 from .index import Hit, PageIndex
-from .user_recall import ForeignHit, UserRecall
+from .user_recall import ForeignRecall, UserRecall
 from .ranking import (
     HybridSettings,
     LexicalIndex,
@@ -95,9 +94,6 @@ class RerankSettings:
     answerable: GateModel = field(default_factory=lambda: DEFAULT_ANSWER_MODEL)  # the relevance floor of a recall
 
 
-GATE_TURNS_OF_OTHERS = 8  # the other conversations' best turns the gate reads in their stead
-
-
 class RerankSelector(PageSelector):
     """The selector (a ``PageSelector``) for one conversation, backed by the shared page index and its lexical
     index: it reranks the pages the model named with the ranking's best, and pages in unasked when the recall
@@ -121,6 +117,7 @@ class RerankSelector(PageSelector):
         self.last_gate: GateDecision | None = None
         self._corrections_of: tuple | None = None
         self.user_recall: UserRecall | None = None  # the user's other conversations (``Conversation._selector``)
+        self._other_for: tuple[str, ForeignRecall | None] | None = None
 
     # -- ranking -------------------------------------------------------------------------------
     def _dense(self, pager: Pager):
@@ -237,35 +234,38 @@ class RerankSelector(PageSelector):
         return self._gate_on_others(question)
 
     def _gate_on_others(self, question: str) -> bool:
-        """The gate asked of the user's other conversations' best turns (a new chat has none of its own to ask
-        about): their cosines stand for the ranking (no lexical score: their BM25 indexes are not read)."""
-        if self.user_recall is None:
+        """The gate asked in the user's other conversation that matches ``question`` best (a new chat has no turns
+        of its own to ask about): its own gate, over its own ranking, as if the question were asked there."""
+        found = self._other(question)
+        if found is None:
             return False
-        found = self.user_recall.best(question, limit=GATE_TURNS_OF_OTHERS)
-        if not found:
-            return False
-        turns = [dataclasses.replace(h.turn, index=i) for i, h in enumerate(found)]
-        hits = [TurnHit(turn=i, page_id=0, score=h.dense, dense=h.dense, lexical=0.0) for i, h in enumerate(found)]
-        verdict = decide(gate_features(question, hits, turns), self.settings.gate)
+        verdict = found.selector.gate(question, found.pager)
         if verdict.recall or self.last_gate is None:
             self.last_gate = verdict
         return verdict.recall
 
-    # -- the long-term layer and the relevance floor ---------------------------------------------
+    def _other(self, question: str) -> ForeignRecall | None:
+        """``user_recall.conversation(question)``, opened once per question (the gate and the recall share it)."""
+        if self.user_recall is None:
+            return None
+        if self._other_for is None or self._other_for[0] != question:
+            self._other_for = (question, self.user_recall.conversation(question))
+        return self._other_for[1]
+
     def facts_for(self, question: str) -> list[FactHit]:
         """The standing facts that bear on ``question``, best first (``retrieval.facts``)."""
         return self.facts.relevant(question)
 
-    def foreign(self, question: str, pager: Pager) -> list[ForeignHit]:
-        """The best turns of the user's other conversations, when the best of them is closer to ``question`` (by
-        cosine) than this conversation's best turn (``retrieval.user_recall``)."""
-        if self.user_recall is None:
-            return []
-        hits = self.user_recall.best(question)
+    def foreign(self, question: str, pager: Pager) -> ForeignRecall | None:
+        """The user's other conversation to recall from, when its best turn is closer to ``question`` (by cosine)
+        than this conversation's best turn (``retrieval.user_recall``); None otherwise."""
+        found = self._other(question)
+        if found is None:
+            return None
         pages = self._searchable(pager, question)
         ranked = self._ranked(question, pager, pages) if pages else []
         own = float(ranked[0].dense) if len(ranked) else -1.0
-        return hits if hits and hits[0].dense > own else []
+        return found if found.dense > own else None
 
     def asks_about_self(self, question: str) -> bool:
         """``core.personal``'s learned reading: the question asks about the speaker's own life."""
@@ -283,11 +283,6 @@ class RerankSelector(PageSelector):
         hit = ranked[0] if len(ranked) else None
         turn = pager.turns[hit.turn] if hit is not None else pager.turns[injections[0].turns[0]]
         return self._floor(question, pager, turn, hit.dense if hit else 0.0, hit.lexical if hit else 0.0)
-
-    def answerable_foreign(self, question: str, pager: Pager, hit: ForeignHit) -> Answerability:
-        """The floor on a turn of another conversation of the user (its cosine; no lexical score: that
-        conversation's BM25 index is not read)."""
-        return self._floor(question, pager, hit.turn, hit.dense, 0.0)
 
     def _floor(self, question: str, pager: Pager, turn, dense: float, lexical: float) -> Answerability:
         speakers = sorted({t.speaker.lower() for t in pager.turns if t.speaker})

@@ -4,18 +4,20 @@ A user's chats share their standing facts (``memory.user_facts``); a question ab
 restaurant I mentioned?") needs the turn that said it, which may be in yesterday's chat. Pages, budgets and KV
 caches stay per conversation, so the other conversations are not paged into this one: their embedded turns are
 scored against the question in the shared FAISS index (``PageIndex.all_turn_cosines``: no conversation is loaded
-to do it), and the best ones are handed to the answer as notes naming their conversation and day, when they
-match the question better than this conversation's own best turn. Every turn of theirs is embedded once, the
+to do it), and when the best of them matches the question better than this conversation's own best turn, that
+conversation is opened and its own selector picks what to hand the answer (its ranking, excerpts and dates, as
+a recall there would), given as notes that name their conversation. Every turn of theirs is embedded once, the
 resident ones too (``Conversation``'s user recall does it when a conversation of the user has changed).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
+from ..core.pager import Pager
 from ..core.records import Turn
 from ..store.base import Store
 from .index import PageIndex
@@ -32,14 +34,35 @@ class ForeignHit:
     dense: float
 
 
+@dataclass
+class ForeignRecall:
+    """Another conversation of the user to recall from: its pages and turns and its own selector."""
+
+    conversation: str
+    pager: Pager
+    selector: Any  # its ``RerankSelector``
+    dense: float  # its best turn's cosine with the question
+
+
 class UserRecall:
     """The user's other conversations (``others``: their ids), ranked against a question by the cosine of their
-    embedded turns."""
+    embedded turns; ``open`` gives one's pager and selector (the memory layer's)."""
 
-    def __init__(self, index: PageIndex, store: Store, others: Sequence[str]):
+    def __init__(self, index: PageIndex, store: Store, others: Sequence[str],
+                 open: Callable[[str], tuple[Pager, Any]] | None = None):
         self.index = index
         self.store = store
         self.others = list(others)
+        self.open = open
+
+    def conversation(self, question: str) -> ForeignRecall | None:
+        """The other conversation whose best turn is closest to ``question``, opened (None: none has a turn, or
+        nothing opens them)."""
+        hits = self.best(question, limit=1)
+        if not hits or self.open is None:
+            return None
+        pager, selector = self.open(hits[0].conversation)
+        return ForeignRecall(hits[0].conversation, pager, selector, hits[0].dense)
 
     def best(self, question: str, limit: int = FOREIGN_TURNS) -> list[ForeignHit]:
         """The best ``limit`` turns of the other conversations (with text: a forgotten turn has none), best

@@ -31,7 +31,7 @@ from .grammar import Decision, is_recall_prefix, parse_decision
 from .guard import earlier_replies
 from .prompts import (NOT_REMEMBERED, answer_messages, chat_messages, inline_message, recalled_notes, recent_exchange,
                       system_text, turn_line, wants_clock)
-from .selector import ForeignTurn, Injection, ModelChoiceSelector, PageSelector
+from .selector import ForeignConversation, Injection, ModelChoiceSelector, PageSelector
 from .settings import RecallSettings
 from .trace import Candidate, Citation, Trace
 
@@ -223,8 +223,8 @@ class Runtime:
         named pages of this one)."""
         if a.trace.trigger not in (Fired.MODEL, Fired.FORCED):
             foreign = a.selector.foreign(a.question, a.pager)
-            if foreign:
-                return self._recall_foreign(a, foreign)
+            if foreign is not None and self._recall_foreign(a, foreign):
+                return True
         if a.settings.layout == Layout.INLINE:
             return self._recall_inline(a, named)
         s, trace, question = a.settings, a.trace, a.question
@@ -306,29 +306,42 @@ class Runtime:
         trace.cite(trace.answer)
         return True
 
-    def _recall_foreign(self, a: Answering, hits: Sequence[ForeignTurn]) -> bool:
-        """Answer from turns of the user's other conversations, given as notes in a focused prompt (this
-        conversation's chat prompt knows nothing of them), cited with their conversation; "not remembered" below
-        the relevance floor."""
-        s, trace = a.settings, a.trace
+    def _recall_foreign(self, a: Answering, foreign: ForeignConversation) -> bool:
+        """Answer from another conversation of the user: its own selector picks what to inject from its pages, as
+        a recall there would (ranking, excerpt, corrections), the relevance floor judges it, and the answer is
+        given it as notes in a focused prompt (this conversation's chat prompt knows nothing of it), its dates
+        offered for a question asking when; cited with that conversation. False when nothing there fits."""
+        s, trace, question, pager = a.settings, a.trace, a.question, foreign.pager
+        backend = self.answer_backend
+        layout = Layout.FOCUSED if s.layout == Layout.INLINE else s.layout
+        start = time.perf_counter()
+        recent = recent_exchange(a.messages, layout)
+        room = backend.n_ctx - len(backend.render(answer_messages(layout, "", question, recent)))
+        injections, candidates = foreign.selector.select(question, [], pager, room - s.max_answer_tokens - 16)
+        trace.timings_ms["rerank"] += elapsed_ms(start)
+        if not injections:
+            return False
         if s.abstain:
-            verdict = a.selector.answerable_foreign(a.question, a.pager, hits[0])
+            verdict = foreign.selector.answerable(question, pager, injections)
             if verdict is not None:
                 trace.answerable = verdict.to_dict()
                 if not verdict.answer:
                     self._not_remembered(a, [])
                     return True
-        backend = self.answer_backend
-        layout = Layout.FOCUSED if s.layout == Layout.INLINE else s.layout
         start = time.perf_counter()
-        recent = recent_exchange(a.messages, layout)
-        notes = "\n".join(turn_line(h.turn, clock=wants_clock(a.question)) for h in hits)
-        answer_prompt = backend.render(answer_messages(layout, notes, a.question, recent))
+        notes = recalled_notes(pager.turns, injections, wants_clock(question))
+        answer_prompt = backend.render(answer_messages(layout, notes, question, recent))
         trace.timings_ms["recall_fetch"] += elapsed_ms(start)
         trace.decision = "recall"
-        trace.citations = [Citation(page_id=None, turn=h.turn.index, text=h.turn.text, time=h.turn.time,
-                                    speaker=h.turn.speaker or h.turn.role, conversation=h.conversation) for h in hits]
-        gen, text = a.generate(backend, answer_prompt, s.max_answer_tokens,
+        trace.citations = [
+            Citation(page_id=None, turn=t, time=pager.turns[t].time, speaker=pager.turns[t].speaker
+                     or pager.turns[t].role, text=pager.turns[t].text, label=i.labels.get(t, ""),
+                     conversation=foreign.conversation)
+            for i in injections for t in i.turns]
+        dates = self._date_choice(pager, question, injections) if s.date_answers else None
+        if dates is not None and not expresses(backend, dates):
+            dates = None
+        gen, text = a.generate(backend, answer_prompt, s.max_answer_tokens, constraint=dates,
                                keep=prefixes.kept_parts(backend, layout, notes, recent, answer_prompt))
         a.count_answer(gen, "injection_prefill")
         trace.tokens["answer_prompt"] = gen.prompt_tokens

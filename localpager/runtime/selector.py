@@ -15,7 +15,7 @@ from typing import Protocol, Sequence
 
 from ..core.facts import StandingFact
 from ..core.pager import Pager
-from ..core.records import Page, Turn
+from ..core.records import Page
 from .choices import Fired
 from .trace import Candidate
 
@@ -40,12 +40,13 @@ class FloorVerdict(Verdict, Protocol):
     answer: bool  # False: what a recall found does not answer the question
 
 
-class ForeignTurn(Protocol):
-    """A turn of another conversation of the same user (``retrieval.user_recall.ForeignHit``)."""
+class ForeignConversation(Protocol):
+    """Another conversation of the same user to recall from (``retrieval.user_recall.ForeignRecall``): its pages
+    and turns, and its own selector, which picks what of it to inject as a recall there would."""
 
     conversation: str
-    turn: Turn
-    dense: float
+    pager: Pager
+    selector: "PageSelector"
 
 
 class FactMatch(Verdict, Protocol):
@@ -77,13 +78,9 @@ class PageSelector:
         """The standing facts that bear on ``question``, best first (none by default)."""
         return []
 
-    def foreign(self, question: str, pager: Pager) -> Sequence[ForeignTurn]:
-        """Turns of the user's other conversations that answer ``question`` better than this one's (none by
-        default: a conversation of nobody's, or a selector that cannot search them)."""
-        return []
-
-    def answerable_foreign(self, question: str, pager: Pager, hit: ForeignTurn) -> FloorVerdict | None:
-        """``answerable`` for a turn of another conversation (``foreign``); None: no floor, it does."""
+    def foreign(self, question: str, pager: Pager) -> ForeignConversation | None:
+        """Another conversation of the user that answers ``question`` better than this one (None by default: a
+        conversation of nobody's, or a selector that cannot search them)."""
         return None
 
     def asks_about_self(self, question: str) -> bool:
