@@ -21,7 +21,7 @@ from localpager.serving.mcp import build_server  # noqa: E402
 from localpager.serving.mcp.tools import own_conversation  # noqa: E402
 
 SECRET = "Zorblaxquintessa"
-OWN = "mcp-alice"
+OWN = "alice-memory"
 
 
 def run(server, calls):

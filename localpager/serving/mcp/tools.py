@@ -13,16 +13,16 @@ and ``search`` without one searches all of theirs.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import shlex
 from typing import Annotated, Callable, Literal
 
 from pydantic import BaseModel, Field
 
-from ...core.checks import MAX_ID_LENGTH, check_id, did_you_mean
+from ...core.checks import check_id, did_you_mean
 from ...memory.api import LocalPager
 from ...memory.conversation import Conversation
+from ...memory.users import memory_conversation
 from ...store.base import ConversationNotFound, UserNotFound, check_user
 from .confirmations import CONFIRM_SECONDS, Confirmations
 from .replies import (BookmarkOut, BookmarksOut, ConversationOut, ConversationsOut, CorrectOut, ForgetOut,
@@ -35,10 +35,10 @@ Conv = Annotated[str, Field(min_length=1, description="the conversation's id (co
 
 
 def own_conversation(user: str) -> str:
-    """The conversation a user's tools use when a call names none: ``mcp-NAME`` (a name too long for that, a
-    digest of it), the same in every process, so every session of the app adds to one conversation of theirs."""
-    own = f"mcp-{user}"
-    return own if len(own) <= MAX_ID_LENGTH else f"mcp-{hashlib.sha256(user.encode()).hexdigest()[:24]}"
+    """The conversation a user's tools use when a call names none: the user's own memory conversation,
+    ``NAME-memory`` (``memory.users.memory_conversation``: where ``User.remember`` and the CLI's ``remember`` keep
+    what they are told too), the same in every process, so every session of the app adds to one conversation."""
+    return memory_conversation(user)
 
 
 class MemoryTools:
