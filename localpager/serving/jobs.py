@@ -202,10 +202,13 @@ class ModelRunner:
                 turns = self.lp.store.turns(job.conv_id)
             except ConversationNotFound:  # deleted meanwhile: the generation differs under the lock
                 pass
+        turns = [t for t in turns if not t.remembered]  # kept by remember, never part of a client's history
         stored = [Msg(t.role, t.text) for t in turns]
         retry = retried(stored, job.history, job.question)
         if retry is not None and turns[-1].text.strip() in ("", NO_ANSWER):
             retry = None  # the answer is missing (the model failed): the question is asked again
+        if retry is not None:
+            retry = turns[retry].index  # the question's own number in the conversation
         rec = reconcile(stored, job.history)
         job.match_ms += (time.perf_counter() - start) * 1000
         return Matched(generation, rec, retry, job.match_ms)
@@ -216,7 +219,7 @@ class ModelRunner:
         (the model failed: the store holds a no-answer note) is asked again."""
         if matched.retry is None:
             return None
-        question, turns = matched.retry, conv.turns
+        question, turns = matched.retry, [t for t in conv.turns if not t.remembered]
         trace = next((t for t in reversed(self.lp.store.traces(job.conv_id)) if t.get("turn") == question), {})
         job.rec = Reconciliation("retry", matched=len(job.history))
         job.question_turn = question

@@ -236,6 +236,8 @@ def _scored_overlaps(stored: Sequence[Msg], client: Sequence[Msg]):
     for d in np.flatnonzero(np.abs(score) < 0.5):
         if n - d <= m:
             yield int(n - d)
+
+
 def retried(stored: Sequence[Msg], client: Sequence[Msg], question: str) -> int | None:
     """The index of the stored question that this request asks again, or None: the idempotency rule.
 

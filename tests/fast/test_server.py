@@ -795,3 +795,14 @@ def test_origin_allowed():
         assert not origin_allowed(origin, "testserver", ()), origin
     assert origin_allowed("http://app.example", "x", ["http://app.example"])
     assert origin_allowed("http://evil.example", "x", ["*"])
+
+
+def test_a_remembered_turn_is_no_part_of_the_clients_history(client, lp):
+    """A turn kept by ``remember`` (the CLI, the library) was never in the app's chat: the history the app sends
+    still matches the store, and a retry still gets the stored answer."""
+    first = ask(client, [("user", "What makes a good locker code?")])
+    lp.conversation("c").remember("My gym locker code is 4417.")
+    follow = [("user", "What makes a good locker code?"), ("assistant", ANSWER), ("user", "And for a bike lock?")]
+    r = ask(client, follow)
+    assert r.status_code == 200 and r.headers["x-localpager-history"] == "in-sync"
+    assert first.status_code == 200
