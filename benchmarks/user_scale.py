@@ -20,7 +20,8 @@ that everything but generation is timed; the embedder stays the real one):
    (``user_facts.across(store, user)``), ``selector_ms`` (``Conversation._selector`` of a new conversation of the
    user, everything embedded), ``rank_ms`` (``UserRecall.best(question)``: the question embedded and every turn
    of the other conversations scored; target p50 <= 50 ms), and ``rank_after_change_ms`` (the same, with the
-   index's cache of each conversation's rows dropped first, as any new vector drops it);
+   index's cache of each conversation's rows dropped first, as a forget's removal drops it; a new vector drops
+   only its own conversation's);
 3. ``cold``: a new process (``--worker cold``) loading the models (untimed, ``load_ms``), then asking once in a new
    conversation with no user and once in a new conversation of the user, whose conversations this process has
    not embedded yet: the first answer of a fresh process (``user_ms``: the FAISS file read and every conversation
@@ -224,7 +225,9 @@ def measure(info: dict, questions: int, no_model: bool) -> dict:
         found = recall.best(question)
         rank_ms.append(_ms(start))
         hits.append(bool(found))
-        turn_index._turns.clear()  # what any new vector does to the cache of each conversation's rows
+        # a new vector in one conversation (the chat the user is in) drops that conversation's cached rows only;
+        # a removal (a forget) drops them all: the worst case, timed here
+        turn_index._turns.clear()
         lp.held.index.embedder.clear_cache()
         start = time.perf_counter()
         recall.best(question)

@@ -150,7 +150,10 @@ class SignalIndex:
         # files beside the store: only for a whole local store (and never an encrypted or read-only one)
         self.files = conv_id is None and store.local
         self.dirty = False  # changed since saved (``flush``)
-        self.changes = 0  # moves whenever rows are added or removed: what ``conversation_turns`` caches by
+        self.changes = 0  # moves whenever rows are added or removed
+        # moves whenever rows already indexed may change places (a removal, a rebuild): what ``conversation_turns``
+        # caches by; an addition appends, so it drops only the cached places of the conversations it added to
+        self.moved = 0
         self._turns: dict[str, tuple[int, np.ndarray, np.ndarray, np.ndarray]] = {}
         self.index = (None if rebuild or not self.files else self._load()) or self._rebuild()
 
@@ -241,6 +244,7 @@ class SignalIndex:
         rows = self.store.embedding_rows(self.signal, self.conv_id)
         index = self._fresh()
         self.rows, self.skipped = {}, 0
+        self.moved += 1
         self._add(index, rows)
         self.index = index
         self.save()
@@ -256,6 +260,8 @@ class SignalIndex:
                         "embedded again when their pages are", self.path.name, len(rows) - len(fitting), self.dim)
         if not fitting:
             return
+        for conv_id in {r[1] for r in fitting}:
+            self._turns.pop(conv_id, None)
         vectors = np.stack([np.frombuffer(r[6], dtype=np.float32) for r in fitting])
         index.add_with_ids(vectors, np.array([r[0] for r in fitting], dtype=np.int64))
         self.rows.update({r[0]: (r[1], r[2], r[3]) for r in fitting})
@@ -311,6 +317,7 @@ class SignalIndex:
         the rowid it replaced), mark the index current at the store's ``version``, save."""
         if replaced:
             self.changes += 1
+            self.moved += 1  # a removal compacts the storage: every place after it moves
             self.index.remove_ids(np.array(replaced, dtype=np.int64))
             for rowid in replaced:
                 if self.rows.pop(rowid, None) is None and self.skipped:  # a row of another width, left out
@@ -333,11 +340,12 @@ class SignalIndex:
 
     def conversation_turns(self, conv_id: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(place in the index's storage, turn index, page id) of each of ``conv_id``'s turn rows; worked out
-        again only after rows were added or removed, so a question reads no rows from the store."""
+        again only after rows of it were added or any were removed, so a question reads no rows from the store
+        (and a user's many other conversations are not worked out again when one of them grows)."""
         import faiss
 
         cached = self._turns.get(conv_id)
-        if cached is not None and cached[0] == self.changes:
+        if cached is not None and cached[0] == self.moved:
             return cached[1:]
         mine = [(rowid, page_id, int(kind[5:])) for rowid, (conv, page_id, kind) in self.rows.items()
                 if conv == conv_id and kind.startswith("turn:")]
@@ -347,7 +355,7 @@ class SignalIndex:
         places = order[np.searchsorted(ids[order], rowids)] if len(rowids) else np.zeros(0, dtype=np.int64)
         turns = np.array([r[2] for r in mine], dtype=np.int64)
         result = (places, turns, np.array([r[1] for r in mine], dtype=np.int64))
-        self._turns[conv_id] = (self.changes, *result)
+        self._turns[conv_id] = (self.moved, *result)
         return result
 
     def similarities(self, query: np.ndarray, places: np.ndarray) -> np.ndarray:
