@@ -44,6 +44,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("localpager")
 NO_ANSWER = "(no answer: it was interrupted before it was stored)"
+OPENED_OTHERS = 4  # a user's other conversations kept open to recall from (``_opened``)
 
 
 @dataclass
@@ -343,8 +344,14 @@ class Conversation:
         return selector
 
     def _opened(self, conv_id: str) -> tuple[Pager, PageSelector]:
-        """Another conversation of this one's user, to recall from: its pages and turns, and its selector."""
-        return Conversation(self.held, conv_id).pager, self.held.selector(conv_id)
+        """Another conversation of this one's user, to recall from: its pages and turns (kept open among the last
+        ``OPENED_OTHERS``, as each syncs with the store on use) and its selector."""
+        opened = self.held.opened
+        conv = opened.pop(conv_id, None) or Conversation(self.held, conv_id)
+        opened[conv_id] = conv
+        while len(opened) > OPENED_OTHERS:
+            opened.popitem(last=False)
+        return conv.pager, self.held.selector(conv_id)
 
     def _user_facts(self) -> list[StandingFact]:
         """The standing facts of this conversation's user across all of their conversations (``users.User.facts``:

@@ -12,7 +12,8 @@ from __future__ import annotations
 import os
 import threading
 import weakref
-from typing import TYPE_CHECKING, Protocol, Sequence
+from collections import OrderedDict
+from typing import TYPE_CHECKING, Any, Protocol, Sequence
 
 from ..core.facts import StandingFact
 from ..store.base import Store
@@ -56,6 +57,9 @@ class Held:
         self.closed = False  # close() was called: warm-ups stop, and what was forked is let go
         # a user's other conversations whose every turn is embedded, with their turn count then (``user_recall``)
         self.user_embedded: dict[str, int] = {}
+        # other conversations of a user opened to recall from, the most recent few (``Conversation._opened``): a
+        # question in a new chat reads their pages from memory, not the store (each still syncs with the store)
+        self.opened: OrderedDict[str, Any] = OrderedDict()
         # how long a change to a conversation waits for another process's (an ask holds it while the model runs)
         self.lock_timeout = float(os.environ.get("LOCALPAGER_LOCK_TIMEOUT", LOCK_TIMEOUT))
 
@@ -127,6 +131,8 @@ class Held:
 
         with self.lock:
             self.invalidate()
+            self.opened.clear()  # a user's other conversations opened to recall from: opened again on next use
+            self.user_embedded.clear()
             if self.store.local:
                 lexfile.remove_all(self.store.path)  # saved BM25 postings hold the conversation's words
             if self._index is not None:
