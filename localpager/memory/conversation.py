@@ -340,18 +340,19 @@ class Conversation:
                     self.held.index.update(info.id, list(pager.pages), pager.turns, pager.bookmark)
                     self.held.user_embedded[info.id] = info.turns
             selector.user_recall = UserRecall(self.held.index, self.store, [info.id for info in others],
-                                              open=self._opened)
+                                              open=lambda conv_id: self._opened(conv_id, facts))
         return selector
 
-    def _opened(self, conv_id: str) -> tuple[Pager, PageSelector]:
+    def _opened(self, conv_id: str, facts: Sequence[StandingFact]) -> tuple[Pager, PageSelector]:
         """Another conversation of this one's user, to recall from: its pages and turns (kept open among the last
-        ``OPENED_OTHERS``, as each syncs with the store on use) and its selector."""
+        ``OPENED_OTHERS``, as each syncs with the store on use) and its selector, scoring the user's ``facts`` (its
+        relevance floor reads how near the best of them came, as this conversation's does)."""
         opened = self.held.opened
         conv = opened.pop(conv_id, None) or Conversation(self.held, conv_id)
         opened[conv_id] = conv
         while len(opened) > OPENED_OTHERS:
             opened.popitem(last=False)
-        return conv.pager, self.held.selector(conv_id)
+        return conv.pager, self.held.selector(conv_id, facts)
 
     def _user_facts(self) -> list[StandingFact]:
         """The standing facts of this conversation's user across all of their conversations (``users.User.facts``:
