@@ -345,7 +345,7 @@ def _check_indexes(lp, check: Check) -> None:
         index.path = Path(f"{lp.store.path}.{kind}.faiss")
         index.meta_path = index.path.with_suffix(".json")
         index.rows, index.fingerprint = {}, []
-        index.conv_id, index.files, index.dirty, index.changes, index._turns = None, True, False, 0, {}
+        index.conv_id, index.files, index.dirty, index.changes, index.moved, index._turns = None, True, False, 0, 0, {}
         loaded = index._load()
         if loaded is None:
             check.index_rebuilds += 1
