@@ -31,7 +31,7 @@ from .grammar import Decision, is_recall_prefix, parse_decision
 from .guard import earlier_replies
 from .prompts import (NOT_REMEMBERED, answer_messages, chat_messages, inline_message, recalled_notes, recent_exchange,
                       system_text, turn_line, wants_clock)
-from .selector import ForeignConversation, Injection, ModelChoiceSelector, PageSelector
+from .selector import Injection, ModelChoiceSelector, PageSelector
 from .settings import RecallSettings
 from .trace import Candidate, Citation, Trace
 
@@ -219,36 +219,46 @@ class Runtime:
 
     def _recall(self, a: Answering, named: list[int]) -> bool:
         """Answer from the selected turns under the settings' layout; False if nothing was selected or fits. In a
-        conversation of a user, from turns of their other conversations when those match better (unless the model
-        named pages of this one)."""
+        conversation of a user, from another conversation of theirs whose turns match better (unless the model
+        named pages of this one): that conversation's own selector picks from its pages, as a recall there would,
+        and the answer is given them in a focused prompt (this chat's prompt knows nothing of them)."""
         if a.trace.trigger not in (Fired.MODEL, Fired.FORCED):
             foreign = a.selector.foreign(a.question, a.pager)
-            if foreign is not None and self._recall_foreign(a, foreign):
+            if foreign is not None and self._recall_from(a, foreign.pager, foreign.selector, [],
+                                                         foreign.conversation):
                 return True
         if a.settings.layout == Layout.INLINE:
             return self._recall_inline(a, named)
+        return self._recall_from(a, a.pager, a.selector, named)
+
+    def _recall_from(self, a: Answering, pager: Pager, selector: PageSelector, named: list[int],
+                     conversation: str | None = None) -> bool:
+        """A recall answered in a focused prompt from what ``selector`` picks of ``pager`` (this conversation's,
+        or with ``conversation`` another of the user's, cited so); "not remembered" below the relevance floor."""
         s, trace, question = a.settings, a.trace, a.question
+        layout = Layout.FOCUSED if s.layout == Layout.INLINE else s.layout
         start = time.perf_counter()
         backend = self.answer_backend
-        recent = recent_exchange(a.messages, s.layout)
-        room = backend.n_ctx - len(backend.render(answer_messages(s.layout, "", question, recent)))
-        injections, candidates = a.selector.select(question, named, a.pager, room - s.max_answer_tokens - 16)
+        recent = recent_exchange(a.messages, layout)
+        room = backend.n_ctx - len(backend.render(answer_messages(layout, "", question, recent)))
+        injections, candidates = selector.select(question, named, pager, room - s.max_answer_tokens - 16)
         trace.timings_ms["rerank"] += elapsed_ms(start)
-        trace.candidates += candidates
+        if conversation is None:  # candidates are pages of this conversation
+            trace.candidates += candidates
         if not injections:
             return False
-        if self._below_floor(a, injections):
+        if self._below_floor(a, selector, pager, injections):
             self._not_remembered(a, candidates)
             return True
         start = time.perf_counter()
-        notes = recalled_notes(a.pager.turns, injections, wants_clock(question))
-        answer_prompt = backend.render(answer_messages(s.layout, notes, question, recent))
+        notes = recalled_notes(pager.turns, injections, wants_clock(question))
+        answer_prompt = backend.render(answer_messages(layout, notes, question, recent))
         trace.timings_ms["recall_fetch"] += elapsed_ms(start)
-        self._record_injections(a.pager, injections, trace)
-        dates = self._date_choice(a.pager, question, injections) if s.date_answers else None
+        self._record_injections(pager, injections, trace, conversation=conversation)
+        dates = self._date_choice(pager, question, injections) if s.date_answers else None
         if dates is not None and not expresses(backend, dates):  # a server that constrains nothing answers freely
             dates = None
-        keep = prefixes.kept_parts(backend, s.layout, notes, recent, answer_prompt)
+        keep = prefixes.kept_parts(backend, layout, notes, recent, answer_prompt)
         gen, text = a.generate(backend, answer_prompt, s.max_answer_tokens, constraint=dates, keep=keep)
         a.count_answer(gen, "injection_prefill")
         trace.tokens["answer_prompt"] = gen.prompt_tokens
@@ -275,7 +285,7 @@ class Runtime:
             trace.candidates += candidates
             if not injections:
                 break
-            if not injected and self._below_floor(a, injections):
+            if not injected and self._below_floor(a, a.selector, a.pager, injections):
                 self._not_remembered(a, candidates)
                 return True
             start = time.perf_counter()
@@ -306,56 +316,13 @@ class Runtime:
         trace.cite(trace.answer)
         return True
 
-    def _recall_foreign(self, a: Answering, foreign: ForeignConversation) -> bool:
-        """Answer from another conversation of the user: its own selector picks what to inject from its pages, as
-        a recall there would (ranking, excerpt, corrections), the relevance floor judges it, and the answer is
-        given it as notes in a focused prompt (this conversation's chat prompt knows nothing of it), its dates
-        offered for a question asking when; cited with that conversation. False when nothing there fits."""
-        s, trace, question, pager = a.settings, a.trace, a.question, foreign.pager
-        backend = self.answer_backend
-        layout = Layout.FOCUSED if s.layout == Layout.INLINE else s.layout
-        start = time.perf_counter()
-        recent = recent_exchange(a.messages, layout)
-        room = backend.n_ctx - len(backend.render(answer_messages(layout, "", question, recent)))
-        injections, candidates = foreign.selector.select(question, [], pager, room - s.max_answer_tokens - 16)
-        trace.timings_ms["rerank"] += elapsed_ms(start)
-        if not injections:
-            return False
-        if s.abstain:
-            verdict = foreign.selector.answerable(question, pager, injections)
-            if verdict is not None:
-                trace.answerable = verdict.to_dict()
-                if not verdict.answer:
-                    self._not_remembered(a, [])
-                    return True
-        start = time.perf_counter()
-        notes = recalled_notes(pager.turns, injections, wants_clock(question))
-        answer_prompt = backend.render(answer_messages(layout, notes, question, recent))
-        trace.timings_ms["recall_fetch"] += elapsed_ms(start)
-        trace.decision = "recall"
-        trace.citations = [
-            Citation(page_id=None, turn=t, time=pager.turns[t].time, speaker=pager.turns[t].speaker
-                     or pager.turns[t].role, text=pager.turns[t].text, label=i.labels.get(t, ""),
-                     conversation=foreign.conversation)
-            for i in injections for t in i.turns]
-        dates = self._date_choice(pager, question, injections) if s.date_answers else None
-        if dates is not None and not expresses(backend, dates):
-            dates = None
-        gen, text = a.generate(backend, answer_prompt, s.max_answer_tokens, constraint=dates,
-                               keep=prefixes.kept_parts(backend, layout, notes, recent, answer_prompt))
-        a.count_answer(gen, "injection_prefill")
-        trace.tokens["answer_prompt"] = gen.prompt_tokens
-        trace.answer, trace.stopped = text, gen.stopped
-        trace.cite(trace.answer)
-        return True
-
     @staticmethod
-    def _below_floor(a: Answering, injections: Sequence[Injection]) -> bool:
-        """Whether what a recall found does not answer the question (the selector's ``answerable``; none: it
-        does), recorded in the trace."""
+    def _below_floor(a: Answering, selector: PageSelector, pager: Pager, injections: Sequence[Injection]) -> bool:
+        """Whether what a recall found in ``pager`` does not answer the question (``selector``'s ``answerable``;
+        none: it does), recorded in the trace."""
         if not a.settings.abstain:
             return False
-        verdict = a.selector.answerable(a.question, a.pager, injections)
+        verdict = selector.answerable(a.question, pager, injections)
         if verdict is None:
             return False
         a.trace.answerable = verdict.to_dict()
@@ -370,14 +337,19 @@ class Runtime:
         a.say(NOT_REMEMBERED)
 
     @staticmethod
-    def _record_injections(pager: Pager, injections: Sequence[Injection], trace: Trace, rounds: int = 1) -> None:
+    def _record_injections(pager: Pager, injections: Sequence[Injection], trace: Trace, rounds: int = 1,
+                           conversation: str | None = None) -> None:
+        """The recall in the trace: its pages and turns and a citation each (``conversation``: another of the
+        user's, whose pages are none of this one's: cited with it, no page)."""
         trace.decision = "recall"
         trace.rounds = rounds
-        trace.injected_page_ids = list(dict.fromkeys(i.page.page_id for i in injections))
-        trace.injected_turns = [t for i in injections for t in i.turns]
+        if conversation is None:
+            trace.injected_page_ids = list(dict.fromkeys(i.page.page_id for i in injections))
+            trace.injected_turns = [t for i in injections for t in i.turns]
         trace.citations = [
-            Citation(page_id=i.page.page_id, turn=t, time=pager.turns[t].time, speaker=pager.turns[t].speaker
-                     or pager.turns[t].role, text=pager.turns[t].text, label=i.labels.get(t, ""))
+            Citation(page_id=None if conversation else i.page.page_id, turn=t, time=pager.turns[t].time,
+                     speaker=pager.turns[t].speaker or pager.turns[t].role, text=pager.turns[t].text,
+                     label=i.labels.get(t, ""), conversation=conversation)
             for i in injections for t in i.turns
         ]
 
