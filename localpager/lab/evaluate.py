@@ -364,8 +364,9 @@ def _selector(lp, conv_id: str, config: EvalConfig):
 
 def _fact_shown(chat, trace, probe: Probe) -> bool | None:
     """For a planted fact: whether a standing fact stated by its newest statement was in front of the answer
-    (in the prompt's prefix, or given to it as a note); None for a probe that is no planted fact."""
-    if not probe.evidence or "kind" not in probe.extra:
+    (in the prompt's prefix, or given to it as a note); None for a probe that is no planted fact, and in split mode
+    (the fact is another conversation's: its turn numbers are not the probe's)."""
+    if not probe.evidence or "kind" not in probe.extra or chat.id.endswith(f"#{ASKING}"):
         return None
     shown = set(trace.facts_shown) | {f["fact_id"] for f in trace.facts}
     return any(f.fact_id in shown and f.turn in probe.evidence for f in chat.facts(all=True))
