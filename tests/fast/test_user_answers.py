@@ -102,3 +102,21 @@ def test_a_turn_forgotten_in_the_earlier_chat_is_not_recalled_from_the_new_one(l
     t = tue.ask("What was the ramen place near the station called?").trace
     assert all("Menya" not in c.text for c in t.citations) and "Menya" not in t.answer
     assert all("Menya" not in call.text for call in lp.backend.calls)
+
+
+def test_a_forget_at_the_users_scope_leaves_the_value_in_no_answer_and_no_byte_of_the_store(lp):
+    """Issue 40's bar: after ``lp.user(U).forget(match=V)``, V is in no answer and in no byte of the store, though a
+    later chat of the user answered with it (its answer, trace and citation held V in another conversation)."""
+    if lp.store.kind != "sqlite":
+        pytest.skip("the bytes of a database server's files are not this process's to read")
+    from faultkit import leaks
+
+    told(lp, "mon", "alice", "Can you recommend a film?", "My locker code is Zorvanth.")
+    tue = lp.conversation("tue", create=True, user="alice")
+    assert "Zorvanth" in tue.ask("What is my locker code?").answer  # stored in tue: answer, trace, citation
+    report = lp.user("alice").forget(match="Zorvanth")
+    assert {r.conversation for r in report.reports} == {"mon", "tue"}
+    wed = lp.conversation("wed", create=True, user="alice")
+    assert "Zorvanth" not in wed.ask("What is my locker code?").answer
+    lp.close()
+    assert leaks(lp.store.path, "Zorvanth") == []
