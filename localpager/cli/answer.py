@@ -61,13 +61,15 @@ def open_chat(ctx, conv_id, model, budget, save, recall_mode, n_ctx, layout):
 def ask(ctx, conv_id, question, probe, model, budget, save, recall_mode, n_ctx, layout, as_json):
     """Ask QUESTION in conversation CONV_ID; the question and answer are stored as turns.
 
-    --budget N pages the conversation under N tokens for this question only; with --save it becomes the
-    conversation's budget (stored once the answer is)."""
+    With --user, a CONV_ID that does not exist yet is a new conversation of that user's (a new chat, which
+    knows what they said in their others). --budget N pages the conversation under N tokens for this question
+    only; with --save it becomes the conversation's budget (stored once the answer is)."""
     if (question is None) == (probe is None):
         raise click.UsageError("give a QUESTION or --probe N")
     with friendly_errors():
-        lp = answering_pager(ctx, model, budget, save, recall_mode, n_ctx, layout)
-        conv = lp.conversation(conv_id, user=user_name(ctx))
+        user = user_name(ctx)
+        lp = answering_pager(ctx, model, budget, save, recall_mode, n_ctx, layout, create=user is not None)
+        conv = lp.conversation(conv_id, create=user is not None and probe is None, user=user)
         if probe is not None:
             question = stored_probe(lp, conv_id, probe)
         if recall_mode != RecallMode.NEVER and not lp.store.read_only:  # read-only: ask says so, loading nothing

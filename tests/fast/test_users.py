@@ -417,3 +417,12 @@ def test_cli_ingest_chat_export_import_with_a_user(users_store, fake_models, tmp
     assert run(users_store, "conversations").output.splitlines()[3].startswith("free\t")
     assert not run(users_store, "conversations").output.splitlines()[3].endswith("user alice")
     assert [c.user for c in fake_pager(path=other).conversations()] == ["alice", "alice"]
+
+
+def test_cli_ask_with_a_user_and_a_new_id_is_a_new_chat_of_theirs(users_store, fake_models):
+    out = run(users_store, "--user", "alice", "ask", "wed", "Where do we live now?")
+    assert out.exit_code == 0, out.output
+    listed = run(users_store, "conversations")
+    assert any(line.startswith("wed") and "user alice" in line for line in listed.output.splitlines())
+    out = run(users_store, "ask", "thu", "Where do we live now?")  # no user: an unknown id stays an error
+    assert out.exit_code == 1 and "no conversation 'thu'" in out.output
