@@ -336,12 +336,20 @@ class Conversation:
             others = [info for info in self.store.list_conversations(user) if info.id != self.id]
             for info in others:  # every turn of theirs embedded once (the resident ones too), again after a change
                 if self.held.user_embedded.get(info.id) != info.turns:
-                    pager = Conversation(self.held, info.id).pager
-                    self.held.index.update(info.id, list(pager.pages), pager.turns, pager.bookmark)
-                    self.held.user_embedded[info.id] = info.turns
+                    self._embed_every_turn(info.id, info.turns)
             selector.user_recall = UserRecall(self.held.index, self.store, [info.id for info in others],
                                               open=lambda conv_id: self._opened(conv_id, facts))
         return selector
+
+    def _embed_every_turn(self, conv_id: str, turns: int) -> None:
+        """Embed every turn of another conversation of the user (``turns`` of them), resident ones too, for the
+        recall across their conversations; counted first, so that a new process opens none whose every turn has
+        its vector already (a forgotten turn has none: such a conversation is opened and checked page by page)."""
+        index = self.held.index
+        if sum(self.store.embedded_turn_counts(conv_id, index.embedder.name).values()) < turns:
+            pager = Conversation(self.held, conv_id).pager
+            index.update(conv_id, list(pager.pages), pager.turns, pager.bookmark)
+        self.held.user_embedded[conv_id] = turns
 
     def _opened(self, conv_id: str, facts: Sequence[StandingFact]) -> tuple[Pager, PageSelector]:
         """Another conversation of this one's user, to recall from: its pages and turns (kept open among the last
