@@ -23,6 +23,7 @@ from ..store.base import Store
 from .index import PageIndex
 
 FOREIGN_TURNS = 2  # turns of other conversations an answer is given at most
+CONVERSATIONS_WEIGHED = 3  # other conversations whose own ranking is asked before one is recalled from
 
 
 @dataclass
@@ -56,13 +57,21 @@ class UserRecall:
         self.open = open
 
     def conversation(self, question: str) -> ForeignRecall | None:
-        """The other conversation whose best turn is closest to ``question``, opened (None: none has a turn, or
-        nothing opens them)."""
-        hits = self.best(question, limit=1)
-        if not hits or self.open is None:
+        """The other conversation to recall from, opened (None: none has a turn, or nothing opens them): of the
+        ``CONVERSATIONS_WEIGHED`` whose best turns are closest to ``question`` by cosine, the one whose own
+        ranking (dense and BM25 fused, as a recall there ranks) scores its best turn highest."""
+        if self.open is None:
             return None
-        pager, selector = self.open(hits[0].conversation)
-        return ForeignRecall(hits[0].conversation, pager, selector, hits[0].dense)
+        best: dict[str, ForeignHit] = {}
+        for hit in self.best(question, limit=2 * CONVERSATIONS_WEIGHED):
+            best.setdefault(hit.conversation, hit)
+        found = []
+        for conv_id, hit in list(best.items())[:CONVERSATIONS_WEIGHED]:
+            pager, selector = self.open(conv_id)
+            ranked = selector.rank(question, pager)
+            score = float(ranked[0].score) if len(ranked) else float("-inf")
+            found.append((score, ForeignRecall(conv_id, pager, selector, hit.dense)))
+        return max(found, key=lambda pair: pair[0])[1] if found else None
 
     def best(self, question: str, limit: int = FOREIGN_TURNS) -> list[ForeignHit]:
         """The best ``limit`` turns of the other conversations (with text: a forgotten turn has none), best
