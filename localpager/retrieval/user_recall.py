@@ -60,17 +60,20 @@ class UserRecall:
         """The other conversation to recall from, opened (None: none has a turn, or nothing opens them): of the
         ``CONVERSATIONS_WEIGHED`` whose best turns are closest to ``question`` by cosine, the one whose own
         ranking (dense and BM25 fused, as a recall there ranks) scores its best turn highest."""
-        if self.open is None:
+        if self.open is None or not self.others:
             return None
-        best: dict[str, ForeignHit] = {}
-        for hit in self.best(question, limit=2 * CONVERSATIONS_WEIGHED):
-            best.setdefault(hit.conversation, hit)
+        vector = self.index.embedder.encode_one(question)
+        closest = []  # (the best cosine of its turns, conversation)
+        for conv_id in self.others:
+            _, cosines = self.index.all_turn_cosines(conv_id, vector)
+            if len(cosines):
+                closest.append((float(cosines.max()), conv_id))
         found = []
-        for conv_id, hit in list(best.items())[:CONVERSATIONS_WEIGHED]:
+        for dense, conv_id in sorted(closest, reverse=True)[:CONVERSATIONS_WEIGHED]:
             pager, selector = self.open(conv_id)
             ranked = selector.rank(question, pager)
             score = float(ranked[0].score) if len(ranked) else float("-inf")
-            found.append((score, ForeignRecall(conv_id, pager, selector, hit.dense)))
+            found.append((score, ForeignRecall(conv_id, pager, selector, dense)))
         return max(found, key=lambda pair: pair[0])[1] if found else None
 
     def best(self, question: str, limit: int = FOREIGN_TURNS) -> list[ForeignHit]:
