@@ -31,7 +31,7 @@ from .answer_types import stated_types
 from .claims import is_claim, mask_quotes, states_fact
 from .dates import format_day
 from .records import Turn
-from .text import content_words, fold_plural, sentences
+from .text import CONTACT, NAME_MID_SENTENCE, content_words, fold_plural, sentences
 
 # The extractor's version: a conversation whose facts an older one made gets them made again. 2: quotations and
 # sentences that claim nothing (``claims``) state no fact. 3: a fact is one line (``one_line``). 4: a claim the
@@ -76,7 +76,7 @@ _BY_VALUE = (("time", "schedule"), ("money", "budget"), ("medicine", "medicine")
 _MONEY_WORDS = lexicon.pattern("money_words")  # "two grand", "about five thousand"
 # "every October": a date that recurs, which answer_types does not call a date
 _EVERY_MONTH = lexicon.pattern("every_month")
-_CONTACT = re.compile(r"(?<!\w)\+?\(?\d(?:[\s().-]{0,2}\d){6,14}(?!\w)|[\w.+-]+@[\w-]+(?:\.[\w-]+)+")  # a phone or an e-mail
+_CONTACT = CONTACT  # a phone or an e-mail
 # Liking a moment or the other person's doing, not a thing: "I love how art lets us...", "I love it when you cook"
 _VAGUE_LIKING = lexicon.pattern("vague_liking")
 _DAY = lexicon.pattern("day")  # a day of the week, next week or month
@@ -248,7 +248,7 @@ def _asks(line: str) -> bool:
 
 
 _VALUE = lexicon.pattern("value")  # amounts, numbers, times, days of the month, e-mails, codes
-_NAME = re.compile(r"(?<![.!?]\s)(?<!^)\b[A-ZÀ-Þ][^\W\d_]+(?:\s[A-ZÀ-Þ][^\W\d_]+)*\b")  # a name written with a capital mid-sentence
+_NAME = NAME_MID_SENTENCE  # a name written with a capital mid-sentence
 _NAMED = frozenset({"person", "family", "pet", "identity", STATED})  # kinds whose value may be a name: who, where
 
 

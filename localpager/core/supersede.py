@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import json
 import math
-import re
 from dataclasses import dataclass, field
 from functools import lru_cache
 from importlib import resources
@@ -26,14 +25,14 @@ from importlib import resources
 from . import lexicon
 from .answer_types import stated_types
 from .claims import features as frame_features
+from .text import CONTACT as _CONTACT
+from .text import NAME_MID_SENTENCE as _NAME
 from .text import content_words, fold_plural, light_stem
 
 MODEL_FILE = "supersede_model.json"
 _VALUE = lexicon.pattern("value")
-_NAME = re.compile(r"(?<![.!?]\s)(?<!^)\b[A-ZÀ-Þ][^\W\d_]+(?:\s[A-ZÀ-Þ][^\W\d_]+)*\b")
 _CHANGE_CUE = lexicon.pattern("change_cue")
 _CHANGED = lexicon.pattern("changed")
-_CONTACT = re.compile(r"(?<!\w)\+?\(?\d(?:[\s().-]{0,2}\d){6,14}(?!\w)|[\w.+-]+@[\w-]+(?:\.[\w-]+)+")
 _MONEY_WORDS = lexicon.pattern("money_words")
 _ONE_VALUE = frozenset({"budget", "number"})
 _GENERIC = frozenset(fold_plural(w) for w in lexicon.words("generic"))

@@ -60,6 +60,9 @@ KANA = "\u3040-\u309f\u30a1-\u30fa\u30fc-\u30ff\u31f0-\u31ff\uff66-\uff9f"
 CJK = HAN + KANA + "\u1100-\u11ff\u3130-\u318f\uac00-\ud7af"
 LATIN = rf"[^\W_{CJK}]+"  # a run of letters or digits of a spaced script
 POSSESSIVE = re.compile(r"'s$")
+# A name written with a capital mid-sentence ("my accountant is Ana Lopez"): a fact's value, not its slot
+NAME_MID_SENTENCE = re.compile(r"(?<![.!?]\s)(?<!^)\b[A-ZÀ-Þ][^\W\d_]+(?:\s[A-ZÀ-Þ][^\W\d_]+)*\b")
+CONTACT = re.compile(r"(?<!\w)\+?\(?\d(?:[\s().-]{0,2}\d){6,14}(?!\w)|[\w.+-]+@[\w-]+(?:\.[\w-]+)+")  # a phone, an e-mail
 
 _JOINED_LATIN = rf"{LATIN}(?:(?:['’]|(?<=\d)[.,](?=\d)){LATIN})*"
 _TOKEN = re.compile(rf"{_JOINED_LATIN}|[{CJK}]+")
