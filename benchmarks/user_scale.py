@@ -18,7 +18,7 @@ that everything but generation is timed; the embedder stays the real one):
    chatting in several conversations does) and the index's per-conversation caches are worked out again;
 2. the parts that grow with the user, in that process, each over the same questions: ``across_ms``
    (``user_facts.across(store, user)``), ``selector_ms`` (``Conversation._selector`` of a new conversation of the
-   user, everything embedded), ``rank_ms`` (``UserRecall.best(question)``: the question embedded and every turn
+   user, everything embedded), ``rank_ms`` (``UserRecall.closest(question)``: the question embedded and every turn
    of the other conversations scored; target p50 <= 50 ms), and ``rank_after_change_ms`` (the same, with the
    index's cache of each conversation's rows dropped first, as a forget's removal drops it; a new vector drops
    only its own conversation's);
@@ -222,7 +222,7 @@ def measure(info: dict, questions: int, no_model: bool) -> dict:
         recall = chosen.user_recall
         lp.held.index.embedder.clear_cache()  # the question embedded as a new one is
         start = time.perf_counter()
-        found = recall.best(question)
+        found = recall.closest(question)
         rank_ms.append(_ms(start))
         hits.append(bool(found))
         # a new vector in one conversation (the chat the user is in) drops that conversation's cached rows only;
@@ -230,7 +230,7 @@ def measure(info: dict, questions: int, no_model: bool) -> dict:
         turn_index._turns.clear()
         lp.held.index.embedder.clear_cache()
         start = time.perf_counter()
-        recall.best(question)
+        recall.closest(question)
         changed_ms.append(_ms(start))
     others = len(recall.others)
     lp.close()
@@ -335,7 +335,8 @@ def table(result: dict) -> str:
              ("  of which _selector", first["user_selector_in_ask_ms"]),
              ("  of which the user's facts (_user_facts)", first["user_facts_in_ask_ms"]),
              ("user_facts.across", m["across_ms"]), ("_selector set-up (embedded)", m["selector_ms"]),
-             ("UserRecall.best (rank)", m["rank_ms"]), ("UserRecall.best after a change", m["rank_after_change_ms"])]
+             ("UserRecall.closest (rank)", m["rank_ms"]),
+             ("UserRecall.closest after a change", m["rank_after_change_ms"])]
     lines = [f"{result['conversations']} conversations x {result['turns']} turns of {USER} "
              f"({m['ranked_turns']} turns ranked, {m['facts']} facts), "
              f"{'scripted chat model' if result['no_model'] else 'real chat model'}, "

@@ -311,7 +311,8 @@ class Conversation:
         own model answers (the MCP server's ``recall`` tool). Loads the embedder, never the chat model."""
         with self.held.lock:
             pager = self.pager  # first: another process's forget drops what this one holds (its BM25 index too)
-            facts = self.facts(all=True) if self.user is None else self._user_facts()  # a user's: all of theirs
+            user = self.user
+            facts = self.facts(all=True) if user is None else self._user_facts(user)  # a user's: all of theirs
             return controls.recall(self.held.selector(self.id, facts), pager, question, max_turns)
 
     # -- the long-term layer -----------------------------------------------------------------------
@@ -337,7 +338,7 @@ class Conversation:
             for info in others:  # every turn of theirs embedded once (the resident ones too), again after a change
                 if self.held.user_embedded.get(info.id) != info.turns:
                     self._embed_every_turn(info.id, info.turns)
-            selector.user_recall = UserRecall(self.held.index, self.store, [info.id for info in others],
+            selector.user_recall = UserRecall(self.held.index, [info.id for info in others],
                                               open=lambda conv_id: self._opened(conv_id, facts))
         return selector
 
@@ -362,7 +363,7 @@ class Conversation:
             opened.popitem(last=False)
         return conv.pager, self.held.selector(conv_id, facts)
 
-    def _user_facts(self) -> list[StandingFact]:
+    def _user_facts(self, user: str) -> list[StandingFact]:
         """The standing facts of this conversation's user across all of their conversations (``users.User.facts``:
         the newest value wins across them), in the order they were said; this conversation's own name no
         conversation (``conv_id`` None), as one conversation's facts do, so that they cite its pages."""
@@ -370,7 +371,7 @@ class Conversation:
             return None if conv_id == self.id else conv_id
 
         with self.held.lock:
-            facts, _ = across(self.store, self.user)
+            facts, _ = across(self.store, user)
         return [dataclasses.replace(f, conv_id=here(f.conv_id), superseded_in=here(f.superseded_in)) for f in facts]
 
     def pin_fact(self, fact_id: int, pinned: bool = True) -> StandingFact:
@@ -404,7 +405,8 @@ class Conversation:
         settings = self.held.models.recall
         if not settings.facts:
             return FactContext()
-        every = self.facts(all=True) if self.user is None else self._user_facts()
+        user = self.user
+        every = self.facts(all=True) if user is None else self._user_facts(user)
         current = [f for f in every if f.current]
         room = int(settings.fact_share * pager.config.budget)
         shown = prompt_facts(current, room, pager.counter.count)

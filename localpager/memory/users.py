@@ -6,7 +6,7 @@ belong to a user (``LocalPager.conversation(..., user=)``, ``Store.create_conver
 theirs: their conversations, their standing facts with the newest value winning across conversations too, a search
 over all of them, a forget that reaches every one, an export. Each call goes through the conversations' own
 (``Conversation.facts``, ``search``, ``forget``), so what is erased and how turns rank is what one conversation's
-does. Nothing here changes an answer: a conversation still answers from its own memory.
+does. A user's conversation answers from the same memory (``user_facts``, ``retrieval.user_recall``).
 """
 
 from __future__ import annotations

@@ -15,24 +15,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
-import numpy as np
-
 from ..core.pager import Pager
-from ..core.records import Turn
-from ..store.base import Store
 from .index import PageIndex
 
-FOREIGN_TURNS = 2  # turns of other conversations an answer is given at most
 CONVERSATIONS_WEIGHED = 3  # other conversations whose own ranking is asked before one is recalled from
-
-
-@dataclass
-class ForeignHit:
-    """A turn of another conversation of the same user, with its cosine with the question."""
-
-    conversation: str
-    turn: Turn
-    dense: float
 
 
 @dataclass
@@ -49,10 +35,8 @@ class UserRecall:
     """The user's other conversations (``others``: their ids), ranked against a question by the cosine of their
     embedded turns; ``open`` gives one's pager and selector (the memory layer's)."""
 
-    def __init__(self, index: PageIndex, store: Store, others: Sequence[str],
-                 open: Callable[[str], tuple[Pager, Any]] | None = None):
+    def __init__(self, index: PageIndex, others: Sequence[str], open: Callable[[str], tuple[Pager, Any]] | None = None):
         self.index = index
-        self.store = store
         self.others = list(others)
         self.open = open
 
@@ -60,40 +44,25 @@ class UserRecall:
         """The other conversation to recall from, opened (None: none has a turn, or nothing opens them): of the
         ``CONVERSATIONS_WEIGHED`` whose best turns are closest to ``question`` by cosine, the one whose own
         ranking (dense and BM25 fused, as a recall there ranks) scores its best turn highest."""
-        if self.open is None or not self.others:
+        if self.open is None:
             return None
-        vector = self.index.embedder.encode_one(question)
-        closest = []  # (the best cosine of its turns, conversation)
-        for conv_id in self.others:
-            _, cosines = self.index.all_turn_cosines(conv_id, vector)
-            if len(cosines):
-                closest.append((float(cosines.max()), conv_id))
         found = []
-        for dense, conv_id in sorted(closest, reverse=True)[:CONVERSATIONS_WEIGHED]:
+        for dense, conv_id in self.closest(question)[:CONVERSATIONS_WEIGHED]:
             pager, selector = self.open(conv_id)
             ranked = selector.rank(question, pager)
             score = float(ranked[0].score) if len(ranked) else float("-inf")
             found.append((score, ForeignRecall(conv_id, pager, selector, dense)))
         return max(found, key=lambda pair: pair[0])[1] if found else None
 
-    def best(self, question: str, limit: int = FOREIGN_TURNS) -> list[ForeignHit]:
-        """The best ``limit`` turns of the other conversations (with text: a forgotten turn has none), best
-        first."""
+    def closest(self, question: str) -> list[tuple[float, str]]:
+        """(the best cosine of its embedded turns with ``question``, conversation) of every other conversation
+        that has any, closest first: the one pass over all their turns (a forgotten turn has no vector)."""
         if not self.others:
             return []
         vector = self.index.embedder.encode_one(question)
-        scored: list[tuple[float, str, int]] = []
+        scored = []
         for conv_id in self.others:
-            turns, cosines = self.index.all_turn_cosines(conv_id, vector)
-            for k in np.argsort(-cosines)[: limit * 2]:
-                scored.append((float(cosines[k]), conv_id, int(turns[k])))
-        scored.sort(key=lambda s: -s[0])
-        hits: list[ForeignHit] = []
-        loaded: dict[str, list[Turn]] = {}
-        for dense, conv_id, index in scored:
-            if len(hits) >= limit:
-                break
-            turns = loaded.setdefault(conv_id, self.store.turns(conv_id))
-            if index < len(turns) and turns[index].text:
-                hits.append(ForeignHit(conv_id, turns[index], dense))
-        return hits
+            _, cosines = self.index.all_turn_cosines(conv_id, vector)
+            if len(cosines):
+                scored.append((float(cosines.max()), conv_id))
+        return sorted(scored, reverse=True)
