@@ -449,7 +449,7 @@ def test_a_conversation_can_be_deleted_and_starts_afresh(client, lp):
 
 def test_the_health_check_lists_what_the_inspector_may_offer(client):
     assert set(client.get("/health").json()["features"]) == {"pin", "search", "forget", "correct", "export", "facts",
-                                                           "users"}
+                                                           "users", "fact_edits"}
 
 
 def test_the_standing_facts_are_listed_pinned_and_gone_with_their_turn(client, lp):

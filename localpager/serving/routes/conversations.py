@@ -38,7 +38,7 @@ async def header_scope(request: Request) -> None:
 
 
 router = APIRouter(dependencies=[Depends(header_scope)])
-FEATURES = ["pin", "search", "forget", "correct", "export", "facts", "users"]  # named by /health
+FEATURES = ["pin", "search", "forget", "correct", "export", "facts", "users", "fact_edits"]  # named by /health
 
 
 class PinRequest(BaseModel):
@@ -55,6 +55,19 @@ class ForgetRequest(BaseModel):
 class CorrectRequest(BaseModel):
     turn: int = Field(ge=0)
     text: str = Field(min_length=1)
+
+
+class RememberRequest(BaseModel):
+    text: str = Field(min_length=1)
+
+
+class EditFactRequest(BaseModel):
+    text: str = Field(min_length=1)
+    dry_run: bool = False
+
+
+class DeleteFactRequest(BaseModel):
+    dry_run: bool = False
 
 
 def require(s: Served, conv_id: str) -> None:
@@ -187,6 +200,28 @@ async def in_turn(s: Served, conv_id: str, fn: Callable[[], Any]) -> Any:
     return await asyncio.shield(asyncio.ensure_future(anyio.to_thread.run_sync(run, limiter=s.job_threads)))
 
 
+async def in_turns(s: Served, conv_ids: list[str], fn: Callable[[], Any]) -> Any:
+    """``fn`` in a worker thread, in each of ``conv_ids``' turn (``in_turn`` for several): after the
+    requests on them that came before, so a chat answer queued before a forget is stored before it, not after.
+    The tickets are all taken at once, on the event loop, so two such calls never wait for each other in a circle."""
+    tickets = [s.runner.ticket(c) for c in sorted(set(conv_ids))]
+
+    def run():
+        try:
+            for turnstile, ticket in tickets:
+                turnstile.wait(ticket)
+            return fn()
+        except ApiError:
+            raise
+        except Exception as exc:
+            raise failure(exc) from None
+        finally:
+            for turnstile, ticket in tickets:
+                turnstile.done(ticket)
+
+    return await asyncio.shield(asyncio.ensure_future(anyio.to_thread.run_sync(run, limiter=s.job_threads)))
+
+
 @router.post("/v1/conversations/{conv_id:path}/pages/{page_id}/pin")
 async def pin(conv_id: str, page_id: int, body: PinRequest, s: ServedDep):
     def change():
@@ -224,6 +259,64 @@ async def pin_fact(conv_id: str, fact_id: int, body: PinRequest, s: ServedDep):
             raise ApiError(404, str(exc), code="fact_not_found") from None
 
     return await in_turn(s, conv_id, change)
+
+
+def change_body(change) -> dict[str, Any]:
+    """An edit's or a delete's report (``memory.fact_edits.FactChange``) as JSON; its erasures as a forget's
+    (a dry run never says erased)."""
+    body = change.to_dict()
+    body["forgotten"] = [forget_body(r) for r in change.reports]
+    return body
+
+
+async def in_user_turns(s: Served, conv_id: str, fn: Callable[[], Any]) -> Any:
+    """``fn`` in the turn of ``conv_id`` and, for a conversation of a user, of each other one of theirs: an edit or
+    a delete of a fact erases its words from all of them, so it waits for the chat answers queued before it on any
+    (``users.in_turns``). An unknown fact is a 404."""
+    def owners() -> list[str]:
+        require(s, conv_id)
+        user = s.lp.store.conversation_user(conv_id)
+        return [conv_id] + ([i.id for i in s.lp.store.list_conversations(user)] if user is not None else [])
+
+    targets = await anyio.to_thread.run_sync(owners)
+
+    def run():
+        require(s, conv_id)  # forgotten whole while this waited: a 404
+        try:
+            return fn()
+        except ValueError as exc:
+            if str(exc).startswith("no standing fact"):
+                raise ApiError(404, str(exc), code="fact_not_found") from None
+            raise
+
+    return await in_turns(s, targets, run)
+
+
+@router.post("/v1/conversations/{conv_id:path}/remember")
+async def remember(conv_id: str, body: RememberRequest, s: ServedDep):
+    """Keep ``text`` as the user's own statement without a reply (no model asked): a user turn marked remembered,
+    which becomes standing facts as any turn does. Returns the facts it made."""
+    made = await in_turn(s, conv_id, lambda: s.runner.conversation(conv_id).remember(body.text))
+    return {"object": "list", "conversation": conv_id, "data": [f.to_dict() for f in made]}
+
+
+@router.post("/v1/conversations/{conv_id:path}/facts/{fact_id}/edit")
+async def edit_fact(conv_id: str, fact_id: int, body: EditFactRequest, s: ServedDep):
+    """Replace standing fact ``fact_id``'s words with ``text``: the old words erased as a forget erases (here and,
+    for a user's conversation, in their others), the new ones remembered; ``dry_run`` says what would go."""
+    change = await in_user_turns(s, conv_id, lambda: s.runner.conversation(conv_id).edit_fact(
+        fact_id, body.text, dry_run=body.dry_run))
+    return change_body(change)
+
+
+@router.post("/v1/conversations/{conv_id:path}/facts/{fact_id}/delete")
+async def delete_fact(conv_id: str, fact_id: int, s: ServedDep, body: DeleteFactRequest | None = None):
+    """Erase standing fact ``fact_id`` as an edit erases the old words, with nothing in its place (a body is
+    optional: ``{"dry_run": true}`` says what would go)."""
+    body = body or DeleteFactRequest()
+    change = await in_user_turns(s, conv_id, lambda: s.runner.conversation(conv_id).delete_fact(
+        fact_id, dry_run=body.dry_run))
+    return change_body(change)
 
 
 @router.get("/v1/conversations/{conv_id:path}/search")

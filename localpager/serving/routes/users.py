@@ -3,12 +3,11 @@ their conversations (``memory.users.User``), in the request's namespace only: th
 facts (the newest value winning across conversations), a search over all of them, a forget that reaches every
 one of theirs and no one else's, an export. Each fact, hit and report names its conversation."""
 
-import asyncio
 import json
 from typing import Any, Callable
 
 import anyio.to_thread
-from fastapi import APIRouter
+from fastapi import APIRouter, Depends, Request
 from fastapi.responses import Response
 from pydantic import BaseModel, Field
 
@@ -17,16 +16,44 @@ from ...memory.users import User
 from ...store.base import check_user
 from ..errors import failure
 from ..jobs import owned
-from ..protocol import ApiError, content_disposition
+from ..protocol import USER_HEADER, ApiError, content_disposition, resolve_user
 from ..state import Served, ServedDep
-from .conversations import conversation_row, forget_body, require
+from .conversations import change_body, conversation_row, forget_body, in_turns, require
 
-router = APIRouter()
+
+async def header_scope(request: Request) -> None:
+    """A request that sends ``X-Localpager-User`` reaches that user's memory only: another user's endpoints are a
+    403, as another user's conversation is (``conversations.header_scope``). Without the header, any user's."""
+    user = request.path_params.get("user")
+    if user is None or USER_HEADER not in request.headers:
+        return
+    sent = resolve_user(request.headers)
+    if sent != user:
+        raise ApiError(403, f"these are user {user!r}'s memory endpoints, not user {sent!r}'s: a request may reach "
+                            "the memory of the user it names only", type="permission_error",
+                       code="memory_of_another_user", param="X-Localpager-User")
+
+
+router = APIRouter(dependencies=[Depends(header_scope)])
 
 
 class UserForgetRequest(BaseModel):
     match: str | None = Field(default=None, min_length=1)
     conversation: str | None = Field(default=None, min_length=1)
+    dry_run: bool = False
+
+
+class UserRememberRequest(BaseModel):
+    text: str = Field(min_length=1)
+    conversation: str | None = Field(default=None, min_length=1)  # default: their memory conversation
+
+
+class UserFactRequest(BaseModel):
+    """A fact of theirs: its conversation (``conv_id`` in a listing) and its number there (``fact_id``)."""
+
+    conversation: str = Field(min_length=1)
+    fact_id: int
+    text: str | None = Field(default=None, min_length=1)  # an edit's new words
     dry_run: bool = False
 
 
@@ -54,28 +81,6 @@ async def read(s: Served, fn: Callable[[], Any]) -> Any:
             raise failure(exc) from None
 
     return await anyio.to_thread.run_sync(run)
-
-
-async def in_turns(s: Served, conv_ids: list[str], fn: Callable[[], Any]) -> Any:
-    """``fn`` in a worker thread, in each of ``conv_ids``' turn (``conversations.in_turn`` for several): after the
-    requests on them that came before, so a chat answer queued before a forget is stored before it, not after.
-    The tickets are all taken at once, on the event loop, so two such calls never wait for each other in a circle."""
-    tickets = [s.runner.ticket(c) for c in sorted(set(conv_ids))]
-
-    def run():
-        try:
-            for turnstile, ticket in tickets:
-                turnstile.wait(ticket)
-            return fn()
-        except ApiError:
-            raise
-        except Exception as exc:
-            raise failure(exc) from None
-        finally:
-            for turnstile, ticket in tickets:
-                turnstile.done(ticket)
-
-    return await asyncio.shield(asyncio.ensure_future(anyio.to_thread.run_sync(run, limiter=s.job_threads)))
 
 
 @router.get("/v1/users")
@@ -137,6 +142,74 @@ async def forget(user: str, body: UserForgetRequest, s: ServedDep):
     out = report.to_dict()
     out["conversations"] = [forget_body(r) for r in report.reports]  # a dry run never says erased
     return out
+
+
+@router.post("/v1/users/{user:path}/remember")
+async def remember(user: str, body: UserRememberRequest, s: ServedDep):
+    """Keep ``text`` as their own statement without a reply, in ``conversation`` (one of theirs; another's is a
+    403) or their memory conversation (``NAME-memory``, made theirs on first use, so a user with no conversation
+    yet gets one). Returns the facts it made, each naming its conversation."""
+    from ...memory.users import memory_conversation
+
+    def target() -> str:
+        try:
+            check_user(user)
+        except ValueError as exc:
+            raise ApiError(400, str(exc), code="invalid_user", param="user") from None
+        conv_id = body.conversation or memory_conversation(user)
+        if body.conversation is not None:
+            require(s, conv_id)
+        if s.lp.store.has_conversation(conv_id):
+            owned(s.lp.store, conv_id, user)
+        return conv_id
+
+    conv_id = await read(s, target)
+    made = await in_turns(s, [conv_id], lambda: s.lp.user(user, create=True).remember(body.text, body.conversation))
+    return {"object": "list", "conversation": conv_id, "data": [f.to_dict() for f in made]}
+
+
+async def change_fact(s: Served, user: str, body: UserFactRequest, edit: bool) -> dict:
+    """An edit (``edit``) or a delete of their fact ``body.conversation``/``body.fact_id``, in the turn of each of
+    their conversations (the words are erased from all of them); a fact of another user's conversation is a 403, an
+    unknown one a 404."""
+    if edit and body.text is None:
+        raise ApiError(400, "an edit needs the fact's new words: text", param="text")
+    if not edit and body.text is not None:
+        raise ApiError(400, "a delete takes no text: to change a fact's words, POST .../facts/edit", param="text")
+
+    def chosen() -> tuple[User, list[str]]:
+        person = user_of(s, user)
+        require(s, body.conversation)
+        owned(s.lp.store, body.conversation, user)
+        return person, [i.id for i in person.conversations()]
+
+    person, targets = await read(s, chosen)
+
+    def change():
+        fact = (body.conversation, body.fact_id)
+        try:
+            done = (person.edit_fact(fact, body.text, body.dry_run) if edit
+                    else person.delete_fact(fact, body.dry_run))
+        except ValueError as exc:
+            if str(exc).startswith("no standing fact"):
+                raise ApiError(404, str(exc), code="fact_not_found") from None
+            raise
+        return change_body(done)
+
+    return await in_turns(s, targets, change)
+
+
+@router.post("/v1/users/{user:path}/facts/edit")
+async def edit_fact(user: str, body: UserFactRequest, s: ServedDep):
+    """Replace a fact of theirs with ``text``: its old words erased from every one of their conversations (an
+    answer there may have quoted it), the new ones remembered where it was; ``dry_run`` says what would go."""
+    return await change_fact(s, user, body, edit=True)
+
+
+@router.post("/v1/users/{user:path}/facts/delete")
+async def delete_fact(user: str, body: UserFactRequest, s: ServedDep):
+    """Erase a fact of theirs from every one of their conversations, with nothing in its place."""
+    return await change_fact(s, user, body, edit=False)
 
 
 @router.get("/v1/users/{user:path}/export")
