@@ -25,6 +25,7 @@ class Bars:
 
     def __init__(self, disabled: bool = False, unit: str = "turn"):
         self.disabled, self.unit = disabled, unit
+        self.units = {"read": "line"}  # a stage's own unit
         self._bars: dict = {}
 
     def __call__(self, stage: str, done: int, total: int) -> None:
@@ -36,11 +37,17 @@ class Bars:
         if bar is None:
             for earlier in self._bars.values():  # one stage after another: the one before is done
                 earlier.close()
-            unit = "line" if stage == "read" else self.unit
+            unit = self.units.get(stage, self.unit)
             bar = self._bars[stage] = tqdm(total=total, desc=stage, unit=unit, delay=1.0, file=sys.stderr,
                                            mininterval=0.5)
         bar.total = max(total, done)
         bar.update(done - bar.n)
+
+    def note(self, stage: str, text: str) -> None:
+        """Show ``text`` beside a stage's bar (conversations done beside a bar of turns)."""
+        bar = self._bars.get(stage)
+        if bar is not None and not self.disabled:
+            bar.set_postfix_str(text, refresh=False)
 
     def stage(self, name: str):
         """The ``progress(done, total)`` of one stage (``Conversation.prepare``, ``ingest``'s ``on_turns``)."""

@@ -25,9 +25,9 @@ from .session import friendly_errors, open_pager, open_user, user_name
 
 
 @click.command()
-@click.argument("file", type=click.Path(dir_okay=False))
+@click.argument("file", type=click.Path())
 @click.option("--format", "fmt", type=ChoiceOf(FileFormat, "file format"), default=FileFormat.AUTO.value,
-              show_default=True)
+              show_default=True, help="auto also finds a ChatGPT or Claude export and a message list")
 @click.option("--boundary", type=BoundaryName(), default=DEFAULT_BOUNDARY.value, show_default=True,
               help="where one page ends and the next begins")
 @click.option("--eviction", type=ChoiceOf(Eviction, "eviction policy"), default=DEFAULT_EVICTION.value,
@@ -51,7 +51,11 @@ from .session import friendly_errors, open_pager, open_user, user_name
 def ingest(ctx, file, fmt, boundary, eviction, keywords, worth, bookmark_format, budget, model, replace, embed,
            as_json):
     """Store the conversations of FILE (interchange JSONL or LoCoMo JSON), paged. With --user, those the file
-    names no user for are that user's."""
+    names no user for are that user's.
+
+    FILE may also be a chat history from another service: a ChatGPT or Claude export (the .zip as downloaded, the
+    unzipped folder, or its conversations.json) or an OpenAI-style message list (JSON or JSONL). Importing one again
+    adds only what is new: the messages of conversations continued since, and new conversations."""
     from ..core.pager import PagingConfig
 
     with friendly_errors():
@@ -59,9 +63,17 @@ def ingest(ctx, file, fmt, boundary, eviction, keywords, worth, bookmark_format,
                               bookmark_format=bookmark_format, budget=budget, worth=worth)
         lp = open_pager(ctx, model)
         bars = Bars(disabled=as_json)
+        bars.units["read"] = "conversation"
+
+        def on_conversations(stage, done, total):  # an export: read whole first, then stored
+            if stage == "read":
+                bars("read", done, total)
+            else:
+                bars.note("ingest", f"{done}/{total} conversations")
+
         try:
             report = lp.ingest(file, fmt, config, replace=replace, on_turns=bars.stage("ingest"), embed=embed,
-                               user=user_name(ctx))
+                               user=user_name(ctx), on_conversations=on_conversations)
             for conv_id in report.ids if embed else ():
                 lp.conversation(conv_id).prepare(progress=bars.stage("embed"))
         finally:
@@ -71,8 +83,10 @@ def ingest(ctx, file, fmt, boundary, eviction, keywords, worth, bookmark_format,
     if as_json:
         echo_json(report.__dict__)
     else:
+        again = (f"; {len(report.continued)} continued, {report.unchanged} unchanged"
+                 if report.continued or report.unchanged else "")
         click.echo(f"stored {report.conversations} conversations, {report.turns} turns, {report.pages} pages "
-                   f"({report.evicted} evicted), {report.probes} probes in {lp.store.path}")
+                   f"({report.evicted} evicted), {report.probes} probes in {lp.store.path}{again}")
 
 
 @click.command(name="export")

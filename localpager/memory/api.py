@@ -30,12 +30,14 @@ from ..runtime.recall import Runtime
 from ..runtime.settings import RecallSettings
 from ..store.base import ConversationInfo, Store, StoreError, UserNotFound, check_user
 from ..store.choices import FileFormat
+from ..store.exports import find_export
 from ..store.kvstate import PrefixStates
 from ..store.location import open_store
 from . import controls, interchange
 from .choices import ImportMode
 from .conversation import Answer, Conversation
 from .held import Held
+from .history import import_history
 from .ingest import IngestOptions, IngestReport, ingest_file
 from .models import ModelOptions, Models
 from .users import User, check_owner
@@ -183,7 +185,7 @@ class LocalPager:
 
     def ingest(self, path: str | os.PathLike, format: str = FileFormat.AUTO, config: PagingConfig | None = None,
                replace: bool = False, progress=None, on_turns=None, embed: bool = False,
-               user: str | None = None) -> IngestReport:
+               user: str | None = None, on_conversations=None) -> IngestReport:
         """Read a conversation file and store every conversation in it, each in one transaction.
 
         The file is validated whole first; an id already in the store is an error unless ``replace``. ``user``:
@@ -192,8 +194,15 @@ class LocalPager:
         ``progress`` wraps the conversations (e.g. ``tqdm``); ``on_turns(paged, total)`` is called as turns
         are paged (every 500 and at each conversation's end), for a bar over one long conversation. ``embed``:
         the caller ``prepare``s the conversations next; their evicted turns are embedded meanwhile (in a helper
-        process, while the rest are paged)."""
-        return ingest_file(self.held, path, IngestOptions(format, config, replace, progress, on_turns, embed, user))
+        process, while the rest are paged).
+        With ``format`` ``auto``, a chat history exported from ChatGPT or Claude (its ``.zip``, folder or
+        ``conversations.json``) or an OpenAI-style message list is found by content (``history``): it is read as
+        a stream, checked whole before anything is stored, and a conversation stored before is continued with
+        the turns it lacks rather than refused (``on_conversations(stage, done, total)`` hears its progress)."""
+        options = IngestOptions(format, config, replace, progress, on_turns, embed, user, on_conversations)
+        if options.format == FileFormat.AUTO and (export := find_export(path)) is not None:
+            return import_history(self.held, export, options)
+        return ingest_file(self.held, path, options)
 
     def conversation(self, conv_id: str, create: bool = False, config: PagingConfig | None = None, *,
                      warm: bool = False, user: str | None = None) -> Conversation:

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
-from typing import Callable, Sequence
+from typing import Callable, Iterable, Sequence
 
 from ..core.pager import PagingConfig, page_conversation
-from ..core.records import Turn
+from ..core.records import Transcript, Turn
 from ..store.base import Origin, check_owners, check_user
 from ..store.choices import FileFormat
 from ..store.loaders import load_conversations
@@ -25,6 +25,10 @@ class IngestReport:
     probes: int = 0
     ids: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    # an export imported again (``history``): conversations stored before that got new turns, and how many
+    # stored before had none (the turns of both are not in ``turns``'s count unless appended)
+    continued: list[str] = field(default_factory=list)
+    unchanged: int = 0
 
 
 @dataclass(frozen=True)
@@ -35,7 +39,8 @@ class IngestOptions:
     ``embed``: the caller embeds the conversations next (``Conversation.prepare``), so each conversation's
     evicted turns are handed to the embedder as soon as it is paged (``TextEmbedder.encode_ahead``), to be
     encoded in a helper process while the next ones are paged. ``user``: whose the conversations are that the
-    file names no user for (None: nobody's)."""
+    file names no user for (None: nobody's). ``on_conversations(stage, done, total)``: for a chat export
+    (``history``), how many conversations are read (``read``: the check of the whole file) and stored (``store``)."""
 
     format: str = FileFormat.AUTO
     config: PagingConfig | None = None
@@ -44,6 +49,7 @@ class IngestOptions:
     on_turns: Callable[[int, int], None] | None = None
     embed: bool = False
     user: str | None = None
+    on_conversations: Callable[[str, int, int], None] | None = None
 
 
 def ingest_file(held: Held, path: str | os.PathLike, options: IngestOptions = IngestOptions()) -> IngestReport:
@@ -65,27 +71,36 @@ def ingest_file(held: Held, path: str | os.PathLike, options: IngestOptions = In
     total, paged = sum(len(c.turns) for c in loaded.conversations), 0
     for conv in loaded.conversations if progress is None else progress(loaded.conversations):
         turns = conv.turns if on_turns is None else _counted(conv.turns, paged, total, on_turns)
-        pager = page_conversation(turns, counter, config)
+        store_transcript(held, conv, turns, str(path), config, counter, replace=replace, user=users[conv.id],
+                         report=report, embed=options.embed)
         paged += len(conv.turns)
-        report.warnings += _too_long(conv.id, conv.turns, pager, models, config)
-        if pager.pending_keywords() or pager.pending_worth():  # model strategies: one batch per conversation
-            from ..runtime.assist import maintain
-
-            maintain(pager, models.assistant)
-        settings = {**config.to_dict(), "tokenizer": counter.name}
-        # replacing a conversation another process is writing to waits for it, as every writer does
-        with conversation_lock(store, conv.id, held.lock_timeout):
-            store.save_conversation(conv.id, conv.turns, pager.pages, conv.probes, settings,
-                                    Origin(str(path), conv.meta), replace=replace, user=users[conv.id])
-        report.conversations += 1
-        report.turns += len(conv.turns)
-        report.pages += len(pager.pages)
-        report.evicted += len(pager.evicted)
-        report.probes += len(conv.probes)
-        report.ids.append(conv.id)
-        if options.embed:
-            _embed_ahead(models, pager)
     return report
+
+
+def store_transcript(held: Held, conv: Transcript, turns: Iterable[Turn], source: str, config: PagingConfig,
+                     counter, *, replace: bool, user: str | None, report: IngestReport, embed: bool) -> None:
+    """Page one read conversation (``turns``: its turns, perhaps counted for a bar as they are paged) and store it
+    in one transaction, counted in ``report``; an export's import (``history``) stores its new ones this way too."""
+    models = held.models
+    pager = page_conversation(turns, counter, config)
+    report.warnings += _too_long(conv.id, conv.turns, pager, models, config)
+    if pager.pending_keywords() or pager.pending_worth():  # model strategies: one batch per conversation
+        from ..runtime.assist import maintain
+
+        maintain(pager, models.assistant)
+    settings = {**config.to_dict(), "tokenizer": counter.name}
+    # replacing a conversation another process is writing to waits for it, as every writer does
+    with conversation_lock(held.store, conv.id, held.lock_timeout):
+        held.store.save_conversation(conv.id, conv.turns, pager.pages, conv.probes, settings,
+                                     Origin(source, conv.meta), replace=replace, user=user)
+    report.conversations += 1
+    report.turns += len(conv.turns)
+    report.pages += len(pager.pages)
+    report.evicted += len(pager.evicted)
+    report.probes += len(conv.probes)
+    report.ids.append(conv.id)
+    if embed:
+        _embed_ahead(models, pager)
 
 
 def _embed_ahead(models: Models, pager) -> None:

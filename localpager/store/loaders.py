@@ -155,7 +155,8 @@ def _detect(text: str, path: str) -> FileFormat:
     if first == "[":
         return FileFormat.LOCOMO
     raise ConversationFileError(
-        path, f"unknown format: expected '{{' (jsonl) or '[' (locomo) first, got {first!r}"
+        path, f"unknown format: expected '{{' (jsonl) or '[' (locomo) first, got {first!r}; "
+        "or a ChatGPT or Claude export (conversations.json, its .zip or folder) or a message list"
     )
 
 
