@@ -34,6 +34,7 @@ FIT_CONVERSATIONS = 60  # a phrasing
 CROSS_PER_CORRECTION = 8  # statements of other conversations each correction is paired with
 MAX_WRONG = 0.02
 L2 = 1.0
+DENSE_MAX_WRONG = 0.0025  # the read-time model replaces the one fact an answer shows: chosen on the tuning splits
 
 
 def _planted(conv) -> dict[int, str]:
@@ -133,6 +134,74 @@ def fit() -> dict:
     return rates
 
 
+def dense_rows(embed) -> list[tuple[dict[str, float], int]]:
+    """The read-time model's pairs: as ``training_rows``, but every (newer, older) pair of one speaker, shared
+    words or not (two current facts the fact ranking meets), each with its two vectors' cosine."""
+    from localpager.core.supersede import dense_pair_features, shape
+    from localpager.lab.synthetic import generate_dataset
+
+    pairs: list[tuple[object, object, int]] = []
+    rng = random.Random(38)
+    for phrasing, seed in FIT_SEEDS.items():
+        convs = generate_dataset(FIT_CONVERSATIONS, questions="both", absent=4, seed=seed, phrasing=phrasing)
+        for conv in convs:
+            planted, drafts = _planted(conv), _drafts(conv)
+            pairs += [(new, old, int(ti in planted and planted.get(tj) == planted[ti]))
+                      for j, (tj, new) in enumerate(drafts) for ti, old in drafts[:j]
+                      if ti != tj and new.speaker == old.speaker]
+        pairs += _across_pairs(convs, rng)
+    texts = sorted({d.text for new, old, _ in pairs for d in (new, old)})
+    vectors = dict(zip(texts, embed(texts)))
+    return [(dense_pair_features(shape(new.kind, new.subject, new.text), shape(old.kind, old.subject, old.text),
+                                 float(vectors[new.text] @ vectors[old.text])), label) for new, old, label in pairs]
+
+
+def _across_pairs(convs: list, rng: random.Random) -> list[tuple[object, object, int]]:
+    """``across``'s pairs, as drafts, every pair of the two statements (not only the compared ones)."""
+    from heldout_kinds import fact_probes
+    from localpager.core.facts import extract
+
+    firsts, corrections = [], []
+    for conv in convs:
+        for p in fact_probes(conv, explicit_only=True):
+            for k, i in enumerate(p.extra["stated"]):
+                found = extract(conv.turns[i])
+                if found:
+                    (corrections if k else firsts).append((conv.id, p.type, p.extra["kind"], found))
+    out = []
+    for conv_id, kind_type, name, news in corrections:
+        pool = [f for f in firsts if f[0] != conv_id and (f[1] == kind_type or f[3][0].kind == news[0].kind)]
+        for _, _, other, olds in rng.sample(pool, min(CROSS_PER_CORRECTION, len(pool))):
+            out += [(new, old, int(other == name)) for new in news for old in olds]
+    return out
+
+
+def fit_dense(max_wrong: float) -> dict:
+    """Fit the read-time model (``supersede.dense_model``) on ``dense_rows`` and write it; its threshold the lowest
+    at which at most ``max_wrong`` of the pairs of different things are taken."""
+    from localpager.core.supersede import DENSE_MODEL_FILE, SupersedeModel
+    from localpager.lab.fitting import fit_logistic
+    from localpager.retrieval.embedder import default_embedder
+
+    rows = dense_rows(default_embedder().encode)
+    names = list(rows[0][0])
+    x = np.array([[f[n] for n in names] for f, _ in rows])
+    y = np.array([label for _, label in rows], dtype=float)
+    weight = np.where(y == 1, 0.5 / y.sum(), 0.5 / (len(y) - y.sum())) * len(y)
+    beta, mean, scale = fit_logistic(x, y, weight, L2)
+    p = 1 / (1 + np.exp(-(beta[0] + ((x - mean) / scale) @ beta[1:])))
+    wrong = np.sort(p[y == 0])[::-1]
+    threshold = float(wrong[int(max_wrong * len(wrong))]) + 1e-4
+    model = SupersedeModel(weights=dict(zip(names, beta[1:].round(4).tolist())), bias=round(float(beta[0]), 4),
+                           means=dict(zip(names, mean.round(4).tolist())),
+                           scales=dict(zip(names, scale.round(4).tolist())), threshold=round(threshold, 4))
+    rates = {"pairs": len(rows), "same_fact": int(y.sum()), "taken_same": round(float(np.mean(p[y == 1] >= threshold)), 3),
+             "taken_different": round(float(np.mean(p[y == 0] >= threshold)), 3)}
+    data = {"about": ["Written by benchmarks/supersede.py --fit-dense.", json.dumps(rates)], **model.to_json()}
+    (ROOT / "localpager" / "core" / "data" / DENSE_MODEL_FILE).write_text(json.dumps(data, indent=0) + "\n")
+    return rates
+
+
 def measure(n: int) -> dict:
     """``heldout_kinds.extraction`` on each split (no model but this one)."""
     from heldout_kinds import extraction, load_sets
@@ -145,9 +214,17 @@ def measure(n: int) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--fit", action="store_true", help="fit the model again and write it")
+    parser.add_argument("--fit-dense", action="store_true",
+                        help="fit the read-time model (with the facts' cosine) again and write it")
+    parser.add_argument("--dense-wrong", type=float, default=DENSE_MAX_WRONG,
+                        help="the share of pairs of different things the read-time model may take")
     parser.add_argument("--n", type=int, default=20, help="conversations a measured split")
     args = parser.parse_args()
     out = {"fit": fit()} if args.fit else {}
+    if args.fit_dense:
+        out["fit_dense"] = fit_dense(args.dense_wrong)
+        print(json.dumps(out["fit_dense"]))
+        return
     if args.fit:
         from localpager.core import supersede
 

@@ -134,3 +134,27 @@ def default_model() -> SupersedeModel:
     """The fitted model shipped with the package (``core/data/supersede_model.json``)."""
     data = json.loads(resources.files("localpager.core").joinpath("data", MODEL_FILE).read_text(encoding="utf-8"))
     return SupersedeModel(data["weights"], data["bias"], data["means"], data["scales"], data["threshold"])
+
+
+# The read-time check (``retrieval.facts.FactRanker``): two current facts that share no word may still be one slot
+# ("Every spring I fly out to see my sister, who's settled in Kraków." then "Sis packed up and left for Montreal."),
+# which only their meaning tells. Answering, the embedder has both facts' vectors at hand, so this model reads the
+# pair's features above and their cosine. Fitted by ``benchmarks/supersede.py --fit-dense``.
+DENSE_MODEL_FILE = "supersede_dense_model.json"
+
+
+def dense_pair_features(new: Shape, old: Shape, cosine: float) -> dict[str, float]:
+    """``pair_features`` and the two facts' cosine (their sentence vectors')."""
+    return {**pair_features(new, old), "cosine": float(cosine)}
+
+
+@lru_cache(maxsize=1)
+def dense_model() -> SupersedeModel | None:
+    """The read-time model shipped with the package (``core/data/supersede_dense_model.json``); None before it is
+    fitted."""
+    try:
+        text = resources.files("localpager.core").joinpath("data", DENSE_MODEL_FILE).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return None
+    data = json.loads(text)
+    return SupersedeModel(data["weights"], data["bias"], data["means"], data["scales"], data["threshold"])

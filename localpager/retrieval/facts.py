@@ -27,6 +27,7 @@ import numpy as np
 
 from ..core.answer_types import asked_types, stated_types
 from ..core.answer_types import match as type_match
+from ..core import supersede
 from ..core.facts import StandingFact
 from ..core.text import content_words
 from .gate import GateModel, message_features
@@ -128,6 +129,33 @@ DEFAULT_FACT_MODEL = GateModel(
 REPLACED_SHOWN = 5  # older values a fact answer's trace names: the newest of them
 
 
+def newer_value(facts: Sequence[StandingFact], index: int, vectors: np.ndarray) -> int | None:
+    """The newest fact said after ``facts[index]`` that the read-time supersession model (``supersede.dense_model``:
+    the pair's words and their vectors' cosine) judges a new value of the same thing, if any. Ingest compares a new
+    fact only with facts it shares a word with; "Sis packed up and left for Montreal." shares none with "my sister,
+    who's settled in Kraków", and both stay current, so the older would answer. ``facts`` in the order they were
+    said; ``vectors``: theirs, normalized."""
+    model = supersede.dense_model()
+    if model is None or index == len(facts) - 1:
+        return None
+    old = facts[index]
+    old_shape = supersede.shape(old.kind, old.subject, old.text)
+    cosines = vectors[index + 1:] @ vectors[index]
+    for offset in np.argsort(-np.arange(len(cosines))):  # the newest first
+        new = facts[index + 1 + int(offset)]
+        if new.speaker != old.speaker or cosines[offset] < NEWER_MIN_COSINE:
+            continue
+        found = supersede.dense_pair_features(supersede.shape(new.kind, new.subject, new.text), old_shape,
+                                              float(cosines[offset]))
+        if model.probability(found) >= model.threshold:
+            return index + 1 + int(offset)
+    return None
+
+
+# Pairs further apart than this are not scored (of the training pairs the fitted model takes, none is below 0.22).
+NEWER_MIN_COSINE = 0.2
+
+
 class FactRanker:
     """The standing facts of one conversation, scored against a message (their vectors from the embedder,
     which caches them by text)."""
@@ -145,13 +173,16 @@ class FactRanker:
                 self._replaced.setdefault((old.superseded_in or old.conv_id, old.superseded_by), []).append(old)
 
     def best(self, message: str) -> FactHit | None:
-        """The fact that best matches ``message``, with the model's probability that it bears on it."""
+        """The fact that best matches ``message``, with the model's probability that it bears on it; the newest
+        value of its slot when a later fact restates it in other words (``newer_value``)."""
         if not self.facts:
             return None
         vectors = self.embed([message] + [f.text for f in self.facts])
         index, features = best_fact(message, self.facts, vectors[1:] @ vectors[0])
-        fact = self.facts[index]
-        return FactHit(fact, self.model.probability(features), asdict(features), self.replaced(fact))
+        newer = newer_value(self.facts, index, vectors[1:])
+        fact = self.facts[index if newer is None else newer]
+        replaced = self.replaced(fact) if newer is None else [self.facts[index], *self.replaced(self.facts[index])]
+        return FactHit(fact, self.model.probability(features), asdict(features), replaced[:REPLACED_SHOWN])
 
     def replaced(self, fact: StandingFact, limit: int = REPLACED_SHOWN) -> list[StandingFact]:
         """The older values ``fact`` replaced, newest first (each one's own older values after it), at most

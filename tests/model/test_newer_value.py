@@ -1,0 +1,48 @@
+"""The read-time supersession (``retrieval.facts.newer_value``) with the real embedder and the fitted model.
+
+Ingest compares a new fact only with the facts it shares a word with, so a change told in other words leaves both
+values current; answering, the pair's meaning decides. Two different things of one kind stay apart. The sentences
+are written for these tests, never taken from the generator.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from localpager.core.facts import facts_of
+from localpager.core.records import Turn
+from localpager.retrieval.embedder import default_embedder
+from localpager.retrieval.facts import FactRanker
+
+pytestmark = [pytest.mark.embedder]
+
+OLD = "I watch everything on Netflix, it's my only subscription."
+NEW = "I cancelled that and pay for Apple TV now instead."
+
+
+@pytest.fixture(scope="module")
+def embed():
+    return default_embedder().encode
+
+
+def _ranker(said: list[str], embed) -> FactRanker:
+    return FactRanker(facts_of([Turn("user", text, i) for i, text in enumerate(said)]), embed)
+
+
+def test_a_change_in_other_words_answers_with_the_newer_value(embed):
+    said = [OLD, "I'm allergic to penicillin.", NEW]
+    facts = facts_of([Turn("user", text, i) for i, text in enumerate(said)])
+    assert all(f.current for f in facts), "the precondition: ingest kept both values current"
+    hit = _ranker(said, embed).best("Which streaming service do I pay for?")
+    assert hit.fact.text == NEW
+    assert [f.text for f in hit.replaced] == [OLD]
+
+
+@pytest.mark.parametrize("said, question", [
+    (["I'm allergic to peanuts.", "I'm also allergic to shellfish."], "Am I allergic to peanuts?"),
+    (["My sister Ana lives in Lisbon.", "My brother Tom lives in Berlin."], "Where does my sister live?"),
+    (["My dentist is Dr Okafor.", "Change of plans, I'm now on flight KL 119."], "Who is my dentist?"),
+])
+def test_two_different_things_never_replace_each_other(said, question, embed):
+    hit = _ranker(said, embed).best(question)
+    assert hit.fact.text == said[0] and hit.replaced == []
