@@ -240,10 +240,12 @@ class Recall:
     turns: list[RecalledTurn]
     facts: list[dict] = field(default_factory=list)  # standing facts that bear on the question (id, turn, text, p)
     floor: dict | None = None  # the relevance floor's verdict on the best turn, when the gate said relevant
+    conversation: str | None = None  # the turns are this other conversation of the user's (None: the one asked)
 
     def to_dict(self) -> dict:
         return {"question": self.question, "relevant": self.relevant, "probability": round(self.probability, 4),
-                "facts": self.facts, "turns": [asdict(t) for t in self.turns], "floor": self.floor}
+                "facts": self.facts, "turns": [asdict(t) for t in self.turns], "floor": self.floor,
+                "conversation": self.conversation}
 
 
 @dataclass

@@ -308,12 +308,23 @@ class Conversation:
         """What localpager remembers for ``question``, without its model: whether the recall gate thinks
         memory is relevant, and the turns a recall would inject (then the ranking's next best, up to
         ``max_turns``), each with page, turn, time, resolved dates, speaker, text and score. For an app whose
-        own model answers (the MCP server's ``recall`` tool). Loads the embedder, never the chat model."""
+        own model answers (the MCP server's ``recall`` tool). Loads the embedder, never the chat model.
+
+        In a conversation of a user, the facts are all of theirs, and the turns are those of another conversation
+        of theirs when its best turn matches the question better than this one's (``Recall.conversation`` names
+        it), recalled there by its own selector, as an answer here would (``runtime.recall``)."""
         with self.held.lock:
             pager = self.pager  # first: another process's forget drops what this one holds (its BM25 index too)
             user = self.user
-            facts = self.facts(all=True) if user is None else self._user_facts(user)  # a user's: all of theirs
-            return controls.recall(self.held.selector(self.id, facts), pager, question, max_turns)
+            if user is None:
+                return controls.recall(self.held.selector(self.id, self.facts(all=True)), pager, question, max_turns)
+            selector = self._selector(self._user_facts(user))  # with their other conversations to recall from
+            other = selector.foreign(question, pager) if question.strip() else None
+            if other is None:
+                return controls.recall(selector, pager, question, max_turns)
+            found = controls.recall(other.selector, other.pager, question, max_turns)
+            found.conversation = other.conversation
+            return found
 
     # -- the long-term layer -----------------------------------------------------------------------
     def facts(self, all: bool = False) -> list[StandingFact]:

@@ -23,7 +23,8 @@ from localpager.serving.mcp import Confirmations, build_server  # noqa: E402
 
 SECRET = "Zorblaxquintessa"
 SMALL = PagingConfig(boundary="fixed_5", budget=60)
-ALL_TOOLS = {"recall", "search", "bookmarks", "conversations", "remember", "forget", "correct"}
+ALL_TOOLS = {"recall", "search", "bookmarks", "conversations", "facts", "remember", "forget", "correct", "edit_fact",
+             "delete_fact"}
 
 
 def store_with_memories(fake_pager):
@@ -69,7 +70,7 @@ def test_every_tool_has_a_schema_and_a_description_and_the_options_narrow_them(f
     assert tools["correct"].annotations.destructive_hint is False
 
     pinned = run(build_server(lp, conversation="c", read_only=True), listing)
-    assert set(pinned) == {"recall", "search", "bookmarks", "conversations"}
+    assert set(pinned) == {"recall", "search", "bookmarks", "conversations", "facts"}
     for tool in pinned.values():
         assert "conversation" not in tool.input_schema["properties"]
     assert pinned["recall"].input_schema["required"] == ["question"]

@@ -50,6 +50,7 @@ def test_a_users_tools_need_no_conversation_and_reach_theirs_only(lp):
         out["remember"] = await client.call_tool("remember", {"text": "I live in Utrecht with my partner."})
         out["again"] = await client.call_tool("remember", {"text": "I'm allergic to sesame."})
         out["recall"] = await client.call_tool("recall", {"question": "Where do I live?"})
+        out["recall_other"] = await client.call_tool("recall", {"question": "What is my locker code word?"})
         out["search"] = await client.call_tool("search", {"query": f"locker code word {SECRET}"})
         out["search_own"] = await client.call_tool("search", {"query": "Utrecht", "conversation": OWN})
         out["listed"] = await client.call_tool("conversations", {})
@@ -72,8 +73,9 @@ def test_a_users_tools_need_no_conversation_and_reach_theirs_only(lp):
     assert "all of their conversations" in tools["search"].description
     assert "user 'alice'" in server.instructions and OWN in server.instructions
 
-    assert not out["empty"].is_error and out["empty"].structured_content["turns"] == []
-    assert "nothing is remembered yet" in out["empty"].structured_content["note"]
+    empty = out["empty"].structured_content  # her own is not made yet: her latest chat answers, and names itself
+    assert not out["empty"].is_error and empty["conversation"] == OWN
+    assert empty["turns"] and {t["conversation"] for t in empty["turns"]} == {"webui-1"}
     assert out["marks0"].structured_content["bookmarks"] == []
     assert out["unstarted"] is False  # reading made nothing
     remembered = out["remember"].structured_content
@@ -82,6 +84,10 @@ def test_a_users_tools_need_no_conversation_and_reach_theirs_only(lp):
     assert out["again"].structured_content["created"] is False
     recall = out["recall"].structured_content
     assert recall["conversation"] == OWN and "Utrecht" in recall["turns"][0]["text"]
+    assert recall["turns"][0]["conversation"] is None  # her own conversation's turn
+    other = out["recall_other"].structured_content  # what she said in another chat of hers, named; never bob's
+    assert other["turns"][0]["conversation"] == "webui-1" and SECRET in other["turns"][0]["text"]
+    assert all("Bob" not in t["text"] for t in other["turns"])
 
     search = out["search"].structured_content  # all of hers: the Open WebUI chat's words too, never bob's
     assert search["conversation"] is None and search["hits"][0]["conversation"] == "webui-1"

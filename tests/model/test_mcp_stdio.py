@@ -166,7 +166,8 @@ def test_every_tool_over_stdio_on_a_real_store(store, data):
 
     out, stderr, pid, stray = serve(store)(calls)
     assert not stray, f"stdout held something other than protocol messages: {stray}"
-    assert out["tools"] == ["bookmarks", "conversations", "correct", "forget", "recall", "remember", "search"]
+    assert out["tools"] == ["bookmarks", "conversations", "correct", "delete_fact", "edit_fact", "facts", "forget",
+                            "recall", "remember", "search"]
     plain = {k: v for k, v in out.items() if hasattr(v, "is_error")}
     assert not any(v.is_error for v in plain.values()), {k: v.content for k, v in plain.items() if v.is_error}
     info = out["conversations"].structured_content["conversations"][0]
@@ -222,7 +223,7 @@ def test_a_forget_through_mcp_passes_the_clis_erase_check(store, data):
 
 
 def test_read_only_and_pinned_and_no_gguf_in_the_process(store, data):
-    """A pinned, read-only server: four tools without a conversation argument; its process maps no GGUF file
+    """A pinned, read-only server: five tools without a conversation argument; its process maps no GGUF file
     and no llama.cpp library, with the real default model reachable (nothing was kept from loading it)."""
     conversation, _ = data
     probe, word = planted(conversation)
@@ -235,7 +236,7 @@ def test_read_only_and_pinned_and_no_gguf_in_the_process(store, data):
 
     (tools, recall, forget, maps), stderr, pid, stray = serve(store, "--conversation", CONV, "--read-only")(calls)
     assert not stray and pid is not None
-    assert set(tools) == {"recall", "search", "bookmarks", "conversations"}
+    assert set(tools) == {"recall", "search", "bookmarks", "conversations", "facts"}
     assert all("conversation" not in t.input_schema["properties"] for t in tools.values())
     assert probe["evidence"][0] in [t["turn"] for t in recall.structured_content["turns"]]
     assert forget.is_error and "forget" in forget.content[0].text

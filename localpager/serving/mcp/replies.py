@@ -21,6 +21,8 @@ class RecalledTurnOut(BaseModel):
                                    "'changed': a later turn corrected it; empty otherwise")
     injected: bool = Field(description="true for the turns localpager's own recall would show its model; false for "
                                        "the ranking's next best")
+    conversation: str | None = Field(None, description="the conversation the turn is in, when another of the user's "
+                                                       "than the one asked (it matched the question better)")
 
 
 class RecalledFactOut(BaseModel):
@@ -91,6 +93,23 @@ class ConversationsOut(BaseModel):
     conversations: list[ConversationOut]
 
 
+class FactOut(BaseModel):
+    fact_id: int = Field(description="the fact's number in its conversation (edit_fact and delete_fact take it)")
+    conversation: str = Field(description="the conversation it was said in (edit_fact and delete_fact take it)")
+    turn: int = Field(description="the turn that stated it")
+    kind: str = Field(description="what sort of fact: 'avoid' (an allergy, a diet), 'family', 'stated' (kept as said), …")
+    text: str = Field(description="what the user said, in their words")
+    time: str | None = Field(None, description="when it was said (ISO 8601), if known")
+    pinned: bool = Field(False, description="always in localpager's own prompt")
+
+
+class FactsOut(BaseModel):
+    conversation: str | None = Field(description="the conversation listed; null: all of the user's")
+    facts: list[FactOut] = Field(description="what the user said about themselves that stays true, in the order "
+                                             "it was said; a newer value replaces an older one")
+    note: str
+
+
 class RememberOut(BaseModel):
     conversation: str
     created: bool = Field(description="the conversation did not exist and was created")
@@ -98,6 +117,9 @@ class RememberOut(BaseModel):
     page: int
     role: str
     time: str | None
+    facts: list[FactOut] = Field(default_factory=list, description=(
+        "the standing facts it made (said as the user: at least one, the words as said when no known kind of fact "
+        "is found in them)"))
     note: str
 
 
@@ -118,6 +140,31 @@ class ForgetOut(BaseModel):
     expires_in_seconds: int | None = None
     erased: bool = Field(False, description="the text is gone from the store's files too")
     rewrite_pending: bool = Field(False, description="the files still hold it: another process is reading the store")
+    message: str
+
+
+class ErasedTurnOut(BaseModel):
+    conversation: str
+    turn: int
+    text: str = Field(description="the start of the turn")
+
+
+class FactChangeOut(BaseModel):
+    conversation: str = Field(description="the conversation of the fact")
+    status: Literal["preview", "confirm", "changed", "edited", "deleted"] = Field(
+        description="preview: a dry run; confirm: nothing erased yet, call again with confirm set to the token; "
+                    "changed: what the call would erase changed since the token was issued, nothing erased, a new "
+                    "token is given; edited or deleted: done")
+    fact: FactOut = Field(description="the fact as it was")
+    text: str | None = Field(description="its new words (null: deleted)")
+    facts: list[FactOut] = Field(description="the standing facts the new words made (once edited)")
+    kept: list[FactOut] = Field(description="other facts of the same turn, stated again so that they stay")
+    turns: list[ErasedTurnOut] = Field(description="the turns erased (or that would be): the one that stated the "
+                                                   "fact and any that repeat its words, such as an answer quoting it")
+    confirm_token: str | None = None
+    expires_in_seconds: int | None = None
+    erased: bool = Field(False, description="the old words are gone from the store's files too")
+    rewrite_pending: bool = Field(False, description="the files still hold them: another process is reading the store")
     message: str
 
 

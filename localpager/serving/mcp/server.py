@@ -21,7 +21,7 @@ from ...core.checks import check_id
 from ...memory.api import LocalPager
 from ...store.base import StoreError
 from .confirmations import Confirmations
-from .descriptions import ANNOTATIONS, DESCRIPTIONS, INSTRUCTIONS, for_user, user_instructions
+from .descriptions import ANNOTATIONS, DESCRIPTIONS, INSTRUCTIONS, NAMED_CONVERSATION, for_user, user_instructions
 from .tools import MemoryTools
 from .wire import ScreenedLines
 
@@ -83,7 +83,8 @@ def build_server(lp: LocalPager, *, conversation: str | None = None, read_only: 
     optional = tools.default if user is not None and conversation is None else None
     for name, method in tools.by_name(read_only).items():
         description = DESCRIPTIONS[name] if optional is None else for_user(name, DESCRIPTIONS[name], user, optional)
-        server.add_tool(_tool(method, name, conversation, optional), name=name, description=description,
+        loose = optional if name not in NAMED_CONVERSATION else None  # a fact's number is its conversation's
+        server.add_tool(_tool(method, name, conversation, loose), name=name, description=description,
                         annotations=ANNOTATIONS[name], structured_output=True)
     _add_resources(server, tools)
     return server

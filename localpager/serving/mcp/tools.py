@@ -2,13 +2,18 @@
 it (``server`` wraps each one as a tool), so that it reads and tests as plain Python.
 
 Reading: ``recall`` (the recall gate's verdict, the standing facts that bear on the question and the turns a
-recall would inject), ``search``, ``bookmarks``, ``conversations``. Changing: ``remember`` (a turn appended,
-paged and bookmarked as any turn), ``forget`` (behind a confirmation token) and ``correct`` (newest wins;
-the old turn stays, labelled changed). And what the resources read: bookmarks, pages, standing facts.
+recall would inject), ``search``, ``bookmarks``, ``conversations``, ``facts`` (the standing facts, as a tool:
+many apps never pass resources to their model). Changing: ``remember`` (a turn appended, paged and bookmarked
+as any turn; the user's is kept as a standing fact, ``Conversation.remember``), ``forget``, ``edit_fact`` and
+``delete_fact`` (each behind a confirmation token: they erase) and ``correct`` (newest wins; the old turn stays,
+labelled changed). The facts are three tools rather than one with an action, so that the listing stays a
+read-only tool (offered by ``--read-only``, run without asking by apps that ask before a destructive one). And
+what the resources read: bookmarks, pages, standing facts.
 
 With a user (``localpager mcp --user NAME``, issue 40) the tools reach that user's conversations only, a
 ``conversation`` left out is the user's own (``own_conversation``: created as theirs by the first ``remember``),
-and ``search`` without one searches all of theirs.
+and ``search`` and ``facts`` without one reach all of theirs; ``edit_fact`` and ``delete_fact`` always name the
+fact's conversation (a fact's number is its conversation's).
 """
 
 from __future__ import annotations
@@ -25,13 +30,17 @@ from ...memory.conversation import Conversation
 from ...memory.users import memory_conversation
 from ...store.base import ConversationNotFound, UserNotFound, check_user
 from .confirmations import CONFIRM_SECONDS, Confirmations
-from .replies import (BookmarkOut, BookmarksOut, ConversationOut, ConversationsOut, CorrectOut, ForgetOut,
-                      ForgottenTurnOut, RecalledFactOut, RecalledTurnOut, RecallOut, RememberOut, SearchHitOut,
-                      SearchOut)
+from .replies import (BookmarkOut, BookmarksOut, ConversationOut, ConversationsOut, CorrectOut, ErasedTurnOut,
+                      FactChangeOut, FactOut, FactsOut, ForgetOut, ForgottenTurnOut, RecalledFactOut, RecalledTurnOut,
+                      RecallOut, RememberOut, SearchHitOut, SearchOut)
 
 MAX_RECALL_TURNS = 20
 MAX_SEARCH_HITS = 50
 Conv = Annotated[str, Field(min_length=1, description="the conversation's id (conversations() lists them)")]
+FactConv = Annotated[str, Field(min_length=1, description="the conversation the fact is in, as facts() lists it")]
+FactId = Annotated[int, Field(ge=1, description="the fact's number in that conversation (its fact_id in facts())")]
+Confirm = Annotated[str | None, Field(min_length=1, description=(
+    "the confirmation token a previous call with the same arguments returned"))]
 
 
 def own_conversation(user: str) -> str:
@@ -85,10 +94,11 @@ class MemoryTools:
         """The tools a server offers, by name, in the order it lists them: the reading ones, then (unless
         ``read_only``) the ones that change memory."""
         reading = {"recall": self.recall, "search": self.search, "bookmarks": self.bookmarks,
-                   "conversations": self.conversations}
+                   "conversations": self.conversations, "facts": self.facts}
         if read_only:
             return reading
-        return {**reading, "remember": self.remember, "forget": self.forget, "correct": self.correct}
+        return {**reading, "remember": self.remember, "forget": self.forget, "correct": self.correct,
+                "edit_fact": self.edit_fact, "delete_fact": self.delete_fact}
 
     # -- reading -------------------------------------------------------------------------------
     def recall(
@@ -102,13 +112,18 @@ class MemoryTools:
         if self._unstarted(conversation):
             if not question.strip():
                 raise ValueError("recall needs a question")
-            return RecallOut(conversation=conversation, question=question, relevant=False, probability=0.0, facts=[],
-                             turns=[], note="nothing is remembered yet: the conversation is empty")
-        conv = self._open(conversation)
+            theirs = self.lp.conversations(self.user)
+            if not theirs:
+                return RecallOut(conversation=conversation, question=question, relevant=False, probability=0.0,
+                                 facts=[], turns=[], note="nothing is remembered yet: the conversation is empty")
+            conv = self._open(theirs[-1].id)  # their own is not made yet: their latest, which reaches all of theirs
+        else:
+            conv = self._open(conversation)
         found = conv.recall(question, max_turns)
+        source = found.conversation or (conv.id if conv.id != conversation else None)
         turns = [RecalledTurnOut(page=t.page_id, turn=t.turn, time=t.time, dates=t.dates,
                                  speaker=t.speaker or t.role, role=t.role, text=t.text, score=t.score,
-                                 label=t.label, injected=t.injected) for t in found.turns]
+                                 label=t.label, injected=t.injected, conversation=source) for t in found.turns]
         facts = [RecalledFactOut(fact_id=f["fact_id"], turn=f["turn"], text=f["text"], probability=f["probability"],
                                  conversation=f.get("conversation")) for f in found.facts]
         if not conv.pages:
@@ -171,6 +186,22 @@ class MemoryTools:
         return ConversationsOut(conversations=[ConversationOut(id=i.id, turns=i.turns, pages=i.pages,
                                                                evicted=i.evicted) for i in infos])
 
+    def facts(self, conversation: Conv) -> FactsOut:
+        if conversation is None and self.user is not None and self.pinned is None:
+            try:
+                found = self.lp.user(self.user).facts()
+            except UserNotFound:
+                found = []
+            listed = [_fact(f) for f in found]
+            where = None
+        else:
+            where = self._id(conversation)
+            listed = [] if self._unstarted(where) else [_fact(f, where) for f in self._open(where).facts()]
+        note = ("nothing about the user is remembered yet" if not listed else
+                "what the user told you about themselves; edit_fact or delete_fact change one (name its conversation "
+                "and fact_id), remember adds one")
+        return FactsOut(conversation=where, facts=listed, note=note)
+
     # -- changing ------------------------------------------------------------------------------
     def remember(
         self,
@@ -184,10 +215,15 @@ class MemoryTools:
         with self.lp.lock:
             created = not self.lp.store.has_conversation(conversation)
             conv = self.lp.conversation(conversation, create=True, user=self.user)
-            turn = conv.add_turn(role, text)
+            if role == "user":  # the user's own statement, with no reply: kept as a standing fact
+                made = conv.remember(text)
+                turn = conv.turns[made[0].turn if made else -1]
+            else:
+                made, turn = [], conv.add_turn(role, text)
             page = conv.pager.page_of_turn(turn.index).page_id
         return RememberOut(conversation=conversation, created=created, turn=turn.index, page=page, role=role,
-                           time=turn.time, note="stored on this machine: recall and search find it from now on")
+                           time=turn.time, facts=[_fact(f, conversation) for f in made],
+                           note="stored on this machine: recall and search find it from now on")
 
     def forget(
         self,
@@ -257,6 +293,80 @@ class MemoryTools:
         return CorrectOut(conversation=conversation, corrected_turn=turn, new_turn=new.index,
                           page=conv.pager.page_of_turn(new.index).page_id, text=new.text)
 
+    def edit_fact(
+        self,
+        conversation: FactConv,
+        fact: FactId,
+        text: Annotated[str, Field(min_length=1, description="the fact's new words, as the user would say them")],
+        dry_run: Annotated[bool, Field(description="only show what would be erased")] = False,
+        confirm: Confirm = None,
+    ) -> FactChangeOut:
+        return self._change_fact(conversation, fact, text, dry_run, confirm)
+
+    def delete_fact(
+        self,
+        conversation: FactConv,
+        fact: FactId,
+        dry_run: Annotated[bool, Field(description="only show what would be erased")] = False,
+        confirm: Confirm = None,
+    ) -> FactChangeOut:
+        return self._change_fact(conversation, fact, None, dry_run, confirm)
+
+    def _change_fact(self, conversation: str | None, fact: int, text: str | None, dry_run: bool,
+                     confirm: str | None) -> FactChangeOut:
+        """An edit (``text``) or a delete of standing fact ``fact`` of ``conversation`` (``Conversation.edit_fact``,
+        ``delete_fact``: the old words erased, in a user's other conversations too), behind a confirmation token as
+        ``forget`` is: the first call shows what would go and erases nothing."""
+        if conversation is None:  # a user's server: a fact's number is its conversation's, never guessed
+            raise ValueError("give conversation: the one the fact is in, as facts() lists it")
+        if dry_run and confirm is not None:
+            raise ValueError("dry_run only shows what would go: leave out confirm, or set dry_run to false to erase")
+        action = "edit_fact" if text is not None else "delete_fact"
+        conv = self._open(conversation)
+
+        def change(dry: bool):
+            return conv.edit_fact(fact, text, dry) if text is not None else conv.delete_fact(fact, dry)
+
+        preview = change(True)  # an unknown fact: a ValueError naming it
+        shown = [preview.fact.text, [[r.conversation, list(r.turns), list(r.texts)] for r in preview.reports]]
+        arguments = {"fact": fact, "text": text}
+        verb = "edit" if text is not None else "delete"
+
+        def out(done, status: str, message: str, **extra) -> FactChangeOut:
+            return FactChangeOut(conversation=conversation, status=status, fact=_fact(done.fact, conversation),
+                                 text=text, facts=[_fact(f, conversation) for f in done.facts],
+                                 kept=[_fact(f, conversation) for f in done.kept],
+                                 turns=[ErasedTurnOut(conversation=r.conversation, turn=i, text=t)
+                                        for r in done.reports for i, t in zip(r.turns, r.texts)],
+                                 message=message, **extra)
+
+        n = sum(len(r.turns) for r in preview.reports)
+        these = f"{n} turn{'s' if n != 1 else ''} (the one that said it and any repeating its words)"
+        if confirm is not None:  # a token is spent here, whatever follows
+            if not self.confirmations.redeem(confirm, action, conversation, arguments, shown):
+                token = self.confirmations.issue(action, conversation, arguments, shown)
+                return out(preview, "changed", (
+                    f"what this {verb} would erase changed since the token was issued: nothing was erased. It now "
+                    f"erases {these}; only if the user agrees, call {action} again with confirm=\"{token}\"."),
+                    confirm_token=token, expires_in_seconds=CONFIRM_SECONDS)
+        elif dry_run:
+            return out(preview, "preview", f"a dry run: nothing was erased; {action} would erase {these}")
+        else:
+            token = self.confirmations.issue(action, conversation, arguments, shown)
+            return out(preview, "confirm", (
+                f"nothing was erased yet. Show the user the fact and {these}; only if they agree, call {action} again "
+                f"with the same arguments and confirm=\"{token}\" within {CONFIRM_SECONDS // 60} minutes. Erasing "
+                "cannot be undone."), confirm_token=token, expires_in_seconds=CONFIRM_SECONDS)
+        done = change(False)
+        erased = all(r.erased for r in done.reports)
+        where = ("erased from the store's files" if erased and not done.rewrite_pending else
+                 "erased from memory; the store's files still hold them until another process reading the store "
+                 f"closes (then: localpager forget {shlex.quote(conversation)} --finish)")
+        now = f" Now: {'; '.join(f.text for f in done.facts)}." if done.facts else ""
+        return out(done, "edited" if text is not None else "deleted",
+                   f"{verb}d fact #{fact}: its old words are {where}.{now}", erased=erased,
+                   rewrite_pending=done.rewrite_pending)
+
     # -- resources -----------------------------------------------------------------------------
     def bookmarks_text(self, conversation: str) -> str:
         return "\n".join(self._open(conversation).bookmarks()) + "\n"
@@ -286,3 +396,9 @@ class MemoryTools:
         except UserNotFound:
             rows = []
         return json.dumps({"user": self.user, "facts": rows}, ensure_ascii=False, indent=1)
+
+
+def _fact(f, conversation: str | None = None) -> FactOut:
+    """A standing fact as a tool returns it, naming its conversation (``conversation`` when the fact names none)."""
+    return FactOut(fact_id=f.fact_id, conversation=f.conv_id or conversation, turn=f.turn, kind=f.kind, text=f.text,
+                   time=f.time, pinned=f.pinned)
