@@ -240,5 +240,6 @@ def test_the_inspector_offers_a_user_picker_over_the_users_endpoints(client):
     page = client.get("/").text
     assert 'id="user"' in page and 'id="user-facts"' in page
     js = client.get("/static/inspector.js").text
-    assert "/v1/users/${encodeURIComponent(state.user)}/facts" in js and "c.user" in js
+    assert "/v1/users/${encodeURIComponent(state.user)}" in js and "${base}/facts" in js and "c.user" in js
+    assert "${base}/facts/edit" in js and "${base}/facts/delete" in js  # driven in a browser: test_inspector_facts.py
     assert "users" in client.get("/health").json()["features"]

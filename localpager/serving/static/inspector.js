@@ -61,12 +61,66 @@ async function loadUserFacts() {
   const show = Boolean(state.user) && state.features.includes("users");
   $("user-facts-section").hidden = !show;
   if (!show) return;
-  const { data } = await api(`/v1/users/${encodeURIComponent(state.user)}/facts`);
+  const editable = state.features.includes("fact_edits");
+  $("user-remember-box").hidden = !editable;
+  const base = `/v1/users/${encodeURIComponent(state.user)}`;
+  const { data } = await api(`${base}/facts`);
   $("user-facts-title").firstChild.textContent = `What ${state.user} told every conversation `;
-  const rows = data.map((f) => el("tr", { "data-conversation": f.conv_id }, el("td", {}, f.conv_id),
-    el("td", {}, f.turn), el("td", {}, f.kind), el("td", {}, f.speaker ? `${f.speaker}: ${f.text}` : f.text)));
-  if (!rows.length) rows.push(el("tr", {}, el("td", { colSpan: 4, class: "muted" }, "No standing fact yet.")));
+  const rows = data.map((f) => {
+    const actions = el("td", {});
+    if (editable) {
+      const target = { conversation: f.conv_id, fact_id: f.fact_id };
+      actions.append(factButtons(f, `${base}/facts/edit`, `${base}/facts/delete`, target, refresh));
+    }
+    return el("tr", { "data-conversation": f.conv_id, "data-fact": f.fact_id }, el("td", {}, f.conv_id),
+      el("td", {}, `#${f.fact_id}`), el("td", {}, f.turn), el("td", {}, f.kind),
+      el("td", {}, f.speaker ? `${f.speaker}: ${f.text}` : f.text), actions);
+  });
+  if (!rows.length) rows.push(el("tr", {}, el("td", { colSpan: 6, class: "muted" }, "No standing fact yet.")));
   $("user-facts").tBodies[0].replaceChildren(...rows);
+}
+
+// Edit and delete erase a fact's old words from the store (the turn that said them, any answer quoting them, in
+// every conversation of its user): a dry run first says how many turns go, and nothing changes unless confirmed.
+function factButtons(f, editPath, deletePath, target, reload) {
+  const edit = el("button", { type: "button", title: "replace its words (the old ones are erased)" }, "edit");
+  edit.addEventListener("click", () => changeFact(f, editPath, target, true, reload));
+  const del = el("button", { type: "button", title: "erase it from the store" }, "delete");
+  del.addEventListener("click", () => changeFact(f, deletePath, target, false, reload));
+  const box = document.createDocumentFragment();
+  box.append(edit, " ", del);
+  return box;
+}
+
+async function changeFact(f, path, target, editing, reload) {
+  try {
+    let text;
+    if (editing) {
+      text = prompt(`New words for fact #${f.fact_id} (its old words are erased from the store):`, f.text);
+      if (text === null || !text.trim() || text === f.text) return;
+    }
+    const body = Object.assign({}, target, editing ? { text } : {});
+    const dry = await api(path, { method: "POST", body: JSON.stringify(Object.assign({}, body, { dry_run: true })) });
+    const turns = dry.forgotten.reduce((n, r) => n + r.turns.length, 0);
+    const where = new Set(dry.forgotten.map((r) => r.conversation)).size;
+    const verb = editing ? "Change" : "Delete";
+    if (!confirm(`${verb} fact #${f.fact_id}: "${f.text}"? ${turns} turn(s) in ${where} conversation(s) that hold ` +
+      "its words are erased from the store; this cannot be undone.")) return;
+    await api(path, { method: "POST", body: JSON.stringify(body) });
+    await reload();
+    status(`${editing ? "changed" : "deleted"} fact #${f.fact_id}`);
+  } catch (e) { status(e.message, true); }
+}
+
+async function rememberFact(path, input, reload) {
+  const text = input.value.trim();
+  if (!text) return;
+  try {
+    const made = await api(path, { method: "POST", body: JSON.stringify({ text }) });
+    input.value = "";
+    await reload();
+    status(`remembered ${made.data.length} fact(s) in ${made.conversation}`);
+  } catch (e) { status(e.message, true); }
 }
 
 async function loadConversation() {
@@ -101,6 +155,7 @@ function renderSummary(pages, traces) {
 // the last answer was given is marked. Pin keeps one in the prompt (refused past the facts' room); forget erases its turn.
 function renderFacts(facts, last) {
   $("facts-section").hidden = !state.features.includes("facts");
+  $("remember-box").hidden = !state.features.includes("fact_edits");
   const used = new Set(last ? (last.facts || []).map((f) => f.fact_id) : []);
   const ordered = facts.filter((f) => f.current).concat(facts.filter((f) => !f.current));
   const rows = ordered.map((f) => {
@@ -115,6 +170,10 @@ function renderFacts(facts, last) {
         f.pinned ? "unpin" : "pin");
       pin.addEventListener("click", () => setFactPin(f.fact_id, !f.pinned));
       actions.append(pin);
+      if (state.features.includes("fact_edits")) {
+        const base = `/v1/conversations/${encodeURIComponent(state.conv)}/facts/${f.fact_id}`;
+        actions.append(" ", factButtons(f, `${base}/edit`, `${base}/delete`, {}, refresh));
+      }
     }
     if (state.features.includes("forget")) {
       const forget = el("button", { type: "button", title: `forget turn ${f.turn}, which stated it` }, "forget");
@@ -306,6 +365,10 @@ async function start() {
   $("refresh").addEventListener("click", refresh);
   $("auto").addEventListener("change", schedule);
   $("search").addEventListener("click", search);
+  $("remember").addEventListener("click", () => state.conv && rememberFact(
+    `/v1/conversations/${encodeURIComponent(state.conv)}/remember`, $("remember-text"), refresh));
+  $("user-remember").addEventListener("click", () => state.user && rememberFact(
+    `/v1/users/${encodeURIComponent(state.user)}/remember`, $("user-remember-text"), refresh));
   $("key").value = state.key;
   $("key-save").addEventListener("click", () => {
     state.key = $("key").value.trim();
