@@ -174,14 +174,15 @@ def serve_api_key(ctx: click.Context, api_key: str | None, key_file: str | None)
 @click.option("--conversation", default=None,
               help="serve this conversation only: the tools take no conversation argument (for an app without "
                    "conversations)")
-@click.option("--read-only", is_flag=True, help="only recall, search, bookmarks and conversations: nothing is "
-              "added, corrected or erased")
+@click.option("--read-only", is_flag=True, help="only recall, search, bookmarks, conversations and facts: nothing "
+              "is added, corrected or erased")
 @user_option
 @click.pass_context
 def mcp_cmd(ctx, conversation, read_only):
     """Serve memory as MCP tools over stdio, for an app whose own model answers (Claude Desktop, LM Studio,
-    Jan, Cursor, Continue): recall, search, bookmarks, conversations, remember, forget, correct. With --user
-    NAME the tools act on NAME's memory, and conversation defaults to NAME's own.
+    Jan, Cursor, Continue): recall, search, bookmarks, conversations, facts, remember, forget, correct,
+    edit_fact, delete_fact. With --user NAME the tools act on NAME's memory, and conversation defaults to NAME's
+    own.
 
     Loads no GGUF model; stdout carries protocol messages only. Setup per app: docs/mcp.md."""
     try:
