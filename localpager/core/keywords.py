@@ -332,7 +332,9 @@ def _page_terms(page_texts: Sequence[str]) -> list[dict[str, _Term]]:
     return [_extract_terms(text, speakers, noise) for text in page_texts]
 
 
-@lru_cache(maxsize=4096)
+# 512 pages: a closing page's keyword window (pager.KEYWORD_WINDOW) and the final pass over a long conversation
+# hit it; 4,096 held about 0.7 GB of terms when an export of 60,000 turns was ingested (benchmarks/import_speed.py)
+@lru_cache(maxsize=512)
 def _extract_terms(text: str, speakers: frozenset[str], noise: frozenset[str]) -> dict[str, _Term]:
     """All candidate terms of one page; plain tokens stand in when nothing better exists."""
     bag = _Bag(noise)
