@@ -228,10 +228,12 @@ def date_terms(text: str, when: str | None) -> str:
 
 
 def turn_dates(text: str, when: str | None, said: bool = True) -> list[str]:
-    """The dates a turn speaks of: its relative expressions resolved, then (``said``) the day it was said,
-    when what it tells happened that day unless it says otherwise. Empty for a turn without a time."""
+    """The dates a turn speaks of: its relative expressions resolved, or, when it has none (``said``), the day it
+    was said: what it tells happened that day unless it says otherwise ("Yesterday I sold the piano", said on
+    5 March 2024, speaks of 4 March only). Empty for a turn without a time."""
     anchor = parse_time(when)
     if anchor is None:
         return []
-    return list(dict.fromkeys([r.label for r in resolve(text, when)] + ([day_label(anchor.date())] if said else [])))
+    resolved = [r.label for r in resolve(text, when)]
+    return list(dict.fromkeys(resolved if resolved else [day_label(anchor.date())] if said else []))
 
