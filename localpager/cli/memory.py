@@ -129,23 +129,30 @@ def budget(ctx, conv_id, tokens, model):
 @click.option("--dry-run", is_flag=True, help="list what would be forgotten; change nothing")
 @click.option("--yes", is_flag=True, help="no confirmation when forgetting a whole conversation")
 @click.option("--finish", is_flag=True, help="finish rewriting the store's files after a forget that could not")
+@click.option("--imported", is_flag=True,
+              help="with --user and no CONV_ID: every conversation of the user's that came from an export "
+                   "(ChatGPT, Claude, a message list), whole")
 @click.option("--json", "as_json", is_flag=True)
 @user_option
 @click.pass_context
-def forget(ctx, conv_id, turn, page, match, dry_run, yes, finish, as_json):
+def forget(ctx, conv_id, turn, page, match, dry_run, yes, finish, imported, as_json):
     """Forget turns of CONV_ID (or, with no --turn/--page/--match, the whole conversation): their text,
     vectors, bookmark words and the traces repeating them, erased from the store's files. With --user and no
-    CONV_ID, --match forgets in every one of that user's conversations. Exits 1 if the files could not be
-    rewritten (another process was reading the store): run it again, or --finish."""
-    if sum(x is not None for x in (turn, page, match)) > 1:
-        raise click.UsageError("give one of --turn, --page or --match")
-    if finish and (dry_run or any(x is not None for x in (turn, page, match))):
-        raise click.UsageError("--finish takes no --turn, --page, --match or --dry-run")
+    CONV_ID, --match forgets in every one of that user's conversations, and --imported forgets every conversation
+    of theirs that `ingest` brought in from an export, with the store's files rewritten once. Exits 1 if the files
+    could not be rewritten (another process was reading the store): run it again, or --finish."""
+    if sum(x is not None for x in (turn, page, match)) + imported > 1:
+        raise click.UsageError("give one of --turn, --page, --match or --imported")
+    if finish and (dry_run or imported or any(x is not None for x in (turn, page, match))):
+        raise click.UsageError("--finish takes no --turn, --page, --match, --imported or --dry-run")
+    if imported and (conv_id is not None or user_name(ctx) is None):
+        raise click.UsageError("--imported forgets a user's imported conversations: give --user NAME and no "
+                               "CONV_ID (a conversation imported without --user is forgotten by its id)")
     if not finish:
         scope(ctx, conv_id, "forget --match in")
-    if conv_id is None and not finish and match is None:
-        raise click.UsageError("--user without CONV_ID forgets by --match TEXT (--turn, --page and a whole "
-                               "conversation need its CONV_ID)")
+    if conv_id is None and not finish and match is None and not imported:
+        raise click.UsageError("--user without CONV_ID forgets by --match TEXT or --imported (--turn, --page and "
+                               "a whole conversation need its CONV_ID)")
     with friendly_errors():
         lp = open_pager(ctx, create=False)
         if finish:
@@ -153,6 +160,13 @@ def forget(ctx, conv_id, turn, page, match, dry_run, yes, finish, as_json):
 
             done = lp.finish_erase()
             report = ForgetReport(conv_id or "", rewritten=done, erased=done, rewrite_pending=not done)
+        elif imported:
+            user = open_user(ctx, lp)
+            if not dry_run and not yes:
+                n = len(user.imported())
+                click.confirm(f"forget the {n} imported conversations of user {user.name} for good?", abort=True,
+                              err=True)
+            report = user.forget(imported=True, dry_run=dry_run)
         elif conv_id is None:
             report = open_user(ctx, lp).forget(match=match, dry_run=dry_run)
         elif turn is None and page is None and match is None:
@@ -175,6 +189,9 @@ def forget(ctx, conv_id, turn, page, match, dry_run, yes, finish, as_json):
     else:
         for line in report.lines():
             click.echo(line)
+        if imported and report.reports:
+            click.echo("  note: the exports they came from still hold them, and ingesting one again brings them "
+                       "back: delete those files too if you meant them gone")
     if report.rewrite_pending:  # the text is still on disk: not a success
         ctx.exit(1)
 

@@ -346,29 +346,52 @@ def forget_conversation(held: Held, conv_id: str, dry_run: bool = False) -> Forg
     """Forget a whole conversation: every row of it, then the files rewritten (see ``Store.erase``)."""
     store = held.store
     with held.lock:
-        info = next((i for i in store.list_conversations() if i.id == conv_id), None)
-        if info is None:
+        if not store.has_conversation(conv_id):
             if not dry_run and store.erase_pending():  # forgotten before, its rewrite unfinished: finish it
                 return finish_pending(held, ForgetReport(conv_id, whole=True))
             store.settings(conv_id)  # the store's own not-found error
-        pages = [p.page_id for p in store.pages(conv_id)]
-        report = ForgetReport(conv_id, turns=list(range(info.turns)), pages=pages, dry_run=dry_run, whole=True,
-                              traces=len(store.trace_rows(conv_id)), probes=info.probes)
-        if dry_run:
-            return report
-        lock = conversation_lock(store, conv_id, held.lock_timeout)
+        return forget_conversations(held, [conv_id], dry_run)[0]
+
+
+def forget_conversations(held: Held, conv_ids: Sequence[str], dry_run: bool = False) -> list[ForgetReport]:
+    """Forget whole conversations, each as ``forget_conversation`` forgets one (every row of it deleted under its
+    conversation's lock, taken one at a time), with the store's files rewritten, and the indexes and caches beside
+    them, once after the last: an import of thousands of conversations is forgotten with one rewrite, not one each.
+    A conversation another process is writing to (``ConversationBusy``) stops it; those deleted before it are
+    erased all the same. An unknown id is an error before anything is deleted."""
+    store = held.store
+    with held.lock:
+        infos = {i.id: i for i in store.list_conversations()}
+        wanted = list(dict.fromkeys(conv_ids))
+        for conv_id in wanted:
+            if conv_id not in infos:
+                store.settings(conv_id)  # the store's own not-found error
+        reports = [ForgetReport(conv_id, turns=list(range(infos[conv_id].turns)),
+                                pages=[p.page_id for p in store.pages(conv_id)], dry_run=dry_run, whole=True,
+                                traces=len(store.trace_rows(conv_id)), probes=infos[conv_id].probes)
+                   for conv_id in wanted]
+        if dry_run or not reports:
+            return reports
+        deleted = 0
         try:
-            lock.acquire(held.lock_timeout)  # no other process is writing to it meanwhile
-        except LockTimeout as exc:
-            raise ConversationBusy(str(exc)) from None
-        try:
-            report.vectors = len(store.conversation_embeddings(conv_id))
-            rewritten = store.forget_conversation(conv_id)
-            held.after_erase()
-            lock.remove()  # its lock file goes with it (a process waiting on it takes a new one)
+            for report in reports:
+                lock = conversation_lock(store, report.conversation, held.lock_timeout)
+                try:
+                    lock.acquire(held.lock_timeout)  # no other process is writing to it meanwhile
+                except LockTimeout as exc:
+                    raise ConversationBusy(str(exc)) from None
+                try:
+                    report.vectors = len(store.conversation_embeddings(report.conversation))
+                    store.forget_conversation(report.conversation, erase=False)
+                    deleted += 1
+                    lock.remove()  # its lock file goes with it (a process waiting on it takes a new one)
+                finally:
+                    lock.release()
         finally:
-            lock.release()
-        return _done(report, rewritten, store)
+            if deleted:
+                rewritten = store.erase()
+                held.after_erase()
+        return [_done(report, rewritten, store) for report in reports]
 
 
 def finish_pending(held: Held, report: ForgetReport) -> ForgetReport:

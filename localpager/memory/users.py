@@ -70,6 +70,13 @@ class UserForgetReport:
         return out
 
 
+def imported_from(store: Store, conv_id: str) -> str | None:
+    """The service a conversation was imported from (``chatgpt``, ``claude``, ``messages``: the ``export`` its
+    import stored in its meta), or None for one made here or read from localpager's own files."""
+    export = store.conversation_record(conv_id)["meta"].get("export")
+    return export if isinstance(export, str) and export else None
+
+
 def check_owner(store: Store, conv_id: str, user: str) -> None:
     """Conversation ``conv_id`` is ``user``'s, or a one-line ``StoreError`` naming whose it is (an unknown id is a
     ``ConversationNotFound``)."""
@@ -111,6 +118,12 @@ class User:
     def conversations(self) -> list[ConversationInfo]:
         """Their conversations, oldest first."""
         return self.store.list_conversations(self.name)
+
+    def imported(self) -> list[ConversationInfo]:
+        """Their conversations brought in from another service's export (``ingest`` of a ChatGPT or Claude export,
+        or of a message list: ``memory.history``, which stores the export's name in the conversation's meta),
+        oldest first."""
+        return [info for info in self.conversations() if imported_from(self.store, info.id)]
 
     def _open(self, conv_id: str) -> Conversation:
         """One of their conversations (another's, or nobody's, is a ``StoreError``)."""
@@ -188,18 +201,23 @@ class User:
         return sorted(hits, key=lambda h: -h.score)[:limit]
 
     def forget(self, match: str | None = None, fact: tuple[str, int] | None = None, conversation: str | None = None,
-               dry_run: bool = False) -> UserForgetReport:
+               dry_run: bool = False, imported: bool = False) -> UserForgetReport:
         """Forget, in every one of their conversations, each turn containing ``match`` (case-insensitive: each
         conversation's own ``forget``, so every file derived from it is erased as there); or one whole
         ``conversation`` of theirs; or ``fact`` = (conversation, fact id): the turn that stated it (a fact is the
-        user's words: forgetting it takes the turn whole, and any other fact that turn stated). ``dry_run`` lists
-        what would go and changes nothing."""
-        given = [name for name, v in (("match", match), ("fact", fact), ("conversation", conversation))
-                 if v is not None]
+        user's words: forgetting it takes the turn whole, and any other fact that turn stated); or, ``imported``,
+        every conversation of theirs that came from an export (``imported``), whole, with the store's files
+        rewritten once (``controls.forget_conversations``). ``dry_run`` lists what would go and changes nothing."""
+        given = [name for name, v in (("match", match), ("fact", fact), ("conversation", conversation),
+                                      ("imported", imported or None)) if v is not None]
         if len(given) != 1:
-            raise ValueError("give exactly one of match, fact or conversation")
+            raise ValueError("give exactly one of match, fact, conversation or imported")
         report = UserForgetReport(self.name, dry_run=dry_run)
-        if conversation is not None:
+        if imported:
+            with self.held.lock:
+                ids = [info.id for info in self.imported()]
+                report.reports += controls.forget_conversations(self.held, ids, dry_run)
+        elif conversation is not None:
             self._open(conversation)  # theirs, or a StoreError naming whose it is
             report.reports.append(controls.forget_conversation(self.held, conversation, dry_run))
         elif fact is not None:

@@ -734,8 +734,10 @@ class Store(ABC):
             self._standing.drop(conv_id)  # no memory keeps the forgotten facts' words either
         return vectors, self.erase()
 
-    def forget_conversation(self, conv_id: str) -> bool:
-        """Delete a conversation with everything of it (turns, pages, probes, traces, vectors), then erase."""
+    def forget_conversation(self, conv_id: str, erase: bool = True) -> bool:
+        """Delete a conversation with everything of it (turns, pages, probes, traces, vectors), then erase.
+        ``erase=False``: the rewrite of the files is left pending (``erase_pending``; returns False), for a caller
+        forgetting many conversations that erases once after the last (``controls.forget_conversations``)."""
         self._require(conv_id)
         with self._lock:
             self._secure_delete()
@@ -743,7 +745,7 @@ class Store(ABC):
                 _count_erasure(conn)
                 conn.execute("DELETE FROM conversations WHERE id = ?", (conv_id,))
             self._standing.drop(conv_id)
-        return self.erase()
+        return self.erase() if erase else False
 
     def set_superseded(self, conv_id: str, marks: dict[int, int | None], pages: Sequence[Page] = ()) -> None:
         """Mark turns as corrected by later ones (``{old: new}``; None clears a mark), with the pages whose

@@ -348,3 +348,49 @@ def test_the_command_line_imports_says_what_is_new_and_a_bar_is_offered(fake_mod
     again = run_cli_here("--user", "alice", "ingest", CHATGPT, store=store)
     assert "stored 0 conversations, 0 turns" in again.stdout and "3 unchanged" in again.stdout
     assert {c["user"] for c in conversations_in(store)} == {"alice"}
+
+
+# --- forgetting what was imported -------------------------------------------------------------------------------
+
+
+def test_forget_imported_erases_every_imported_conversation_of_the_user_with_one_rewrite(fake_pager, tmp_path):
+    path = tmp_path / "s.db"
+    lp = fake_pager(path=path)
+    lp.ingest(CHATGPT, user="alice")
+    lp.conversation("alice-own", create=True, user="alice").add_turn("user", "My own note: the quince jam recipe.")
+    lp.ingest(CLAUDE, user="bob")
+    imported = {CAT, PORTO, profile_id("alice")}
+    assert {c.id for c in lp.user("alice").imported()} == imported
+
+    preview = lp.user("alice").forget(imported=True, dry_run=True)
+    assert {r.conversation for r in preview.reports} == imported and preview.turns == 7
+    assert {c.id for c in lp.user("alice").conversations()} == imported | {"alice-own"}  # a dry run changes nothing
+
+    erases = []
+    real_erase = lp.store.erase
+    lp.store.erase = lambda: erases.append(1) or real_erase()
+    report = lp.user("alice").forget(imported=True)
+    assert len(erases) == 1  # the files are rewritten once, not once a conversation
+    assert {r.conversation for r in report.reports} == imported and not report.rewrite_pending
+    assert [c.id for c in lp.user("alice").conversations()] == ["alice-own"]
+    assert {c.id for c in lp.user("bob").conversations()} == {MARATHON, GIFTS}  # another user's stay
+    assert lp.user("alice").facts() and all("Leipzig" not in f.text for f in lp.user("alice").facts())
+    lp.close()
+    data = store_bytes(path)
+    for gone in (b"Biscuit", b"Amara", b"Ribeira", b"night nurse in Leipzig"):  # the imported text: in no byte
+        assert gone not in data, gone
+    assert b"quince jam" in data and b"Tomasz" in data
+
+
+def test_forget_imported_on_the_command_line(fake_models, tmp_path):
+    store = tmp_path / "s.db"
+    run_cli_here("--user", "alice", "ingest", CHATGPT, store=store)
+    dry = run_cli_here("--user", "alice", "forget", "--imported", "--dry-run", store=store)
+    assert "would forget 7 turns in 3 conversations of user alice" in dry.stdout and CAT in dry.stdout
+    done = run_cli_here("--user", "alice", "forget", "--imported", "--yes", "--json", store=store)
+    assert {c["conversation"] for c in json.loads(done.stdout)["conversations"]} == {CAT, PORTO, profile_id("alice")}
+    assert conversations_in(store) == []
+    for args in (("forget", "--imported"), ("--user", "alice", "forget", CAT, "--imported"),
+                 ("--user", "alice", "forget", "--imported", "--match", "x")):
+        proc = run_cli_here(*args, store=store, check=False)
+        assert proc.returncode == 2 and "--imported" in proc.stderr
