@@ -25,6 +25,9 @@ fresh store with the real model's tokenizer and the real embedder, and measured 
 - the same export's ``conversations.json`` ingested again adds 0 turns;
 - a damaged (truncated) export through the command line: one line on stderr, no traceback, exit != 0, 0 turns.
 
+As a control, the same chats with the same times are ingested as localpager's own JSONL (``plain_ingest_facts``):
+the standing facts' figures there are what the import should match.
+
     .venv/bin/python benchmarks/import_memory.py [--n 6] [--quick] [--json results/import_memory.json]
 """
 
@@ -317,6 +320,33 @@ def run_format(fmt: str, persons: list[Person], work: Path, backend, embedder) -
     return out
 
 
+def plain_ingest_facts(persons: list[Person], work: Path, backend, embedder) -> dict:
+    """The control: the same chats, with the same times, as localpager's own JSONL (each line its user), ingested
+    plainly into a fresh store; the user's facts measured as for the exports. What the export's import loses or
+    adds shows as a difference from these."""
+    from localpager import LocalPager
+    from localpager.memory.models import ModelOptions
+
+    folder = work / "plain"
+    folder.mkdir(parents=True)
+    lines = []
+    for person in persons:
+        for i, chat in enumerate(person.chats):
+            turns = [{"role": role, "text": text,
+                      "time": (chat.start + timedelta(seconds=60 * (n + 1))).astimezone().isoformat(timespec="seconds")}
+                     for n, (role, text) in enumerate(chat.turns)]
+            lines.append(json.dumps({"id": f"{person.user}-chat-{i + 1}", "user": person.user, "turns": turns}))
+    (folder / "chats.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    lp = LocalPager(folder / "s.db", backend=backend, options=ModelOptions(embedder=embedder))
+    lp.ingest(folder / "chats.jsonl")
+    facts = {"planted": 0, "held": 0, "changed": 0, "newest": 0, "old_still_current": 0}
+    for person in persons:
+        for name, value in facts_figures(lp, person).items():
+            facts[name] += value
+    lp.close()
+    return {**facts, "held_rate": round(facts["held"] / max(1, facts["planted"]), 4)}
+
+
 def bar(r: dict) -> dict:
     d = r["damaged"]
     return {
@@ -357,6 +387,8 @@ def main() -> None:
             persons = people(args.n, args.seed, args.turns, args.phrasing, args.parts)
             result[fmt] = run_format(fmt, persons, work, backend, embedder)
             print(fmt, json.dumps({k: v for k, v in result[fmt].items() if k != "yesterday"}), file=sys.stderr)
+        result["plain_ingest_facts"] = plain_ingest_facts(people(args.n, args.seed, args.turns, args.phrasing,
+                                                                 args.parts), work, backend, embedder)
         loader.close()
     result["seconds"] = round(time.perf_counter() - started)
     result["load_average"] = round(os.getloadavg()[0], 2)
@@ -389,6 +421,9 @@ def print_table(r: dict) -> None:
     print(f"{'':54} {'chatgpt':>14} {'claude':>14}")
     for name, cell in rows:
         print(f"{name:54} {cell(r['chatgpt']):>14} {cell(r['claude']):>14}")
+    c = r["plain_ingest_facts"]
+    print(f"control, the same chats as plain JSONL: facts hold {c['held']}/{c['planted']} values, newest of a changed "
+          f"one {c['newest']}/{c['changed']}, an older one still current {c['old_still_current']}/{c['changed']}")
     print("bar met:", {f: [k for k, ok in r[f]["bar"].items() if not ok] or "all" for f in FORMATS})
 
 
