@@ -101,12 +101,13 @@ def load_conversations(path: str | Path, format: str = FileFormat.AUTO) -> LoadR
     """
     format = choose(FileFormat, format, "file format")
     text = read_text(path)
-    if format == FileFormat.AUTO:
+    detected = format == FileFormat.AUTO
+    if detected:
         format = _detect(text, str(path))
     if format == FileFormat.JSONL:
         conversations, users = _parse_jsonl(text, str(path))
         return LoadResult(conversations, users=users)
-    return _parse_locomo(text, str(path))
+    return _parse_locomo(text, str(path), detected)
 
 
 def detect_format(path: str | Path) -> FileFormat:
@@ -314,8 +315,16 @@ def _probe_to_json(probe: Probe) -> dict[str, Any]:
 # --- LoCoMo ---------------------------------------------------------------------------------
 
 
-def _parse_locomo(text: str, path: str) -> LoadResult:
-    """Map every LoCoMo sample; evidence repairs are reported as warnings, not errors."""
+LOCOMO_KEYS = ("sample_id", "conversation", "qa")  # what a LoCoMo sample holds
+FOREIGN_LIST = ("expected a ChatGPT or Claude export (conversations.json, its .zip or folder), a message list "
+                "([{\"role\", \"content\"}, ...] or {\"messages\": [...]}) or LoCoMo (samples with 'sample_id', "
+                "'conversation' and 'qa')")
+
+
+def _parse_locomo(text: str, path: str, detected: bool = False) -> LoadResult:
+    """Map every LoCoMo sample; evidence repairs are reported as warnings, not errors. ``detected``: the format
+    was told by the file's first character only (a JSON list), so a list whose first item is no LoCoMo sample is
+    a foreign file: the error says what a JSON list may be, not which LoCoMo field it lacks."""
     try:
         data = json.loads(text)
     except json.JSONDecodeError as e:
@@ -323,6 +332,11 @@ def _parse_locomo(text: str, path: str) -> LoadResult:
             path, f"invalid JSON: {e.msg} (column {e.colno})", line=e.lineno
         ) from e
     samples = list_of(data, Where(path), None)
+    if detected and samples and not (isinstance(samples[0], dict) and any(k in samples[0] for k in LOCOMO_KEYS)):
+        first = (f"an object with {', '.join(repr(k) for k in list(samples[0])[:4]) or 'no keys'}"
+                 if isinstance(samples[0], dict) else f"a JSON {type(samples[0]).__name__}")
+        raise Where(path).error(None, f"is a JSON list of something else (its first item is {first}): "
+                                      f"{FOREIGN_LIST}")
     result = LoadResult([])
     seen: set[str] = set()
     for i, sample in enumerate(samples):

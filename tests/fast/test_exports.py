@@ -309,14 +309,17 @@ def test_a_truncated_export_is_one_line_exit_1_and_nothing_stored(fake_models, t
     ("export.zip", b"PK\x03\x04 not really a zip", "not a readable zip"),
     ("picture.json", b"\x89PNG\r\n\x1a\n\x00\x00", "not UTF-8"),
     ("notes.json", b"Dear diary, not JSON at all", "or a ChatGPT or Claude export"),
-    ("other.json", b'[{"name": "a shopping list", "items": ["milk"]}]', "field 'sample_id': missing"),
+    ("other.json", b'[{"name": "a shopping list", "items": ["milk"]}]',
+     "is a JSON list of something else (its first item is an object with 'name', 'items'): expected a ChatGPT or "
+     "Claude export (conversations.json, its .zip or folder), a message list"),
+    ("numbers.json", b'[1, 2, 3]', "its first item is a JSON int): expected a ChatGPT or Claude export"),
 ])
 def test_a_foreign_file_is_one_line_exit_1_and_nothing_stored(fake_models, tmp_path, name, content, says):
     bad, store = tmp_path / name, tmp_path / "s.db"
     bad.write_bytes(content)
     proc = run_cli_here("ingest", bad, store=store, check=False)
     assert proc.returncode == 1 and len(proc.stderr.strip().splitlines()) == 1
-    assert name in proc.stderr and says in proc.stderr
+    assert name in proc.stderr and says in proc.stderr and "Traceback" not in proc.stderr
     assert not store.exists() or conversations_in(store) == []
 
 
