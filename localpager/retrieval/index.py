@@ -136,6 +136,7 @@ class SignalIndex:
 
     conv_id: str | None = None  # the whole store's rows (one conversation's: a database server's store)
     files = True  # saved beside the store
+    _all_turns: int | None = None  # ``moved`` when ``_turns`` last held every conversation that has turn rows
 
     def __init__(self, store: Store, signal: str, dim: int, rebuild: bool = False, conv_id: str | None = None):
         """``rebuild``: from the store, never from the saved file (after a VACUUM renumbered the rows).
@@ -152,7 +153,7 @@ class SignalIndex:
         self.dirty = False  # changed since saved (``flush``)
         self.changes = 0  # moves whenever rows are added or removed
         # moves whenever rows already indexed may change places (a removal, a rebuild): what ``conversation_turns``
-        # caches by; an addition appends, so it drops only the cached places of the conversations it added to
+        # caches by; an addition appends, so it appends the added rows' places to their conversations' cached ones
         self.moved = 0
         self._turns: dict[str, tuple[int, np.ndarray, np.ndarray, np.ndarray]] = {}
         self.index = (None if rebuild or not self.files else self._load()) or self._rebuild()
@@ -260,11 +261,23 @@ class SignalIndex:
                         "embedded again when their pages are", self.path.name, len(rows) - len(fitting), self.dim)
         if not fitting:
             return
-        for conv_id in {r[1] for r in fitting}:
-            self._turns.pop(conv_id, None)
+        base = index.ntotal  # the rows are appended to the storage in this order: their places
         vectors = np.stack([np.frombuffer(r[6], dtype=np.float32) for r in fitting])
         index.add_with_ids(vectors, np.array([r[0] for r in fitting], dtype=np.int64))
         self.rows.update({r[0]: (r[1], r[2], r[3]) for r in fitting})
+        added: dict[str, list[tuple[int, int, int]]] = {}
+        for place, r in enumerate(fitting, base):
+            if r[3].startswith("turn:"):
+                added.setdefault(r[1], []).append((place, int(r[3][5:]), r[2]))
+        for conv_id, new in added.items():  # appended to the places worked out (nothing else moved), not again
+            cached = self._turns.get(conv_id)
+            if cached is None and self._all_turns == self.moved:  # known to have had no turn rows
+                cached = (self.moved, *(np.zeros(0, dtype=np.int64) for _ in range(3)))
+            if cached is None or cached[0] != self.moved:
+                continue
+            places, turns, pages = (np.array(column, dtype=np.int64) for column in zip(*new))
+            self._turns[conv_id] = (self.moved, np.concatenate([cached[1], places]),
+                                    np.concatenate([cached[2], turns]), np.concatenate([cached[3], pages]))
 
     @property
     def writes_files(self) -> bool:
@@ -347,16 +360,25 @@ class SignalIndex:
         cached = self._turns.get(conv_id)
         if cached is not None and cached[0] == self.moved:
             return cached[1:]
-        mine = [(rowid, page_id, int(kind[5:])) for rowid, (conv, page_id, kind) in self.rows.items()
-                if conv == conv_id and kind.startswith("turn:")]
-        rowids = np.array([r[0] for r in mine], dtype=np.int64)
+        if cached is None and self._all_turns == self.moved:  # every conversation with turn rows is known
+            return tuple(np.zeros(0, dtype=np.int64) for _ in range(3))
+        # one pass over the rows works out every conversation not known as they are now (after a removal, all
+        # of a user's many conversations are asked for next: one pass, not one each)
+        known = {c for c, held in self._turns.items() if held[0] == self.moved}
+        mine: dict[str, list[tuple[int, int, int]]] = {conv_id: []}
+        for rowid, (conv, page_id, kind) in self.rows.items():
+            if conv not in known and kind.startswith("turn:"):
+                mine.setdefault(conv, []).append((rowid, page_id, int(kind[5:])))
         ids = faiss.vector_to_array(self.index.id_map) if self.index.ntotal else np.zeros(0, dtype=np.int64)
         order = np.argsort(ids, kind="stable")
-        places = order[np.searchsorted(ids[order], rowids)] if len(rowids) else np.zeros(0, dtype=np.int64)
-        turns = np.array([r[2] for r in mine], dtype=np.int64)
-        result = (places, turns, np.array([r[1] for r in mine], dtype=np.int64))
-        self._turns[conv_id] = (self.moved, *result)
-        return result
+        ordered = ids[order]
+        for conv, rows in mine.items():
+            rowids = np.array([r[0] for r in rows], dtype=np.int64)
+            places = order[np.searchsorted(ordered, rowids)] if len(rowids) else np.zeros(0, dtype=np.int64)
+            self._turns[conv] = (self.moved, places, np.array([r[2] for r in rows], dtype=np.int64),
+                                 np.array([r[1] for r in rows], dtype=np.int64))
+        self._all_turns = self.moved
+        return self._turns[conv_id][1:]
 
     def similarities(self, query: np.ndarray, places: np.ndarray) -> np.ndarray:
         """Inner product of ``query`` with the vectors stored at ``places`` (exhaustive, as the flat index
@@ -557,6 +579,50 @@ class PageIndex:
         with self._lock:
             places, turns, _ = index.conversation_turns(conv_id)
             return turns, index.similarities(query, places)
+
+    def best_turn_cosines(self, conv_ids: Sequence[str], query: np.ndarray) -> dict[str, float]:
+        """{conversation: the best cosine of its embedded turns with ``query``} of each of ``conv_ids`` that has
+        any (``all_turn_cosines``' best of each), from the loaded index alone: in one pass over the span of storage
+        their turns cover, not one per conversation (a user's conversations, grown side by side, interleave)."""
+        if self.per_conversation:  # a database server's store: an index per conversation
+            out = {}
+            for conv_id in conv_ids:
+                _, cosines = self.all_turn_cosines(conv_id, query)
+                if len(cosines):
+                    out[conv_id] = float(cosines.max())
+            return out
+        index = self.signal(Signal.TURN)
+        with self._lock:
+            places = {conv_id: index.conversation_turns(conv_id)[0] for conv_id in conv_ids}
+            places = {conv_id: p for conv_id, p in places.items() if len(p)}
+            if not places:
+                return {}
+            cosines = index.similarities(query, np.concatenate(list(places.values())))
+            ends = np.cumsum([len(p) for p in places.values()])
+            best = np.maximum.reduceat(cosines, ends - [len(p) for p in places.values()])
+            return {conv_id: float(b) for conv_id, b in zip(places, best)}
+
+    def embedded_turn_cosines(self, conv_id: str, query: str | np.ndarray,
+                              turns: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(positions in ``turns`` (turn indices) of those with a vector in the index, their cosines with
+        ``query``), from the loaded index alone, whatever page each is in (a resident one's too, when embedded)."""
+        turns = np.asarray(turns, dtype=np.int64)
+        none = np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32)
+        if not len(turns):
+            return none
+        index = self.signal(Signal.TURN, conv_id)
+        with self._lock:
+            places, embedded, _ = index.conversation_turns(conv_id)
+            if not len(embedded):
+                return none
+            where = np.full(max(int(embedded.max()), int(turns.max())) + 1, -1, dtype=np.int64)
+            where[embedded] = places
+            found = where[turns]
+            have = np.flatnonzero(found >= 0)
+            if not len(have):
+                return none
+            vector = self.embedder.encode_one(query) if isinstance(query, str) else query
+            return have, index.similarities(vector, found[have])
 
     def rank(self, conv_id: str, query: str | np.ndarray, page_ids: Sequence[int],
              signal: str = Signal.TURN) -> list[Hit]:

@@ -123,7 +123,10 @@ class RerankSelector(PageSelector):
     def _dense(self, pager: Pager):
         """Cosine of the question with turns: evicted turns from the FAISS index, the others embedded
         directly (the embedder caches by text, so each resident turn is embedded once). Its ``array``
-        gives them as an array over the candidates, from the loaded index alone (what the ranking uses)."""
+        gives them as an array over the candidates, from the loaded index alone (what the ranking uses), a
+        resident turn's too when it has a vector there (every turn of a user's other conversations has one,
+        ``Conversation._embed_every_turn``: ranking one embeds none of its turns again; it is that turn's
+        vector, as a turn's text changes only by being forgotten, which drops it)."""
         direct = embedding_scorer(self.index.embedder, pager.turns)
 
         def score(question: str, turn_indices: list[int]) -> dict[int, float]:
@@ -147,6 +150,10 @@ class RerankSelector(PageSelector):
                 cosine[turns[inside]] = sims[inside]
             out = cosine[candidates]
             missing = np.flatnonzero(np.isnan(out))
+            if len(missing):  # resident turns: their vectors when embedded (a user's other conversations have all)
+                have, sims = self.index.embedded_turn_cosines(self.conv_id, question, candidates[missing])
+                out[missing[have]] = sims
+                missing = np.flatnonzero(np.isnan(out))
             if len(missing):
                 found = direct(question, candidates[missing].tolist())
                 out[missing] = [found[i] for i in candidates[missing].tolist()]

@@ -3,7 +3,7 @@
 A user's chats share their standing facts (``memory.user_facts``); a question about the past ("what was the
 restaurant I mentioned?") needs the turn that said it, which may be in yesterday's chat. Pages, budgets and KV
 caches stay per conversation, so the other conversations are not paged into this one: their embedded turns are
-scored against the question in the shared FAISS index (``PageIndex.all_turn_cosines``: no conversation is loaded
+scored against the question in the shared FAISS index (``PageIndex.best_turn_cosines``: no conversation is loaded
 to do it), and when the best of them matches the question better than this conversation's own best turn, that
 conversation is opened and its own selector picks what to hand the answer (its ranking, excerpts and dates, as
 a recall there would), given as notes that name their conversation. Every turn of theirs is embedded once, the
@@ -60,9 +60,5 @@ class UserRecall:
         if not self.others:
             return []
         vector = self.index.embedder.encode_one(question)
-        scored = []
-        for conv_id in self.others:
-            _, cosines = self.index.all_turn_cosines(conv_id, vector)
-            if len(cosines):
-                scored.append((float(cosines.max()), conv_id))
-        return sorted(scored, reverse=True)
+        best = self.index.best_turn_cosines(self.others, vector)  # one pass over their turns' vectors
+        return sorted(((cosine, conv_id) for conv_id, cosine in best.items()), reverse=True)
