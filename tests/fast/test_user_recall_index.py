@@ -78,3 +78,21 @@ def test_a_resident_turn_with_a_vector_scores_its_cosine(fake_pager):
     assert wanted[where].tolist() == wanted[:-1].tolist()  # a turn without a vector is left out
     direct = index.embedder.encode(["the budget", *(pager.turns[i].text for i in wanted[:-1])])
     assert np.allclose(cosines, direct[1:] @ direct[0], atol=1e-5)
+
+
+def test_a_bm25_index_of_256_turns_or_more_is_saved_once_built_and_read_by_a_new_process(tmp_path):
+    """A user's earlier chats, ranked by a new chat to recall from: a new process reads their postings instead of
+    tokenising every turn again (written once when built from the first turn; then every ``SAVE_AFTER``)."""
+    from localpager.retrieval.ranking import LexicalIndex, LexiconFile
+
+    turns = generate_conversation(5, n_turns=300).turns
+    file = tmp_path / "s.db.lexical-1.npz"
+    built = LexicalIndex("c", file=LexiconFile(file))
+    first = built.scores("what is my budget?", range(300), turns)
+    assert file.is_file() and built._saved == 300
+    again = LexicalIndex("c", file=LexiconFile(file))
+    assert again._read(turns) is not None
+    assert again.scores("what is my budget?", range(300), turns) == first
+    short = tmp_path / "short.lexical-1.npz"
+    LexicalIndex("c", file=LexiconFile(short)).scores("budget", range(100), turns[:100])
+    assert not short.exists()  # a short conversation is tokenised again sooner than a file is worth
