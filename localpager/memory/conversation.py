@@ -30,7 +30,7 @@ from ..runtime.answering import FactContext
 from ..runtime.recall import ContextOverflowError
 from ..runtime.selector import PageSelector
 from ..runtime.trace import Trace
-from ..store.base import ConversationBusy, ConversationChanged, PinRoom, StoreError
+from ..store.base import ConversationBusy, ConversationChanged, ConversationInfo, PinRoom, StoreError
 from ..store.locks import LockTimeout, conversation_lock
 from . import controls, fact_edits, interchange
 from .held import Held
@@ -339,13 +339,16 @@ class Conversation:
                 facts = facts_of(self.pager.turns)
         return facts if all else [f for f in facts if f.current]
 
-    def _selector(self, facts: Sequence[StandingFact]) -> PageSelector:
+    def _selector(self, facts: Sequence[StandingFact],
+                  listed: Sequence[ConversationInfo] | None = None) -> PageSelector:
         """The reranking selector of this conversation; for a conversation of a user, with their other
-        conversations to recall from too (``retrieval.user_recall``)."""
+        conversations to recall from too (``retrieval.user_recall``; ``listed``: the user's conversations, when
+        the caller has just read them)."""
         selector = self.held.selector(self.id, facts)
         user = self.user
         if user is not None:
-            others = [info for info in self.store.list_conversations(user) if info.id != self.id]
+            listed = self.store.list_conversations(user) if listed is None else listed
+            others = [info for info in listed if info.id != self.id]
             for info in others:  # every turn of theirs embedded once (the resident ones too), again after a change
                 if self.held.user_embedded.get(info.id) != info.turns:
                     self._embed_every_turn(info.id, info.turns)
@@ -374,7 +377,7 @@ class Conversation:
             opened.popitem(last=False)
         return conv.pager, self.held.selector(conv_id, facts)
 
-    def _user_facts(self, user: str) -> list[StandingFact]:
+    def _user_facts(self, user: str, listed: Sequence[ConversationInfo] | None = None) -> list[StandingFact]:
         """The standing facts of this conversation's user across all of their conversations (``users.User.facts``:
         the newest value wins across them), in the order they were said; this conversation's own name no
         conversation (``conv_id`` None), as one conversation's facts do, so that they cite its pages."""
@@ -382,7 +385,7 @@ class Conversation:
             return None if conv_id == self.id else conv_id
 
         with self.held.lock:
-            facts, _ = across(self.store, user)
+            facts, _ = across(self.store, user, listed)
         return [dataclasses.replace(f, conv_id=here(f.conv_id), superseded_in=here(f.superseded_in)) for f in facts]
 
     def pin_fact(self, fact_id: int, pinned: bool = True) -> StandingFact:
@@ -409,7 +412,7 @@ class Conversation:
         if self.store.facts_version(self.id) != FACTS_VERSION:
             self.store.rebuild_facts(self.id)
 
-    def fact_context(self, pager: Pager) -> FactContext:
+    def fact_context(self, pager: Pager, listed: Sequence[ConversationInfo] | None = None) -> FactContext:
         """What an answer sees of the long-term layer: the current standing facts, the ones the prompt's prefix
         shows (those that fit ``RecallSettings.fact_share`` of the budget, by ``prompt_facts``) and the
         keywords of the latest evicted pages."""
@@ -417,7 +420,7 @@ class Conversation:
         if not settings.facts:
             return FactContext()
         user = self.user
-        every = self.facts(all=True) if user is None else self._user_facts(user)
+        every = self.facts(all=True) if user is None else self._user_facts(user, listed)
         current = [f for f in every if f.current]
         room = int(settings.fact_share * pager.config.budget)
         shown = prompt_facts(current, room, pager.counter.count)
@@ -728,7 +731,9 @@ class Conversation:
             runtime = models.runtime
             self._ensure_facts()
             pager = self.counted(models.counter())  # the loaded model's own tokenizer from here on
-            facts = self.fact_context(pager)
+            user = self.user
+            listed = self.store.list_conversations(user) if user is not None else None  # read once for both
+            facts = self.fact_context(pager, listed)
             pager.fixed_overhead = runtime.system_tokens(facts.shown)
             _check_question_fits(runtime, pager, question, budget or pager.config.budget)
             with self._budget_for_call(budget):
@@ -737,7 +742,7 @@ class Conversation:
                 self.held.prefix_states.switch_to(self.id, runtime.backend)  # resume this chat's KV cache if saved
                 try:
                     trace = runtime.answer(self.pager, question, pending=not remember, on_text=on_text,
-                                           selector=selector or self._selector(facts.every),
+                                           selector=selector or self._selector(facts.every, listed),
                                            settings=runtime.settings_with(mode, layout), facts=facts)
                 except BaseException as exc:
                     if remember:

@@ -24,7 +24,7 @@ from typing import Sequence
 
 from ..core.dates import parse_time
 from ..core.facts import FACTS_VERSION, StandingFact, facts_of, superseded
-from ..store.base import Store
+from ..store.base import ConversationInfo, Store
 
 
 def stored_facts(store: Store, conv_id: str) -> list[StandingFact]:
@@ -35,14 +35,16 @@ def stored_facts(store: Store, conv_id: str) -> list[StandingFact]:
     return facts_of(store.turns(conv_id))
 
 
-def across(store: Store, user: str) -> tuple[list[StandingFact], dict[tuple[str, int], tuple[str, int]]]:
+def across(store: Store, user: str, listed: Sequence[ConversationInfo] | None = None
+           ) -> tuple[list[StandingFact], dict[tuple[str, int], tuple[str, int]]]:
     """The user's facts, each naming its conversation (``conv_id``) and, when replaced, the conversation of the
     fact that replaced it (``superseded_in``), in the order they were said; and {(conversation, fact id): the
-    (conversation, fact id) that replaced it}."""
+    (conversation, fact id) that replaced it}. ``listed``: the user's conversations (``Store.list_conversations``),
+    when the caller has just read them."""
     with _KNOWN_LOCK:
         known = _KNOWN.setdefault(store, {}).get(user) or _Known({}, None, None)
     per_conversation, read = [], {}
-    for info in store.list_conversations(user):
+    for info in store.list_conversations(user) if listed is None else listed:
         generation = store.generation(info.id)  # first: the facts read after it are never older than it says
         held = known.facts.get(info.id)
         if held is None or held[0] != generation:
