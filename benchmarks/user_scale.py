@@ -4,9 +4,11 @@ A user's store is built once per run, offline: N generated conversations of T tu
 (``lab.synthetic.generate_conversation``, a seed each: its 6-8 planted facts, with their later corrections, amid
 small talk; the turns stamped a day per conversation, 30 s apart), written as one interchange JSONL and ingested
 as the user's (``LocalPager.ingest(user=...)``, what ``localpager ingest --user`` runs: paging and standing facts in
-one transaction per conversation), then every turn of every conversation embedded once (``PageIndex.update`` over
-all pages, what a user's first question does in ``Conversation._selector``), outside every timing; the store is
-closed so that the FAISS file is saved beside it. In the same store, one process then measures, on the real chat
+one transaction per conversation) and prepared (``Conversation.prepare``, what ``ingest --embed`` runs: the evicted
+turns embedded, the BM25 index built and saved beside the store, as any process that ranks a conversation of 256
+turns or more leaves it), then every turn of every conversation embedded once (``PageIndex.update`` over all pages,
+what a user's first question does in ``Conversation._selector``), outside every timing; the store is closed so
+that the FAISS file is saved beside it. In the same store, one process then measures, on the real chat
 model and embedder (``--no-model``: the tests' scripted backend, ``tests/fakes.py``, in place of the chat model, so
 that everything but generation is timed; the embedder stays the real one):
 
@@ -20,8 +22,8 @@ that everything but generation is timed; the embedder stays the real one):
    (``user_facts.across(store, user)``), ``selector_ms`` (``Conversation._selector`` of a new conversation of the
    user, everything embedded), ``rank_ms`` (``UserRecall.closest(question)``: the question embedded and every turn
    of the other conversations scored; target p50 <= 50 ms), and ``rank_after_change_ms`` (the same, with the
-   index's cache of each conversation's rows dropped first, as a forget's removal drops it; a new vector drops
-   only its own conversation's);
+   index's places of every conversation's rows to work out again first, as a forget's removal leaves them; a new
+   vector only appends its place to its own conversation's);
 3. ``cold``: a new process (``--worker cold``) loading the models (untimed, ``load_ms``), then asking once in a new
    conversation with no user and once in a new conversation of the user, whose conversations this process has
    not embedded yet: the first answer of a fresh process (``user_ms``: the FAISS file read and every conversation
@@ -127,7 +129,9 @@ def build(workdir: Path, n: int, turns: int, no_model: bool) -> dict:
     vectors = 0
     index = lp.held.index
     for info in lp.conversations(USER):
-        pager = lp.conversation(info.id).pager
+        conv = lp.conversation(info.id)
+        vectors += conv.prepare()  # what ``ingest --embed`` runs: the evicted turns embedded, the BM25 file saved
+        pager = conv.pager
         vectors += index.update(info.id, list(pager.pages), pager.turns, pager.bookmark)
     embed_s = time.perf_counter() - start
     rows = index.signal(Signal.TURN).index.ntotal
@@ -225,9 +229,9 @@ def measure(info: dict, questions: int, no_model: bool) -> dict:
         found = recall.closest(question)
         rank_ms.append(_ms(start))
         hits.append(bool(found))
-        # a new vector in one conversation (the chat the user is in) drops that conversation's cached rows only;
-        # a removal (a forget) drops them all: the worst case, timed here
-        turn_index._turns.clear()
+        # a new vector in one conversation (the chat the user is in) appends its place to that conversation's;
+        # a removal (a forget) moves them all: the worst case, timed here
+        turn_index.moved += 1  # what a removal moves: every conversation's places worked out again
         lp.held.index.embedder.clear_cache()
         start = time.perf_counter()
         recall.closest(question)
