@@ -78,9 +78,9 @@ def within(conv) -> list[tuple[dict[str, float], int]]:
     return rows
 
 
-def across(convs: list, rng: random.Random) -> list[tuple[dict[str, float], int]]:
-    """Corrections against first statements of other conversations' facts of the same type or extracted kind:
-    1 for the same kind of fact, 0 for another (two things of one kind)."""
+def across_pairs(convs: list, rng: random.Random) -> list[tuple[object, object, int]]:
+    """Corrections against first statements of other conversations' facts of the same type or extracted kind, as
+    (newer, older, label) drafts: 1 for the same kind of fact, 0 for another (two things of one kind)."""
     from heldout_kinds import fact_probes
     from localpager.core.facts import extract
 
@@ -91,12 +91,17 @@ def across(convs: list, rng: random.Random) -> list[tuple[dict[str, float], int]
                 found = extract(conv.turns[i])
                 if found:
                     (corrections if k else firsts).append((conv.id, p.type, p.extra["kind"], found))
-    rows = []
+    pairs = []
     for conv_id, kind_type, name, news in corrections:
         pool = [f for f in firsts if f[0] != conv_id and (f[1] == kind_type or f[3][0].kind == news[0].kind)]
         for _, _, other, olds in rng.sample(pool, min(CROSS_PER_CORRECTION, len(pool))):
-            rows += [(_pair(new, old), int(other == name)) for new in news for old in olds if compared(new, old)]
-    return rows
+            pairs += [(new, old, int(other == name)) for new in news for old in olds]
+    return pairs
+
+
+def across(convs: list, rng: random.Random) -> list[tuple[dict[str, float], int]]:
+    """``across_pairs`` that ``facts.supersedes`` compares, as feature rows."""
+    return [(_pair(new, old), label) for new, old, label in across_pairs(convs, rng) if compared(new, old)]
 
 
 def training_rows() -> list[tuple[dict[str, float], int]]:
@@ -112,10 +117,17 @@ def training_rows() -> list[tuple[dict[str, float], int]]:
 
 def fit() -> dict:
     """Fit the model on ``training_rows`` and write it; returns its rates on them."""
-    from localpager.core.supersede import MODEL_FILE, SupersedeModel
+    from localpager.core.supersede import MODEL_FILE
+
+    return fit_and_write(training_rows(), MAX_WRONG, MODEL_FILE, "--fit")
+
+
+def fit_and_write(rows: list[tuple[dict[str, float], int]], max_wrong: float, file: str, option: str) -> dict:
+    """A ``SupersedeModel`` fitted on ``rows`` (the two labels weighing the same), its threshold the lowest at which
+    at most ``max_wrong`` of the pairs of different things are taken, written to ``core/data/FILE``; its rates."""
+    from localpager.core.supersede import SupersedeModel
     from localpager.lab.fitting import fit_logistic
 
-    rows = training_rows()
     names = list(rows[0][0])
     x = np.array([[f[n] for n in names] for f, _ in rows])
     y = np.array([label for _, label in rows], dtype=float)
@@ -123,14 +135,14 @@ def fit() -> dict:
     beta, mean, scale = fit_logistic(x, y, weight, L2)
     p = 1 / (1 + np.exp(-(beta[0] + ((x - mean) / scale) @ beta[1:])))
     wrong = np.sort(p[y == 0])[::-1]
-    threshold = float(wrong[int(MAX_WRONG * len(wrong))]) + 1e-4
+    threshold = float(wrong[int(max_wrong * len(wrong))]) + 1e-4
     model = SupersedeModel(weights=dict(zip(names, beta[1:].round(4).tolist())), bias=round(float(beta[0]), 4),
                            means=dict(zip(names, mean.round(4).tolist())),
                            scales=dict(zip(names, scale.round(4).tolist())), threshold=round(threshold, 4))
     rates = {"pairs": len(rows), "same_fact": int(y.sum()), "taken_same": round(float(np.mean(p[y == 1] >= threshold)), 3),
              "taken_different": round(float(np.mean(p[y == 0] >= threshold)), 3)}
-    data = {"about": ["Written by benchmarks/supersede.py --fit.", json.dumps(rates)], **model.to_json()}
-    (ROOT / "localpager" / "core" / "data" / MODEL_FILE).write_text(json.dumps(data, indent=0) + "\n")
+    data = {"about": [f"Written by benchmarks/supersede.py {option}.", json.dumps(rates)], **model.to_json()}
+    (ROOT / "localpager" / "core" / "data" / file).write_text(json.dumps(data, indent=0) + "\n")
     return rates
 
 
@@ -149,57 +161,19 @@ def dense_rows(embed) -> list[tuple[dict[str, float], int]]:
             pairs += [(new, old, int(ti in planted and planted.get(tj) == planted[ti]))
                       for j, (tj, new) in enumerate(drafts) for ti, old in drafts[:j]
                       if ti != tj and new.speaker == old.speaker]
-        pairs += _across_pairs(convs, rng)
+        pairs += across_pairs(convs, rng)
     texts = sorted({d.text for new, old, _ in pairs for d in (new, old)})
     vectors = dict(zip(texts, embed(texts)))
     return [(dense_pair_features(shape(new.kind, new.subject, new.text), shape(old.kind, old.subject, old.text),
                                  float(vectors[new.text] @ vectors[old.text])), label) for new, old, label in pairs]
 
 
-def _across_pairs(convs: list, rng: random.Random) -> list[tuple[object, object, int]]:
-    """``across``'s pairs, as drafts, every pair of the two statements (not only the compared ones)."""
-    from heldout_kinds import fact_probes
-    from localpager.core.facts import extract
-
-    firsts, corrections = [], []
-    for conv in convs:
-        for p in fact_probes(conv, explicit_only=True):
-            for k, i in enumerate(p.extra["stated"]):
-                found = extract(conv.turns[i])
-                if found:
-                    (corrections if k else firsts).append((conv.id, p.type, p.extra["kind"], found))
-    out = []
-    for conv_id, kind_type, name, news in corrections:
-        pool = [f for f in firsts if f[0] != conv_id and (f[1] == kind_type or f[3][0].kind == news[0].kind)]
-        for _, _, other, olds in rng.sample(pool, min(CROSS_PER_CORRECTION, len(pool))):
-            out += [(new, old, int(other == name)) for new in news for old in olds]
-    return out
-
-
 def fit_dense(max_wrong: float) -> dict:
-    """Fit the read-time model (``supersede.dense_model``) on ``dense_rows`` and write it; its threshold the lowest
-    at which at most ``max_wrong`` of the pairs of different things are taken."""
-    from localpager.core.supersede import DENSE_MODEL_FILE, SupersedeModel
-    from localpager.lab.fitting import fit_logistic
+    """Fit the read-time model (``supersede.dense_model``) on ``dense_rows`` and write it."""
+    from localpager.core.supersede import DENSE_MODEL_FILE
     from localpager.retrieval.embedder import default_embedder
 
-    rows = dense_rows(default_embedder().encode)
-    names = list(rows[0][0])
-    x = np.array([[f[n] for n in names] for f, _ in rows])
-    y = np.array([label for _, label in rows], dtype=float)
-    weight = np.where(y == 1, 0.5 / y.sum(), 0.5 / (len(y) - y.sum())) * len(y)
-    beta, mean, scale = fit_logistic(x, y, weight, L2)
-    p = 1 / (1 + np.exp(-(beta[0] + ((x - mean) / scale) @ beta[1:])))
-    wrong = np.sort(p[y == 0])[::-1]
-    threshold = float(wrong[int(max_wrong * len(wrong))]) + 1e-4
-    model = SupersedeModel(weights=dict(zip(names, beta[1:].round(4).tolist())), bias=round(float(beta[0]), 4),
-                           means=dict(zip(names, mean.round(4).tolist())),
-                           scales=dict(zip(names, scale.round(4).tolist())), threshold=round(threshold, 4))
-    rates = {"pairs": len(rows), "same_fact": int(y.sum()), "taken_same": round(float(np.mean(p[y == 1] >= threshold)), 3),
-             "taken_different": round(float(np.mean(p[y == 0] >= threshold)), 3)}
-    data = {"about": ["Written by benchmarks/supersede.py --fit-dense.", json.dumps(rates)], **model.to_json()}
-    (ROOT / "localpager" / "core" / "data" / DENSE_MODEL_FILE).write_text(json.dumps(data, indent=0) + "\n")
-    return rates
+    return fit_and_write(dense_rows(default_embedder().encode), max_wrong, DENSE_MODEL_FILE, "--fit-dense")
 
 
 def measure(n: int) -> dict:
