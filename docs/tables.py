@@ -41,10 +41,12 @@ ROOT = DOCS.parent
 DATA = DOCS / "measurements" / "data"
 MARKER = re.compile(r"(<!-- table:(?P<kind>[a-z0-9-]+)(?P<args>[^>]*?)-->\n)(?P<body>.*?)(<!-- /table -->)", re.S)
 # per-item rows a results file carries beside its summary; the docs show summaries only
+# (a dotted key is one inside another: ``chatgpt.answers.rows``)
 DETAIL_KEYS = {"eval": ("results",), "bench": ("turns",), "server-load": ("requests_detail",),
-               "mcp-recall": ("heldout_rows",)}
+               "mcp-recall": ("heldout_rows",), "import-memory": ("chatgpt.answers.rows", "claude.answers.rows")}
 KINDS = ("eval", "bench", "faults", "recall-gate", "bookmark-coverage", "threads", "server-load", "mcp-recall",
-         "replicas", "embed-speed", "ingest-speed", "scale", "standing-facts", "abstention", "heldout-kinds")
+         "replicas", "embed-speed", "ingest-speed", "scale", "standing-facts", "abstention", "heldout-kinds",
+         "import-memory", "import-speed")
 
 
 # -- data ----------------------------------------------------------------------------------------------
@@ -62,9 +64,13 @@ def load(name: str) -> dict:
 
 def add(args: argparse.Namespace) -> None:
     result = json.loads(Path(args.file).read_text(encoding="utf-8"))
-    dropped = [k for k in DETAIL_KEYS.get(args.kind, ()) if isinstance(result, dict) and k in result]
-    for key in dropped:
-        del result[key]
+    dropped = []
+    for key in DETAIL_KEYS.get(args.kind, ()):
+        *path, last = key.split(".")
+        holder = _dig(result, path) if path else result
+        if isinstance(holder, dict) and last in holder:
+            del holder[last]
+            dropped.append(key)
     commit = subprocess.run(["git", "rev-parse", "--short", args.commit], cwd=ROOT, capture_output=True,
                             text=True, check=True).stdout.strip()
     measured = args.measured or _dt.datetime.fromtimestamp(Path(args.file).stat().st_mtime, _dt.timezone.utc).strftime("%Y-%m-%d")
@@ -451,6 +457,59 @@ def heldout_kinds(datas: list[dict]) -> str:
     return table(["figure"] + splits, n + body)
 
 
+def import_memory(datas: list[dict]) -> str:
+    """``benchmarks/import_memory.py``: issue 41's bar Z, one column per export format, and the control (the same
+    chats ingested as plain JSONL) under it."""
+    (d,) = datas
+    r = d["result"]
+    formats = [f for f in ("chatgpt", "claude") if f in r]
+    of = lambda a, b: f"{a}/{b}"
+    rows = [
+        ("conversations stored under the user with exactly their visible turns",
+         lambda f: of(f["conversations_exact"], f["conversations"])),
+        ("abandoned branches' texts found in the store's bytes (bar: 0)",
+         lambda f: of(f["abandoned_in_store"], f["abandoned_texts"])),
+        ("planted values held by the user's standing facts (bar: 80%)",
+         lambda f: f"{of(f['facts']['held'], f['facts']['planted'])} ({frac(f['facts']['held_rate'])})"),
+        ("changed facts whose newest value a standing fact holds", lambda f: of(f["facts"]["newest"], f["facts"]["changed"])),
+        ("changed facts with an older value still a current fact too",
+         lambda f: of(f["facts"]["old_still_current"], f["facts"]["changed"])),
+        ('a fact said "yesterday" answered with its day in words', lambda f: of(f["yesterday"]["right"], f["yesterday"]["asked"])),
+        ("e2e, the planted facts asked in a new chat of the user (bar: 0.60)",
+         lambda f: f"{frac(f['answers']['e2e_accuracy'])} ({f['answers']['probes']} questions)"),
+        ("changed facts answered with the newest value only", lambda f: frac(f["answers"]["latest_value_rate"])),
+        ("turns stored from the export's .zip", lambda f: f"{f['turns']:,}"),
+        ("turns added by the same export imported again (bar: 0)", lambda f: str(f["turns_again"])),
+        ("a truncated export: exit status, lines on stderr, traceback, turns stored",
+         lambda f: "{exit}, {stderr_lines}, {tb}, {turns_stored}".format(**f["damaged"], tb="yes" if f["damaged"]["traceback"] else "no")),
+        ("bar Z items not met", lambda f: ", ".join(k for k, ok in f["bar"].items() if not ok) or "none"),
+    ]
+    body = [[name] + [cell(r[f]) for f in formats] for name, cell in rows]
+    setup, c = r.get("setup", {}), r.get("plain_ingest_facts") or {}
+    note = (f"\n\n{setup.get('people')} generated people ({setup.get('phrasing')} phrasings, {setup.get('turns')} turns "
+            f"each, cut into {setup.get('parts')} chats a few days apart), each imported as their own user. Control, the "
+            f"same chats with the same times ingested as plain JSONL: the standing facts hold {of(c.get('held'), c.get('planted'))} "
+            f"planted values, the newest of {of(c.get('newest'), c.get('changed'))} changed ones, an older value still "
+            f"current in {of(c.get('old_still_current'), c.get('changed'))}. {r.get('seconds')} s in all, load average "
+            f"{r.get('load_average')} at the end.")
+    return table(["figure"] + formats, body) + note
+
+
+def import_speed(datas: list[dict]) -> str:
+    """``benchmarks/import_speed.py``: a generated ChatGPT export imported without --embed, beside plain ingest of
+    the same turns as JSONL; speed and peak memory above the process's baseline (bar: 300 MB for 200 MB)."""
+    (d,) = datas
+    r = d["result"]
+    names = {"export": f"ChatGPT export, {r.get('size_mb')} MB", "jsonl": f"the same turns as JSONL, {r.get('jsonl_mb')} MB"}
+    rows = [[names[way], f"{row['conversations']:,}", f"{row['turns']:,}", f"{row['wall_s']:,.0f}",
+             f"{row['turns_per_s']:,.0f}", f"{row['baseline_mb']:,.0f}", f"{row['peak_above_baseline_mb']:,.0f}",
+             f"{row['load_average']:.1f}"] for way, row in ((w, r[w]) for w in ("export", "jsonl") if w in r)]
+    note = (f"\n\nIssue 41's bar: the export's peak at most 300 MB above the baseline for 200 MB: "
+            f"{'met' if r.get('bar_met') else 'not met'}.")
+    return table(["file", "conversations", "turns", "wall s", "turns/s", "baseline MB", "peak above baseline MB",
+                  "load average"], rows) + note
+
+
 def _dig(value, keys):
     for key in keys:
         value = value.get(key) if isinstance(value, dict) else None
@@ -482,6 +541,7 @@ RENDERERS = {
     "standing-facts-extraction": ("standing-facts", standing_facts_extraction),
     "standing-facts-model": ("standing-facts", standing_facts_model), "abstention": ("abstention", abstention),
     "heldout-kinds": ("heldout-kinds", heldout_kinds),
+    "import-memory": ("import-memory", import_memory), "import-speed": ("import-speed", import_speed),
 }
 
 

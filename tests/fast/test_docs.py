@@ -108,6 +108,21 @@ def test_every_table_kind_renders_its_format():
         "heldout-kinds": {"setup": {"conversations": 6},
                           "extraction": {"held-out kinds": {"planted": 50, "recall": 0.48, "newest_value": 0.11}},
                           "relevance": {"held-out kinds": {"explicit": {"its_fact": 0.22, "another_fact": 0.05}}}},
+        "import-memory": {"setup": {"people": 2, "turns": 100, "parts": 3, "phrasing": "heldout"},
+                          "chatgpt": {"conversations": 6, "conversations_exact": 6, "abandoned_texts": 18,
+                                      "abandoned_in_store": 0, "turns": 204, "turns_again": 0,
+                                      "facts": {"planted": 15, "held": 13, "held_rate": 0.87, "changed": 3, "newest": 3,
+                                                "old_still_current": 1},
+                                      "yesterday": {"asked": 2, "right": 2},
+                                      "answers": {"probes": 15, "e2e_accuracy": 0.73, "latest_value_rate": 0.67},
+                                      "damaged": {"exit": 1, "stderr_lines": 1, "traceback": False, "turns_stored": 0},
+                                      "bar": {"e2e": True}},
+                          "plain_ingest_facts": {"planted": 15, "held": 13, "changed": 3, "newest": 3,
+                                                 "old_still_current": 1},
+                          "seconds": 20, "load_average": 2.9},
+        "import-speed": {"size_mb": 200.1, "jsonl_mb": 150.2, "bar_met": True,
+                         "export": {"conversations": 9000, "turns": 270000, "wall_s": 600.0, "turns_per_s": 450,
+                                    "baseline_mb": 120, "peak_above_baseline_mb": 180, "load_average": 2.1}},
     }
     for kind, (want, renderer) in t.RENDERERS.items():
         if want == "eval":
