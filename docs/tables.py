@@ -46,7 +46,7 @@ DETAIL_KEYS = {"eval": ("results",), "bench": ("turns",), "server-load": ("reque
                "mcp-recall": ("heldout_rows",), "import-memory": ("chatgpt.answers.rows", "claude.answers.rows")}
 KINDS = ("eval", "bench", "faults", "recall-gate", "bookmark-coverage", "threads", "server-load", "mcp-recall",
          "replicas", "embed-speed", "ingest-speed", "scale", "standing-facts", "abstention", "heldout-kinds",
-         "import-memory", "import-speed")
+         "import-memory", "import-speed", "user-scale")
 
 
 # -- data ----------------------------------------------------------------------------------------------
@@ -528,6 +528,43 @@ def _pair(a, b) -> str:
     return f"{frac(a)} / {frac(b)}"
 
 
+def user_scale(datas: list[dict]) -> str:
+    """``benchmarks/user_scale.py``: a new chat's first answer for a user of many conversations beside one with no
+    user (issue 40's bars: the first answer at most 1.1x, rank p50 at most 50 ms), and the parts that grow."""
+    (d,) = datas
+    r = d["result"]
+    m, c, machine = r["measured"], r.get("cold") or {}, r.get("machine") or {}
+    first = m["first_answer"]
+    pair = lambda s: f"{ms(s['p50'])} / {ms(s['p95'])}"
+    rows = []
+    for name, what in (("general", "general questions (the model writes the answer)"),
+                       ("facts", "the planted facts' questions (no user: a quick \"not told\")"), ("all", "all")):
+        if name in first:
+            f = first[name]
+            rows.append([f"first answer, {what}", pair(f["nobody_ms"]), pair(f["user_ms"]), f"{f['ratio_p50']}x"])
+    rows.append(["outside the chat model (wall less prefill and decode)", pair(first["nobody_outside_model_ms"]),
+                 pair(first["user_outside_model_ms"]), f"+{first['added_ms_p50']} ms"])
+    rows.append(["a new process's first answer (models loaded first)", ms(c.get("nobody_ms_p50")),
+                 ms(c.get("user_ms_p50")), ""])
+    body = table(["p50 / p95 ms", "no user", "user", "user / no user"], rows)
+    parts = [["user_facts.across (the user's facts)", pair(m["across_ms"])],
+             ["a new chat's selector, everything embedded", pair(m["selector_ms"])],
+             [f"rank: the question embedded, {m['ranked_turns']:,} turns scored", pair(m["rank_ms"])],
+             ["rank after a removal (every turn's place worked out again)", pair(m["rank_after_change_ms"])]]
+    ok = lambda met: "met" if met else "not met"
+    targets = r.get("targets") or {}
+    note = (f"\n\n{r['conversations']} conversations x {r['turns']:,} turns of one user ({m['facts']} standing facts), "
+            f"{'the scripted chat model' if r.get('no_model') else 'the real chat model'}. Outside the model, the user's "
+            f"answer adds {first['added_ms_p50']} ms at p50: {first['outside_model_ratio']}x a first answer today "
+            f"(bar 1.1x: {ok(targets.get('outside_model_ratio<=1.1'))}); the wall-time ratio carries the model's "
+            f"own time, which differs with the prompt (the user's facts in its prefix: "
+            f"{first['prompt_tokens_p50']['user']:.0f} tokens against {first['prompt_tokens_p50']['nobody']:.0f}) "
+            f"and with the answer it writes. Rank p50 {m['rank_ms']['p50']} ms (bar 50 ms: "
+            f"{ok(targets.get('rank_ms_p50<=50'))}). Load average {machine.get('load_before')} -> "
+            f"{machine.get('load_after')} on {machine.get('cores')} cores.")
+    return body + "\n\n" + table(["part that grows with the user", "p50 / p95 ms"], parts) + note
+
+
 RENDERERS = {
     "eval-summary": ("eval", eval_summary), "eval-by-type": ("eval", eval_by_type),
     "bench-latency": ("bench", bench_latency), "bench-figures": ("bench", bench_figures),
@@ -541,6 +578,7 @@ RENDERERS = {
     "standing-facts-extraction": ("standing-facts", standing_facts_extraction),
     "standing-facts-model": ("standing-facts", standing_facts_model), "abstention": ("abstention", abstention),
     "heldout-kinds": ("heldout-kinds", heldout_kinds),
+    "user-scale": ("user-scale", user_scale),
     "import-memory": ("import-memory", import_memory), "import-speed": ("import-speed", import_speed),
 }
 

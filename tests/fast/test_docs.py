@@ -123,6 +123,19 @@ def test_every_table_kind_renders_its_format():
         "import-speed": {"size_mb": 200.1, "jsonl_mb": 150.2, "bar_met": True,
                          "export": {"conversations": 9000, "turns": 270000, "wall_s": 600.0, "turns_per_s": 450,
                                     "baseline_mb": 120, "peak_above_baseline_mb": 180, "load_average": 2.1}},
+        "user-scale": {"conversations": 5, "turns": 200, "no_model": True,
+                       "machine": {"cores": 2, "load_before": 2.0, "load_after": 2.5},
+                       "measured": {"first_answer": {
+                           "all": {"nobody_ms": {"p50": 30.0, "p95": 40.0}, "user_ms": {"p50": 60.0, "p95": 90.0},
+                                   "ratio_p50": 2.0},
+                           "nobody_outside_model_ms": {"p50": 30.0, "p95": 40.0},
+                           "user_outside_model_ms": {"p50": 60.0, "p95": 90.0}, "added_ms_p50": 30.0,
+                           "outside_model_ratio": 1.05, "prompt_tokens_p50": {"nobody": 40, "user": 120}},
+                           "across_ms": {"p50": 1.2, "p95": 8.0}, "selector_ms": {"p50": 0.6, "p95": 70.0},
+                           "rank_ms": {"p50": 19.5, "p95": 70.0}, "rank_after_change_ms": {"p50": 34.0, "p95": 48.0},
+                           "ranked_turns": 1020, "facts": 42},
+                       "cold": {"runs": [], "nobody_ms_p50": 420.0, "user_ms_p50": 3000.0},
+                       "targets": {"outside_model_ratio<=1.1": True, "rank_ms_p50<=50": True}},
     }
     for kind, (want, renderer) in t.RENDERERS.items():
         if want == "eval":
