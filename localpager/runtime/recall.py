@@ -23,7 +23,7 @@ from ..core.answer_types import asks_when, asks_when_past
 from ..core.dates import turn_dates
 from ..core.facts import StandingFact, asks_what_is_remembered
 from ..core.pager import Pager
-from . import prefixes
+from . import grounding, prefixes
 from .answering import Answering, FactContext, elapsed_ms
 from .choices import Fired, Layout, RecallMode
 from .fact_answers import answer_from_facts, answer_overview, fact_hits
@@ -259,9 +259,23 @@ class Runtime:
         if dates is not None and not expresses(backend, dates):  # a server that constrains nothing answers freely
             dates = None
         keep = prefixes.kept_parts(backend, layout, notes, recent, answer_prompt)
-        gen, text = a.generate(backend, answer_prompt, s.max_answer_tokens, constraint=dates, keep=keep)
+        # an answer about the user's own life is held back whole and checked against what it was shown (a date
+        # chosen under the constraint is one the notes hold)
+        held = dates is None and s.abstain and a.selector.asks_about_self(question)
+        sink, a.sink = a.sink, (None if held else a.sink)
+        try:
+            gen, text = a.generate(backend, answer_prompt, s.max_answer_tokens, constraint=dates, keep=keep)
+        finally:
+            a.sink = sink
         a.count_answer(gen, "injection_prefill")
         trace.tokens["answer_prompt"] = gen.prompt_tokens
+        if held:
+            found = grounding.check(text, notes, question)
+            trace.grounding = found.to_dict()
+            if not found.grounded:
+                self._not_remembered(a, candidates)
+                return True
+            a.say(text)
         trace.answer, trace.stopped = text, gen.stopped
         trace.cite(trace.answer)
         return True

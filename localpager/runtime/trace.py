@@ -113,6 +113,9 @@ class Trace:
     facts: list[dict[str, Any]] = field(default_factory=list)
     # the relevance floor's verdict on what a recall found (below it: "unknown")
     answerable: dict[str, Any] | None = None
+    # an answer about the user checked against what it was shown (``runtime.grounding``): a value nothing shown
+    # holds makes it "unknown"
+    grounding: dict[str, Any] | None = None
     model_page_ids: list[int] = field(default_factory=list)
     injected_page_ids: list[int] = field(default_factory=list)
     injected_turns: list[int] = field(default_factory=list)
@@ -173,6 +176,8 @@ def format_trace(data: dict[str, Any]) -> str:
            for f in data.get("facts", [])]),
         *([f"  floor: {'answered' if a['answer'] else 'not remembered'} (p {a['probability']:.2f}, threshold "
            f"{a['threshold']:.2f})"] if (a := data.get("answerable")) else []),
+        *([f"  grounding: {'every value shown' if g['grounded'] else 'not remembered: it stated '}"
+           + ", ".join(g["unsupported"])] if (g := data.get("grounding")) else []),
         f"  tokens: prompt {tok['prompt']}, evaluated {tok['evaluated']}, reused {tok['reused']}, "
         f"generated {tok['generated']}"
         + "".join(f"; {kind} pass: prompt {p['prompt']}, evaluated {p['evaluated']}, reused {p['reused']}"

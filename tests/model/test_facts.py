@@ -122,3 +122,20 @@ def test_a_new_chat_does_not_know_the_user_and_says_so_without_the_model(tmp_pat
     t = chat.ask("How do I keep basil alive on a windowsill?").trace
     assert t.trigger == "none" and t.decision == "answer" and not t.answer.lower().startswith("you told me")
     lp.close()
+
+
+@pytest.mark.parametrize("question", ["What is my husband's name?", "What colour did I want for my hallway?",
+                                      "What was my documentary about?", "Which herb was on my windowsill?"])
+def test_an_answer_about_the_user_from_a_recall_states_only_values_it_was_shown(chat, question):
+    """Whatever the model says to a question about the user after a recall, every number and name of it is in
+    the recalled turns or the question, or the answer is "not remembered" (``runtime.grounding``)."""
+    from localpager.runtime.grounding import values
+
+    lp, chat = chat
+    t = chat.ask(question).trace
+    if t.decision != "recall":
+        assert t.decision in ("unknown", "fact", "answer")
+        return
+    assert t.grounding is not None and t.grounding["grounded"]
+    shown = " ".join(c.text for c in t.citations) + " " + question
+    assert all(v.casefold() in shown.casefold() or v.lstrip("0") in shown for v in values(t.answer)), t.answer

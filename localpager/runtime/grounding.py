@@ -1,0 +1,59 @@
+"""Whether an answer about the user states only what memory holds.
+
+A recall for a question about the user's own life ("Where does my sister live?") injects the turns that matched
+best, and the relevance floor lets through turns that only look relevant. Given a turn about something else, a
+small model still answers, and it makes the value up: "Your sister lives in Lisbon." from a turn about a holiday.
+Stored as its reply, that invention reads later like memory. So such an answer is held back until it is complete,
+and every value it states (a number, a name: a word written with a capital mid-sentence) must be in what the
+model was shown (the recalled notes, dates resolved) or in the question; an answer stating one that is not is
+replaced by "not remembered". An answer that states no value passes: it invents nothing a later answer could cite.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from ..core.text import NAME_MID_SENTENCE
+
+_DIGITS = re.compile(r"\d+")
+# a list's numbering ("Basil: 1. Water it ... 2. ..."), at the start or after a line break or a sentence's end
+_ENUMERATOR = re.compile(r"(?:^|(?<=[\n:;.!?]))\s*\d{1,2}[.)]\s+")
+_WORDS = re.compile(r"[^\W\d_]+")
+
+
+@dataclass
+class Grounding:
+    """The check of one answer: the values it states that nothing shown holds (none: grounded)."""
+
+    unsupported: list[str] = field(default_factory=list)
+
+    @property
+    def grounded(self) -> bool:
+        return not self.unsupported
+
+    def to_dict(self) -> dict:
+        return {"grounded": self.grounded, "unsupported": self.unsupported}
+
+
+def values(answer: str) -> list[str]:
+    """The values ``answer`` states: its runs of digits (not a list's numbering) and its names (capitalized words
+    mid-sentence)."""
+    answer = _ENUMERATOR.sub(". ", answer)  # what follows a number opens a sentence
+    return _DIGITS.findall(answer) + [m[0] for m in NAME_MID_SENTENCE.finditer(answer)]
+
+
+def check(answer: str, *shown: str) -> Grounding:
+    """Which values of ``answer`` none of ``shown`` (what the model read, and the question) holds: a number by its
+    digits ("UA792" holds 792 as "UA 792" does), a name by each of its words, case folded."""
+    digits = {d for text in shown for d in _DIGITS.findall(text)}
+    words = {w.casefold() for text in shown for w in _WORDS.findall(text)}
+    unsupported = []
+    for value in values(answer):
+        if value.isdigit():
+            known = value in digits or value.lstrip("0") in {d.lstrip("0") for d in digits}
+        else:
+            known = all(w.casefold() in words for w in _WORDS.findall(value))
+        if not known and value not in unsupported:
+            unsupported.append(value)
+    return Grounding(unsupported)

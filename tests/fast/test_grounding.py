@@ -1,0 +1,70 @@
+"""Issue 38 (5): an answer to a question about the user's own life states no value it was not shown. The check
+itself (``runtime.grounding``), then the recall path on the fakes: a model that makes a value up is answered "not
+remembered", one that repeats what the recalled turns hold is answered as it said."""
+
+from __future__ import annotations
+
+import pytest
+from fakes import ScriptedBackend
+
+from localpager.core.pager import PagingConfig
+from localpager.retrieval.gate import GateModel
+from localpager.retrieval.rerank import RerankSettings
+from localpager.runtime import grounding
+from localpager.runtime.prompts import NOT_REMEMBERED
+
+ALWAYS = GateModel(weights={}, bias=10.0, threshold=0.5)  # the relevance floor lets everything through
+NEVER = GateModel(weights={}, bias=-10.0, threshold=0.5)  # no standing fact bears on anything
+
+
+@pytest.mark.parametrize("answer, shown, unsupported", [
+    ("Your sister lives in Lisbon.", "We spent a week in Porto.", ["Lisbon"]),
+    ("Your flight is UA792.", "My flight is UA 792 on Friday.", []),  # a number by its digits
+    ("Take 25 units with dinner.", "I take 25 units of insulin with dinner.", []),
+    ("Take 30 units with dinner.", "I take 25 units of insulin with dinner.", ["30"]),
+    ("Your locker is number 007.", "locker 7", []),
+    ("The lead is by the door.", "anything", []),
+    ("Basil: 1. Water it often. 2. Keep it warm.", "basil on a windowsill", []),  # a list's numbering is no value
+    ("Your locker is 40. It is by the door.", "locker 12", ["40"]),  # no value: nothing invented that a later answer could cite
+    ("You are allergic to Sesame Seeds.", "I'm allergic to sesame seeds.", []),  # a name by its words, any case
+])
+def test_a_value_is_grounded_when_something_shown_holds_it(answer, shown, unsupported):
+    assert grounding.check(answer, shown, "the question").unsupported == unsupported
+
+
+def _chat(fake_pager, reply: str):
+    backend = ScriptedBackend()
+    backend.fallback = lambda prompt, grammar: reply
+    lp = fake_pager(backend=backend, rerank=RerankSettings(facts=NEVER, answerable=ALWAYS, gate=ALWAYS))
+    chat = lp.conversation("c", create=True, config=PagingConfig(boundary="fixed_2", budget=120))
+    for text in ["We spent a week in Porto last spring.", "The food there was wonderful.",
+                 "Let's plan the garden.", "Tomatoes and beans, mostly.", "And some herbs by the door.",
+                 "The soil looks heavy after the rain."]:
+        chat.add_turn("user", text, stamp=False)
+        chat.add_turn("assistant", "Noted.", stamp=False)
+    assert chat.pager.page(1).evicted, "the precondition of these tests"
+    return chat
+
+
+def test_an_answer_about_the_user_that_makes_a_value_up_is_not_remembered(fake_pager):
+    chat = _chat(fake_pager, "Your sister lives in Lisbon.")
+    streamed: list[str] = []
+    result = chat.ask("Where does my sister live?", on_text=streamed.append)
+    assert result.trace.decision == "unknown" and result.answer == NOT_REMEMBERED
+    assert result.trace.grounding == {"grounded": False, "unsupported": ["Lisbon"]}
+    assert "".join(streamed) == NOT_REMEMBERED  # the made-up answer never reached the client
+
+
+def test_an_answer_about_the_user_from_what_was_recalled_is_given(fake_pager):
+    chat = _chat(fake_pager, "You spent a week in Porto.")
+    streamed: list[str] = []
+    result = chat.ask("What city did I visit last spring?", on_text=streamed.append)
+    assert result.trace.decision == "recall" and result.answer == "You spent a week in Porto."
+    assert result.trace.grounding == {"grounded": True, "unsupported": []}
+    assert "".join(streamed) == result.answer
+
+
+def test_a_general_question_is_not_checked(fake_pager):
+    chat = _chat(fake_pager, "Lisbon is the capital of Portugal.")
+    result = chat.ask("What did we say about the capital of Portugal?")
+    assert result.trace.grounding is None
