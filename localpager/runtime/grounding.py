@@ -4,17 +4,23 @@ A recall for a question about the user's own life ("Where does my sister live?")
 best, and the relevance floor lets through turns that only look relevant. Given a turn about something else, a
 small model still answers, and it makes the value up: "Your sister lives in Lisbon." from a turn about a holiday.
 Stored as its reply, that invention reads later like memory. So such an answer is held back until it is complete,
-and every value it states (a number, a name: a word written with a capital mid-sentence) must be in what the
-model was shown (the recalled notes, dates resolved) or in the question; an answer stating one that is not is
-replaced by "not remembered". An answer that states no value passes: it invents nothing a later answer could cite.
+and every value it states (a number, a name: a word written with a capital mid-sentence) must be in what a person
+said among the recalled turns (``evidence``: their lines as the model read them, dates resolved) or in the
+question; an answer stating one that is not is replaced by "not remembered". The assistant's recalled replies are
+no evidence: an earlier reply that made a value up would otherwise vouch for it. An answer that states no value
+passes: it invents nothing a later answer could cite.
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from typing import Sequence
 
+from ..core.records import Turn
 from ..core.text import NAME_MID_SENTENCE
+from .prompts import turn_line
+from .selector import Injection
 
 _DIGITS = re.compile(r"\d+")
 # a list's numbering ("Basil: 1. Water it ... 2. ..."), at the start or after a line break or a sentence's end
@@ -41,6 +47,13 @@ def values(answer: str) -> list[str]:
     mid-sentence)."""
     answer = _ENUMERATOR.sub(". ", answer)  # what follows a number opens a sentence
     return _DIGITS.findall(answer) + [m[0] for m in NAME_MID_SENTENCE.finditer(answer)]
+
+
+def evidence(turns: Sequence[Turn], injections: Sequence[Injection], clock: bool = False) -> str:
+    """The recalled lines a person said (a user's turn, or a transcript's named speaker's), as the notes show them:
+    what an answer about the user may take a value from."""
+    return "\n".join(turn_line(turns[i], inj.labels.get(i, ""), clock) for inj in injections for i in inj.turns
+                     if turns[i].role != "assistant" or turns[i].speaker)
 
 
 def check(answer: str, *shown: str) -> Grounding:

@@ -270,7 +270,7 @@ class Runtime:
         a.count_answer(gen, "injection_prefill")
         trace.tokens["answer_prompt"] = gen.prompt_tokens
         if held:
-            found = grounding.check(text, notes, question)
+            found = grounding.check(text, grounding.evidence(pager.turns, injections, wants_clock(question)), question)
             trace.grounding = found.to_dict()
             if not found.grounded:
                 self._not_remembered(a, candidates)

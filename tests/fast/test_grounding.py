@@ -32,7 +32,7 @@ def test_a_value_is_grounded_when_something_shown_holds_it(answer, shown, unsupp
     assert grounding.check(answer, shown, "the question").unsupported == unsupported
 
 
-def _chat(fake_pager, reply: str):
+def _chat(fake_pager, reply: str, replies: str = "Noted."):
     backend = ScriptedBackend()
     backend.fallback = lambda prompt, grammar: reply
     lp = fake_pager(backend=backend, rerank=RerankSettings(facts=NEVER, answerable=ALWAYS, gate=ALWAYS))
@@ -41,7 +41,7 @@ def _chat(fake_pager, reply: str):
                  "Let's plan the garden.", "Tomatoes and beans, mostly.", "And some herbs by the door.",
                  "The soil looks heavy after the rain."]:
         chat.add_turn("user", text, stamp=False)
-        chat.add_turn("assistant", "Noted.", stamp=False)
+        chat.add_turn("assistant", replies, stamp=False)
     assert chat.pager.page(1).evicted, "the precondition of these tests"
     return chat
 
@@ -68,3 +68,12 @@ def test_a_general_question_is_not_checked(fake_pager):
     chat = _chat(fake_pager, "Lisbon is the capital of Portugal.")
     result = chat.ask("What did we say about the capital of Portugal?")
     assert result.trace.grounding is None
+
+
+def test_an_earlier_reply_that_made_a_value_up_is_no_evidence_for_it(fake_pager):
+    """The assistant's words are never evidence about the user: an invented name in a recalled reply does not make
+    the same name, said again, memory."""
+    chat = _chat(fake_pager, "Your husband is called Ethan.", replies="Your husband is called Ethan.")
+    result = chat.ask("What is my husband's name?")
+    assert result.answer == NOT_REMEMBERED
+    assert result.trace.grounding == {"grounded": False, "unsupported": ["Ethan"]}
