@@ -327,3 +327,27 @@ class Recording:
     def fork(self):
         self.side = Recording(self.inner.fork(), self.force)
         return self.side
+
+
+def leaks(lp, word: str) -> list[str]:
+    """The files of a SQLite store still holding ``word`` (UTF-8, BM25's UTF-32, KV tokens); none on PostgreSQL."""
+    if lp.store.kind != "sqlite":
+        return []
+    from derivedkit import word_leaks
+    from faultkit import leaks as byte_leaks
+
+    lp.store.erase()
+    return sorted(set(byte_leaks(lp.store.path, word) + word_leaks(lp.store.path, word)))
+
+
+def stored_words(lp, word: str) -> list[str]:
+    """The conversations whose turns, traces or facts still hold ``word``, read through the store (both engines)."""
+    import json
+
+    out = []
+    for info in lp.conversations():
+        said = [t.text for t in lp.store.turns(info.id)] + [json.dumps(t) for t in lp.store.traces(info.id)]
+        said += [f.text for f in lp.store.facts(info.id)]
+        if any(word.lower() in s.lower() for s in said):
+            out.append(info.id)
+    return sorted(out)

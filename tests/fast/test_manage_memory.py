@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from helpers import leaks, stored_words
 
 from localpager.core.facts import MAX_FACT_CHARS, STATED, extract
 from localpager.core.pager import PagingConfig
@@ -48,29 +49,6 @@ def filled(lp, conv_id="c", user=None):
     conv.ask("What do you remember about me?")
     conv.search(SECRET)
     return conv
-
-
-def leaks(lp, word: str) -> list[str]:
-    """Where ``word`` is left in the files of a SQLite store (UTF-8, BM25's UTF-32, KV tokens); none on PostgreSQL,
-    whose files the test cannot read (its rows are checked instead)."""
-    if lp.store.kind != "sqlite":
-        return []
-    from derivedkit import word_leaks
-    from faultkit import leaks as byte_leaks
-
-    lp.store.erase()
-    return sorted(set(byte_leaks(lp.store.path, word) + word_leaks(lp.store.path, word)))
-
-
-def stored_words(lp, word: str) -> list[str]:
-    """The conversations whose turns, traces or facts still hold ``word``, read through the store (both engines)."""
-    out = []
-    for info in lp.conversations():
-        said = [t.text for t in lp.store.turns(info.id)] + [json.dumps(t) for t in lp.store.traces(info.id)]
-        said += [f.text for f in lp.store.facts(info.id)]
-        if any(word.lower() in s.lower() for s in said):
-            out.append(info.id)
-    return sorted(out)
 
 
 # -- remember ------------------------------------------------------------------------------------------------

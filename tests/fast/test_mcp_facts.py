@@ -7,9 +7,9 @@ in-process (tests/fast/test_mcp.py)."""
 from __future__ import annotations
 
 import asyncio
-import json
 
 import pytest
+from helpers import leaks, stored_words
 
 pytest.importorskip("mcp", reason="the mcp extra: pip install 'localpager[mcp]'")
 
@@ -52,28 +52,6 @@ def say(conv, *texts):
     for text in texts:
         conv.add_turn("user", text)
         conv.add_turn("assistant", "Noted.")
-
-
-def leaks(lp, word: str) -> list[str]:
-    """The files of a SQLite store still holding ``word`` (UTF-8, BM25's UTF-32, KV tokens); none on PostgreSQL."""
-    if lp.store.kind != "sqlite":
-        return []
-    from derivedkit import word_leaks
-    from faultkit import leaks as byte_leaks
-
-    lp.store.erase()
-    return sorted(set(byte_leaks(lp.store.path, word) + word_leaks(lp.store.path, word)))
-
-
-def stored_words(lp, word: str) -> list[str]:
-    """The conversations whose turns, traces or facts still hold ``word`` (read through the store: both engines)."""
-    out = []
-    for info in lp.conversations():
-        said = [t.text for t in lp.store.turns(info.id)] + [json.dumps(t) for t in lp.store.traces(info.id)]
-        said += [f.text for f in lp.store.facts(info.id)]
-        if any(word.lower() in s.lower() for s in said):
-            out.append(info.id)
-    return sorted(out)
 
 
 def test_the_fact_tools_schemas_and_annotations(lp):

@@ -6,9 +6,9 @@ namespace's cannot be reached; a dry run changes nothing. On the fakes (tests/fa
 
 from __future__ import annotations
 
-import json
 
 import pytest
+from helpers import leaks, stored_words
 from fakes import ScriptedBackend, shortest_sentence
 
 pytestmark = pytest.mark.both_stores
@@ -52,29 +52,6 @@ def error(r) -> dict:
     body = r.json()["error"]
     assert set(body) == {"message", "type", "param", "code"} and "\n" not in body["message"]
     return body
-
-
-def leaks(lp, word: str) -> list[str]:
-    """The files of a SQLite store still holding ``word`` (UTF-8, BM25's UTF-32, KV tokens); none on PostgreSQL,
-    whose files the test cannot read (``stored_words`` reads its rows)."""
-    if lp.store.kind != "sqlite":
-        return []
-    from derivedkit import word_leaks
-    from faultkit import leaks as byte_leaks
-
-    lp.store.erase()
-    return sorted(set(byte_leaks(lp.store.path, word) + word_leaks(lp.store.path, word)))
-
-
-def stored_words(lp, word: str) -> list[str]:
-    """The conversations whose turns, traces or facts still hold ``word``, read through the store (both engines)."""
-    out = []
-    for info in lp.conversations():
-        said = [t.text for t in lp.store.turns(info.id)] + [json.dumps(t) for t in lp.store.traces(info.id)]
-        said += [f.text for f in lp.store.facts(info.id)]
-        if any(word.lower() in s.lower() for s in said):
-            out.append(info.id)
-    return sorted(out)
 
 
 def fact_of(client, path: str, text: str) -> dict:
