@@ -26,6 +26,11 @@ _DIGITS = re.compile(r"\d+")
 # a list's numbering ("Basil: 1. Water it ... 2. ..."), at the start or after a line break or a sentence's end
 _ENUMERATOR = re.compile(r"(?:^|(?<=[\n:;.!?]))\s*\d{1,2}[.)]\s+")
 _WORDS = re.compile(r"[^\W\d_]+")
+# what opens a sentence as well as ". " does: a list's number, a line break, more spaces ("worth it.  Just"), a
+# quotation mark (". \"This")
+_LINE_BREAK = re.compile(r"\s*\n\s*")
+_SPACES = re.compile(r"\s+")
+_QUOTES = re.compile(r"[\"\u201c\u201d\u2018\u2019]|(?<!\w)'|'(?!\w)")
 
 
 @dataclass
@@ -45,7 +50,7 @@ class Grounding:
 def values(answer: str) -> list[str]:
     """The values ``answer`` states: its runs of digits (not a list's numbering) and its names (capitalized words
     mid-sentence)."""
-    answer = _ENUMERATOR.sub(". ", answer)  # what follows a number opens a sentence
+    answer = _SPACES.sub(" ", _LINE_BREAK.sub(". ", _ENUMERATOR.sub(". ", _QUOTES.sub("", answer))))
     return _DIGITS.findall(answer) + [m[0] for m in NAME_MID_SENTENCE.finditer(answer)]
 
 
