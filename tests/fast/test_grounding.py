@@ -26,7 +26,7 @@ NEVER = GateModel(weights={}, bias=-10.0, threshold=0.5)  # no standing fact bea
     ("The lead is by the door.", "anything", []),
     ("Basil: 1. Water it often. 2. Keep it warm.", "basil on a windowsill", []),  # a list's numbering is no value
     ("Your locker is 40. It is by the door.", "locker 12", ["40"]),
-    ("Don't worry, it's fine.  Just rest.\nThen \"Call\" me.", "nothing", []),  # sentence openings, not names  # no value: nothing invented that a later answer could cite
+    ("Don't worry, it's fine.  Just rest.\nThen rest more. \"Call me.\"", "nothing", []),  # openings, not names  # no value: nothing invented that a later answer could cite
     ("You are allergic to Sesame Seeds.", "I'm allergic to sesame seeds.", []),  # a name by its words, any case
 ])
 def test_a_value_is_grounded_when_something_shown_holds_it(answer, shown, unsupported):
