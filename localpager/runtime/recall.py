@@ -272,8 +272,8 @@ class Runtime:
         if held:
             found = grounding.check(text, grounding.evidence(pager.turns, injections, wants_clock(question)), question)
             trace.grounding = found.to_dict()
-            if not found.grounded:
-                self._not_remembered(a, candidates)
+            if not found.grounded:  # the turns were injected and read: only the answer is not memory
+                self._not_remembered(a, [])
                 return True
             a.say(text)
         trace.answer, trace.stopped = text, gen.stopped
