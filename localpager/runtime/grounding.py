@@ -18,18 +18,14 @@ from dataclasses import dataclass, field
 from typing import Sequence
 
 from ..core.records import Turn
-from ..core.text import NAME_MID_SENTENCE
+from ..core.text import NAME_MID_SENTENCE, tokenize_words
 from .prompts import turn_line
 from .selector import Injection
 
 _DIGITS = re.compile(r"\d+")
 # a list's numbering ("Basil: 1. Water it ... 2. ..."), at the start or after a line break or a sentence's end
 _ENUMERATOR = re.compile(r"(?:^|(?<=[\n:;.!?]))\s*\d{1,2}[.)]\s+")
-_WORDS = re.compile(r"[^\W\d_]+")
-# what opens a sentence as well as ". " does: a list's number, a line break, more spaces ("worth it.  Just"), a
-# quotation mark (". \"This")
-_LINE_BREAK = re.compile(r"\s*\n\s*")
-_SPACES = re.compile(r"\s+")
+# a quotation mark: what follows it after a sentence's end opens a sentence (". \"This")
 _QUOTES = re.compile(r"[\"\u201c\u201d\u2018\u2019]|(?<!\w)'|'(?!\w)")
 
 
@@ -50,7 +46,9 @@ class Grounding:
 def values(answer: str) -> list[str]:
     """The values ``answer`` states: its runs of digits (not a list's numbering) and its names (capitalized words
     mid-sentence)."""
-    answer = _SPACES.sub(" ", _LINE_BREAK.sub(". ", _ENUMERATOR.sub(". ", _QUOTES.sub("", answer))))
+    # what opens a sentence as well as ". " does: a list's number, a line break, more spaces ("worth it.  Just")
+    lines = _ENUMERATOR.sub(". ", _QUOTES.sub("", answer)).splitlines()
+    answer = " ".join(". ".join(line.strip() for line in lines if line.strip()).split())
     return _DIGITS.findall(answer) + [m[0] for m in NAME_MID_SENTENCE.finditer(answer)]
 
 
@@ -65,13 +63,13 @@ def check(answer: str, *shown: str) -> Grounding:
     """Which values of ``answer`` none of ``shown`` (what the model read, and the question) holds: a number by its
     digits ("UA792" holds 792 as "UA 792" does), a name by each of its words, case folded."""
     digits = {d for text in shown for d in _DIGITS.findall(text)}
-    words = {w.casefold() for text in shown for w in _WORDS.findall(text)}
+    words = {w for text in shown for w in tokenize_words(text)}
     unsupported = []
     for value in values(answer):
         if value.isdigit():
             known = value in digits or value.lstrip("0") in {d.lstrip("0") for d in digits}
         else:
-            known = all(w.casefold() in words for w in _WORDS.findall(value))
+            known = all(w in words for w in tokenize_words(value))
         if not known and value not in unsupported:
             unsupported.append(value)
     return Grounding(unsupported)
