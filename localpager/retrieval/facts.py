@@ -129,31 +129,31 @@ DEFAULT_FACT_MODEL = GateModel(
 REPLACED_SHOWN = 5  # older values a fact answer's trace names: the newest of them
 
 
+# Pairs further apart than this are not scored (of the training pairs the fitted model takes, none is below 0.22).
+NEWER_MIN_COSINE = 0.2
+
+
 def newer_value(facts: Sequence[StandingFact], index: int, vectors: np.ndarray) -> int | None:
     """The newest fact said after ``facts[index]`` that the read-time supersession model (``supersede.dense_model``:
     the pair's words and their vectors' cosine) judges a new value of the same thing, if any. Ingest compares a new
-    fact only with facts it shares a word with; "Sis packed up and left for Montreal." shares none with "my sister,
-    who's settled in Kraków", and both stay current, so the older would answer. ``facts`` in the order they were
-    said; ``vectors``: theirs, normalized."""
+    fact only with facts it shares a word with; "I cancelled that and pay for Apple TV now instead." shares none
+    with "I watch everything on Netflix.", and both stay current, so the older would answer. ``facts`` in the order
+    they were said; ``vectors``: theirs, normalized."""
     model = supersede.dense_model()
     if model is None or index == len(facts) - 1:
         return None
     old = facts[index]
     old_shape = supersede.shape(old.kind, old.subject, old.text)
     cosines = vectors[index + 1:] @ vectors[index]
-    for offset in np.argsort(-np.arange(len(cosines))):  # the newest first
-        new = facts[index + 1 + int(offset)]
+    for offset in reversed(range(len(cosines))):  # the newest first
+        new = facts[index + 1 + offset]
         if new.speaker != old.speaker or cosines[offset] < NEWER_MIN_COSINE:
             continue
         found = supersede.dense_pair_features(supersede.shape(new.kind, new.subject, new.text), old_shape,
                                               float(cosines[offset]))
         if model.probability(found) >= model.threshold:
-            return index + 1 + int(offset)
+            return index + 1 + offset
     return None
-
-
-# Pairs further apart than this are not scored (of the training pairs the fitted model takes, none is below 0.22).
-NEWER_MIN_COSINE = 0.2
 
 
 class FactRanker:
