@@ -137,8 +137,8 @@ def default_model() -> SupersedeModel:
 
 
 # The read-time check (``retrieval.facts.FactRanker``): two current facts that share no word may still be one slot
-# ("Every spring I fly out to see my sister, who's settled in Kraków." then "Sis packed up and left for Montreal."),
-# which only their meaning tells. Answering, the embedder has both facts' vectors at hand, so this model reads the
+# ("I watch everything on Netflix." then "I cancelled that and pay for Apple TV now instead."), which only their
+# meaning tells. Answering, the embedder has both facts' vectors at hand, so this model reads the
 # pair's features above and their cosine. Fitted by ``benchmarks/supersede.py --fit-dense``.
 DENSE_MODEL_FILE = "supersede_dense_model.json"
 
