@@ -351,3 +351,25 @@ def stored_words(lp, word: str) -> list[str]:
         if any(word.lower() in s.lower() for s in said):
             out.append(info.id)
     return sorted(out)
+
+
+@contextmanager
+def serving_in_thread(lp, options):
+    """``serve``'s own uvicorn server (``serving.app.uvicorn_server``) for ``lp`` under ``options``, on a free
+    loopback port, in a thread of this process; yields its port; stopped and its socket closed at the end."""
+    from localpager.serving.app import create_app, listen, uvicorn_server
+
+    sock = listen("127.0.0.1", 0)
+    server = uvicorn_server(create_app(lp, options), "127.0.0.1", 0, options)
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    try:
+        deadline = time.monotonic() + 10
+        while not server.started:
+            assert time.monotonic() < deadline
+            time.sleep(0.02)
+        yield sock.getsockname()[1]
+    finally:
+        server.should_exit = True
+        thread.join(10)
+        sock.close()

@@ -6,15 +6,14 @@ thread; skipped without chromium or playwright (tests/model/test_server.py drive
 from __future__ import annotations
 
 import shutil
-import threading
-import time
 from pathlib import Path
 
 import pytest
 from fakes import ScriptedBackend, shortest_sentence
+from helpers import serving_in_thread
 
 pytest.importorskip("fastapi")
-from localpager.serving.app import ServerOptions, create_app, listen, uvicorn_server  # noqa: E402
+from localpager.serving.app import ServerOptions  # noqa: E402
 
 CHROMIUM = "/usr/bin/chromium" if Path("/usr/bin/chromium").exists() else shutil.which("chromium")
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
@@ -34,19 +33,8 @@ def running(fake_pager):
     conv = lp.conversation("mon", create=True, user="alice")
     conv.add_turn("user", f"Hi! {ALLERGY} {SISTER}")
     conv.add_turn("assistant", "Noted.")
-    options = ServerOptions(log=lambda line: None)
-    sock = listen("127.0.0.1", 0)
-    server = uvicorn_server(create_app(lp, options), "127.0.0.1", 0, options)
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 10
-    while not server.started:
-        assert time.monotonic() < deadline
-        time.sleep(0.02)
-    yield f"http://127.0.0.1:{sock.getsockname()[1]}", lp
-    server.should_exit = True
-    thread.join(10)
-    sock.close()
+    with serving_in_thread(lp, ServerOptions(log=lambda line: None)) as port:
+        yield f"http://127.0.0.1:{port}", lp
 
 
 def test_a_users_facts_are_added_edited_and_deleted_from_the_inspector(running):

@@ -8,13 +8,12 @@ import os
 import socket
 import subprocess
 import sys
-import threading
 import time
 
 import pytest
 from click.testing import CliRunner
 from fakes import ScriptedBackend, shortest_sentence
-from helpers import free_port
+from helpers import free_port, serving_in_thread
 
 from localpager.cli import cli
 from localpager.serving.protocol import check_cors, escape_controls, origin_allowed
@@ -22,7 +21,7 @@ from localpager.serving.protocol import check_cors, escape_controls, origin_allo
 pytest.importorskip("fastapi")
 from fastapi.testclient import TestClient  # noqa: E402
 
-from localpager.serving.app import ServerOptions, create_app, listen, uvicorn_server  # noqa: E402
+from localpager.serving.app import ServerOptions, create_app  # noqa: E402
 
 ANSWER = "Noted, thanks for telling me."
 SEPARATORS = "\n\r\v\f\x1c\x1d\x1e\x85\u2028\u2029"  # every break str.splitlines() knows
@@ -102,18 +101,8 @@ def running(fake_pager):
     backend = Slow(fallback=lambda p, g: shortest_sentence(g) if g else ANSWER)
     lp = fake_pager(backend=backend)
     options = ServerOptions(keep_alive_s=0.5, head_timeout_s=0.6, body_timeout_s=0.6, log=lambda line: None)
-    sock = listen("127.0.0.1", 0)
-    server = uvicorn_server(create_app(lp, options), "127.0.0.1", 0, options)
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 10
-    while not server.started:
-        assert time.monotonic() < deadline
-        time.sleep(0.02)
-    yield sock.getsockname()[1], backend
-    server.should_exit = True
-    thread.join(10)
-    sock.close()
+    with serving_in_thread(lp, options) as port:
+        yield port, backend
 
 
 def closed_within(conn: socket.socket, seconds: float) -> tuple[bool, bytes]:
