@@ -290,7 +290,10 @@ def memory_info(job: Job, reply: Reply | None) -> dict[str, Any]:
         info.update(decision=t.get("decision"), trigger=t.get("trigger"),
                     injected_page_ids=t.get("injected_page_ids", []), injected_turns=t.get("injected_turns", []),
                     citations=t.get("citations", []), tokens=t.get("tokens", {}), timings_ms=t.get("timings_ms", {}),
-                    replayed=reply.replayed)
+                    replayed=reply.replayed,
+                    # why an answer is "not remembered": the relevance floor's verdict, or the value the answer
+                    # stated that nothing it was shown holds
+                    answerable=t.get("answerable"), grounding=t.get("grounding"))
     return info
 
 

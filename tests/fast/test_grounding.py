@@ -34,6 +34,10 @@ def test_a_value_is_grounded_when_something_shown_holds_it(answer, shown, unsupp
 
 
 def _chat(fake_pager, reply: str, replies: str = "Noted."):
+    return _pager_and_chat(fake_pager, reply, replies)[1]
+
+
+def _pager_and_chat(fake_pager, reply: str, replies: str = "Noted."):
     backend = ScriptedBackend()
     backend.fallback = lambda prompt, grammar: reply
     lp = fake_pager(backend=backend, rerank=RerankSettings(facts=NEVER, answerable=ALWAYS, gate=ALWAYS))
@@ -44,7 +48,7 @@ def _chat(fake_pager, reply: str, replies: str = "Noted."):
         chat.add_turn("user", text, stamp=False)
         chat.add_turn("assistant", replies, stamp=False)
     assert chat.pager.page(1).evicted, "the precondition of these tests"
-    return chat
+    return lp, chat
 
 
 def test_an_answer_about_the_user_that_makes_a_value_up_is_not_remembered(fake_pager):
@@ -78,3 +82,23 @@ def test_an_earlier_reply_that_made_a_value_up_is_no_evidence_for_it(fake_pager)
     result = chat.ask("What is my husband's name?")
     assert result.answer == NOT_REMEMBERED
     assert result.trace.grounding == {"grounded": False, "unsupported": ["Ethan"]}
+
+
+def test_a_served_answer_says_why_it_is_not_remembered(fake_pager):
+    """Through ``serve``, the completion's ``localpager`` field carries the check that turned the answer into "not
+    remembered" (and the floor's verdict), so a client can tell a made-up value from nothing found."""
+    pytest.importorskip("fastapi")
+    from fastapi.testclient import TestClient
+
+    from localpager.serving.app import create_app
+
+    lp, chat = _pager_and_chat(fake_pager, "Your sister lives in Lisbon.")
+    history = [{"role": t.role, "content": t.text} for t in chat.pager.turns]
+    with TestClient(create_app(lp)) as client:
+        r = client.post("/v1/chat/completions", headers={"X-Conversation-Id": "c"},
+                        json={"model": "localpager", "messages": history + [
+                            {"role": "user", "content": "Where does my sister live?"}]})
+    memory = r.json()["localpager"]
+    assert r.json()["choices"][0]["message"]["content"] == NOT_REMEMBERED and memory["decision"] == "unknown"
+    assert memory["grounding"] == {"grounded": False, "unsupported": ["Lisbon"]}
+    assert memory["answerable"]["answer"] is True  # the floor let the recall through: the answer was the problem
