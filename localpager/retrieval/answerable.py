@@ -14,10 +14,9 @@ fact comes (its cosine, and how far it leads the next fact's): "Who do I pay my 
 near it, where "Which language am I sticking to for programming?" has its fact close even when the fact model
 stayed below its threshold. It reads how many facts there are too: among three, none is near "What was the ramen
 place called?", and that says little. (LoCoMo's questions about named speakers have facts of another shape, so
-these count only for the user's own.) Below its threshold the answer is that nothing about it is remembered. A
-question about the user's own life reaches it even where the gate would not page in (``core.personal``). Fitted on
-tuning data only (``benchmarks/abstention.py``), with the threshold chosen so that abstaining everywhere does not
-pay.
+these count only for the user's own.) Below its threshold the answer is that nothing about it is remembered. A question about
+the user's own life reaches it even where the gate would not page in (``core.personal``). Fitted on tuning data only
+(``benchmarks/abstention.py``), with the threshold chosen so that abstaining everywhere does not pay.
 """
 
 from __future__ import annotations
