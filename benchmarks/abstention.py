@@ -6,30 +6,18 @@ newest evicted at the question's point, turns ranked by the product's own ``rank
 the floor (``retrieval.answerable``) reads its features with the recall gate's probability.
 
 Questions:
-- answerable: generated fact probes, explicit (``probe``) and implicit (``implicit``: a present need that depends
-  on the fact, which reaches the floor when the fact model stays below its threshold), LoCoMo categories 1-4;
+- answerable: generated fact probes (explicit), LoCoMo categories 1-4;
 - unanswerable: generated questions about kinds never planted (``absent``), the same fact probes asked after
-  their fact was forgotten (every turn stating it blanked, as a forget leaves it: ``forgotten``,
-  ``forgotten-implicit``), LoCoMo category 5 (about things never said: mostly a swapped speaker);
-- and each answerable LoCoMo question that names one speaker, asked by that speaker in the first person
-  (``locomo-self``): questions about the user's own past that no standing fact answers, which the generated
-  conversations never ask; and the same again with only 0 to 8 of the conversation's standing facts
-  (``locomo-self-few-facts``), as a user who told few has: that no fact is near a question about their past
-  says little then. (Category 5 is not rewritten: its swapped speaker is what makes it never said, and
-  "What did I realize after her charity race?" asked by the one who did not run is no longer that.)
+  their fact was forgotten (every turn stating it blanked, as a forget leaves it), LoCoMo category 5 (about
+  things never said: mostly a swapped speaker).
 
 Fitted on the tuning and dev splits (generated tuning, dev, dev2; LoCoMo 1-5); the threshold is the lowest at
-which at most 5% of the dev splits' answerable questions would be answered "not remembered" (``--false-rate``):
-abstaining everywhere must not pay. (5%: with the implicit probes among the answerable questions, 7% took 0.15 of
-the held-out eval's fact questions for "not remembered", 5% 0.12.) The floor reads the best standing fact's
-probability too (``fact``): a question whose fact the fact model nearly took is about something said; and, for a
-question about the user's own life, the best fact's cosine and lead and how many facts there are
-(``self_fact_dense``, ``self_fact_gap``, ``self_facts``). Against the floor before them (fitted on explicit probes
-alone), on the held-out splits: never-said 0.44 -> 0.50 and forgotten 0.49 -> 0.57 "not remembered", implicit
-0.13 -> 0.07 and explicit 0.04 -> 0.06 wrongly; LoCoMo 6-10 category 5 0.12 -> 0.23, categories 1-4 0.02 -> 0.06
-wrongly. Fitted without the few-facts questions, 0.27 of those got "not remembered"; now 0.03.
-Held out: the held-out phrasings and LoCoMo 6-10, reported, never used; the rates are given over every question
-and over those the recall gate pages in (where the floor is consulted).
+which at most 7% of the dev splits' answerable questions would be answered "not remembered" (``--false-rate``):
+abstaining everywhere must not pay. (7%, not the 10% of before: a question about the user now reaches the floor
+whether or not the gate pages in, ``core.personal``; on the dev splits 5% held 0.30 of the never-said questions,
+7% 0.45-0.53, 10% 0.57-0.61 at 0.08-0.12 of the answerable ones.) The floor reads the best standing fact's
+probability too (``fact``): a question whose fact the fact model nearly took is about something said. Held out: the held-out phrasings and LoCoMo 6-10, reported, never used; the
+rates are given over every question and over those the recall gate pages in (where the floor is consulted).
 
     .venv/bin/python benchmarks/abstention.py [--quick] [--json FILE]
 """
@@ -38,7 +26,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import random
 import sys
 import time
 from collections import defaultdict
@@ -49,7 +36,6 @@ import numpy as np
 
 from localpager.core.boundaries import get_boundary, split_pages
 from localpager.core.facts import facts_of
-from localpager.core.personal import asks_about_self
 from localpager.core.records import ABSENT_PROBE, Page, Transcript, Turn
 from localpager.lab.fitting import fit_model, model_source, probabilities
 from localpager.lab.synthetic import generate_dataset
@@ -65,16 +51,13 @@ BOUNDARY = "fixed_20"
 SPLITS = ("tuning", "dev", "dev2", "held-out")
 FITTED = ("tuning", "dev", "dev2")
 THRESHOLD_SPLITS = ("dev", "dev2")
-FEW_FACTS = 8  # locomo-self-few-facts: the same questions with 0 to this many of the standing facts
 
 
 @dataclass
 class Case:
     dataset: str
     split: str
-    # answerable: probe, implicit, locomo, locomo-self(-few-facts); unanswerable: absent, forgotten, forgotten-implicit,
-    # locomo-5
-    kind: str
+    kind: str  # answerable: probe, locomo; unanswerable: absent, forgotten, locomo-5
     answerable: bool
     conv: Transcript
     message: str
@@ -82,51 +65,11 @@ class Case:
     x: np.ndarray = field(default_factory=lambda: np.zeros(len(ANSWER_FEATURES)))
     gate: bool = False
     top: Turn | None = None  # the best-ranked turn (what a recall injects first)
-    few_facts: int | None = None  # only this many of the standing facts, drawn at random (a user who told few)
 
 
 def forgotten(conv: Transcript, turns: set[int]) -> Transcript:
     """``conv`` with ``turns`` blanked, as a forget leaves them."""
     return replace(conv, turns=[replace(t, text="") if t.index in turns else t for t in conv.turns])
-
-
-# "X did" -> "I did": the words before a speaker's name that make it the subject, and the verbs that agree with "I"
-_SUBJECT_AFTER = {"did", "does", "do", "is", "was", "has", "have", "can", "could", "would", "will", "should", "when",
-                  "why", "how", "what", "where", "who", "which", "and", "that", "if", "whether", "might", "may"}
-_AGREES = {"is": "am", "does": "do", "has": "have"}
-
-
-def first_person(question: str, name: str) -> str | None:
-    """``question`` about ``name`` as ``name`` would ask it ("What did Caroline research?" -> "What did I
-    research?", "What is Caroline's identity?" -> "What is my identity?"); None when it does not name them."""
-    words, out = question.split(" "), []
-    for i, word in enumerate(words):
-        core = word.rstrip("?,.!")
-        tail = word[len(core):]
-        if core in (f"{name}'s", f"{name}\u2019s"):
-            out.append(("My" if not out else "my") + tail)
-        elif core != name:
-            out.append(word)
-        elif out and out[-1].lower().strip(",") not in _SUBJECT_AFTER:
-            out.append("me" + tail)
-        else:
-            if out and out[-1].lower() in _AGREES:
-                verb = _AGREES[out[-1].lower()]
-                out[-1] = verb.capitalize() if out[-1][0].isupper() else verb
-            if i + 1 < len(words) and words[i + 1] in _AGREES:
-                words[i + 1] = _AGREES[words[i + 1]]
-            out.append("I" + tail)
-    rewritten = " ".join(out)
-    return rewritten if rewritten != question else None
-
-
-def asked_by_its_speaker(question: str, conv: Transcript) -> str | None:
-    """A LoCoMo question naming one of the conversation's two speakers, asked by that speaker in the first person:
-    the generated conversations ask the user only about standing facts, and these are questions about the
-    user's own past that no standing fact need answer ("What was the ramen place called?")."""
-    names = {t.speaker.split()[0] for t in conv.turns if t.speaker}
-    named = [n for n in names if n in question.replace("?", " ").replace("'s", " ").split()]
-    return first_person(question, named[0]) if len(named) == 1 else None
 
 
 def build_cases(sets: dict) -> list[Case]:
@@ -138,23 +81,15 @@ def build_cases(sets: dict) -> list[Case]:
                 if dataset == "locomo":
                     category = probe.extra.get("category")
                     if probe.evidence or category == 5:
-                        kind = "locomo-5" if category == 5 else "locomo"
-                        cases.append(Case(dataset, split, kind, category != 5, conv, probe.question, at))
-                        mine = asked_by_its_speaker(probe.question, conv) if category != 5 else None
-                        if mine:
-                            cases.append(Case(dataset, split, "locomo-self", True, conv, mine, at))
-                            few = random.Random(f"{conv.id}:{probe.question}").randrange(FEW_FACTS + 1)
-                            cases.append(Case(dataset, split, "locomo-self-few-facts", True, conv, mine, at,
-                                              few_facts=few))
+                        cases.append(Case(dataset, split, "locomo-5" if category == 5 else "locomo", category != 5,
+                                          conv, probe.question, at))
                 elif probe.type == ABSENT_PROBE:
                     cases.append(Case(dataset, split, "absent", False, conv, probe.question, at))
-                elif probe.evidence:
-                    implicit = probe.extra.get("style", "explicit") == "implicit"
-                    cases.append(Case(dataset, split, "implicit" if implicit else "probe", True, conv,
-                                      probe.question, at))
+                elif probe.evidence and probe.extra.get("style", "explicit") == "explicit":
+                    cases.append(Case(dataset, split, "probe", True, conv, probe.question, at))
                     stated = set(probe.extra.get("stated") or probe.evidence)
-                    cases.append(Case(dataset, split, "forgotten-implicit" if implicit else "forgotten", False,
-                                      forgotten(conv, stated), probe.question, len(conv.turns)))
+                    cases.append(Case(dataset, split, "forgotten", False, forgotten(conv, stated), probe.question,
+                                      len(conv.turns)))
     return cases
 
 
@@ -183,15 +118,12 @@ def score(cases: list[Case]) -> None:
         verdict = decide(gate_features(case.message, hits, turns), GATE)
         speakers = sorted({t.speaker.lower() for t in turns if t.speaker})
         case.gate, case.top = verdict.recall, turns[top.turn]
-        ranker = facts.get((id(conv), case.n, case.few_facts))
+        ranker = facts.get((id(conv), case.n))
         if ranker is None:
-            told = facts_of(turns)
-            if case.few_facts is not None:
-                told = random.Random(f"{conv.id}:{case.n}").sample(told, min(case.few_facts, len(told)))
-            ranker = facts[id(conv), case.n, case.few_facts] = FactRanker(told, embedder.encode)
+            ranker = facts[id(conv), case.n] = FactRanker(facts_of(turns), embedder.encode)
         best = ranker.best(case.message)
         case.x = np.array(answer_features(case.message, turns[top.turn], top.dense, top.lexical, speakers,
-                                          verdict.probability, best, asks_about_self(case.message)).vector())
+                                          verdict.probability, best.probability if best else 0.0).vector())
 
 
 def fit(cases: list[Case], false_rate: float):
@@ -225,10 +157,10 @@ def rates(cases: list[Case], model, gated: bool) -> dict:
 def load_sets(quick: bool) -> dict:
     n = 6 if quick else 20
     sets = {
-        ("generated", "tuning"): generate_dataset(n, seed=0, absent=4, questions="both"),
-        ("generated", "dev"): generate_dataset(n, seed=50, phrasing="dev", absent=4, questions="both"),
-        ("generated", "dev2"): generate_dataset(n, seed=70, phrasing="dev2", absent=4, questions="both"),
-        ("generated", "held-out"): generate_dataset(n, seed=100, phrasing="heldout", absent=4, questions="both"),
+        ("generated", "tuning"): generate_dataset(n, seed=0, absent=4),
+        ("generated", "dev"): generate_dataset(n, seed=50, phrasing="dev", absent=4),
+        ("generated", "dev2"): generate_dataset(n, seed=70, phrasing="dev2", absent=4),
+        ("generated", "held-out"): generate_dataset(n, seed=100, phrasing="heldout", absent=4),
     }
     if LOCOMO.exists():
         locomo = load_conversations(LOCOMO).conversations
@@ -241,7 +173,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="6 generated and 2 LoCoMo conversations a split")
     parser.add_argument("--json", type=Path, help="write every number to this file")
-    parser.add_argument("--false-rate", type=float, default=0.05,
+    parser.add_argument("--false-rate", type=float, default=0.07,
                         help="the share of dev answerable questions allowed \"not remembered\" (the threshold)")
     args = parser.parse_args()
     started = time.perf_counter()

@@ -295,8 +295,8 @@ class RerankSelector(PageSelector):
         speakers = sorted({t.speaker.lower() for t in pager.turns if t.speaker})
         gate = self.last_gate.probability if self.last_gate is not None else self.gate(question, pager).probability
         best = self.facts.best(question)  # below its threshold (a fact above it would have answered), or none
-        features = answer_features(question, turn, dense, lexical, speakers, gate, best,
-                                   self.asks_about_self(question))
+        features = answer_features(question, turn, dense, lexical, speakers, gate,
+                                   best.probability if best is not None else 0.0)
         return decide_answer(features, self.settings.answerable)
 
     # -- selection -----------------------------------------------------------------------------
