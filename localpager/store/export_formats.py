@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import Any
+from typing import Any, Callable
 
 from ..core.checks import id_problem, text_problem
 from ..core.records import ROLES, Transcript, Turn
@@ -66,11 +66,7 @@ class _Unreadable(ValueError):
 
 def chatgpt_conversation(obj: Any, position: int, path: str) -> ExportedConversation | SkippedConversation:
     """One conversation of ChatGPT's ``conversations.json`` (the ``position``-th of file ``path``)."""
-    name = _name(obj, position, "title", ("conversation_id", "id"))
-    try:
-        return _chatgpt(obj, name, path)
-    except _Unreadable as exc:
-        return SkippedConversation(name, str(exc))
+    return _or_skipped(_chatgpt, obj, _name(obj, position, "title", ("conversation_id", "id")), path)
 
 
 def _chatgpt(obj: Any, name: str, path: str) -> ExportedConversation:
@@ -150,11 +146,7 @@ def profile_text(value: Any) -> str | None:
 
 def claude_conversation(obj: Any, position: int, path: str) -> ExportedConversation | SkippedConversation:
     """One conversation of Claude's ``conversations.json`` (the ``position``-th of file ``path``)."""
-    name = _name(obj, position, "name", ("uuid",))
-    try:
-        return _claude(obj, name, path)
-    except _Unreadable as exc:
-        return SkippedConversation(name, str(exc))
+    return _or_skipped(_claude, obj, _name(obj, position, "name", ("uuid",)), path)
 
 
 def _claude(obj: Any, name: str, path: str) -> ExportedConversation:
@@ -285,6 +277,16 @@ def _transcript(conv_id: str, turns: list[Turn], path: str, title: str | None, e
     if title and title.strip() and text_problem(title) is None:
         meta["title"] = title.strip()
     return Transcript(conv_id, turns, source=path, meta={k: v for k, v in meta.items() if v is not None})
+
+
+def _or_skipped(read: Callable[[Any, str, str], ExportedConversation], obj: Any, name: str, path: str
+                ) -> ExportedConversation | SkippedConversation:
+    """``read(obj, name, path)``, or the conversation ``name`` skipped with why it cannot be read: one bad
+    conversation in a good export is left out with a warning, not the export."""
+    try:
+        return read(obj, name, path)
+    except _Unreadable as exc:
+        return SkippedConversation(name, str(exc))
 
 
 def _name(obj: Any, position: int, title_key: str, id_keys: tuple[str, ...]) -> str:
