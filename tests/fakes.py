@@ -346,6 +346,12 @@ def shortest_sentence(grammar: str) -> str:
     return _grammar(grammar).shortest()
 
 
+def answering(reply: str) -> Callable[[str, str | None], str]:
+    """A script entry that answers ``reply`` and takes every decision step (a call with a grammar) with the
+    shortest text its grammar allows: a chat whose model never asks to recall."""
+    return lambda prompt, grammar: shortest_sentence(grammar) if grammar else reply
+
+
 # =====================================================================================================
 # The scripted chat backend
 # =====================================================================================================

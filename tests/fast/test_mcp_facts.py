@@ -13,7 +13,7 @@ from helpers import leaks, stored_words
 
 pytest.importorskip("mcp", reason="the mcp extra: pip install 'localpager[mcp]'")
 
-from fakes import shortest_sentence  # noqa: E402
+from fakes import answering  # noqa: E402
 from mcp import Client  # noqa: E402
 
 from localpager.serving.mcp import build_server  # noqa: E402
@@ -29,7 +29,7 @@ OWN = "alice-memory"
 
 @pytest.fixture
 def lp(fake_pager):
-    return fake_pager(lambda prompt, grammar: shortest_sentence(grammar) if grammar else "Noted.")
+    return fake_pager(answering("Noted."))
 
 
 def run(server, calls):

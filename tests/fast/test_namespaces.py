@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 from click.testing import CliRunner
-from fakes import ScriptedBackend, shortest_sentence
+from fakes import ScriptedBackend, answering
 
 from localpager.cli import cli
 from localpager.serving.protocol import parse_api_keys
@@ -23,13 +23,9 @@ KEYS = {ALICE: "alice", BOB: "bob"}
 SECRET = "Quorvantheliumdisk"
 
 
-def reply(prompt: str, grammar: str | None) -> str:
-    return shortest_sentence(grammar) if grammar else "Noted."
-
-
 @pytest.fixture
 def lp(fake_pager):
-    return fake_pager(backend=ScriptedBackend(fallback=reply))
+    return fake_pager(backend=ScriptedBackend(fallback=answering("Noted.")))
 
 
 @pytest.fixture

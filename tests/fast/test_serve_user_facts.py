@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 from helpers import leaks, stored_words
-from fakes import ScriptedBackend, shortest_sentence
+from fakes import ScriptedBackend, answering
 
 pytestmark = pytest.mark.both_stores
 pytest.importorskip("fastapi")
@@ -24,13 +24,9 @@ KEY = "the spare key is under the blue flowerpot"
 A_KEY, B_KEY = "key-a-0123456789", "key-b-9876543210"
 
 
-def reply(prompt: str, grammar: str | None) -> str:
-    return shortest_sentence(grammar) if grammar else "Noted."
-
-
 @pytest.fixture
 def lp(fake_pager):
-    return fake_pager(backend=ScriptedBackend(fallback=reply))
+    return fake_pager(backend=ScriptedBackend(fallback=answering("Noted.")))
 
 
 @pytest.fixture

@@ -9,7 +9,7 @@ import json
 
 import pytest
 from click.testing import CliRunner
-from fakes import ScriptedBackend, shortest_sentence
+from fakes import ScriptedBackend, answering
 
 from localpager.cli import cli
 
@@ -25,13 +25,9 @@ SECRET = "Quorvantheliumdisk"
 A_KEY, B_KEY = "key-a-0123456789", "key-b-9876543210"
 
 
-def reply(prompt: str, grammar: str | None) -> str:
-    return shortest_sentence(grammar) if grammar else REPLY
-
-
 @pytest.fixture
 def lp(fake_pager):
-    return fake_pager(backend=ScriptedBackend(fallback=reply))
+    return fake_pager(backend=ScriptedBackend(fallback=answering(REPLY)))
 
 
 @pytest.fixture
