@@ -62,12 +62,12 @@ def evidence(turns: Sequence[Turn], injections: Sequence[Injection], clock: bool
 def check(answer: str, *shown: str) -> Grounding:
     """Which values of ``answer`` none of ``shown`` (what the model read, and the question) holds: a number by its
     digits ("UA792" holds 792 as "UA 792" does), a name by each of its words, case folded."""
-    digits = {d for text in shown for d in _DIGITS.findall(text)}
+    numbers = {d.lstrip("0") for text in shown for d in _DIGITS.findall(text)}  # "007" is the 7 shown
     words = {w for text in shown for w in tokenize_words(text)}
     unsupported = []
     for value in values(answer):
         if value.isdigit():
-            known = value in digits or value.lstrip("0") in {d.lstrip("0") for d in digits}
+            known = value.lstrip("0") in numbers
         else:
             known = all(w in words for w in tokenize_words(value))
         if not known and value not in unsupported:
