@@ -19,7 +19,7 @@ from ..backends.base import BackendError, TextCallback
 from ..core.checks import check_text
 from ..core.dates import now_stamp
 from ..core.eviction import Cooperative
-from ..core.facts import FACTS_VERSION, StandingFact, facts_of
+from ..core.facts import FACTS_VERSION, StandingFact
 from ..core.pager import DEFAULT_BUDGET, Pager, PagingConfig
 from ..core.records import Page, Turn
 from ..core.tokens import TokenCounter
@@ -336,7 +336,7 @@ class Conversation:
             if self.store.facts_version(self.id) == FACTS_VERSION:
                 facts = self.store.facts(self.id)
             else:
-                facts = facts_of(self.pager.turns)
+                facts = self.store.remade_facts(self.id, self.pager.turns)
         return facts if all else [f for f in facts if f.current]
 
     def _selector(self, facts: Sequence[StandingFact],

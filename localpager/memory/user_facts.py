@@ -23,7 +23,7 @@ import weakref
 from typing import Sequence
 
 from ..core.dates import parse_time
-from ..core.facts import FACTS_VERSION, StandingFact, facts_of, superseded
+from ..core.facts import FACTS_VERSION, StandingFact, superseded
 from ..store.base import ConversationInfo, Store
 
 
@@ -32,7 +32,7 @@ def stored_facts(store: Store, conv_id: str) -> list[StandingFact]:
     them (as ``Conversation.facts`` reads them, without writing)."""
     if store.facts_version(conv_id) == FACTS_VERSION:
         return store.facts(conv_id)
-    return facts_of(store.turns(conv_id))
+    return store.remade_facts(conv_id, store.turns(conv_id))
 
 
 def across(store: Store, user: str, listed: Sequence[ConversationInfo] | None = None

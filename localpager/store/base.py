@@ -19,6 +19,7 @@ import time
 from abc import ABC, abstractmethod
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
+from dataclasses import replace as copy_with  # (``replace`` names a parameter of save_conversation)
 from typing import Any, Callable, ClassVar, Sequence
 
 from ..core.checks import check_id, check_text, id_problem
@@ -238,12 +239,14 @@ class Store(ABC):
             exists = conn.execute("SELECT user_name FROM conversations WHERE id = ?", (conv_id,)).fetchone()
             if exists and not replace:
                 raise StoreError(f"conversation {conv_id!r} already exists in {self.path}")
+            numbered = _FactIds()
             if exists:  # what is replaced goes: other processes must not keep serving or saving it
                 if user is not None and exists[0] is not None and exists[0] != user:
                     raise StoreError(f"conversation {conv_id!r} in {self.path} belongs to user {exists[0]!r}, "
                                      f"not {user!r}: it was not replaced")
                 user = exists[0] if user is None else user
                 _count_erasure(conn)
+                numbered = _FactIds.read(_rows(conn), conv_id)
             conn.execute("DELETE FROM conversations WHERE id = ?", (conv_id,))
             conn.execute(
                 "INSERT INTO conversations (id, source, settings, meta, created_at, facts, user_name)"
@@ -256,7 +259,7 @@ class Store(ABC):
                 [(conv_id, t.index, t.role, t.text, t.time, t.speaker, int(t.remembered)) for t in turns],
             )
             self._write_pages(conn, conv_id, pages)
-            self._write_facts(conn, conv_id, turns)
+            self._write_facts(conn, conv_id, turns, numbered=numbered)
             conn.executemany(
                 "INSERT INTO probes (conv_id, idx, question, answers, evidence, type, at, extra)"
                 " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
@@ -580,6 +583,12 @@ class Store(ABC):
             raise ConversationNotFound(f"no conversation {conv_id!r} in {self.path}")
         return rows[0][0]
 
+    def remade_facts(self, conv_id: str, turns: Sequence[Turn]) -> list[StandingFact]:
+        """The standing facts this extractor makes of a conversation's ``turns``, numbered as ``rebuild_facts``
+        would store them: what a reader is shown, writing nothing, when an older extractor made the stored ones
+        (so that the id it shows is the id a pin or a delete reaches after the rebuild)."""
+        return _FactIds.read(self._query, conv_id).renumber(facts_of(turns))[0]
+
     def rebuild_facts(self, conv_id: str) -> None:
         """Make a conversation's standing facts again from its turns with this extractor, in one transaction;
         a pin stays on the fact of the same turn and words."""
@@ -587,11 +596,12 @@ class Store(ABC):
         with self.transaction() as conn:
             pinned = {(r[0], r[1]) for r in conn.execute(
                 "SELECT turn_idx, text FROM facts WHERE conv_id = ? AND pinned <> 0", (conv_id,)).fetchall()}
+            numbered = _FactIds.read(_rows(conn), conv_id)
             conn.execute("DELETE FROM facts WHERE conv_id = ?", (conv_id,))
             rows = conn.execute("SELECT idx, role, text, time, speaker, remembered FROM turns WHERE conv_id = ?"
                                 " ORDER BY idx", (conv_id,)).fetchall()
             self._write_facts(conn, conv_id, [Turn(index=r[0], role=r[1], text=r[2], time=r[3], speaker=r[4],
-                                                   remembered=bool(r[5])) for r in rows], pinned)
+                                                   remembered=bool(r[5])) for r in rows], pinned, numbered)
             conn.execute("UPDATE conversations SET facts = ? WHERE id = ?", (FACTS_VERSION, conv_id))
 
     def pin_fact(self, conv_id: str, fact_id: int, pinned: bool = True, room: PinRoom | None = None) -> None:
@@ -621,12 +631,16 @@ class Store(ABC):
                          (int(pinned), conv_id, fact_id))
 
     @staticmethod
-    def _write_facts(conn, conv_id: str, turns: Sequence[Turn], pinned: set[tuple[int, str]] = frozenset()) -> None:
-        """The standing facts of ``turns`` (a whole conversation, in order: ``core.facts.facts_of``)."""
+    def _write_facts(conn, conv_id: str, turns: Sequence[Turn], pinned: set[tuple[int, str]] = frozenset(),
+                     numbered: "_FactIds | None" = None) -> None:
+        """The standing facts of ``turns`` (a whole conversation, in order: ``core.facts.facts_of``), numbered
+        past every id the conversation had (``numbered``: its facts before, when they are made again)."""
+        facts, last = (numbered or _FactIds()).renumber(facts_of(turns, pinned))
         conn.executemany("INSERT INTO facts (conv_id, fact_id, turn_idx, kind, subject, text, superseded_by, pinned)"
                          " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                          [(conv_id, f.fact_id, f.turn, f.kind, f.subject, f.text, f.superseded_by, int(f.pinned))
-                          for f in facts_of(turns, pinned)])
+                          for f in facts])
+        conn.execute("UPDATE conversations SET last_fact = ? WHERE id = ?", (last, conv_id))
 
     @staticmethod
     def _add_facts(conn, conv_id: str, turn: Turn, current: CurrentFacts | None) -> CurrentFacts | None:
@@ -644,8 +658,9 @@ class Store(ABC):
                     " f.conv_id AND t.idx = f.turn_idx WHERE f.conv_id = ? AND f.superseded_by IS NULL ORDER BY"
                     " f.fact_id", (conv_id,)).fetchall():
                 current.add(r[0], FactDraft(*r[1:]))
-        last = conn.execute("SELECT COALESCE(MAX(fact_id), 0) FROM facts WHERE conv_id = ?", (conv_id,)).fetchone()[0]
+        last = _FactIds.highest(_rows(conn), conv_id)
         made = list(enumerate(drafts, start=last + 1))
+        conn.execute("UPDATE conversations SET last_fact = ? WHERE id = ?", (last + len(made), conv_id))
         for n, draft in made:
             conn.execute("INSERT INTO facts (conv_id, fact_id, turn_idx, kind, subject, text) VALUES (?, ?, ?, ?, ?, ?)",
                          (conv_id, n, turn.index, draft.kind, draft.subject, draft.text))
@@ -827,6 +842,50 @@ def check_owners(store: Store, taken: Sequence[tuple[str, str | None]]) -> None:
         if user is not None and owner is not None and owner != user:
             raise StoreError(f"conversation {conv_id!r} in {store.path} belongs to user {owner!r}, not {user!r}; "
                              "nothing was stored")
+
+
+@dataclass
+class _FactIds:
+    """How a conversation's standing facts are numbered when they are all made again (a rebuild for a new
+    extractor, a replace of the conversation), so that no id is given twice: a fact made at the same turn in the
+    same words as before keeps its id while the kept ids still rise in the order the facts were said (``facts``
+    lists them by id, oldest first); every other fact, and every one after it, gets an id past the highest the
+    conversation ever had."""
+
+    before: dict[tuple[int, str], int] = field(default_factory=dict)  # (turn, words) -> the id they had
+    last: int = 0  # the highest id the conversation ever had
+
+    @classmethod
+    def read(cls, query: Callable[[str, Sequence[Any]], list], conv_id: str) -> "_FactIds":
+        """The ids a conversation's facts have (``query``: a transaction's ``_rows(conn)`` or ``Store._query``)."""
+        before: dict[tuple[int, str], int] = {}
+        for turn, text, fact_id in query("SELECT turn_idx, text, fact_id FROM facts WHERE conv_id = ? ORDER BY fact_id",
+                                         (conv_id,)):
+            before.setdefault((turn, text), fact_id)
+        return cls(before, cls.highest(query, conv_id))
+
+    @staticmethod
+    def highest(query: Callable[[str, Sequence[Any]], list], conv_id: str) -> int:
+        """The highest fact id the conversation ever had (0: none, or no such conversation)."""
+        rows = query("SELECT c.last_fact, (SELECT COALESCE(MAX(f.fact_id), 0) FROM facts f WHERE f.conv_id = c.id)"
+                     " FROM conversations c WHERE c.id = ?", (conv_id,))
+        return max(rows[0]) if rows else 0
+
+    def renumber(self, facts: Sequence[StandingFact]) -> tuple[list[StandingFact], int]:
+        """``facts`` (numbered from 1 by ``facts_of``, in the order said) with their ids, and the new highest."""
+        top, given, ids = max([self.last, *self.before.values()]), 0, {}
+        for fact in facts:
+            kept = self.before.get((fact.turn, fact.text))
+            if kept is None or kept <= given:
+                top += 1
+                kept = top
+            ids[fact.fact_id] = given = kept
+        return [copy_with(f, fact_id=ids[f.fact_id], superseded_by=ids.get(f.superseded_by)) for f in facts], top
+
+
+def _rows(conn) -> Callable[[str, Sequence[Any]], list]:
+    """A query function over a transaction's connection (as ``Store._query`` is over the store)."""
+    return lambda sql, args: conn.execute(sql, args).fetchall()
 
 
 def _count_erasure(conn) -> None:

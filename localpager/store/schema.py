@@ -154,6 +154,14 @@ ${users_private}    """,
     """
     ALTER TABLE turns ADD COLUMN remembered INTEGER NOT NULL DEFAULT 0;
     """,
+    # 12: fact ids are never given twice. ``last_fact`` is the highest fact id a conversation has ever had: a
+    # deleted fact's id stays unused (an app may hold it, and a retried delete must not reach another fact),
+    # across a rebuild of the facts and a replace of the conversation as well.
+    """
+    ALTER TABLE conversations ADD COLUMN last_fact INTEGER NOT NULL DEFAULT 0;
+    UPDATE conversations
+        SET last_fact = COALESCE((SELECT MAX(f.fact_id) FROM facts f WHERE f.conv_id = conversations.id), 0);
+    """,
 )
 
 SQLITE_GENERATION_TRIGGERS = (

@@ -177,7 +177,7 @@ def test_a_store_made_before_facts_gets_them_made_from_its_turns(fake_pager):
     add(chat, "I'm lactose intolerant.")
     with lp.store.transaction() as conn:  # as a store the previous release wrote leaves it
         conn.execute("DELETE FROM facts")
-        conn.execute("UPDATE conversations SET facts = 0")
+        conn.execute("UPDATE conversations SET facts = 0, last_fact = 0")
     assert lp.store.facts("c") == [] and lp.store.facts_version("c") != FACTS_VERSION
     assert [f.text for f in chat.facts()] == ["I'm lactose intolerant."]  # derived on read, nothing written
     chat.pin_fact(1)  # a change: stored now

@@ -160,6 +160,33 @@ def test_a_deleted_fact_is_gone_likewise_and_the_others_stay(lp):
         conv.delete_fact(99)
 
 
+def test_a_deleted_facts_id_is_never_given_again(lp):
+    """An app keeps fact ids, and a delete may be retried after a timeout: the newest fact deleted, the next
+    fact must not take its number (and the retry must not delete it)."""
+    conv = lp.conversation("c", create=True)
+    (first,) = conv.remember("My locker code is 4471.")
+    (newest,) = conv.remember(SISTER)
+    conv.delete_fact(newest.fact_id)
+    (after,) = conv.remember(ALLERGY)
+    assert after.fact_id > newest.fact_id > first.fact_id
+    with pytest.raises(ValueError, match=f"no standing fact {newest.fact_id} in conversation 'c'"):
+        conv.delete_fact(newest.fact_id)
+    assert [f.text for f in conv.facts()] == ["My locker code is 4471.", ALLERGY]
+
+
+def test_a_rebuild_of_the_facts_keeps_their_ids_and_gives_no_deleted_one_again(lp):
+    """A new extractor makes the facts again (``Store.rebuild_facts``): the facts it makes as before keep their
+    ids, and none takes the id of a fact deleted before."""
+    conv = lp.conversation("c", create=True)
+    kept = [conv.remember(t)[0] for t in ("My locker code is 4471.", SISTER)]
+    (gone,) = conv.remember(ALLERGY)
+    conv.delete_fact(gone.fact_id)
+    lp.store.rebuild_facts("c")
+    assert [(f.fact_id, f.text) for f in lp.store.facts("c")] == [(f.fact_id, f.text) for f in kept]
+    (new,) = lp.conversation("c").remember("My blood type is O negative.")
+    assert new.fact_id > gone.fact_id
+
+
 def test_deleting_a_short_fact_takes_its_words_not_longer_words_holding_them(lp):
     conv = lp.conversation("c", create=True)
     (tea,) = conv.remember("Tea.")

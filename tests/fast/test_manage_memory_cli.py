@@ -78,10 +78,11 @@ def test_chat_remember_correct_forget_fact_and_the_users_facts(fake_pager, store
     listed, _, after = text.partition("would change standing fact #2 of tue")
     # /facts in a user's chat: every fact of theirs, each naming its conversation
     assert f"mon  #1  turn 0  family" in listed and f"tue  #2  turn 1  avoid" in listed and SECRET in listed
-    assert "changed standing fact #2 of tue" in after and "now: #2  turn 2  avoid" in after  # the id is free again
+    # the corrected fact takes a new id: #2 is never given again (an app may hold it)
+    assert "changed standing fact #2 of tue" in after and "now: #3  turn 2  avoid" in after
     assert after.count("would delete standing fact #1 of mon") == 2 and after.count("deleted standing fact") == 1
     final = after.rpartition("deleted standing fact #1 of mon")[2]
-    assert "tue  #1" in final and "tue  #2  turn 2" in final and "mon  #" not in final and SECRET not in final
+    assert "tue  #1" in final and "tue  #3  turn 2" in final and "mon  #" not in final and SECRET not in final
     assert "error: /correct N TEXT" in text and "conversation 'bob' in" in text  # bob: no conversation of that id
     lp = fake_pager()
     assert [f.text for f in lp.user("alice").facts()] == [KEY, "I'm allergic to peanuts."]

@@ -8,6 +8,7 @@ import stat
 
 import pytest
 
+from localpager.core.facts import FACTS_VERSION
 from localpager.core.records import Page, Probe, Turn
 from localpager.store.base import SCHEMA_VERSION, StoreError
 from localpager.store.sqlite import MIGRATIONS, SQLiteStore
@@ -71,6 +72,27 @@ def test_migrations_upgrade_an_old_store(tmp_path):
         assert s.schema_version == SCHEMA_VERSION
         assert s.has_conversation("old")
         s.add_trace("old", 0, {"ok": True})  # a table from a later migration
+
+
+def test_a_store_of_schema_11_migrates_its_highest_fact_id(tmp_path):
+    """Migration 12 keeps, per conversation, the highest fact id it had, so that a fact made after it takes a new
+    id: with the facts of schema 11, the highest there is."""
+    path = tmp_path / "old.db"
+    conn = sqlite3.connect(path)
+    for migration in MIGRATIONS[:11]:
+        conn.executescript(migration)
+    conn.execute("PRAGMA user_version = 11")
+    conn.execute("INSERT INTO conversations (id, created_at, facts) VALUES ('old', 0, ?), ('none', 0, ?)",
+                 (FACTS_VERSION, FACTS_VERSION))
+    conn.execute("INSERT INTO turns (conv_id, idx, role, text) VALUES ('old', 0, 'user', 'My locker code is 4471.')")
+    conn.execute("INSERT INTO facts (conv_id, fact_id, turn_idx, kind, subject, text)"
+                 " VALUES ('old', 7, 0, 'number', 'code locker', 'My locker code is 4471.')")
+    conn.commit()
+    conn.close()
+    with SQLiteStore(path) as s:
+        assert s._query("SELECT id, last_fact FROM conversations ORDER BY id") == [("none", 0), ("old", 7)]
+        s.append_turn("old", Turn("user", "I'm allergic to peanuts.", 1))
+        assert [f.fact_id for f in s.facts("old")] == [7, 8]
 
 
 def test_newer_schema_and_garbage_files_are_clear_errors(tmp_path):

@@ -79,7 +79,7 @@ def test_an_existing_sqlite_store_migrates_with_every_conversation_userless(tmp_
     conn.commit()
     conn.close()
     with SQLiteStore(path) as s:
-        assert s.schema_version == SCHEMA_VERSION == 11
+        assert s.schema_version == SCHEMA_VERSION == 12
         assert [(c.id, c.user) for c in s.list_conversations()] == [("old-1", None), ("old-2", None)]
         assert s.users() == [] and s.list_conversations(user="alice") == []
         names = [r[1] for r in s._query("PRAGMA index_list(conversations)")]
