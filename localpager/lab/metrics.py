@@ -17,8 +17,11 @@ from typing import Sequence
 
 _ARTICLES = re.compile(r"\b(a|an|the|and)\b")
 _PUNCT = str.maketrans("", "", string.punctuation)
+# An abstention, in a model's words or the product's own (``runtime.prompts.NOT_REMEMBERED``,
+# ``NOT_IN_WHAT_I_FOUND``: "I don't remember that: ...")
 _NOT_MENTIONED = ("not mentioned", "no information available", "no information", "not available",
-                  "don't know", "do not know", "never mentioned", "wasn't mentioned", "was not mentioned")
+                  "don't know", "do not know", "never mentioned", "wasn't mentioned", "was not mentioned",
+                  "don't remember that")
 
 
 def normalize(text: str) -> str:

@@ -51,9 +51,12 @@ LATEST = "latest"
 CHANGED = "changed later"
 
 # -- answers written without the model --------------------------------------------------------------------------
-# The answer when what a recall found does not answer the question (``retrieval.answerable``): LoCoMo's scorer
-# and the eval read "not mentioned" as an abstention.
+# The answer when what a recall found does not answer the question (``retrieval.answerable``), and when it was read
+# but the model's answer states a value it does not hold (``runtime.grounding``): there something was mentioned,
+# and saying it was not would be untrue. LoCoMo's scorer and the eval read both as an abstention
+# (``lab.metrics.says_not_mentioned``).
 NOT_REMEMBERED = "I don't remember that: it was not mentioned in our conversation, or it was forgotten."
+NOT_IN_WHAT_I_FOUND = "I don't remember that: what I found in our conversation does not say it."
 OVERVIEW_ABOUT_YOU = "Here is what I remember about you:"
 OVERVIEW_TRANSCRIPT = "Here is what I remember:"  # a transcript's facts are its speakers', not the user's
 OVERVIEW_EMPTY = "I don't remember anything about you yet: nothing you told me is kept as a standing fact."

@@ -29,8 +29,8 @@ from .choices import Fired, Layout, RecallMode
 from .fact_answers import answer_from_facts, answer_overview, fact_hits
 from .grammar import Decision, is_recall_prefix, parse_decision
 from .guard import earlier_replies
-from .prompts import (NOT_REMEMBERED, answer_messages, chat_messages, inline_message, recalled_notes, recent_exchange,
-                      system_text, turn_line, wants_clock)
+from .prompts import (NOT_IN_WHAT_I_FOUND, NOT_REMEMBERED, answer_messages, chat_messages, inline_message,
+                      recalled_notes, recent_exchange, system_text, turn_line, wants_clock)
 from .selector import Injection, ModelChoiceSelector, PageSelector
 from .settings import RecallSettings
 from .trace import Candidate, Citation, Trace
@@ -273,7 +273,7 @@ class Runtime:
             found = grounding.check(text, grounding.evidence(pager.turns, injections, wants_clock(question)), question)
             trace.grounding = found.to_dict()
             if not found.grounded:  # the turns were injected and read: only the answer is not memory
-                self._not_remembered(a, [])
+                self._not_remembered(a, [], NOT_IN_WHAT_I_FOUND)
                 return True
             a.say(text)
         trace.answer, trace.stopped = text, gen.stopped
@@ -343,12 +343,12 @@ class Runtime:
         return not verdict.answer
 
     @staticmethod
-    def _not_remembered(a: Answering, candidates: Sequence[Candidate]) -> None:
+    def _not_remembered(a: Answering, candidates: Sequence[Candidate], text: str = NOT_REMEMBERED) -> None:
         for c in candidates:
             if c.injected:
                 c.injected, c.reason = False, "below the relevance floor"
-        a.trace.decision, a.trace.answer, a.trace.stopped = "unknown", NOT_REMEMBERED, "eos"
-        a.say(NOT_REMEMBERED)
+        a.trace.decision, a.trace.answer, a.trace.stopped = "unknown", text, "eos"
+        a.say(text)
 
     @staticmethod
     def _record_injections(pager: Pager, injections: Sequence[Injection], trace: Trace, rounds: int = 1,

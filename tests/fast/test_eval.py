@@ -16,6 +16,7 @@ from localpager.lab.metrics import (
     score_answer,
     token_f1,
 )
+from localpager.runtime.prompts import NOT_IN_WHAT_I_FOUND, NOT_REMEMBERED
 
 
 # -- metrics -----------------------------------------------------------------------------------------------
@@ -58,7 +59,8 @@ def test_partial_f1_scores_each_part_of_the_answer_by_its_best_match():
 
 
 @pytest.mark.parametrize("output,expected", [("It was not mentioned.", True), ("I don't know", True),
-                                             ("No information available about that.", True), ("Paris.", False)])
+                                             ("No information available about that.", True), ("Paris.", False),
+                                             (NOT_REMEMBERED, True), (NOT_IN_WHAT_I_FOUND, True)])
 def test_not_mentioned_phrases(output, expected):
     assert says_not_mentioned(output) is expected
 

@@ -11,7 +11,7 @@ from localpager.core.pager import PagingConfig
 from localpager.retrieval.gate import GateModel
 from localpager.retrieval.rerank import RerankSettings
 from localpager.runtime import grounding
-from localpager.runtime.prompts import NOT_REMEMBERED
+from localpager.runtime.prompts import NOT_IN_WHAT_I_FOUND
 
 ALWAYS = GateModel(weights={}, bias=10.0, threshold=0.5)  # the relevance floor lets everything through
 NEVER = GateModel(weights={}, bias=-10.0, threshold=0.5)  # no standing fact bears on anything
@@ -55,9 +55,10 @@ def test_an_answer_about_the_user_that_makes_a_value_up_is_not_remembered(fake_p
     chat = _chat(fake_pager, "Your sister lives in Lisbon.")
     streamed: list[str] = []
     result = chat.ask("Where does my sister live?", on_text=streamed.append)
-    assert result.trace.decision == "unknown" and result.answer == NOT_REMEMBERED
+    # something was found and read, so the answer does not say nothing was mentioned
+    assert result.trace.decision == "unknown" and result.answer == NOT_IN_WHAT_I_FOUND
     assert result.trace.grounding == {"grounded": False, "unsupported": ["Lisbon"]}
-    assert "".join(streamed) == NOT_REMEMBERED  # the made-up answer never reached the client
+    assert "".join(streamed) == NOT_IN_WHAT_I_FOUND  # the made-up answer never reached the client
 
 
 def test_an_answer_about_the_user_from_what_was_recalled_is_given(fake_pager):
@@ -80,7 +81,7 @@ def test_an_earlier_reply_that_made_a_value_up_is_no_evidence_for_it(fake_pager)
     the same name, said again, memory."""
     chat = _chat(fake_pager, "Your husband is called Ethan.", replies="Your husband is called Ethan.")
     result = chat.ask("What is my husband's name?")
-    assert result.answer == NOT_REMEMBERED
+    assert result.answer == NOT_IN_WHAT_I_FOUND
     assert result.trace.grounding == {"grounded": False, "unsupported": ["Ethan"]}
 
 
@@ -99,6 +100,6 @@ def test_a_served_answer_says_why_it_is_not_remembered(fake_pager):
                         json={"model": "localpager", "messages": history + [
                             {"role": "user", "content": "Where does my sister live?"}]})
     memory = r.json()["localpager"]
-    assert r.json()["choices"][0]["message"]["content"] == NOT_REMEMBERED and memory["decision"] == "unknown"
+    assert r.json()["choices"][0]["message"]["content"] == NOT_IN_WHAT_I_FOUND and memory["decision"] == "unknown"
     assert memory["grounding"] == {"grounded": False, "unsupported": ["Lisbon"]}
     assert memory["answerable"]["answer"] is True  # the floor let the recall through: the answer was the problem
