@@ -45,6 +45,10 @@ SERVER_MODULES = ("fastapi", "uvicorn", "sse_starlette", "starlette", "pydantic"
               help="largest request body in bytes")
 @click.option("--default-conversation", default=None,
               help="conversation for requests that name none (default: such a request is a 400)")
+@click.option("--user-header", envvar="LOCALPAGER_USER_HEADER", default=None, metavar="NAME",
+              help="also read whose a request is from this header when it sends no X-Localpager-User (Open WebUI "
+                   "with ENABLE_FORWARD_USER_INFO_HEADERS: X-OpenWebUI-User-Id); trust it only from a client that "
+                   "sets it itself")
 @click.option("--model", type=click.Path(), envvar="LOCALPAGER_MODEL",
               help="GGUF chat model (default: SmolLM2-135M-Instruct; env LOCALPAGER_MODEL)")
 @click.option("--n-ctx", type=click.IntRange(min=128), default=2048, show_default=True, help="model context size")
@@ -52,21 +56,23 @@ SERVER_MODULES = ("fastapi", "uvicorn", "sse_starlette", "starlette", "pydantic"
 @user_option
 @click.pass_context
 def serve(ctx, host, port, api_key, api_key_file, api_keys_file, namespace, cors_origins, allow_remote, budget,
-          max_tokens, max_body, default_conversation, model, n_ctx, no_preload):
+          max_tokens, max_body, default_conversation, user_header, model, n_ctx, no_preload):
     """Serve an OpenAI-compatible chat API with memory (/v1/chat/completions) and a memory inspector (/).
 
     Name the conversation with the header X-Conversation-Id (or X-OpenWebUI-Chat-Id); an id outside ASCII
     goes percent-encoded as UTF-8 (%C5%81ukasz), and the server's headers send ids the same way. The header
-    X-Localpager-User: NAME (default --user) makes a new conversation NAME's, answered from NAME's facts.
+    X-Localpager-User: NAME (default --user) makes a new conversation NAME's, answered from NAME's facts;
+    --user-header X-OpenWebUI-User-Id gives each Open WebUI account its own memory.
 
     The API key: LOCALPAGER_API_KEY=KEY localpager serve, or --api-key-file FILE."""
-    from ..serving.protocol import check_bind, check_conversation_id, check_cors
+    from ..serving.protocol import USER_HEADER, check_bind, check_conversation_id, check_cors, check_header_name
     from ..store.base import check_user
 
     api_key = serve_api_key(ctx, api_key, api_key_file)
     api_keys = serve_api_keys(ctx, api_keys_file, api_key_file, namespace)
     try:
         check_cors(cors_origins, api_key or api_keys)
+        user_headers = (USER_HEADER,) if user_header is None else (USER_HEADER, check_header_name(user_header))
     except ValueError as exc:
         raise click.UsageError(str(exc)) from None
     if budget is not None and budget >= n_ctx:
@@ -86,7 +92,7 @@ def serve(ctx, host, port, api_key, api_key_file, api_keys_file, namespace, cors
     options = server_options(api_key=None if api_keys else api_key, api_keys=api_keys, namespace=namespace,
                              cors_origins=cors_origins, max_tokens_cap=max_tokens, budget=budget,
                              max_body_bytes=max_body, default_conversation=default_conversation, user=user,
-                             preload=not no_preload)
+                             user_headers=user_headers, preload=not no_preload)
     with friendly_errors():
         stopped_by = run_server(lp, host, port, options)
     if stopped_by is not None:

@@ -11,7 +11,7 @@ import time
 from typing import Callable, Sequence
 
 from .options import ServerOptions
-from .protocol import (CONVERSATION_HEADERS, USER_HEADER, error_body, escape_controls, forbidden_origin_message,
+from .protocol import (CONVERSATION_HEADERS, error_body, escape_controls, forbidden_origin_message,
                        origin_allowed)
 
 STATE_CHANGING = ("POST", "PUT", "PATCH", "DELETE")
@@ -126,6 +126,6 @@ def add_guards(app, options: ServerOptions, log: Callable[[str], None]) -> None:
         from starlette.middleware.cors import CORSMiddleware
 
         app.add_middleware(CORSMiddleware, allow_origins=list(options.cors_origins), allow_methods=["GET", "POST"],
-                           allow_headers=["authorization", "content-type", *CONVERSATION_HEADERS, USER_HEADER],
+                           allow_headers=["authorization", "content-type", *CONVERSATION_HEADERS, *options.user_headers],
                            expose_headers=["x-conversation-id", "x-localpager-history", "x-localpager-appended",
                                            "x-localpager-trace-id", "x-localpager-injected"])

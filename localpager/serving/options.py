@@ -4,6 +4,8 @@ and it needs no web framework."""
 from dataclasses import dataclass
 from typing import Callable, Mapping, Sequence
 
+from .protocol import USER_HEADER
+
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8765
 MAX_BODY_BYTES = 1_000_000
@@ -27,6 +29,9 @@ class ServerOptions:
     max_tokens_cap: int = MAX_TOKENS_CAP
     default_conversation: str | None = None
     user: str | None = None  # whose a chat request is when it sends no X-Localpager-User header (None: nobody's)
+    # the headers that say whose a request is, the first sent counting: X-Localpager-User, then any the server is
+    # told to read (--user-header: Open WebUI's X-OpenWebUI-User-Id, or a proxy's)
+    user_headers: Sequence[str] = (USER_HEADER,)
     budget: int | None = None  # memory budget for the conversations it answers, while it runs (not stored)
     model_id: str = MODEL_ID
     preload: bool = False  # load the chat model and the embedder at start-up, not on the first request

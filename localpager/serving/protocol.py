@@ -17,7 +17,7 @@ from urllib.parse import quote, unquote, urlsplit
 from ..core.checks import id_problem
 
 CONVERSATION_HEADERS = ("x-conversation-id", "x-openwebui-chat-id")
-USER_HEADER = "x-localpager-user"  # whose request it is (issue 40): a new conversation is that user's
+USER_HEADER = "X-Localpager-User"  # whose request it is (issue 40): a new conversation is that user's
 # what a header value may carry as it is: visible ASCII and the space, but not "%" (the escape itself)
 _HEADER_SAFE = "".join(chr(c) for c in range(0x20, 0x7F) if chr(c) != "%")
 
@@ -100,22 +100,40 @@ def resolve_conversation_id(headers: Mapping[str, str], body: dict[str, Any],
                    param="X-Conversation-Id")
 
 
-def resolve_user(headers: Mapping[str, str], default: str | None = None) -> str | None:
-    """Whose request it is: the ``X-Localpager-User`` header (read by ``header_id``), else the server's ``--user``
-    (None: nobody's, as before users). The name is checked as the store checks it (``check_user``); a bad one,
-    an empty header included, is a 400 rather than a request of nobody's or of the default user."""
+_TOKEN_CHARS = frozenset("!#$%&'*+-.^_`|~0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")
+
+
+def check_header_name(name: str) -> str:
+    """``name`` as a header a request may send (an HTTP token), or a ``ValueError`` saying it is not one."""
+    name = name.strip()
+    if not name or not set(name) <= _TOKEN_CHARS:
+        raise ValueError(f"--user-header {name!r} is not a header name (letters, digits and !#$%&'*+-.^_`|~ only)")
+    return name
+
+
+def user_header(headers: Mapping[str, str], names: Sequence[str] = (USER_HEADER,)) -> str | None:
+    """The first of the header ``names`` (``ServerOptions.user_headers``) the request sends, if any (``headers``:
+    a request's, which match names in any case)."""
+    return next((name for name in names if name in headers), None)
+
+
+def resolve_user(headers: Mapping[str, str], default: str | None = None,
+                 names: Sequence[str] = (USER_HEADER,)) -> str | None:
+    """Whose request it is: the first of the headers ``names`` it sends (``X-Localpager-User``, then any the server
+    was told to read, such as Open WebUI's ``X-OpenWebUI-User-Id``; read by ``header_id``), else the server's
+    ``--user`` (None: nobody's, as before users). The name is checked as the store checks it (``check_user``); a
+    bad one, an empty header included, is a 400 rather than a request of nobody's or of the default user."""
     from ..store.base import check_user
 
-    raw = headers.get(USER_HEADER)
-    if raw is None:
+    name = user_header(headers, names)
+    if name is None:
         return default
     try:
-        return check_user(header_id(raw.strip()))
+        return check_user(header_id(headers[name].strip()))
     except UnicodeDecodeError:
-        raise ApiError(400, "X-Localpager-User holds a %-escape that is not UTF-8", code="invalid_user",
-                       param="X-Localpager-User") from None
+        raise ApiError(400, f"{name} holds a %-escape that is not UTF-8", code="invalid_user", param=name) from None
     except ValueError as exc:
-        raise ApiError(400, f"X-Localpager-User: {exc}", code="invalid_user", param="X-Localpager-User") from None
+        raise ApiError(400, f"{name}: {exc}", code="invalid_user", param=name) from None
 
 
 def not_theirs(conv_id: str, owner: str | None, user: str) -> ApiError:

@@ -232,6 +232,52 @@ def test_serve_checks_its_user_option(tmp_path, monkeypatch):
 
 
 
+OPEN_WEBUI = "X-OpenWebUI-User-Id"  # what Open WebUI sends with ENABLE_FORWARD_USER_INFO_HEADERS=true
+
+
+def test_a_user_header_the_server_is_told_to_read_gives_each_open_webui_account_its_memory(lp):
+    """``--user-header X-OpenWebUI-User-Id``: Open WebUI names the account on every request, and each of its new
+    chats joins that account's memory; X-Localpager-User, when sent too, counts first."""
+    options = ServerOptions(user_headers=("X-Localpager-User", OPEN_WEBUI), log=lambda line: None)
+    with TestClient(create_app(lp, options)) as c:
+        assert chat(c, "chat-1", UTRECHT, **{OPEN_WEBUI: "u-5f1c"}).status_code == 200
+        r = chat(c, "chat-2", "Where do I live?", **{OPEN_WEBUI: "u-5f1c"})
+        assert r.status_code == 200 and UTRECHT in r.json()["choices"][0]["message"]["content"]
+        r = chat(c, "chat-3", "Where do I live?", **{OPEN_WEBUI: "u-77aa"})
+        assert r.status_code == 200 and "Utrecht" not in r.text
+        r = chat(c, "chat-1", "And now?", **{OPEN_WEBUI: "u-77aa"})  # another account's chat
+        assert r.status_code == 403 and error(r)["code"] == "conversation_of_another_user"
+        r = c.get("/v1/conversations/chat-1/turns", headers={OPEN_WEBUI.lower(): "u-77aa"})  # any case
+        assert r.status_code == 403
+        assert chat(c, "chat-4", "Hi", "alice", **{OPEN_WEBUI: "u-5f1c"}).status_code == 200
+        r = c.get("/v1/users/u-5f1c/conversations", headers={OPEN_WEBUI: "u-77aa"})
+        assert r.status_code == 403 and error(r)["code"] == "memory_of_another_user"
+        e = error(chat(c, "chat-5", "Hi", **{OPEN_WEBUI: ""}))
+        assert e["code"] == "invalid_user" and e["param"] == OPEN_WEBUI and e["message"].startswith(OPEN_WEBUI)
+    assert [(i.id, i.user) for i in lp.conversations()] == [
+        ("chat-1", "u-5f1c"), ("chat-2", "u-5f1c"), ("chat-3", "u-77aa"), ("chat-4", "alice")]
+
+
+def test_a_user_header_is_read_only_when_the_server_is_told_to(client, lp):
+    assert chat(client, "chat-1", UTRECHT, **{OPEN_WEBUI: "u-5f1c"}).status_code == 200
+    assert lp.store.conversation_user("chat-1") is None  # as before: nobody's
+
+
+def test_serve_checks_its_user_header_option(tmp_path, monkeypatch):
+    import localpager.serving.app as app
+
+    seen = {}
+    monkeypatch.setattr(app, "serve", lambda lp, host, port, options: seen.update(options=options))
+    store = ["--store", str(tmp_path / "s.db")]
+    bad = CliRunner().invoke(cli, ["serve", *store, "--user-header", "X-User Id"])
+    assert bad.exit_code == 2 and "--user-header 'X-User Id' is not a header name" in bad.output
+    assert CliRunner().invoke(cli, ["serve", *store, "--user-header", OPEN_WEBUI]).exit_code == 0
+    assert seen.pop("options").user_headers == ("X-Localpager-User", OPEN_WEBUI)
+    monkeypatch.setenv("LOCALPAGER_USER_HEADER", OPEN_WEBUI)
+    assert CliRunner().invoke(cli, ["serve", *store]).exit_code == 0
+    assert seen.pop("options").user_headers == ("X-Localpager-User", OPEN_WEBUI)
+
+
 def test_the_inspector_offers_a_user_picker_over_the_users_endpoints(client):
     page = client.get("/").text
     assert 'id="user"' in page and 'id="user-facts"' in page

@@ -81,7 +81,7 @@ def new_job(body: ChatRequest, request: Request, s: Served) -> Job:
     options = s.options
     conv_id = resolve_conversation_id(request.headers, {"metadata": body.metadata, "user": body.user},
                                       options.default_conversation)
-    user = resolve_user(request.headers, options.user)
+    user = resolve_user(request.headers, options.user, options.user_headers)
     if body.n not in (None, 1):
         raise ApiError(400, "n must be 1: one answer per request", param="n")
     messages = [Msg(m.role, message_text(m.content)) for m in body.messages]

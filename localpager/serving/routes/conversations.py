@@ -17,7 +17,7 @@ from ...core.checks import did_you_mean
 from ...store.base import PinRefused
 from ..errors import failure
 from ..jobs import owned
-from ..protocol import USER_HEADER, ApiError, content_disposition, resolve_user
+from ..protocol import ApiError, content_disposition, resolve_user, user_header
 from ..state import Served, ServedDep, served
 
 
@@ -25,10 +25,10 @@ async def header_scope(request: Request) -> None:
     """A request that names a conversation and sends ``X-Localpager-User`` must name one of that user's (a 403
     otherwise, as a chat request gets). Only the header counts here, not the server's ``--user``: the inspector
     and other memory tools see every conversation of the namespace unless a request says whose it is."""
-    conv_id = request.path_params.get("conv_id")
-    if conv_id is None or USER_HEADER not in request.headers:
+    conv_id, s = request.path_params.get("conv_id"), await served(request)
+    if conv_id is None or user_header(request.headers, s.options.user_headers) is None:
         return
-    user, s = resolve_user(request.headers), await served(request)
+    user = resolve_user(request.headers, names=s.options.user_headers)
 
     def check() -> None:
         if s.lp.store.has_conversation(conv_id):  # an unknown id is the route's 404

@@ -16,18 +16,19 @@ from ...memory.users import User
 from ...store.base import check_user
 from ..errors import failure
 from ..jobs import owned
-from ..protocol import USER_HEADER, ApiError, content_disposition, resolve_user
-from ..state import Served, ServedDep
+from ..protocol import ApiError, content_disposition, resolve_user, user_header
+from ..state import Served, ServedDep, served
 from .conversations import change_body, conversation_row, forget_body, in_turns, require
 
 
 async def header_scope(request: Request) -> None:
-    """A request that sends ``X-Localpager-User`` reaches that user's memory only: another user's endpoints are a
-    403, as another user's conversation is (``conversations.header_scope``). Without the header, any user's."""
-    user = request.path_params.get("user")
-    if user is None or USER_HEADER not in request.headers:
+    """A request that sends ``X-Localpager-User`` (or a header ``--user-header`` names) reaches that user's memory
+    only: another user's endpoints are a 403, as another user's conversation is (``conversations.header_scope``).
+    Without the header, any user's."""
+    user, names = request.path_params.get("user"), (await served(request)).options.user_headers
+    if user is None or user_header(request.headers, names) is None:
         return
-    sent = resolve_user(request.headers)
+    sent = resolve_user(request.headers, names=names)
     if sent != user:
         raise ApiError(403, f"these are user {user!r}'s memory endpoints, not user {sent!r}'s: a request may reach "
                             "the memory of the user it names only", type="permission_error",
