@@ -15,7 +15,7 @@ the newest version is the newest statement.
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 
 from ..core.checks import MAX_ID_LENGTH
@@ -41,6 +41,7 @@ class _Survey:
     number of turns they hold, the custom instructions seen, and a warning for each conversation left out."""
 
     ids: set[str] = field(default_factory=set)
+    named: dict[str, Turn] = field(default_factory=dict)  # ids named after the file (no id of their own): 1st turn
     turns: int = 0
     profiles: list[Profile] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
@@ -56,6 +57,8 @@ def import_history(held: Held, source: ExportSource, options: IngestOptions) -> 
         raise ConversationFileError(source.name, "holds no conversation with user or assistant text: expected "
                                                  f"{EXPECTED[source.format]}")
     store = held.store
+    renamed = _apart(store, survey, source.name)
+    survey.ids = {renamed.get(conv_id, conv_id) for conv_id in survey.ids}
     wanted = survey.ids | ({profile.id} if profile else set())
     taken = {conv_id for conv_id in wanted if store.has_conversation(conv_id)}
     check_owners(store, [(conv_id, user) for conv_id in sorted(taken)])  # before anything is written
@@ -64,9 +67,15 @@ def import_history(held: Held, source: ExportSource, options: IngestOptions) -> 
     replaced: list[str] = []
     progress = _Progress(options, len(survey.ids), survey.turns)
     for item in source.conversations():
-        if not isinstance(item, ExportedConversation) or item.transcript.id not in survey.ids:
+        if not isinstance(item, ExportedConversation):
             continue  # left out, with the survey's warning
         conv = item.transcript
+        if conv.id in renamed:
+            report.warnings.append(f"{source.name}: conversation {item.name} is not the stored {conv.id!r}, which "
+                                   f"came from another file: stored as {renamed[conv.id]!r}")
+            conv = replace(conv, id=renamed.pop(conv.id))
+        if conv.id not in survey.ids:
+            continue  # left out, with the survey's warning
         survey.ids.discard(conv.id)  # a later conversation with the same id was left out by the survey
         if conv.id in taken and not options.replace:
             _continue(held, conv, item.name, report)
@@ -106,9 +115,40 @@ def _survey(source: ExportSource, options: IngestOptions) -> _Survey:
         else:
             survey.ids.add(conv.id)
             survey.turns += len(conv.turns)
+            if conv.meta.get("export") == "messages" and "export_id" not in conv.meta:
+                survey.named[conv.id] = conv.turns[0]
         if options.on_conversations is not None:
             options.on_conversations("read", n, n)
     return survey
+
+
+def _apart(store, survey: _Survey, source: str) -> dict[str, str]:
+    """New ids for the conversations named after their file (a message list with no id of its own: ``stem``) whose
+    name a stored conversation of another file already has: two folders' ``messages.json`` are two conversations.
+    A stored one is another file's when its first turn differs and it came from another path; the next free
+    ``stem-N`` is taken then (the same one on the next import: it continues there). Same path, first turn
+    different: the file was edited since, and ``_continue`` says so."""
+    renamed: dict[str, str] = {}
+    used = set(survey.ids)
+    for conv_id, first in sorted(survey.named.items()):
+        new, n = conv_id, 1
+        while store.has_conversation(new) and _another_files(store, new, first, source):
+            n += 1
+            new = f"{conv_id}-{n}"
+            while new in used:
+                n += 1
+                new = f"{conv_id}-{n}"
+        if new != conv_id:
+            renamed[conv_id] = new
+            used.add(new)
+    return renamed
+
+
+def _another_files(store, conv_id: str, first: Turn, source: str) -> bool:
+    stored = store.turns(conv_id)
+    if not stored or (stored[0].role == first.role and (not stored[0].text or stored[0].text == first.text)):
+        return False  # the same conversation, grown or not (a forgotten first turn matches anything)
+    return store.conversation_record(conv_id)["source"] != source
 
 
 def _continue(held: Held, conv: Transcript, name: str, report: IngestReport) -> None:

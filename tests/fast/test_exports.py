@@ -232,6 +232,26 @@ def test_a_json_message_list_is_one_conversation_named_after_the_file(fake_pager
                                      ("user", "This is the key ring.")]
 
 
+def test_two_folders_message_lists_of_one_name_are_two_conversations(fake_pager, tmp_path):
+    """A message list with no id of its own is named after its file: another folder's file of the same name is
+    another conversation (it was kept out as "edited" before), and each import continues its own."""
+    lp = fake_pager(path=tmp_path / "s.db")
+    flat = [{"role": "user", "content": "I live in Utrecht."}, {"role": "assistant", "content": "Nice."}]
+    dog = [{"role": "user", "content": "My dog is called Rex."}, {"role": "assistant", "content": "Cute."}]
+    (tmp_path / "a").mkdir(), (tmp_path / "b").mkdir()
+    lp.ingest(write_json(tmp_path / "a" / "messages.json", flat))
+    report = lp.ingest(write_json(tmp_path / "b" / "messages.json", dog))
+    assert report.ids == ["messages-2"] and "came from another file: stored as 'messages-2'" in report.warnings[0]
+    assert texts(lp, "messages")[0] == ("user", "I live in Utrecht.")
+    assert texts(lp, "messages-2")[0] == ("user", "My dog is called Rex.")
+    again = lp.ingest(write_json(tmp_path / "b" / "messages.json", dog + [{"role": "user", "content": "He is 3."}]))
+    assert again.continued == ["messages-2"] and again.turns == 1
+    assert lp.ingest(tmp_path / "a" / "messages.json").turns == 0 and len(lp.conversations()) == 2
+    flat[0]["content"] = "I live in Lyon now."  # the same file, edited since: kept as stored, as before
+    edited = lp.ingest(write_json(tmp_path / "a" / "messages.json", flat))
+    assert "differs from the stored one at turn 0" in edited.warnings[0] and len(lp.conversations()) == 2
+
+
 def test_jsonl_message_lists_one_conversation_a_line(fake_pager, tmp_path):
     lp = fake_pager(path=tmp_path / "s.db")
     report = lp.ingest(FIXTURES / "messages.jsonl")
