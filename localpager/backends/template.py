@@ -67,12 +67,29 @@ class ChatTemplate:
         env.globals["raise_exception"] = raise_exception
         self._template = env.from_string(template)
         self._special, self._plain, self._bos = special, plain, list(bos)
+        self._level = 0  # the first of ``SHAPES`` the template took
 
     def render(self, messages: Sequence[Message], add_generation_prompt: bool = True) -> list[int]:
         return self.render_text(messages, add_generation_prompt)[0]
 
     def render_text(self, messages: Sequence[Message], add_generation_prompt: bool = True) -> tuple[list[int], str]:
-        """The prompt's tokens and the text they stand for."""
+        """The prompt's tokens and the text they stand for. A strict template (Mistral's and Llama 2's demand
+        that user and assistant alternate; Gemma's refuses a system message) gets the messages as it takes them
+        (``alternating``): the first shape it renders is kept for the next prompts, so their prefix stays the
+        same (llama.cpp's cache)."""
+        level = self._level
+        while True:
+            try:
+                done = self._render(SHAPES[level](messages), add_generation_prompt)
+            except BackendError:
+                if level + 1 == len(SHAPES):
+                    raise  # the template refuses even that: its own words say why
+                level += 1
+                continue
+            self._level = level
+            return done
+
+    def _render(self, messages: Sequence[Message], add_generation_prompt: bool) -> tuple[list[int], str]:
         markers = [f"\x00{uuid.uuid4().hex}\x00" for _ in messages]
         rest = self._template.render(
             messages=[{"role": m.role, "content": mark} for m, mark in zip(messages, markers)],
@@ -88,3 +105,34 @@ class ChatTemplate:
             text += head + message.content
         tokens += self._special(rest) if rest else ()
         return tokens, text + rest
+
+
+def joined(messages: Sequence[Message]) -> list[Message]:
+    """``messages`` with each run of one role's messages joined into one, a blank line between: two user turns in a
+    row (a remembered statement and the next question, an imported chat whose reply failed) alternate then."""
+    out: list[Message] = []
+    for message in messages:
+        if out and out[-1].role == message.role:
+            out[-1] = Message(message.role, f"{out[-1].content}\n\n{message.content}")
+        else:
+            out.append(message)
+    return out
+
+
+def alternating(messages: Sequence[Message]) -> list[Message]:
+    """``joined``, with the system message's words opening the first user message (a template without a system
+    role), and a user message of them alone when a reply would come first."""
+    out = joined(messages)
+    if out and out[0].role == "system":
+        system = out.pop(0).content
+        if out and out[0].role == "user":
+            out[0] = Message("user", f"{system}\n\n{out[0].content}")
+        else:
+            out.insert(0, Message("user", system))
+    return out
+
+
+# How messages are shaped for the template, tried in order until it renders them: as they are, then ``joined``,
+# then ``alternating``.
+SHAPES: tuple[Callable[[Sequence[Message]], Sequence[Message]], ...] = (lambda messages: messages, joined,
+                                                                      alternating)
