@@ -1,7 +1,8 @@
 """The words of the language the cues are written in, kept as data (``core/data/english.json``), and the one loader.
 
-The standing-facts layer (``facts``) and the answer types (``answer_types``) find what a sentence says by words of
-the language: "allergic", "every Monday", "by the way", "how much". Those words are lists in one data file, not
+The standing-facts layer (``facts``), the answer types (``answer_types``) and the features of how a message asks
+(``retrieval.gate``, ``retrieval.facts``) find what a sentence says by words of the language: "allergic", "every
+Monday", "by the way", "how much", "remind me". Those words are lists in one data file, not
 regular expressions across modules; this module reads the file once and builds the patterns from it. Each entry
 says what it matches (``about``) and holds its ``words`` (the alternatives, each a regular-expression fragment:
 ``allerg\\w*``, ``tablets?``) and, when it is more than a list of whole words, its ``pattern`` text, in which

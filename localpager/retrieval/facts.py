@@ -19,7 +19,6 @@ ones included.
 from __future__ import annotations
 
 import math
-import re
 from dataclasses import asdict, astuple, dataclass, field
 from typing import Callable, Sequence
 
@@ -27,16 +26,14 @@ import numpy as np
 
 from ..core.answer_types import asked_types, stated_types
 from ..core.answer_types import match as type_match
-from ..core import supersede
+from ..core import lexicon, supersede
 from ..core.facts import StandingFact
 from ..core.text import content_words
 from .gate import GateModel, message_features
 
 FACT_FEATURES = ("dense", "gap", "type", "avoid", "lexical", "my", "me", "i", "question", "request", "general_form",
                  "task", "code", "memory_cue", "need", "facts")
-# asking for oneself: "should I", "for me", "I'm", "my"
-_NEED = re.compile(r"\b(?:should i|can i|could i|do i|am i|will i|would i|for me|i'm|i am|i've|i need|we're|we need|"
-                   r"help me|my|our|me)\b", re.I)
+_NEED = lexicon.pattern("own_sake")  # asking for oneself: "should I", "for me", "I'm", "my"
 
 
 @dataclass

@@ -23,41 +23,27 @@ benchmark's output and in the docs. Plain arithmetic: a gate costs microseconds 
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 
+from ..core import lexicon
 from ..core.answer_types import match as type_match
 from ..core.records import Turn
 from ..core.text import is_question, term_key
 from .ranking import CAPITALISED, TurnHit, tells
 
-_MY = re.compile(r"\b(?:my|mine|our|ours|myself|ourselves)\b", re.I)
-_ME = re.compile(r"\b(?:me|us)\b", re.I)
-_I = re.compile(r"\b(?:i|i'm|i've|i'd|i'll|im|ive|we|we're|we've|we'd)\b", re.I)
-_MEMORY_CUE = re.compile(
-    r"\b(?:remind me|remember|recall|again|did i (?:tell|mention|say|ask|write)|i (?:told|mentioned|said)|"
-    r"you (?:said|told me|mentioned)|earlier|last time|what was|what were|forgot|forget)\b", re.I)
-_GENERAL_FORM = re.compile(
-    r"^\W*(?:how (?:do|can|should|would|does) (?:i|you|one|we|people|someone) (?!\w+ (?:my|me|our)\b)"
-    r"|how to\b|how (?:many|far|long|often) (?:is|are|does|do|should)\b"
-    r"|what(?:'s| is| are| was| were) (?:a|an|the|some|good|common|the best)\b"
-    r"|why (?:do|does|is|are|did|would)\b|explain\b|can you (?:explain|recommend|suggest|describe|tell me about)\b"
-    r"|who (?:wrote|invented|discovered|painted|was|is)\b|is it (?:worth|safe|better|okay|ok|true|possible)\b"
-    r"|are (?:there|electric)\b|should (?:i|you|we) (?:learn|use|buy|get)\b|what do you think\b|write\b|define\b)",
-    re.I)
-# asking without a question's form: "Tell me the plumber's number", "Give me the vet's email"
-_REQUEST = re.compile(r"^\W*(?:please\s+)?(?:tell|give|show|remind|send|find|get|text|read)\s+(?:me|us)\b|"
-                      r"^\W*(?:i need|i want to know|i'd like to know|i forgot|i forget|what's|whats)\b", re.I)
-# a task or a piece of general help: "help me plan", "can you make this friendlier", "how do I get ..."
-_TASK = re.compile(r"\b(?:help me|can you (?:make|write|draft|rewrite|plan|suggest|recommend|explain|help|give me|"
-                   r"tell me about|teach)|write (?:me )?an?|draft|rewrite|translate|summari[sz]e|proofread|"
-                   r"ideas? for|tips (?:for|on)|recipe|steps to)\b", re.I)
-# "the dentist visit", "the vet's email": something this user has; "a gym locker": any
-_DEFINITE = re.compile(r"\b(?:the|my|our)\s+(?!most\b|best\b|first\b|same\b|world\b|difference\b|way\b|"
-                       r"capital\b|average\b|right\b|easiest\b|fastest\b|cheapest\b)[a-z][\w'’-]*", re.I)
-_INDEFINITE = re.compile(r"\b(?:a|an|any|some)\s+[a-z][\w'’-]*", re.I)
-_CODE = re.compile(r"`|\b(?:python|javascript|css|html|sql|git|regex|function|api|json|linux|excel)\b", re.I)
+# How a message asks (``core/data/english.json``, read by ``core.lexicon``): whose sake, a cue of the past, a general
+# question's form, a request, a task, a particular thing or any one, code
+_MY = lexicon.pattern("asks_my")
+_ME = lexicon.pattern("asks_me")
+_I = lexicon.pattern("asks_i")
+_MEMORY_CUE = lexicon.pattern("memory_cue")
+_GENERAL_FORM = lexicon.pattern("general_form")
+_REQUEST = lexicon.pattern("request_form")  # "Tell me the plumber's number", "Give me the vet's email"
+_TASK = lexicon.pattern("task")  # "help me plan", "can you make this friendlier", "how do I get ..."
+_DEFINITE = lexicon.pattern("definite")  # "the dentist visit", "the vet's email": something this user has
+_INDEFINITE = lexicon.pattern("indefinite")  # "a gym locker": any
+_CODE = lexicon.pattern("code")
 FEATURES = ("question", "request", "my", "me", "i", "memory_cue", "general_form", "task", "definite",
             "indefinite", "code", "speaker", "known_name", "dense_best", "dense_z", "dense_tells", "lexical_best",
             "best_tells", "best_type")

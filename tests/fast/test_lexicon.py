@@ -29,7 +29,8 @@ def test_every_entry_is_used_and_every_name_in_a_pattern_is_an_entry() -> None:
         for ref in re.findall(r"<([a-z][a-z0-9_]*)>", text):
             assert ref == "words" and "words" in entry or ref in entries, f"{name} names <{ref}>"
             named.add(ref)
-    source = "".join((CORE / f).read_text(encoding="utf-8") for f in ("facts.py", "answer_types.py", "claims.py"))
+    source = "".join((CORE / f).read_text(encoding="utf-8") for f in ("facts.py", "answer_types.py", "claims.py",
+                                                                     "../retrieval/gate.py", "../retrieval/facts.py"))
     by_code = {n for n in entries if f'"{n}"' in source or n.split("_")[0] in ("cue", "asks", "states")}
     assert set(entries) - named - by_code == set()
 
@@ -43,3 +44,14 @@ def test_patterns_are_built_from_the_words() -> None:
     assert facts._CUES[0] == ("avoid", lexicon.pattern("cue_avoid"))
     assert answer_types.asked_types("How much can I spend?") >= {"money"}
     assert answer_types.stated_types("Dr Ames, 7pm on March 6") >= {"person", "time", "date"}
+
+
+def test_how_a_message_asks_is_read_from_the_data_file_not_from_regex_literals() -> None:
+    """Issue 38, item 6: the recall gate's and the fact model's word lists are entries of the data file."""
+    from localpager.retrieval import facts as fact_model, gate
+
+    assert gate._MEMORY_CUE is lexicon.pattern("memory_cue") and fact_model._NEED is lexicon.pattern("own_sake")
+    for module in (gate, fact_model):
+        assert "re.compile(" not in Path(module.__file__).read_text(encoding="utf-8")
+    assert gate.message_features("Remind me: what's my locker number?").memory_cue == 1.0
+    assert gate.message_features("How do I boil an egg?").general_form == 1.0
