@@ -155,12 +155,8 @@ def is_small_talk(text: str) -> bool:
 
 
 # -- what kind of sentence ----------------------------------------------------------------------------
-_WH = "what when where who whom whose which why how"
-_AUX = "do does did is are was were am can could will would should shall may might must have has had"
-_QUESTION_START = re.compile(rf"^\W*(?:{'|'.join((_WH + ' ' + _AUX).split())})(?:n't|'s|'re|'d|'ll)?\b", re.I)
-_RECALL_PHRASE = re.compile(
-    r"\b(?:remind me|do you remember|can you remember|remember when|what was|what were|what did i|"
-    r"did i (?:tell|mention|say)|i (?:told|mentioned)|tell me again|i forgot|i forget|can you recall)\b", re.I)
+_QUESTION_START = lexicon.pattern("question_start")  # a wh-word or an auxiliary first
+_RECALL_PHRASE = lexicon.pattern("recall_phrase")  # "remind me", "do you remember", "tell me again"
 # sentence ends: a stop, then space and a capital or a quote (not "3.5", "a.b@c.d" or "Dr. Patel")
 SENTENCE_BREAK = re.compile(r"(?<=[.!?…])(?<!\bDr\.)(?<!\bMr\.)(?<!\bMs\.)(?<!\bSt\.)(?<!\bMrs\.)(?<!\bProf\.)"
                             r"\s+(?=[\"“'(\[]?[A-Z])")
