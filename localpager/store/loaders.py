@@ -29,8 +29,9 @@ LOCOMO_CATEGORIES = {
 }
 ADVERSARIAL_ANSWER = "not mentioned"
 
-# "localpager": what an export (localpager.memory.interchange) adds; reading a conversation ignores it. "user": whose
-# conversation it is (optional: a user name, checked as an id is)
+# "localpager": what an export (localpager.memory.interchange) adds; reading a conversation keeps only what says what
+# its turns are (``turn_marks``), the rest is import's. "user": whose conversation it is (optional: a user name,
+# checked as an id is)
 TOP_KEYS = {"id", "turns", "probes", "meta", "localpager", "user"}
 _TURN_KEYS = {"role", "text", "time", "speaker"}
 _PROBE_KEYS = {"question", "answer", "evidence", "type", "at"}
@@ -212,7 +213,23 @@ def conversation_from_json(obj: Any, where: Where, path: str) -> Transcript:
     ]
     meta = object_of(obj.get("meta", {}), where, "meta", "an object")
     conversation_user(obj, where)
+    turn_marks(obj.get("localpager"), turns, where)
     return Transcript(conversation_id, turns, probes, source=path, meta=dict(meta))
+
+
+def turn_marks(state: Any, turns: list[Turn], where: Where) -> None:
+    """What an export says its turns are, kept by any reader of the file (``ingest`` as well as ``import``): a
+    turn the user asked to be remembered is a standing fact even where the extractor finds none (it was lost when
+    the file was ingested), and a forgotten turn is empty, not its placeholder ``[forgotten]`` read as words."""
+    if not isinstance(state, dict):
+        return  # a plain interchange line; a malformed object is import's to report
+    for name in ("remembered", "forgotten"):
+        for i, value in enumerate(list_of(state.get(name, []), where, f"localpager.{name}")):
+            turn = turns[checked_turn_index(value, len(turns), where, f"localpager.{name}[{i}]")]
+            if name == "remembered":
+                turn.remembered = True
+            else:
+                turn.text = ""
 
 
 def conversation_user(obj: dict[str, Any], where: Where) -> str | None:

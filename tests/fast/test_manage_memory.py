@@ -105,6 +105,21 @@ def test_a_remembered_fact_survives_a_rebuild_an_export_an_import_and_a_merge(lp
     assert conv.facts() == [] and not conv.turns[2].text
 
 
+def test_an_export_ingested_keeps_its_remembered_fact_and_its_forgotten_turn_empty(lp, fake_pager, tmp_path):
+    """``ingest`` of an export (paged again, unlike ``import``) reads what its turns are: the statement the user
+    asked to keep stays a fact (it was lost), a forgotten turn stays empty (its placeholder became a turn's words)."""
+    conv = lp.conversation("c", create=True)
+    say(conv, "Hello there!", "The weather is grey.")
+    conv.remember(KEY)
+    conv.forget(turn=2)
+    lp.export(tmp_path / "c.jsonl", ["c"])
+    other = fake_pager(path=tmp_path / "other.db")
+    other.ingest(tmp_path / "c.jsonl")
+    again = other.conversation("c")
+    assert [(f.kind, f.text) for f in again.facts()] == [(STATED, KEY)] and again.turns[4].remembered
+    assert again.turns[2].text == "" and "forgotten" not in " ".join(t.text for t in again.turns)
+
+
 def test_a_bad_remembered_list_in_an_export_is_one_line(lp, tmp_path):
     conv = lp.conversation("c", create=True)
     conv.remember(KEY)
