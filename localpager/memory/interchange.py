@@ -26,6 +26,7 @@ from ..store.loaders import (
     ConversationFileError,
     Where,
     checked_conversation_id,
+    checked_superseded,
     checked_turn_index,
     conversation_from_json,
     conversation_to_json,
@@ -258,7 +259,7 @@ def _checked_state(value: Any, where: Where, n_turns: int, fit: VectorFit | None
     return {"source": optional_string(state.get("source"), where, "localpager.source"), "created_at": created,
             "settings": _checked_settings(state.get("settings"), where), "pages": pages, "forgotten": forgotten,
             "remembered": remembered,
-            "superseded": _checked_superseded(state.get("superseded", {}), where, n_turns),
+            "superseded": checked_superseded(state.get("superseded", {}), where, n_turns),
             "vectors": _checked_vectors(state.get("vectors", []), where, pages or [], forgotten, fit),
             "pinned_facts": _checked_pinned_facts(state.get("facts", []), where, n_turns)}
 
@@ -375,21 +376,6 @@ def _checked_page(row: Any, where: Where, name: str) -> Page:
     if "keywords" in values:
         values["keywords"] = [_typed(k, str, where, f"{name}.keywords[{i}]") for i, k in enumerate(values["keywords"])]
     return Page(**values)
-
-
-def _checked_superseded(value: Any, where: Where, n_turns: int) -> dict[int, int]:
-    """{turn: the later turn that corrected it}; keys are turn indices written as strings (JSON)."""
-    marks: dict[int, int] = {}
-    for key, later in object_of(value, where, "localpager.superseded", "an object").items():
-        name = f"localpager.superseded.{key}"
-        if not (key.isascii() and key.isdigit() and len(key) < 19):
-            raise where.error(name, f"each key must be a turn index, got {show_value(key)}")
-        turn = checked_turn_index(int(key), n_turns, where, name)
-        later = checked_turn_index(later, n_turns, where, name)
-        if later <= turn:
-            raise where.error(name, f"must name a later turn ({turn + 1}..{n_turns - 1}), got {later}")
-        marks[turn] = later
-    return marks
 
 
 def _checked_vectors(value: Any, where: Where, pages: list[Page], forgotten: set[int],
@@ -514,9 +500,6 @@ def _restore(held: Held, entry: Entry, replace: bool) -> None:
                 store.pin_fact(conv.id, fact.fact_id)
             except PinRefused:  # past the room pinned facts may take here: it stays a fact, unpinned
                 pass
-    marks = {t.index: t.superseded_by for t in conv.turns if t.superseded_by is not None}
-    if marks:
-        store.set_superseded(conv.id, marks)
     if state["vectors"]:
         store.save_embeddings([(conv.id, *row) for row in state["vectors"]])
 

@@ -255,8 +255,10 @@ class Store(ABC):
                  user),
             )
             conn.executemany(
-                "INSERT INTO turns (conv_id, idx, role, text, time, speaker, remembered) VALUES (?, ?, ?, ?, ?, ?, ?)",
-                [(conv_id, t.index, t.role, t.text, t.time, t.speaker, int(t.remembered)) for t in turns],
+                "INSERT INTO turns (conv_id, idx, role, text, time, speaker, remembered, superseded_by)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                [(conv_id, t.index, t.role, t.text, t.time, t.speaker, int(t.remembered), t.superseded_by)
+                 for t in turns],
             )
             self._write_pages(conn, conv_id, pages)
             self._write_facts(conn, conv_id, turns, numbered=numbered)

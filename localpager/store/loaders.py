@@ -217,12 +217,30 @@ def conversation_from_json(obj: Any, where: Where, path: str) -> Transcript:
     return Transcript(conversation_id, turns, probes, source=path, meta=dict(meta))
 
 
+def checked_superseded(value: Any, where: Where, n_turns: int) -> dict[int, int]:
+    """{turn: the later turn that corrected it}; keys are turn indices written as strings (JSON)."""
+    marks: dict[int, int] = {}
+    for key, later in object_of(value, where, "localpager.superseded", "an object").items():
+        name = f"localpager.superseded.{key}"
+        if not (key.isascii() and key.isdigit() and len(key) < 19):
+            raise where.error(name, f"each key must be a turn index, got {show_value(key)}")
+        turn = checked_turn_index(int(key), n_turns, where, name)
+        later = checked_turn_index(later, n_turns, where, name)
+        if later <= turn:
+            raise where.error(name, f"must name a later turn ({turn + 1}..{n_turns - 1}), got {later}")
+        marks[turn] = later
+    return marks
+
+
 def turn_marks(state: Any, turns: list[Turn], where: Where) -> None:
     """What an export says its turns are, kept by any reader of the file (``ingest`` as well as ``import``): a
-    turn the user asked to be remembered is a standing fact even where the extractor finds none (it was lost when
-    the file was ingested), and a forgotten turn is empty, not its placeholder ``[forgotten]`` read as words."""
+    turn the user asked to be remembered is a standing fact even where the extractor finds none, a corrected turn
+    points at its correction (its facts no longer stand), and a forgotten turn is empty, not its placeholder
+    ``[forgotten]`` read as words. (``ingest`` lost all three.)"""
     if not isinstance(state, dict):
         return  # a plain interchange line; a malformed object is import's to report
+    for turn, later in checked_superseded(state.get("superseded", {}), where, len(turns)).items():
+        turns[turn].superseded_by = later
     for name in ("remembered", "forgotten"):
         for i, value in enumerate(list_of(state.get(name, []), where, f"localpager.{name}")):
             turn = turns[checked_turn_index(value, len(turns), where, f"localpager.{name}[{i}]")]

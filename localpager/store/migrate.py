@@ -55,9 +55,6 @@ def _copy(source: Store, target: Store, conv_id: str, report: MigrateReport, rep
     pages = source.pages(conv_id, turns)
     target.save_conversation(conv_id, turns, pages, source.probes(conv_id), record["settings"],
                              Origin(record["source"], record["meta"]), replace=replace, user=record["user"])
-    marks = {t.index: t.superseded_by for t in turns if t.superseded_by is not None}
-    if marks:
-        target.set_superseded(conv_id, marks)
     vectors = source.conversation_embeddings(conv_id)
     if vectors:
         target.save_embeddings([(conv_id, *row) for row in vectors])

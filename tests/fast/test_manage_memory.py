@@ -105,18 +105,23 @@ def test_a_remembered_fact_survives_a_rebuild_an_export_an_import_and_a_merge(lp
     assert conv.facts() == [] and not conv.turns[2].text
 
 
-def test_an_export_ingested_keeps_its_remembered_fact_and_its_forgotten_turn_empty(lp, fake_pager, tmp_path):
-    """``ingest`` of an export (paged again, unlike ``import``) reads what its turns are: the statement the user
-    asked to keep stays a fact (it was lost), a forgotten turn stays empty (its placeholder became a turn's words)."""
+def test_an_export_ingested_keeps_what_its_turns_are(lp, fake_pager, tmp_path):
+    """``ingest`` of an export (paged again, unlike ``import``) reads what its turns are, as ``import`` does: the
+    statement the user asked to keep stays a fact, a corrected statement's fact stays replaced, a forgotten turn
+    stays empty (before: the first two were lost, and the forgotten turn's placeholder became a turn's words)."""
     conv = lp.conversation("c", create=True)
-    say(conv, "Hello there!", "The weather is grey.")
+    say(conv, "Hello there!", "The weather is grey.", "My locker code is 4471.")
     conv.remember(KEY)
+    conv.correct(4, "My locker code is 7734.")
     conv.forget(turn=2)
+    current = [(f.kind, f.text) for f in conv.facts()]
+    assert current == [(STATED, KEY), ("number", "My locker code is 7734.")]
     lp.export(tmp_path / "c.jsonl", ["c"])
     other = fake_pager(path=tmp_path / "other.db")
     other.ingest(tmp_path / "c.jsonl")
     again = other.conversation("c")
-    assert [(f.kind, f.text) for f in again.facts()] == [(STATED, KEY)] and again.turns[4].remembered
+    assert [(f.kind, f.text) for f in again.facts()] == current and again.turns[6].remembered
+    assert again.turns[4].superseded_by == 7 and other.store.turns("c")[4].superseded_by == 7
     assert again.turns[2].text == "" and "forgotten" not in " ".join(t.text for t in again.turns)
 
 
