@@ -22,7 +22,7 @@ from ..core.checks import MAX_ID_LENGTH
 from ..core.dates import parse_time
 from ..core.pager import PagingConfig
 from ..core.records import Transcript, Turn
-from ..store.base import check_owners, check_user
+from ..store.base import Store, check_owners, check_user
 from ..store.export_formats import ExportedConversation, Profile, SkippedConversation
 from ..store.exports import EXPECTED, ExportSource
 from ..store.loaders import ConversationFileError
@@ -122,7 +122,7 @@ def _survey(source: ExportSource, options: IngestOptions) -> _Survey:
     return survey
 
 
-def _apart(store, survey: _Survey, source: str) -> dict[str, str]:
+def _apart(store: Store, survey: _Survey, source: str) -> dict[str, str]:
     """New ids for the conversations named after their file (a message list with no id of its own: ``stem``) whose
     name a stored conversation of another file already has: two folders' ``messages.json`` are two conversations.
     A stored one is another file's when its first turn differs and it came from another path; the next free
@@ -144,7 +144,7 @@ def _apart(store, survey: _Survey, source: str) -> dict[str, str]:
     return renamed
 
 
-def _another_files(store, conv_id: str, first: Turn, source: str) -> bool:
+def _another_files(store: Store, conv_id: str, first: Turn, source: str) -> bool:
     stored = store.turns(conv_id)
     if not stored or (stored[0].role == first.role and (not stored[0].text or stored[0].text == first.text)):
         return False  # the same conversation, grown or not (a forgotten first turn matches anything)
