@@ -71,9 +71,11 @@ def import_history(held: Held, source: ExportSource, options: IngestOptions) -> 
             continue  # left out, with the survey's warning
         conv = item.transcript
         if conv.id in renamed:
-            report.warnings.append(f"{source.name}: conversation {item.name} is not the stored {conv.id!r}, which "
-                                   f"came from another file: stored as {renamed[conv.id]!r}")
-            conv = replace(conv, id=renamed.pop(conv.id))
+            new = renamed.pop(conv.id)
+            if new not in taken:  # said once, when it is first stored apart; later imports continue it quietly
+                report.warnings.append(f"{source.name}: conversation {item.name} is not the stored {conv.id!r}, "
+                                       f"which came from another file: stored as {new!r}")
+            conv = replace(conv, id=new)
         if conv.id not in survey.ids:
             continue  # left out, with the survey's warning
         survey.ids.discard(conv.id)  # a later conversation with the same id was left out by the survey

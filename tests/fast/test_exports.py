@@ -245,7 +245,7 @@ def test_two_folders_message_lists_of_one_name_are_two_conversations(fake_pager,
     assert texts(lp, "messages")[0] == ("user", "I live in Utrecht.")
     assert texts(lp, "messages-2")[0] == ("user", "My dog is called Rex.")
     again = lp.ingest(write_json(tmp_path / "b" / "messages.json", dog + [{"role": "user", "content": "He is 3."}]))
-    assert again.continued == ["messages-2"] and again.turns == 1
+    assert again.continued == ["messages-2"] and again.turns == 1 and again.warnings == []
     assert lp.ingest(tmp_path / "a" / "messages.json").turns == 0 and len(lp.conversations()) == 2
     flat[0]["content"] = "I live in Lyon now."  # the same file, edited since: kept as stored, as before
     edited = lp.ingest(write_json(tmp_path / "a" / "messages.json", flat))
