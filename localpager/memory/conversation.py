@@ -45,6 +45,10 @@ if TYPE_CHECKING:
 log = logging.getLogger("localpager")
 NO_ANSWER = "(no answer: it was interrupted before it was stored)"
 OPENED_OTHERS = 4  # a user's other conversations kept open to recall from (``_opened``)
+# Turns of a user's other conversations embedded for one answer, at most (``_embed_others``): an imported history
+# of thousands of turns is embedded a share per answer, newest conversations first, instead of blocking the first
+# answer for minutes (4,440 imported turns took 2 min 10 s on two cores); ``ingest --embed`` embeds it all ahead.
+USER_EMBED_PER_ANSWER = 256
 
 
 @dataclass
@@ -349,22 +353,29 @@ class Conversation:
         if user is not None:
             listed = self.store.list_conversations(user) if listed is None else listed
             others = [info for info in listed if info.id != self.id]
-            for info in others:  # every turn of theirs embedded once (the resident ones too), again after a change
-                if self.held.user_embedded.get(info.id) != info.turns:
-                    self._embed_every_turn(info.id, info.turns)
+            self._embed_others(others)
             selector.user_recall = UserRecall(self.held.index, [info.id for info in others],
                                               open=lambda conv_id: self._opened(conv_id, facts))
         return selector
 
-    def _embed_every_turn(self, conv_id: str, turns: int) -> None:
-        """Embed every turn of another conversation of the user (``turns`` of them), resident ones too, for the
-        recall across their conversations; counted first, so that a new process opens none whose every turn has
+    def _embed_others(self, others: Sequence[ConversationInfo]) -> None:
+        """Embed every turn of the user's other conversations (the resident ones too), for the recall across
+        them, once and again after a change: at most ``USER_EMBED_PER_ANSWER`` turns for this answer (but one
+        conversation whole), newest conversations first; the rest wait for the next answers, and a turn not yet
+        embedded is not searched. Each is counted first, so that a new process opens none whose every turn has
         its vector already (a forgotten turn has none: such a conversation is opened and checked page by page)."""
-        index = self.held.index
-        if sum(self.store.embedded_turn_counts(conv_id, index.embedder.name).values()) < turns:
-            pager = Conversation(self.held, conv_id).pager
-            index.update(conv_id, list(pager.pages), pager.turns, pager.bookmark)
-        self.held.user_embedded[conv_id] = turns
+        index, left = self.held.index, USER_EMBED_PER_ANSWER
+        for info in reversed(others):
+            if self.held.user_embedded.get(info.id) == info.turns:
+                continue
+            before = sum(self.store.embedded_turn_counts(info.id, index.embedder.name).values())
+            if before < info.turns:
+                if left <= 0:
+                    continue
+                pager = Conversation(self.held, info.id).pager
+                index.update(info.id, list(pager.pages), pager.turns, pager.bookmark)
+                left -= sum(self.store.embedded_turn_counts(info.id, index.embedder.name).values()) - before
+            self.held.user_embedded[info.id] = info.turns
 
     def _opened(self, conv_id: str, facts: Sequence[StandingFact]) -> tuple[Pager, PageSelector]:
         """Another conversation of this one's user, to recall from: its pages and turns (kept open among the last

@@ -125,7 +125,7 @@ class RerankSelector(PageSelector):
         directly (the embedder caches by text, so each resident turn is embedded once). Its ``array``
         gives them as an array over the candidates, from the loaded index alone (what the ranking uses), a
         resident turn's too when it has a vector there (every turn of a user's other conversations has one,
-        ``Conversation._embed_every_turn``: ranking one embeds none of its turns again; it is that turn's
+        ``Conversation._embed_others``: ranking one embeds none of its turns again; it is that turn's
         vector, as a turn's text changes only by being forgotten, which drops it)."""
         direct = embedding_scorer(self.index.embedder, pager.turns)
 

@@ -96,3 +96,24 @@ def test_a_bm25_index_of_256_turns_or_more_is_saved_once_built_and_read_by_a_new
     short = tmp_path / "short.lexical-1.npz"
     LexicalIndex("c", file=LexiconFile(short)).scores("budget", range(100), turns[:100])
     assert not short.exists()  # a short conversation is tokenised again sooner than a file is worth
+
+
+def test_a_big_history_is_embedded_a_share_per_answer_newest_first(fake_pager, monkeypatch):
+    """A user who imported thousands of turns: the first answer in a new chat embeds at most
+    ``USER_EMBED_PER_ANSWER`` turns of their other conversations (one whole at least), the newest first, instead of
+    every turn (2 min 10 s for 4,440 turns on two cores); the next answers embed the rest."""
+    import localpager.memory.conversation as conversation
+    from fakes import ScriptedBackend, answering
+
+    lp = fake_pager(backend=ScriptedBackend(fallback=answering("Noted.")))
+    for name, seed in (("old", 1), ("mid", 2), ("new", 3)):  # created in this order: "new" is the newest
+        chat = lp.conversation(name, create=True, user="alice")
+        for t in generate_conversation(seed, n_turns=60).turns:
+            chat.add_turn(t.role, t.text, stamp=False)
+    monkeypatch.setattr(conversation, "USER_EMBED_PER_ANSWER", 70)
+    embedded = lambda name: sum(lp.store.embedded_turn_counts(name, lp.index.embedder.name).values())  # noqa: E731
+    today = lp.conversation("today", create=True, user="alice")
+    today.ask("What did I say about the budget?")
+    assert [embedded(n) for n in ("new", "mid", "old")] == [60, 60, 0]  # 60, 60 more while under 70: then none
+    today.ask("And the trip?")
+    assert embedded("old") == 60
