@@ -48,7 +48,7 @@ OPENED_OTHERS = 4  # a user's other conversations kept open to recall from (``_o
 # Turns of a user's other conversations embedded for one answer, at most (``_embed_others``): an imported history
 # of thousands of turns is embedded a share per answer, newest conversations first, instead of blocking the first
 # answer for minutes (4,440 imported turns took 2 min 10 s on two cores); ``ingest --embed`` embeds it all ahead.
-USER_EMBED_PER_ANSWER = 256
+USER_EMBED_PER_ANSWER = 128
 
 
 @dataclass
