@@ -126,6 +126,7 @@ def add_guards(app, options: ServerOptions, log: Callable[[str], None]) -> None:
         from starlette.middleware.cors import CORSMiddleware
 
         app.add_middleware(CORSMiddleware, allow_origins=list(options.cors_origins), allow_methods=["GET", "POST"],
-                           allow_headers=["authorization", "content-type", *CONVERSATION_HEADERS, *options.user_headers],
+                           allow_headers=["authorization", "content-type", *CONVERSATION_HEADERS,
+                                          *options.user_headers],
                            expose_headers=["x-conversation-id", "x-localpager-history", "x-localpager-appended",
                                            "x-localpager-trace-id", "x-localpager-injected"])
