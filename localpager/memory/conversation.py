@@ -45,9 +45,10 @@ if TYPE_CHECKING:
 log = logging.getLogger("localpager")
 NO_ANSWER = "(no answer: it was interrupted before it was stored)"
 OPENED_OTHERS = 4  # a user's other conversations kept open to recall from (``_opened``)
-# Turns of a user's other conversations embedded for one answer, at most (``_embed_others``): an imported history
-# of thousands of turns is embedded a share per answer, newest conversations first, instead of blocking the first
-# answer for minutes (4,440 imported turns took 2 min 10 s on two cores); ``ingest --embed`` embeds it all ahead.
+# Turns of a user's other conversations embedded for one answer, about (``_embed_others``: a page at a time): an
+# imported history of thousands of turns is embedded a share per answer, newest conversations first, instead of
+# blocking the first answer for minutes (4,440 imported turns took 2 min 10 s on two cores); ``ingest --embed``
+# embeds it all ahead, and ``serve`` embeds the rest between requests (``embed_history``).
 USER_EMBED_PER_ANSWER = 128
 
 
@@ -354,28 +355,52 @@ class Conversation:
             listed = self.store.list_conversations(user) if listed is None else listed
             others = [info for info in listed if info.id != self.id]
             self._embed_others(others)
-            selector.user_recall = UserRecall(self.held.index, [info.id for info in others],
-                                              open=lambda conv_id: self._opened(conv_id, facts))
+            # only those embedded whole: ranking one opened would embed the rest of its turns at once
+            ready = [info.id for info in others if self.held.user_embedded.get(info.id) == info.turns]
+            selector.user_recall = UserRecall(self.held.index, ready, open=lambda conv_id: self._opened(conv_id, facts))
         return selector
 
-    def _embed_others(self, others: Sequence[ConversationInfo]) -> None:
+    def _embed_others(self, others: Sequence[ConversationInfo], turns: int | None = None) -> int:
         """Embed every turn of the user's other conversations (the resident ones too), for the recall across
-        them, once and again after a change: at most ``USER_EMBED_PER_ANSWER`` turns for this answer (but one
-        conversation whole), newest conversations first; the rest wait for the next answers, and a turn not yet
-        embedded is not searched. Each is counted first, so that a new process opens none whose every turn has
-        its vector already (a forgotten turn has none: such a conversation is opened and checked page by page)."""
-        index, left = self.held.index, USER_EMBED_PER_ANSWER
+        them, once and again after a change: page by page until about ``turns`` are embedded, newest conversations
+        first; the rest wait for the next call, and a turn not yet embedded is not searched. Each is counted
+        first, so that a new process opens none whose every turn has its vector already (a forgotten turn has
+        none: such a conversation is opened and checked page by page). Returns how many turns it embedded.
+        ``turns``: ``USER_EMBED_PER_ANSWER`` unless given."""
+        turns = USER_EMBED_PER_ANSWER if turns is None else turns
+        index, left = self.held.index, turns
         for info in reversed(others):
             if self.held.user_embedded.get(info.id) == info.turns:
                 continue
-            before = sum(self.store.embedded_turn_counts(info.id, index.embedder.name).values())
-            if before < info.turns:
+            counts = self.store.embedded_turn_counts(info.id, index.embedder.name)  # by page
+            if sum(counts.values()) < info.turns:
                 if left <= 0:
                     continue
                 pager = Conversation(self.held, info.id).pager
-                index.update(info.id, list(pager.pages), pager.turns, pager.bookmark)
-                left -= sum(self.store.embedded_turn_counts(info.id, index.embedder.name).values()) - before
+                for page in pager.pages:
+                    missing = sum(1 for i in page.turn_range if pager.turns[i].text) - counts.get(page.page_id, 0)
+                    if missing <= 0:
+                        continue
+                    if left <= 0:
+                        break
+                    index.update(info.id, [page], pager.turns, pager.bookmark)
+                    left -= missing
+                else:
+                    self.held.user_embedded[info.id] = info.turns
+                continue
             self.held.user_embedded[info.id] = info.turns
+        return turns - left
+
+    def embed_history(self, turns: int | None = None) -> int:
+        """Embed about ``turns`` more turns of this user's other conversations, as an answer does, for a caller
+        with time between answers (``serve`` after a request: an imported history is then embedded while the user
+        reads, not a share per question). Returns how many it embedded: 0 once every one has its vectors (and for
+        a conversation of no user)."""
+        if self.user is None:
+            return 0
+        with self.held.lock:
+            others = [info for info in self.store.list_conversations(self.user) if info.id != self.id]
+            return self._embed_others(others, turns)
 
     def _opened(self, conv_id: str, facts: Sequence[StandingFact]) -> tuple[Pager, PageSelector]:
         """Another conversation of this one's user, to recall from: its pages and turns (kept open among the last

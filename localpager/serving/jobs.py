@@ -47,6 +47,10 @@ class Turnstile:
 
 
 END = object()  # the last of a job's text pieces
+# Between requests, a user's history (an import of thousands of turns) is embedded this many turns a step, under
+# the model lock (a request waits for one step at most: about a second on two cores), a pause between steps
+IDLE_EMBED_TURNS = 32
+IDLE_EMBED_PAUSE_S = 0.05
 
 
 @dataclass
@@ -120,6 +124,7 @@ class ModelRunner:
         self._conversations: dict[str, Conversation] = {}
         self._turnstiles: dict[str, Turnstile] = {}
         self._lock = threading.Lock()
+        self._embedding: threading.Thread | None = None  # ``embed_later``'s, while it runs
 
     def conversation(self, conv_id: str, create: bool = False, user: str | None = None) -> Conversation:
         """The open conversation ``conv_id`` (``create``: made if it does not exist, as ``user``'s); with ``user``,
@@ -148,6 +153,7 @@ class ModelRunner:
 
     def run(self, job: Job, turnstile: Turnstile, ticket: int) -> Reply:
         turnstile.wait(ticket)
+        answered: Conversation | None = None
         try:
             # the history is matched before the model lock, which every conversation shares: a long history
             # costs its own request's time, never another conversation's
@@ -174,7 +180,9 @@ class ModelRunner:
                         raise
                     job._resolve(job.rec)
                     with self._answer_tokens(job.max_tokens):
-                        return Reply.of(conv.ask(job.question, on_text=job.on_text))
+                        reply = Reply.of(conv.ask(job.question, on_text=job.on_text))
+                    answered = conv if job.user is not None else None
+                    return reply
                 except BaseException:
                     held.close()  # the conversation's lock goes first: discarding may delete the conversation
                     if created:
@@ -184,6 +192,37 @@ class ModelRunner:
             turnstile.done(ticket)
             if job.pieces is not None:
                 job._to_loop(job.pieces.put_nowait, END)
+            if answered is not None:
+                self.embed_later(answered)
+
+    def embed_later(self, conv: Conversation) -> None:
+        """After a request of a user's: the rest of their history embedded between requests
+        (``Conversation.embed_history``, ``IDLE_EMBED_TURNS`` a step under the model lock), on one thread at a
+        time, so that an imported history is searched whole soon, not a share per question."""
+        with self._lock:
+            if self._embedding is not None and self._embedding.is_alive():
+                return
+            self._embedding = threading.Thread(target=self._embed_steps, args=(conv,), name="localpager-embed",
+                                               daemon=True)
+            self._embedding.start()
+
+    def _embed_steps(self, conv: Conversation) -> None:
+        while not self.lp.closed:
+            with self.lp.lock:
+                if self.lp.closed:
+                    return
+                try:
+                    if conv.embed_history(IDLE_EMBED_TURNS) == 0:
+                        return
+                except Exception:  # noqa: BLE001 - the next answer embeds its share, as without this thread
+                    return
+            time.sleep(IDLE_EMBED_PAUSE_S)
+
+    def join_embedding(self, timeout: float | None = None) -> None:
+        """Wait for the history being embedded between requests (tests; a stopping server does not wait)."""
+        thread = self._embedding
+        if thread is not None:
+            thread.join(timeout)
 
     def _generation(self, conv_id: str) -> int | None:
         """The stored conversation's generation (it moves with every change to it); None: there is none."""

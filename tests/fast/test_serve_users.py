@@ -278,6 +278,30 @@ def test_serve_checks_its_user_header_option(tmp_path, monkeypatch):
     assert seen.pop("options").user_headers == ("X-Localpager-User", OPEN_WEBUI)
 
 
+def test_a_users_history_is_embedded_between_requests(lp, monkeypatch):
+    """An imported history: a request of the user embeds a share of it (``USER_EMBED_PER_ANSWER``), and the server
+    embeds the rest after the answer, a step at a time under the model lock, not a share per question."""
+    import localpager.memory.conversation as conversation
+    import localpager.serving.jobs as jobs
+    from localpager.lab.synthetic import generate_conversation
+
+    for name, seed in (("old", 1), ("mid", 2), ("new", 3)):
+        chat_ = lp.conversation(name, create=True, user="alice")
+        for t in generate_conversation(seed, n_turns=60).turns:
+            chat_.add_turn(t.role, t.text, stamp=False)
+    monkeypatch.setattr(conversation, "USER_EMBED_PER_ANSWER", 10)
+    monkeypatch.setattr(jobs, "IDLE_EMBED_TURNS", 20)
+    embedded = lambda: sum(sum(lp.store.embedded_turn_counts(n, lp.index.embedder.name).values())  # noqa: E731
+                           for n in ("old", "mid", "new"))
+    app = create_app(lp, log=lambda line: None)
+    with TestClient(app) as c:
+        assert chat(c, "today", "Where do I live?", "alice").status_code == 200
+        app.state.served.runner.join_embedding(timeout=60)
+        assert embedded() == 180  # every turn of the three, none waiting for a question
+        assert chat(c, "today", "And my sister?", "alice").status_code == 200
+    assert not app.state.served.runner._embedding.is_alive()
+
+
 def test_the_inspector_offers_a_user_picker_over_the_users_endpoints(client):
     page = client.get("/").text
     assert 'id="user"' in page and 'id="user-facts"' in page

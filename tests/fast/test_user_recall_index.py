@@ -100,8 +100,9 @@ def test_a_bm25_index_of_256_turns_or_more_is_saved_once_built_and_read_by_a_new
 
 def test_a_big_history_is_embedded_a_share_per_answer_newest_first(fake_pager, monkeypatch):
     """A user who imported thousands of turns: the first answer in a new chat embeds at most
-    ``USER_EMBED_PER_ANSWER`` turns of their other conversations (one whole at least), the newest first, instead of
-    every turn (2 min 10 s for 4,440 turns on two cores); the next answers embed the rest."""
+    ``USER_EMBED_PER_ANSWER`` turns of their other conversations, a page at a time, the newest first, instead of
+    every turn (2 min 10 s for 4,440 turns on two cores); the next answers embed the rest. Only a conversation
+    embedded whole is recalled from (ranking one would embed the rest of its turns at once)."""
     import localpager.memory.conversation as conversation
     from fakes import ScriptedBackend, answering
 
@@ -114,6 +115,9 @@ def test_a_big_history_is_embedded_a_share_per_answer_newest_first(fake_pager, m
     embedded = lambda name: sum(lp.store.embedded_turn_counts(name, lp.index.embedder.name).values())  # noqa: E731
     today = lp.conversation("today", create=True, user="alice")
     today.ask("What did I say about the budget?")
-    assert [embedded(n) for n in ("new", "mid", "old")] == [60, 60, 0]  # 60, 60 more while under 70: then none
+    assert [embedded(n) for n in ("new", "mid", "old")] == [60, 20, 0]  # pages of 20: 60, then 20 past the 70
+    assert set(lp.held.user_embedded) == {"new"}  # the only one recalled from yet
     today.ask("And the trip?")
-    assert embedded("old") == 60
+    assert [embedded(n) for n in ("mid", "old")] == [60, 40]
+    today.ask("Anything else?")
+    assert embedded("old") == 60 and set(lp.held.user_embedded) == {"new", "mid", "old"}
