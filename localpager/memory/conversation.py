@@ -357,7 +357,8 @@ class Conversation:
             self._embed_others(others)
             # only those embedded whole: ranking one opened would embed the rest of its turns at once
             ready = [info.id for info in others if self.held.user_embedded.get(info.id) == info.turns]
-            selector.user_recall = UserRecall(self.held.index, ready, open=lambda conv_id: self._opened(conv_id, facts))
+            selector.user_recall = UserRecall(self.held.index, ready,
+                                              open=lambda conv_id: self._opened(conv_id, facts))
         return selector
 
     def _embed_others(self, others: Sequence[ConversationInfo], turns: int | None = None) -> int:
@@ -365,10 +366,11 @@ class Conversation:
         them, once and again after a change: page by page until about ``turns`` are embedded, newest conversations
         first; the rest wait for the next call, and a turn not yet embedded is not searched. Each is counted
         first, so that a new process opens none whose every turn has its vector already (a forgotten turn has
-        none: such a conversation is opened and checked page by page). Returns how many turns it embedded.
-        ``turns``: ``USER_EMBED_PER_ANSWER`` unless given."""
+        none: such a conversation is opened and checked page by page). Returns how many vectors it computed (a
+        page that gets none is left for later, so a caller looping until 0 stops). ``turns``:
+        ``USER_EMBED_PER_ANSWER`` unless given."""
         turns = USER_EMBED_PER_ANSWER if turns is None else turns
-        index, left = self.held.index, turns
+        index, left, computed = self.held.index, turns, 0
         for info in reversed(others):
             if self.held.user_embedded.get(info.id) == info.turns:
                 continue
@@ -383,19 +385,22 @@ class Conversation:
                         continue
                     if left <= 0:
                         break
-                    index.update(info.id, [page], pager.turns, pager.bookmark)
+                    made = index.update(info.id, [page], pager.turns, pager.bookmark)
+                    computed += made
                     left -= missing
+                    if not made:
+                        break
                 else:
                     self.held.user_embedded[info.id] = info.turns
                 continue
             self.held.user_embedded[info.id] = info.turns
-        return turns - left
+        return computed
 
     def embed_history(self, turns: int | None = None) -> int:
         """Embed about ``turns`` more turns of this user's other conversations, as an answer does, for a caller
         with time between answers (``serve`` after a request: an imported history is then embedded while the user
-        reads, not a share per question). Returns how many it embedded: 0 once every one has its vectors (and for
-        a conversation of no user)."""
+        reads, not a share per question). Returns how many vectors it computed: 0 once every one has its vectors
+        (and for a conversation of no user)."""
         if self.user is None:
             return 0
         with self.held.lock:

@@ -299,7 +299,8 @@ def test_a_users_history_is_embedded_between_requests(lp, monkeypatch):
         app.state.served.runner.join_embedding(timeout=60)
         assert embedded() == 180  # every turn of the three, none waiting for a question
         assert chat(c, "today", "And my sister?", "alice").status_code == 200
-    assert not app.state.served.runner._embedding.is_alive()
+        app.state.served.runner.join_embedding(timeout=60)  # nothing left: the next one ends at once
+        assert not app.state.served.runner._embedding.is_alive() and embedded() == 180
 
 
 def test_the_inspector_offers_a_user_picker_over_the_users_endpoints(client):
