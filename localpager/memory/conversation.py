@@ -363,12 +363,12 @@ class Conversation:
 
     def _embed_others(self, others: Sequence[ConversationInfo], turns: int | None = None) -> int:
         """Embed every turn of the user's other conversations (the resident ones too), for the recall across
-        them, once and again after a change: page by page until about ``turns`` are embedded, newest conversations
-        first; the rest wait for the next call, and a turn not yet embedded is not searched. Each is counted
-        first, so that a new process opens none whose every turn has its vector already (a forgotten turn has
-        none: such a conversation is opened and checked page by page). Returns how many vectors it computed (a
-        page that gets none is left for later, so a caller looping until 0 stops). ``turns``:
-        ``USER_EMBED_PER_ANSWER`` unless given."""
+        them, once and again after a change: until about ``turns`` are embedded, newest conversations first (one
+        begun is finished, unless it alone lacks more than ``turns``: that one page by page); the rest wait for the
+        next call, and a conversation not embedded whole is not searched. Each is counted first, so that a new
+        process opens none whose every turn has its vector already (a forgotten turn has none: such a conversation
+        is opened and checked page by page). Returns how many vectors it computed (a page that gets none is left
+        for later, so a caller looping until 0 stops). ``turns``: ``USER_EMBED_PER_ANSWER`` unless given."""
         turns = USER_EMBED_PER_ANSWER if turns is None else turns
         index, left, computed = self.held.index, turns, 0
         for info in reversed(others):
@@ -379,11 +379,13 @@ class Conversation:
                 if left <= 0:
                     continue
                 pager = Conversation(self.held, info.id).pager
-                for page in pager.pages:
-                    missing = sum(1 for i in page.turn_range if pager.turns[i].text) - counts.get(page.page_id, 0)
+                todo = [(page, sum(1 for i in page.turn_range if pager.turns[i].text) - counts.get(page.page_id, 0))
+                        for page in pager.pages]
+                whole = sum(max(0, missing) for _, missing in todo) <= turns  # begun, finished: it is searched then
+                for page, missing in todo:
                     if missing <= 0:
                         continue
-                    if left <= 0:
+                    if left <= 0 and not whole:
                         break
                     made = index.update(info.id, [page], pager.turns, pager.bookmark)
                     computed += made

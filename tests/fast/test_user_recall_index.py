@@ -111,13 +111,30 @@ def test_a_big_history_is_embedded_a_share_per_answer_newest_first(fake_pager, m
         chat = lp.conversation(name, create=True, user="alice")
         for t in generate_conversation(seed, n_turns=60).turns:
             chat.add_turn(t.role, t.text, stamp=False)
-    monkeypatch.setattr(conversation, "USER_EMBED_PER_ANSWER", 70)
+    monkeypatch.setattr(conversation, "USER_EMBED_PER_ANSWER", 30)  # a conversation of 60 lacks more: by page
     embedded = lambda name: sum(lp.store.embedded_turn_counts(name, lp.index.embedder.name).values())  # noqa: E731
     today = lp.conversation("today", create=True, user="alice")
     today.ask("What did I say about the budget?")
-    assert [embedded(n) for n in ("new", "mid", "old")] == [60, 20, 0]  # pages of 20: 60, then 20 past the 70
-    assert set(lp.held.user_embedded) == {"new"}  # the only one recalled from yet
+    assert [embedded(n) for n in ("new", "mid", "old")] == [40, 0, 0]  # pages of 20, until past the 30
+    assert set(lp.held.user_embedded) == set()  # none whole: none recalled from yet
     today.ask("And the trip?")
-    assert [embedded(n) for n in ("mid", "old")] == [60, 40]
+    assert [embedded(n) for n in ("new", "mid", "old")] == [60, 20, 0]
+    assert set(lp.held.user_embedded) == {"new"}
     today.ask("Anything else?")
-    assert embedded("old") == 60 and set(lp.held.user_embedded) == {"new", "mid", "old"}
+    assert [embedded(n) for n in ("new", "mid", "old")] == [60, 60, 0] and set(lp.held.user_embedded) == {"new", "mid"}
+
+
+def test_a_conversation_begun_is_finished_when_it_lacks_no_more_than_the_share(fake_pager, monkeypatch):
+    """Conversations of a few dozen turns (most chats) are embedded whole once begun, so that the one begun last is
+    searched at once rather than at the next question."""
+    import localpager.memory.conversation as conversation
+    from fakes import ScriptedBackend, answering
+
+    lp = fake_pager(backend=ScriptedBackend(fallback=answering("Noted.")))
+    for name, seed in (("old", 1), ("new", 3)):
+        chat = lp.conversation(name, create=True, user="alice")
+        for t in generate_conversation(seed, n_turns=60).turns:
+            chat.add_turn(t.role, t.text, stamp=False)
+    monkeypatch.setattr(conversation, "USER_EMBED_PER_ANSWER", 70)
+    lp.conversation("today", create=True, user="alice").ask("What did I say about the budget?")
+    assert set(lp.held.user_embedded) == {"new", "old"}  # 60, then all 60 of the second though past the 70
