@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
+from functools import partial
 from typing import Any, Callable
 
 from ..core.checks import id_problem, text_problem
@@ -203,27 +204,29 @@ def message_list_conversation(value: Any, position: int, path: str, stem: str
     ``title``): the ``position``-th conversation of file ``path``. Without an id it is named after the file
     (``stem``; ``stem-2``, ``stem-3`` for the next ones), which stays the same when the file grows."""
     holder = value if isinstance(value, dict) else {}
-    name = _name(holder, position, "title", ("id", "conversation_id"))
-    try:
-        messages = holder.get("messages") if isinstance(value, dict) else value
-        if not isinstance(messages, list):
-            raise _Unreadable("'messages' is not a list")
-        raw_id = holder.get("id") or holder.get("conversation_id")
-        own = stem if id_problem(stem) is None else "messages"
-        conv_id = _stable_id(None, raw_id) if raw_id else (own if position == 1 else f"{own}-{position}")
-        turns: list[Turn] = []
-        last = None
-        for i, message in enumerate(messages):
-            if not isinstance(message, dict):
-                raise _Unreadable(f"message {i} is not a JSON object")
-            last = stamp(message.get("created_at", message.get("timestamp", message.get("time")))) or last
-            text = _message_text(message.get("content"))
-            if message.get("role") in ROLES and text:
-                turns.append(Turn(message["role"], _storable(text, i), len(turns), time=last))
-        title = holder.get("title") if isinstance(holder.get("title"), str) else None
-        return ExportedConversation(_transcript(conv_id, turns, path, title, "messages", raw_id), name)
-    except _Unreadable as exc:
-        return SkippedConversation(name, str(exc))
+    return _or_skipped(partial(_message_list, position=position, stem=stem), value,
+                       _name(holder, position, "title", ("id", "conversation_id")), path)
+
+
+def _message_list(value: Any, name: str, path: str, *, position: int, stem: str) -> ExportedConversation:
+    holder = value if isinstance(value, dict) else {}
+    messages = holder.get("messages") if isinstance(value, dict) else value
+    if not isinstance(messages, list):
+        raise _Unreadable("'messages' is not a list")
+    raw_id = holder.get("id") or holder.get("conversation_id")
+    own = stem if id_problem(stem) is None else "messages"
+    conv_id = _stable_id(None, raw_id) if raw_id else (own if position == 1 else f"{own}-{position}")
+    turns: list[Turn] = []
+    last = None
+    for i, message in enumerate(messages):
+        if not isinstance(message, dict):
+            raise _Unreadable(f"message {i} is not a JSON object")
+        last = stamp(message.get("created_at", message.get("timestamp", message.get("time")))) or last
+        text = _message_text(message.get("content"))
+        if message.get("role") in ROLES and text:
+            turns.append(Turn(message["role"], _storable(text, i), len(turns), time=last))
+    title = holder.get("title") if isinstance(holder.get("title"), str) else None
+    return ExportedConversation(_transcript(conv_id, turns, path, title, "messages", raw_id), name)
 
 
 def _message_text(content: Any) -> str:
