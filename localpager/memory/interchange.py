@@ -26,7 +26,6 @@ from ..store.loaders import (
     ConversationFileError,
     Where,
     checked_conversation_id,
-    checked_superseded,
     checked_turn_index,
     conversation_from_json,
     conversation_to_json,
@@ -211,12 +210,8 @@ def read_export(path: str | os.PathLike, progress: Progress | None = None,
         if conv.id in seen:
             raise where.error("id", f"duplicate conversation id {conv.id!r}")
         seen.add(conv.id)
+        # which turns are remembered, corrected or forgotten was read with them (``loaders.turn_marks``)
         state = _checked_state(obj.get("localpager", {}), where, len(conv.turns), fit)
-        for t in conv.turns:
-            if t.index in state["forgotten"]:
-                t.text = ""
-            t.superseded_by = state["superseded"].get(t.index)
-            t.remembered = t.index in state["remembered"]
         entries.append(Entry(conv, state, conversation_user(obj, where)))
     return entries
 
@@ -254,12 +249,8 @@ def _checked_state(value: Any, where: Where, n_turns: int, fit: VectorFit | None
     pages = _checked_pages(state.get("pages"), where, n_turns)
     forgotten = {checked_turn_index(t, n_turns, where, f"localpager.forgotten[{i}]")
                  for i, t in enumerate(list_of(state.get("forgotten", []), where, "localpager.forgotten"))}
-    remembered = {checked_turn_index(t, n_turns, where, f"localpager.remembered[{i}]")
-                  for i, t in enumerate(list_of(state.get("remembered", []), where, "localpager.remembered"))}
     return {"source": optional_string(state.get("source"), where, "localpager.source"), "created_at": created,
             "settings": _checked_settings(state.get("settings"), where), "pages": pages, "forgotten": forgotten,
-            "remembered": remembered,
-            "superseded": checked_superseded(state.get("superseded", {}), where, n_turns),
             "vectors": _checked_vectors(state.get("vectors", []), where, pages or [], forgotten, fit),
             "pinned_facts": _checked_pinned_facts(state.get("facts", []), where, n_turns)}
 
