@@ -68,6 +68,8 @@ def test_a_users_facts_are_added_edited_and_deleted_from_the_inspector(running):
             answers[:] = [None]  # the confirm
             page.locator(f"{facts}:has-text('Zorbavelle') button:text('delete')").click()
             page.wait_for_selector(f"{facts}:has-text('Zorbavelle')", state="detached", timeout=10_000)
+            # the list is drawn again before the status says what was done: wait for the status, not the list only
+            page.wait_for_selector("#status:has-text('deleted fact')", timeout=10_000)
             assert "deleted fact" in page.inner_text("#status")
         finally:
             browser.close()
