@@ -1,0 +1,51 @@
+"""A task set in a situation reaches the fact its situation names, with the real embedder and the fitted fact model.
+
+"I'm flying out to visit my brother next month. What currency should I bring?" is one vector in which the
+currency question outweighs the brother; its first sentence alone is much nearer "My brother Tom lives in Oslo."
+The fact model reads the closest of a message's sentences beside the whole message (``retrieval.facts
+.message_parts``); before, this question reached no fact (0.36 against a threshold of 0.46). General questions in
+two sentences still reach none. Statements and questions written for this test; verdicts checked far from the
+threshold.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from localpager.core.facts import facts_of
+from localpager.core.records import Turn
+from localpager.retrieval.facts import FactRanker
+
+pytestmark = [pytest.mark.embedder]
+
+SAID = ["My cat is called Pixel.", "I work at a bakery in Leeds.", "I'm allergic to kiwi.",
+        "My brother Tom lives in Oslo.", "My mum collects old teapots."]
+GENERAL = ["I'm making a playlist for a long drive. Any suggestions?",
+           "It's raining again. What's a good indoor hobby to pick up?",
+           "I have a job interview on Monday. How should I prepare?",
+           "My printer keeps jamming. How do I fix it?"]
+
+
+@pytest.fixture(scope="module")
+def ranker():
+    from localpager.retrieval.embedder import default_embedder
+
+    facts = facts_of([Turn("user", text, 2 * i) for i, text in enumerate(SAID)])
+    assert [f.text for f in facts] == SAID, "the precondition: each statement is a standing fact"
+    return FactRanker(facts, default_embedder().encode)
+
+
+def test_the_sentence_that_names_the_situation_reaches_its_fact(ranker):
+    hit = ranker.best("I'm flying out to visit my brother next month. What currency should I bring?")
+    assert hit.fact.text == "My brother Tom lives in Oslo."
+    assert hit.features["sentence"] > hit.features["dense"] + 0.1  # the first sentence alone comes much nearer
+    assert hit.probability >= ranker.model.threshold + 0.05
+    assert [h.fact.text for h in ranker.relevant("I'm flying out to visit my brother next month. "
+                                                 "What currency should I bring?")] == [hit.fact.text]
+
+
+@pytest.mark.parametrize("message", GENERAL)
+def test_a_general_question_in_two_sentences_reaches_no_fact(ranker, message):
+    hit = ranker.best(message)
+    assert hit.probability < ranker.model.threshold - 0.15
+    assert ranker.relevant(message) == []
