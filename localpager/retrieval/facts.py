@@ -7,9 +7,9 @@ few, each one line, so every one of them is compared with every message, and the
 more for stating what the message asks for: ``answer_types.match``, something to avoid for "what should I stay
 away from") is judged by a logistic model over how the message asks (a question, a request, for the speaker's
 own sake, the form of a general question) and how that fact answers it (the cosine, how far it leads the next
-fact's, the same for the closest of the message's sentences, shared words, the types it states). Above the model's threshold the fact is given to the answer
-(``runtime.recall``); "How do I boil an egg?" reaches none. Fitted on tuning data only
-(``benchmarks/standing_facts.py``).
+fact's, the same for the closest of the message's sentences, shared words, the types it states). Above the
+model's threshold the fact is given to the answer (``runtime.recall``); "How do I boil an egg?" reaches none.
+Fitted on tuning data only (``benchmarks/standing_facts.py``).
 
 The prompt's stable prefix shows the standing facts that fit a share of the memory budget (``prompt_facts``):
 pinned ones first, then the ones answers were given most, then the newest; never more than that share, pinned
