@@ -7,7 +7,7 @@ few, each one line, so every one of them is compared with every message, and the
 more for stating what the message asks for: ``answer_types.match``, something to avoid for "what should I stay
 away from") is judged by a logistic model over how the message asks (a question, a request, for the speaker's
 own sake, the form of a general question) and how that fact answers it (the cosine, how far it leads the next
-fact's, the same for the closest of the message's sentences, shared words, the types it states). Above the
+fact's, the closest of the message and its statements, shared words, the types it states). Above the
 model's threshold the fact is given to the answer (``runtime.recall``); "How do I boil an egg?" reaches none.
 Fitted on tuning data only (``benchmarks/standing_facts.py``).
 
@@ -19,7 +19,7 @@ ones included.
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, astuple, dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Callable, Sequence
 
 import numpy as np
@@ -28,11 +28,13 @@ from ..core.answer_types import asked_types, stated_types
 from ..core.answer_types import match as type_match
 from ..core import lexicon, supersede
 from ..core.facts import StandingFact
-from ..core.text import content_words, sentences
+from ..core.text import content_words, is_question, sentences
 from .gate import GateModel, message_features
 
-FACT_FEATURES = ("dense", "gap", "type", "avoid", "lexical", "my", "me", "i", "question", "request", "general_form",
-                 "task", "code", "memory_cue", "need", "facts", "sentence", "sentence_gap")
+# What the model reads: not the whole message's cosine alone (``dense``, in the trace), but the closest of it and the
+# message's statements (``sentence``), so that a low cosine never counts for a fact.
+FACT_FEATURES = ("gap", "type", "avoid", "lexical", "my", "me", "i", "question", "request", "general_form",
+                 "task", "code", "memory_cue", "need", "facts", "sentence")
 _NEED = lexicon.pattern("own_sake")  # asking for oneself: "should I", "for me", "I'm", "my"
 
 
@@ -56,11 +58,11 @@ class FactFeatures:
     memory_cue: float = 0.0
     need: float = 0.0  # it asks for the speaker's own sake ("should I", "for me", "my")
     facts: float = 0.0  # log(1 + the conversation's current standing facts, at most ``FITTED_FACTS``)
-    sentence: float = 0.0  # the fact's best cosine with the message or one of its sentences (``SENTENCES_READ``)
-    sentence_gap: float = 0.0  # how far that leads the next fact's
+    sentence: float = 0.0  # the fact's best cosine with the message or one of its statements (``message_parts``)
 
     def vector(self) -> list[float]:
-        return list(astuple(self))
+        """The values the model reads, in ``FACT_FEATURES`` order."""
+        return [getattr(self, name) for name in FACT_FEATURES]
 
 
 @dataclass
@@ -88,19 +90,21 @@ class FactHit:
 FITTED_FACTS = 56
 
 
-# A message's sentences compared with each fact, the first ones at most: a pasted page is not read sentence by
+# A message's statements compared with each fact, the first ones at most: a pasted page is not read sentence by
 # sentence (each costs the embedder a text).
 SENTENCES_READ = 6
 
 
 def message_parts(message: str) -> list[str]:
-    """The texts of ``message`` compared with the facts: the whole message, then its sentences when it has more
-    than one (the first ``SENTENCES_READ``). A task set in a situation ("My niece wants to make a birthday card for
-    my pup. What should she write on it?") is one vector diluted by the task's words; its first sentence alone
-    comes much nearer "My dog is called Biscuit." (held-out implicit questions given their fact: 0.38 -> 0.46 at
-    the same rate of general questions given one, ``benchmarks/standing_facts.py``)."""
+    """The texts of ``message`` compared with the facts: the whole message, then, when it has more than one
+    sentence, those that are not questions (the first ``SENTENCES_READ``). A task set in a situation ("I'm flying
+    out to visit my brother next month. What currency should I bring?") is one vector diluted by the task's words;
+    the situation alone comes much nearer "My brother Tom lives in Oslo." A question's own sentence is left to the
+    whole message: a short one ("What should I check before paying?") matches any fact a little, by chance."""
     parts = [s.strip() for s in sentences(message)]
-    return [message] + (parts[:SENTENCES_READ] if len(parts) > 1 else [])
+    if len(parts) < 2:
+        return [message]
+    return [message] + [s for s in parts if not is_question(s)][:SENTENCES_READ]
 
 
 def best_fact(message: str, facts: Sequence[StandingFact], cosines: np.ndarray,
@@ -118,35 +122,30 @@ def best_fact(message: str, facts: Sequence[StandingFact], cosines: np.ndarray,
     shared = words & set(content_words(facts[best].text, "light"))
     base = message_features(message)
     parts = (cosines[:, None] if part_cosines is None else part_cosines).max(axis=1)
-    other_parts = np.delete(parts, best)
     return best, FactFeatures(
         dense=float(cosines[best]), gap=float(cosines[best] - others.max()) if len(others) else float(cosines[best]),
         type=float(types[best]), avoid=float(avoid[best]), lexical=len(shared) / len(words) if words else 0.0,
         my=base.my, me=base.me, i=base.i, question=base.question, request=base.request,
         general_form=base.general_form, task=base.task, code=base.code, memory_cue=base.memory_cue,
         need=float(bool(_NEED.search(message))), facts=math.log1p(min(len(facts), FITTED_FACTS)),
-        sentence=float(parts[best]),
-        sentence_gap=float(parts[best] - other_parts.max()) if len(other_parts) else float(parts[best]))
+        sentence=float(parts[best]))
 
 
 # Fitted by benchmarks/standing_facts.py on generated conversations of the tuning, dev and dev2 phrasings, the
 # development kinds (kinds_dev.json) and LoCoMo 1-5, its threshold the lowest at which at most 5% of the dev sets'
 # general and never-said questions get a fact; rerun it after changing a feature and paste its fit here.
 DEFAULT_FACT_MODEL = GateModel(
-    weights={'dense': -0.6242, 'gap': 1.4115, 'type': 0.317, 'avoid': 0.1402, 'lexical': -0.0325, 'my': -0.0492,
-             'me': -0.095, 'i': 0.1947, 'question': -0.0926, 'request': -0.0708, 'general_form': -0.214, 'task': 0.1672,
-             'code': 0.0231, 'memory_cue': 0.0682, 'need': 0.5602, 'facts': 0.2515, 'sentence': 1.4108,
-             'sentence_gap': -0.5588},
+    weights={'gap': 0.862, 'type': 0.3189, 'avoid': 0.145, 'lexical': -0.032, 'my': -0.0242, 'me': -0.0764, 'i': 0.2471,
+             'question': -0.079, 'request': -0.0755, 'general_form': -0.2291, 'task': 0.1685, 'code': 0.0218,
+             'memory_cue': 0.064, 'need': 0.5584, 'facts': 0.2709, 'sentence': 0.7769},
     bias=-0.9545,
-    means={'dense': 0.3425, 'gap': 0.104, 'type': 0.2269, 'avoid': 0.0119, 'lexical': 0.1206, 'my': 0.2748,
-           'me': 0.0781, 'i': 0.3628, 'question': 0.9454, 'request': 0.0774, 'general_form': 0.1476, 'task': 0.0263,
-           'code': 0.0065, 'memory_cue': 0.0218, 'need': 0.4862, 'facts': 2.7062, 'sentence': 0.3469,
-           'sentence_gap': 0.1005},
-    scales={'dense': 0.1645, 'gap': 0.1152, 'type': 0.4138, 'avoid': 0.1086, 'lexical': 0.1795, 'my': 0.4464,
-            'me': 0.2683, 'i': 0.4808, 'question': 0.2271, 'request': 0.2672, 'general_form': 0.3547, 'task': 0.1599,
-            'code': 0.0802, 'memory_cue': 0.1461, 'need': 0.4998, 'facts': 0.9796, 'sentence': 0.1634,
-            'sentence_gap': 0.1148},
-    threshold=0.4307,
+    means={'gap': 0.104, 'type': 0.2269, 'avoid': 0.0119, 'lexical': 0.1206, 'my': 0.2748, 'me': 0.0781, 'i': 0.3628,
+           'question': 0.9454, 'request': 0.0774, 'general_form': 0.1476, 'task': 0.0263, 'code': 0.0065,
+           'memory_cue': 0.0218, 'need': 0.4862, 'facts': 2.7062, 'sentence': 0.3457},
+    scales={'gap': 0.1152, 'type': 0.4138, 'avoid': 0.1086, 'lexical': 0.1795, 'my': 0.4464, 'me': 0.2683, 'i': 0.4808,
+            'question': 0.2271, 'request': 0.2672, 'general_form': 0.3547, 'task': 0.1599, 'code': 0.0802,
+            'memory_cue': 0.1461, 'need': 0.4998, 'facts': 0.9796, 'sentence': 0.1636},
+    threshold=0.4548,
 )
 
 

@@ -334,29 +334,31 @@ def test_no_fact_model_file_is_needed_and_the_hash_embedder_scores_facts():
     assert FactRanker([], HashEmbedder().encode).best("anything") is None
 
 
-def test_a_message_is_compared_whole_and_sentence_by_sentence_a_few_sentences_at_most():
+def test_a_message_is_compared_whole_and_statement_by_statement_a_few_at_most():
     from localpager.retrieval.facts import SENTENCES_READ, message_parts
 
     assert message_parts("Where does my sister live?") == ["Where does my sister live?"]
     two = "I'm visiting my sister next week. What should I pack?"
-    assert message_parts(two) == [two, "I'm visiting my sister next week.", "What should I pack?"]
+    assert message_parts(two) == [two, "I'm visiting my sister next week."]  # its question is left to the whole
+    assert message_parts("Quick one. Where is it? And when?") == ["Quick one. Where is it? And when?", "Quick one."]
     long = " ".join(f"Sentence number {i} is here." for i in range(20))
     assert len(message_parts(long)) == 1 + SENTENCES_READ and message_parts(long)[0] == long
 
 
-def test_the_closest_sentence_is_read_for_the_best_fact_and_against_the_next_one():
+def test_the_model_reads_the_closest_part_and_never_the_whole_messages_cosine_alone():
     import numpy as np
 
-    from localpager.retrieval.facts import best_fact
+    from localpager.retrieval.facts import FACT_FEATURES, best_fact
 
     facts = [standing(1, "I keep bees."), standing(2, "My sister lives in Porto.")]
     message = "I'm visiting my sister next week. What should I pack?"
-    parts = np.array([[0.10, 0.05, 0.12], [0.30, 0.60, 0.20]])  # facts x (whole, first sentence, second)
+    parts = np.array([[0.10, 0.05], [0.30, 0.60]])  # facts x (whole, its statement)
     best, features = best_fact(message, facts, parts[:, 0], parts)
     assert best == 1 and features.dense == pytest.approx(0.30) and features.gap == pytest.approx(0.20)
-    assert features.sentence == pytest.approx(0.60) and features.sentence_gap == pytest.approx(0.48)
-    _, whole = best_fact(message, facts, parts[:, 0])  # no sentences given: the whole message's cosine
-    assert whole.sentence == pytest.approx(0.30) and whole.sentence_gap == pytest.approx(0.20)
+    assert features.sentence == pytest.approx(0.60)
+    assert "dense" not in FACT_FEATURES and len(features.vector()) == len(FACT_FEATURES)
+    _, whole = best_fact(message, facts, parts[:, 0])  # no parts given: the whole message's cosine
+    assert whole.sentence == pytest.approx(0.30)
 
 
 # -- the command line ---------------------------------------------------------------------------------------

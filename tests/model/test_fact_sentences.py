@@ -2,19 +2,20 @@
 
 "I'm flying out to visit my brother next month. What currency should I bring?" is one vector in which the
 currency question outweighs the brother; its first sentence alone is much nearer "My brother Tom lives in Oslo."
-The fact model reads the closest of a message's sentences beside the whole message (``retrieval.facts
-.message_parts``); before, this question reached no fact (0.36 against a threshold of 0.46). General questions in
-two sentences still reach none. Statements and questions written for this test; verdicts checked far from the
-threshold.
+The fact model reads the closest of the whole message and its statements (``retrieval.facts.message_parts``);
+read whole, as before, this question reaches no fact. General questions in two sentences still reach none.
+Statements and questions written for this test; verdicts checked away from the threshold.
 """
 
 from __future__ import annotations
+
+from dataclasses import replace
 
 import pytest
 
 from localpager.core.facts import facts_of
 from localpager.core.records import Turn
-from localpager.retrieval.facts import FactRanker
+from localpager.retrieval.facts import FactFeatures, FactRanker
 
 pytestmark = [pytest.mark.embedder]
 
@@ -36,12 +37,14 @@ def ranker():
 
 
 def test_the_sentence_that_names_the_situation_reaches_its_fact(ranker):
-    hit = ranker.best("I'm flying out to visit my brother next month. What currency should I bring?")
+    message = "I'm flying out to visit my brother next month. What currency should I bring?"
+    hit = ranker.best(message)
     assert hit.fact.text == "My brother Tom lives in Oslo."
     assert hit.features["sentence"] > hit.features["dense"] + 0.1  # the first sentence alone comes much nearer
-    assert hit.probability >= ranker.model.threshold + 0.05
-    assert [h.fact.text for h in ranker.relevant("I'm flying out to visit my brother next month. "
-                                                 "What currency should I bring?")] == [hit.fact.text]
+    assert hit.probability >= ranker.model.threshold + 0.03
+    assert [h.fact.text for h in ranker.relevant(message)] == [hit.fact.text]
+    whole = replace(FactFeatures(**hit.features), sentence=hit.features["dense"])  # the message read whole only
+    assert ranker.model.probability(whole) < ranker.model.threshold - 0.03
 
 
 @pytest.mark.parametrize("message", GENERAL)
