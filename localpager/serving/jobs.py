@@ -19,7 +19,7 @@ from urllib.parse import quote
 from ..memory.api import LocalPager
 from ..memory.conversation import NO_ANSWER, Answer, Conversation
 from ..store.base import ConversationNotFound, StoreError
-from .protocol import Msg, Reconciliation, header_value, not_theirs, reconcile, retried
+from .protocol import USER_HEADER, Msg, Reconciliation, header_value, not_theirs, reconcile, retried
 
 
 class Turnstile:
@@ -85,6 +85,7 @@ class Job:
     client_gone: bool = False
     match_ms: float = 0.0  # matching the history with the store (``ModelRunner._match``), before the model lock
     user: str | None = None  # whose request it is: a new conversation is theirs, another's is refused
+    user_header: str = USER_HEADER  # the header that said so (a 403 names it)
 
     def _to_loop(self, fn, *args) -> None:
         try:
@@ -126,16 +127,17 @@ class ModelRunner:
         self._lock = threading.Lock()
         self._embedding: threading.Thread | None = None  # ``embed_later``'s, while it runs
 
-    def conversation(self, conv_id: str, create: bool = False, user: str | None = None) -> Conversation:
+    def conversation(self, conv_id: str, create: bool = False, user: str | None = None,
+                     header: str = USER_HEADER) -> Conversation:
         """The open conversation ``conv_id`` (``create``: made if it does not exist, as ``user``'s); with ``user``,
-        one of another user or of nobody is a 403 (``owned``)."""
+        one of another user or of nobody is a 403 (``owned``, naming ``header``: the one that said whose)."""
         with self._lock:
             conv = self._conversations.get(conv_id)
             exists = self.lp.store.has_conversation(conv_id)
             if conv is not None and not exists:
                 conv = None  # forgotten whole by another process: a request on it starts afresh
             if exists:
-                owned(self.lp.store, conv_id, user)
+                owned(self.lp.store, conv_id, user, header)
             if conv is None:
                 conv = self._conversations[conv_id] = self.lp.conversation(conv_id, create=create, user=user)
             return conv
@@ -162,7 +164,7 @@ class ModelRunner:
                 created = not self.lp.store.has_conversation(job.conv_id)
                 try:
                     try:
-                        conv = self.conversation(job.conv_id, create=True, user=job.user)
+                        conv = self.conversation(job.conv_id, create=True, user=job.user, header=job.user_header)
                         # the conversation's lock from the history to the stored answer: a request on it at
                         # another replica (any process on the store) waits, then reads what this one stored
                         held.enter_context(conv.changing(settle=True))
@@ -307,10 +309,11 @@ class ModelRunner:
                 load()
 
 
-def owned(store, conv_id: str, user: str | None) -> None:
-    """Nothing without ``user``; else conversation ``conv_id`` (stored) must be theirs, or a 403 (``not_theirs``)."""
+def owned(store, conv_id: str, user: str | None, param: str = USER_HEADER) -> None:
+    """Nothing without ``user``; else conversation ``conv_id`` (stored) must be theirs, or a 403 (``not_theirs``,
+    naming ``param``)."""
     if user is not None and (owner := store.conversation_user(conv_id)) != user:
-        raise not_theirs(conv_id, owner, user)
+        raise not_theirs(conv_id, owner, user, param)
 
 
 def memory_info(job: Job, reply: Reply | None) -> dict[str, Any]:

@@ -136,13 +136,14 @@ def resolve_user(headers: Mapping[str, str], default: str | None = None,
         raise ApiError(400, f"{name}: {exc}", code="invalid_user", param=name) from None
 
 
-def not_theirs(conv_id: str, owner: str | None, user: str) -> ApiError:
+def not_theirs(conv_id: str, owner: str | None, user: str, param: str = USER_HEADER) -> ApiError:
     """The 403 for a request of ``user`` naming a conversation of another user (``owner``) or of nobody (None):
-    one user's memory is theirs, and a conversation of nobody's stays nobody's."""
+    one user's memory is theirs, and a conversation of nobody's stays nobody's. ``param``: what named the user (the
+    header the request sent, ``--user-header``'s too) or the conversation (a body's field)."""
     whose = f"user {owner!r}" if owner is not None else "no user"
     return ApiError(403, f"conversation {conv_id!r} belongs to {whose}, not to user {user!r}: name a conversation "
                          "of theirs, or a new one", type="permission_error", code="conversation_of_another_user",
-                    param="X-Localpager-User")
+                    param=param)
 
 
 @dataclass(frozen=True)

@@ -155,6 +155,7 @@ def test_a_users_facts_over_http_reach_all_their_conversations_and_no_one_elses(
         assert r.status_code == 403, r.text
         assert error(r)["code"] in ("conversation_of_another_user", "memory_of_another_user")
     assert "alice" in error(refused[3])["message"] and error(refused[3])["param"] == "X-Localpager-User"
+    assert [error(r)["param"] for r in refused[:3]] == ["conversation"] * 3  # the body's field named another's
 
     done = client.post("/v1/users/alice/facts/delete", json=target)
     assert done.status_code == 200, done.text

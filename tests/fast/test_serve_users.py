@@ -247,11 +247,13 @@ def test_a_user_header_the_server_is_told_to_read_gives_each_open_webui_account_
         assert r.status_code == 200 and "Utrecht" not in r.text
         r = chat(c, "chat-1", "And now?", **{OPEN_WEBUI: "u-77aa"})  # another account's chat
         assert r.status_code == 403 and error(r)["code"] == "conversation_of_another_user"
+        assert error(r)["param"] == OPEN_WEBUI  # the header that said whose, not one the app never sent
         r = c.get("/v1/conversations/chat-1/turns", headers={OPEN_WEBUI.lower(): "u-77aa"})  # any case
-        assert r.status_code == 403
+        assert r.status_code == 403 and error(r)["param"].lower() == OPEN_WEBUI.lower()
         assert chat(c, "chat-4", "Hi", "alice", **{OPEN_WEBUI: "u-5f1c"}).status_code == 200
         r = c.get("/v1/users/u-5f1c/conversations", headers={OPEN_WEBUI: "u-77aa"})
         assert r.status_code == 403 and error(r)["code"] == "memory_of_another_user"
+        assert error(r)["param"] == OPEN_WEBUI
         e = error(chat(c, "chat-5", "Hi", **{OPEN_WEBUI: ""}))
         assert e["code"] == "invalid_user" and e["param"] == OPEN_WEBUI and e["message"].startswith(OPEN_WEBUI)
     assert [(i.id, i.user) for i in lp.conversations()] == [

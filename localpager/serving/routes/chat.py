@@ -17,7 +17,8 @@ from sse_starlette.sse import EventSourceResponse
 from ..errors import error_response, failure
 from ..jobs import END, Job, Reply, memory_headers, memory_info, usage
 from ..options import SHUTDOWN_GRACE_S
-from ..protocol import ApiError, Msg, finish_reason, message_text, resolve_conversation_id, resolve_user
+from ..protocol import (USER_HEADER, ApiError, Msg, finish_reason, message_text, resolve_conversation_id,
+                        resolve_user, user_header)
 from ..state import Served, ServedDep
 
 router = APIRouter()
@@ -82,6 +83,7 @@ def new_job(body: ChatRequest, request: Request, s: Served) -> Job:
     conv_id = resolve_conversation_id(request.headers, {"metadata": body.metadata, "user": body.user},
                                       options.default_conversation)
     user = resolve_user(request.headers, options.user, options.user_headers)
+    header = user_header(request.headers, options.user_headers) or USER_HEADER
     if body.n not in (None, 1):
         raise ApiError(400, "n must be 1: one answer per request", param="n")
     messages = [Msg(m.role, message_text(m.content)) for m in body.messages]
@@ -92,7 +94,7 @@ def new_job(body: ChatRequest, request: Request, s: Served) -> Job:
     max_tokens = min(requested, options.max_tokens_cap) if requested else None
     loop = asyncio.get_running_loop()
     return Job(conv_id, history, messages[-1].text, max_tokens, loop, loop.create_future(),
-               asyncio.Queue() if body.stream else None, user=user)
+               asyncio.Queue() if body.stream else None, user=user, user_header=header)
 
 
 def start(job: Job, s: Served) -> asyncio.Future:

@@ -26,13 +26,13 @@ async def header_scope(request: Request) -> None:
     otherwise, as a chat request gets). Only the header counts here, not the server's ``--user``: the inspector
     and other memory tools see every conversation of the namespace unless a request says whose it is."""
     conv_id, s = request.path_params.get("conv_id"), await served(request)
-    if conv_id is None or user_header(request.headers, s.options.user_headers) is None:
+    if conv_id is None or (header := user_header(request.headers, s.options.user_headers)) is None:
         return
     user = resolve_user(request.headers, names=s.options.user_headers)
 
     def check() -> None:
         if s.lp.store.has_conversation(conv_id):  # an unknown id is the route's 404
-            owned(s.lp.store, conv_id, user)
+            owned(s.lp.store, conv_id, user, header)
 
     await anyio.to_thread.run_sync(check)
 

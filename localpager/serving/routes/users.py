@@ -26,13 +26,13 @@ async def header_scope(request: Request) -> None:
     only: another user's endpoints are a 403, as another user's conversation is (``conversations.header_scope``).
     Without the header, any user's."""
     user, names = request.path_params.get("user"), (await served(request)).options.user_headers
-    if user is None or user_header(request.headers, names) is None:
+    if user is None or (header := user_header(request.headers, names)) is None:
         return
     sent = resolve_user(request.headers, names=names)
     if sent != user:
         raise ApiError(403, f"these are user {user!r}'s memory endpoints, not user {sent!r}'s: a request may reach "
                             "the memory of the user it names only", type="permission_error",
-                       code="memory_of_another_user", param="X-Localpager-User")
+                       code="memory_of_another_user", param=header)
 
 
 router = APIRouter(dependencies=[Depends(header_scope)])
@@ -128,7 +128,7 @@ async def forget(user: str, body: UserForgetRequest, s: ServedDep):
         if body.conversation is None:
             return person, [i.id for i in person.conversations()]
         require(s, body.conversation)
-        owned(s.lp.store, body.conversation, user)
+        owned(s.lp.store, body.conversation, user, "conversation")
         return person, [body.conversation]
 
     person, targets = await read(s, chosen)
@@ -161,7 +161,7 @@ async def remember(user: str, body: UserRememberRequest, s: ServedDep):
         if body.conversation is not None:
             require(s, conv_id)
         if s.lp.store.has_conversation(conv_id):
-            owned(s.lp.store, conv_id, user)
+            owned(s.lp.store, conv_id, user, "conversation")
         return conv_id
 
     conv_id = await read(s, target)
@@ -181,7 +181,7 @@ async def change_fact(s: Served, user: str, body: UserFactRequest, edit: bool) -
     def chosen() -> tuple[User, list[str]]:
         person = user_of(s, user)
         require(s, body.conversation)
-        owned(s.lp.store, body.conversation, user)
+        owned(s.lp.store, body.conversation, user, "conversation")
         return person, [i.id for i in person.conversations()]
 
     person, targets = await read(s, chosen)
