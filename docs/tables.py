@@ -381,12 +381,13 @@ def eval_memory(datas: list[dict]) -> str:
                      frac((style.get("explicit") or {}).get("e2e_accuracy")),
                      frac((style.get("implicit") or {}).get("e2e_accuracy")), frac(r.get("standing_fact_recall")),
                      frac(r.get("latest_value_rate")), frac(r.get("general_recall_rate")),
-                     frac(r.get("general_contamination")), f"{frac(never)} / {frac(gone)}",
+                     frac(r.get("general_contamination")), frac(r.get("general_abstention")),
+                     f"{frac(never)} / {frac(gone)}",
                      frac(r.get("unknown_answered_with_a_value")), frac(r.get("false_abstention_rate")),
                      f"{ms(lat.get('p50'))} / {ms(lat.get('p95'))}"])
     return table(["run", "fact probes", "e2e", "asked (explicit)", "implied (implicit)", "its fact in the prompt",
                   "latest value", "general questions paged in", "general answers with a planted value",
-                  "\"not remembered\": never said / forgotten", "unknown answered with a value",
+                  "general questions answered \"not remembered\"", "\"not remembered\": never said / forgotten", "unknown answered with a value",
                   "fact probes answered \"not remembered\"", "p50 / p95 ms"], rows)
 
 

@@ -414,7 +414,8 @@ def _mean(values: Sequence[float]) -> float | None:
 
 def summarize(results: Sequence[ProbeResult]) -> dict[str, Any]:
     """The figures of a run. General questions count only in ``general_recall_rate`` (the share of them that
-    paged anything in) and ``general_contamination`` (the share whose answer brings up a planted fact's value);
+    paged anything in), ``general_contamination`` (the share whose answer brings up a planted fact's value) and
+    ``general_abstention`` (the share answered "not remembered");
     questions about something never said or forgotten only in the abstention figures; every other figure is over
     the fact probes (and ``false_abstention_rate``: the share of those answered "not remembered")."""
     general = [r for r in results if r.type == GENERAL_PROBE]
@@ -449,6 +450,8 @@ def summarize(results: Sequence[ProbeResult]) -> dict[str, Any]:
         "general_questions": len(general),
         "general_recall_rate": _mean([float(bool(r.injected_pages)) for r in general]),
         "general_contamination": _mean([float(bool(r.mentions)) for r in general if r.mentions is not None]),
+        # a general question ("What's 15% of 240?") answered "not remembered": memory refusing what needs none
+        "general_abstention": _mean([float(r.abstained) for r in general]),
         # the long-term layer: a planted fact's standing fact in front of the answer; answered from a standing fact
         "standing_fact_recall": _mean([float(r.fact_shown) for r in results if r.fact_shown is not None]),
         "fact_answer_rate": _mean([float(r.decision == "fact") for r in results]),

@@ -9,7 +9,8 @@ from typing import Any
 METRICS = ("e2e_accuracy", "oracle_e2e_accuracy", "page_selection_accuracy", "recall_precision",
            "recall_triggered", "false_recall_rate", "model_selection_accuracy", "evidence_resident",
            "repeated_answer_rate", "latest_value_rate", "general_recall_rate", "bookmark_fact_coverage",
-           "standing_fact_recall", "general_contamination", "abstention_rate", "false_abstention_rate")
+           "standing_fact_recall", "general_contamination", "general_abstention", "abstention_rate",
+           "false_abstention_rate")
 
 
 def _fmt(value: Any) -> str:

@@ -118,6 +118,19 @@ def test_every_rate_on_a_hand_made_run():
     assert s["oracle_e2e_accuracy"] == pytest.approx(2 / 3, abs=1e-4)  # only probes with an oracle run
 
 
+def test_general_questions_answered_not_remembered_are_counted_apart():
+    from dataclasses import replace
+
+    from localpager.core.records import GENERAL_PROBE
+
+    asked = result(type=GENERAL_PROBE, injected=())
+    general = [replace(asked, abstained=refused) for refused in (True, False, False, False)]
+    s = summarize([*general, replace(result(), abstained=True)])
+    assert s["general_abstention"] == 0.25  # memory refusing a question that needs none
+    assert s["false_abstention_rate"] == 1.0  # the fact probe's, apart
+    assert summarize([result()])["general_abstention"] is None
+
+
 def test_latency_percentiles():
     s = summarize([result(latency=float(ms)) for ms in range(1, 21)])
     assert s["latency_ms"] == {"p50": 10.5, "p95": 20.0}
