@@ -387,7 +387,8 @@ def eval_memory(datas: list[dict]) -> str:
                      f"{ms(lat.get('p50'))} / {ms(lat.get('p95'))}"])
     return table(["run", "fact probes", "e2e", "asked (explicit)", "implied (implicit)", "its fact in the prompt",
                   "latest value", "general questions paged in", "general answers with a planted value",
-                  "general questions answered \"not remembered\"", "\"not remembered\": never said / forgotten", "unknown answered with a value",
+                  "general questions answered \"not remembered\"", "\"not remembered\": never said / forgotten",
+                  "unknown answered with a value",
                   "fact probes answered \"not remembered\"", "p50 / p95 ms"], rows)
 
 
