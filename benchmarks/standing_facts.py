@@ -36,7 +36,7 @@ from localpager.core.records import ABSENT_PROBE, GENERAL_PROBE, Transcript, Tur
 from localpager.lab.fitting import fit_model, model_source, probabilities
 from localpager.lab.synthetic import generate_dataset
 from localpager.retrieval.embedder import default_embedder
-from localpager.retrieval.facts import DEFAULT_FACT_MODEL, FACT_FEATURES, match
+from localpager.retrieval.facts import DEFAULT_FACT_MODEL, FACT_FEATURES, best_match
 from localpager.store.loaders import load_conversations
 
 DATA = Path(__file__).resolve().parents[1] / "localpager" / "lab" / "data"
@@ -111,7 +111,7 @@ def kind_of(probe) -> str:
 
 def build_cases(sets: dict, embedder) -> list[Case]:
     """One case a question: its conversation's current standing facts at its point, the best match and the
-    features the model reads of it (``retrieval.facts.match``, as the product computes them)."""
+    features the model reads of it (``retrieval.facts.best_match``, as the product computes them)."""
     cases = []
     for (dataset, split), convs in sets.items():
         for conv in convs:
@@ -123,7 +123,7 @@ def build_cases(sets: dict, embedder) -> list[Case]:
                 kind = kind_of(probe)
                 answering = {f.fact_id for f in facts if f.turn in probe.evidence} if kind not in (
                     "general", "absent", "locomo-5") else set()
-                best, features, _ = match(probe.question, facts, embedder.encode)
+                best, features, _ = best_match(probe.question, facts, embedder.encode)
                 cases.append(Case(split, dataset, kind, probe.question, facts[best].fact_id in answering,
                                   bool(answering), np.array(features.vector())))
     return cases

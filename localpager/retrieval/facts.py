@@ -31,8 +31,8 @@ from ..core.facts import StandingFact
 from ..core.text import content_words, is_question, sentences
 from .gate import GateModel, message_features
 
-# What the model reads: not the whole message's cosine alone (``dense``, in the trace), but the closest of it and the
-# message's statements (``sentence``), so that a low cosine never counts for a fact.
+# What the model reads: not the whole message's cosine (``dense``, kept for the trace) but the closest of it and the
+# message's statements (``sentence``): with both, a low cosine for the whole message counted for a fact.
 FACT_FEATURES = ("gap", "type", "avoid", "lexical", "my", "me", "i", "question", "request", "general_form",
                  "task", "code", "memory_cue", "need", "facts", "sentence")
 _NEED = lexicon.pattern("own_sake")  # asking for oneself: "should I", "for me", "I'm", "my"
@@ -149,8 +149,8 @@ DEFAULT_FACT_MODEL = GateModel(
 )
 
 
-def match(message: str, facts: Sequence[StandingFact], embed: Callable[[list[str]], np.ndarray]
-          ) -> tuple[int, FactFeatures, np.ndarray]:
+def best_match(message: str, facts: Sequence[StandingFact], embed: Callable[[list[str]], np.ndarray]
+               ) -> tuple[int, FactFeatures, np.ndarray]:
     """``best_fact`` with the vectors from ``embed`` (normalized): the index of the best match, its features, and
     the facts' vectors."""
     parts = message_parts(message)
@@ -212,7 +212,7 @@ class FactRanker:
         value of its slot when a later fact restates it in other words (``newer_value``)."""
         if not self.facts:
             return None
-        index, features, vectors = match(message, self.facts, self.embed)
+        index, features, vectors = best_match(message, self.facts, self.embed)
         newer = newer_value(self.facts, index, vectors)
         fact = self.facts[index if newer is None else newer]
         replaced = self.replaced(fact) if newer is None else [self.facts[index], *self.replaced(self.facts[index])]
