@@ -31,11 +31,13 @@ from claims import DATA, ROOT, TRAIN_PHRASINGS, _fill, out_of_fold  # noqa: E402
 
 from localpager.core import claims as claims_module  # noqa: E402
 from localpager.core.claims import ClaimModel, mask_quotes  # noqa: E402
-from localpager.core.personal import MODEL_FILE, personal_model  # noqa: E402
+from localpager.core.personal import MODEL_FILE, VALUE_MODEL_FILE, personal_model, value_model  # noqa: E402
 from localpager.core.text import is_question  # noqa: E402
 
 MODEL_PATH = ROOT / "localpager" / "core" / "data" / MODEL_FILE
+VALUE_MODEL_PATH = ROOT / "localpager" / "core" / "data" / VALUE_MODEL_FILE
 MAX_GENERAL = 0.05  # general questions (out of fold) the threshold may call personal
+MAX_VALUE_MISSED = 0.05  # questions asking for a told value (out of fold) the value model may call help
 
 
 def _load(name: str) -> dict:
@@ -65,6 +67,37 @@ def training_rows(seed: int = 0) -> list[tuple[str, int]]:
     return [(mask_quotes(q), y) for q, y in rows]
 
 
+def value_rows(seed: int = 0) -> list[tuple[str, int]]:
+    """(question, 1 if it asks for a told value) for the value-question model: the phrasing sets' fact questions
+    (1) against their implicit ones (0), and the hand-labelled personal (1) and general (0) questions."""
+    rng = random.Random(seed)
+    data = _load("personal_train")
+    rows = [(q, 1) for q in data["personal"]] + [(q, 0) for q in data["general"]]
+    for phrasing in TRAIN_PHRASINGS:
+        sets = _load(f"phrasing_{phrasing}")
+        rows += [(_fill(q, rng), 1) for kind in sets["kinds"].values() for q in kind["asks"]]
+        rows += [(_fill(q, rng), 0) for kind in sets["kinds"].values() for q in kind["implicit"]]
+    return [(mask_quotes(q), y) for q, y in rows]
+
+
+def fit_value(rows: list[tuple[str, int]]) -> ClaimModel:
+    """The lowest threshold at which at most ``MAX_VALUE_MISSED`` of the value questions, out of fold, are called
+    help: a value question called help is answered by the model (which may invent), worse than help refused."""
+    model, held = out_of_fold(rows, worded=False)
+    value = np.sort(held[np.array([y for _, y in rows]) == 1])
+    return ClaimModel(model.weights, model.bias, round(float(value[int(MAX_VALUE_MISSED * len(value))]) - 1e-4, 4))
+
+
+def value_rates(model: ClaimModel, name: str, rng: random.Random) -> dict:
+    """Of a phrasing or kinds file: its fact questions kept as asking for a value, its implicit ones called so."""
+    sets = _load(name)
+    asks = [_fill(q, rng) for kind in sets["kinds"].values() for q in kind["asks"]]
+    implicit = [_fill(q, rng) for kind in sets["kinds"].values() for q in kind["implicit"]]
+    said = lambda qs: round(float(np.mean([model.is_claim(mask_quotes(q)) for q in qs])), 3)
+    return {"asks": len(asks), "asks_kept": said(asks), "implicit": len(implicit),
+            "implicit_called_value": said(implicit)}
+
+
 def fit(rows: list[tuple[str, int]]) -> ClaimModel:
     """The lowest threshold at which at most ``MAX_GENERAL`` of the general questions, out of fold, are personal."""
     model, held = out_of_fold(rows, worded=False)
@@ -89,9 +122,11 @@ def main() -> None:
     args = parser.parse_args()
     rows = training_rows()
     model = personal_model() if not args.fit else fit(rows)
+    values = value_model() if not args.fit else fit_value(value_rows())
     if args.fit:
-        MODEL_PATH.write_text(json.dumps({"about": ["Written by benchmarks/personal_questions.py --fit."],
-                                          **model.to_json()}, indent=0, sort_keys=True) + "\n", encoding="utf-8")
+        for path, fitted in ((MODEL_PATH, model), (VALUE_MODEL_PATH, values)):
+            path.write_text(json.dumps({"about": ["Written by benchmarks/personal_questions.py --fit."],
+                                        **fitted.to_json()}, indent=0, sort_keys=True) + "\n", encoding="utf-8")
         claims_module.shipped_model.cache_clear()
     rng = random.Random(1)
     result = {"threshold": model.threshold, "features": len(model.weights), "train": rates(model, rows),
@@ -101,6 +136,12 @@ def main() -> None:
         result[name] = rates(model, held)
         result[name]["implicit_called_personal"] = round(float(np.mean([is_question(q) and model.is_claim(q)
                                                                         for q in implicit])), 3)
+    written = _load("personal_check")
+    result["value_questions"] = {
+        "threshold": values.threshold,
+        **{name: value_rates(values, name, random.Random(1)) for name in ("phrasing_heldout", "kinds_heldout")},
+        "check_general_called_value": round(float(np.mean([values.is_claim(q) for q in written["general"]])), 3),
+        "check_personal_kept": round(float(np.mean([values.is_claim(q) for q in written["personal"]])), 3)}
     text = json.dumps(result, indent=2, ensure_ascii=False)
     print(text)
     if args.json:

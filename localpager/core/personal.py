@@ -18,6 +18,7 @@ from .claims import ClaimModel, mask_quotes, shipped_model
 from .text import is_question
 
 MODEL_FILE = "personal_model.json"
+VALUE_MODEL_FILE = "value_question_model.json"
 
 
 def personal_model() -> ClaimModel:
@@ -31,3 +32,18 @@ def asks_about_self(message: str) -> bool:
     fitted on questions, and only a question has an answer memory could lack."""
     text = mask_quotes(message[:600])
     return is_question(text) and personal_model().is_claim(text)
+
+
+def value_model() -> ClaimModel:
+    """The fitted value-question model shipped with the package (``core/data/value_question_model.json``)."""
+    return shipped_model(VALUE_MODEL_FILE)
+
+
+def asks_for_value(message: str) -> bool:
+    """Whether a question about the speaker's own life asks for something they told ("Which airline do I refuse to
+    fly?", "When's yoga?"), not for help that may depend on it ("My niece wants to make a card for my pup. What
+    should she write?", "How do I stop my dog pulling on the lead?"). Only the first has "I don't remember that" for
+    an answer when memory holds nothing about it; the second has the model's help. Learned like the personal model,
+    from the question's frame: the phrasing sets' fact questions against their implicit ones, and the hand-labelled
+    questions (``benchmarks/personal_questions.py --fit``)."""
+    return value_model().is_claim(mask_quotes(message[:600]))

@@ -31,7 +31,7 @@ from ..core.answer_types import asks_for_several
 from ..core.answer_types import match as type_match
 from ..core.facts import CORRECTION_CUE, StandingFact
 from ..core.pager import Pager
-from ..core.personal import asks_about_self
+from ..core.personal import asks_about_self, asks_for_value
 from ..core.records import Page, newest
 from ..core.text import term_key
 from ..runtime.choices import Fired
@@ -277,6 +277,10 @@ class RerankSelector(PageSelector):
     def asks_about_self(self, question: str) -> bool:
         """``core.personal``'s learned reading: the question asks about the speaker's own life."""
         return asks_about_self(question)
+
+    def asks_for_value(self, question: str) -> bool:
+        """``core.personal``'s learned reading: the question asks for something told, not for help."""
+        return asks_for_value(question)
 
     def is_task(self, question: str) -> bool:
         """The recall gate's reading of a task ("help me write …", "can you plan …")."""

@@ -153,7 +153,9 @@ class Runtime:
             trace.trigger = Fired.PERSONAL
         if trace.trigger != Fired.NONE and self._recall(a, list(decision.page_ids)):
             return trace
-        if trace.trigger == Fired.PERSONAL:  # nothing to recall at all: nothing about it was said
+        # nothing to recall at all: nothing about it was said. Help it asks for ("My niece wants to make a card for my
+        # pup. What should she write?") is the model's, as a question memory has nothing for.
+        if trace.trigger == Fired.PERSONAL and a.selector.asks_for_value(question):
             self._not_remembered(a, [])
             return trace
         self._continue(a, a.prompt, decision_tokens, decision.answer_start,
@@ -248,8 +250,7 @@ class Runtime:
         if not injections:
             return False
         if self._below_floor(a, selector, pager, injections):
-            self._not_remembered(a, candidates)
-            return True
+            return self._nothing_found(a, candidates)
         start = time.perf_counter()
         notes = recalled_notes(pager.turns, injections, wants_clock(question))
         answer_prompt = backend.render(answer_messages(layout, notes, question, recent))
@@ -300,8 +301,7 @@ class Runtime:
             if not injections:
                 break
             if not injected and self._below_floor(a, a.selector, a.pager, injections):
-                self._not_remembered(a, candidates)
-                return True
+                return self._nothing_found(a, candidates)
             start = time.perf_counter()
             notes = recalled_notes(a.pager.turns, injections, wants_clock(a.question))
             messages = messages + [inline_message(notes, a.question)]
@@ -341,6 +341,19 @@ class Runtime:
             return False
         a.trace.answerable = verdict.to_dict()
         return not verdict.answer
+
+    @classmethod
+    def _nothing_found(cls, a: Answering, candidates: Sequence[Candidate]) -> bool:
+        """A recall below the relevance floor: nothing it found is injected. A question asking for something the user
+        told is answered "not remembered" (True: answered); one asking for help ("My niece wants to make a card for
+        my pup. What should she write?") is left to the model, as a question memory has nothing for (False)."""
+        if a.selector.asks_for_value(a.question):
+            cls._not_remembered(a, candidates)
+            return True
+        for c in candidates:
+            if c.injected:
+                c.injected, c.reason = False, "below the relevance floor"
+        return False
 
     @staticmethod
     def _not_remembered(a: Answering, candidates: Sequence[Candidate], text: str = NOT_REMEMBERED) -> None:

@@ -11,7 +11,7 @@ from importlib import resources
 import pytest
 from fakes import ScriptedBackend, shortest_sentence
 
-from localpager.core.personal import asks_about_self, personal_model
+from localpager.core.personal import asks_about_self, asks_for_value, personal_model, value_model
 from localpager.runtime.guard import RepetitionGuard
 from localpager.runtime.prompts import NOT_REMEMBERED, QUOTE_OPENING
 
@@ -80,3 +80,32 @@ def test_the_guard_holds_back_an_answer_while_it_may_open_as_a_quote():
         guard(piece)
     guard.flush()
     assert "".join(shown) == "You can boil it for nine minutes." and not guard.claims_memory
+
+
+def test_the_value_model_tells_a_question_for_a_told_value_from_one_for_help_on_sets_it_never_saw():
+    """The held-out kinds' fact questions ask for something told, their implicit ones for help that may depend on
+    it; the written check set's personal questions ask for something told."""
+    from localpager.lab.synthetic import generate_dataset
+
+    probes = [p for c in generate_dataset(6, seed=300, kinds="heldout", questions="both") for p in c.probes
+              if "kind" in p.extra]  # a planted fact's: asked (explicit, no style given) or implied
+    said = {style: [asks_for_value(p.question) for p in probes if p.extra.get("style", "explicit") == style]
+            for style in ("explicit", "implicit")}
+    assert sum(said["explicit"]) / len(said["explicit"]) >= 0.85
+    assert sum(said["implicit"]) / len(said["implicit"]) <= 0.2
+    written = _check()["personal"]
+    assert sum(map(asks_for_value, written)) / len(written) >= 0.9
+    assert not any(f.startswith("c:") for f in value_model().weights)  # the frame only, as the personal model
+
+
+def test_help_with_something_of_ones_own_is_the_models_when_memory_has_nothing(chatty):
+    """"How do I stop my dog pulling on the lead?" asks about the speaker's dog, but for help: with nothing
+    remembered it is answered as a general question is, not "I don't remember that"; a question for a told value
+    still is."""
+    lp, backend = chatty
+    conv = lp.conversation("c", create=True)
+    question = "How do I stop my dog pulling on the lead?"
+    assert asks_about_self(question) and not asks_for_value(question)
+    answer = conv.ask(question)
+    assert answer.trace.decision == "answer" and answer.answer != NOT_REMEMBERED
+    assert conv.ask("What is my dog called?").trace.decision == "unknown"  # "I don't remember that: ..."
