@@ -477,6 +477,8 @@ def rank_turns(question: str, turns: Sequence[Turn], pages: Sequence[Page], dens
     Per question, the work is array arithmetic over the candidates: what does not depend on the question
     (a turn's form, what it states, its BM25 postings) is kept per turn in ``lexical`` as turns arrive."""
     settings = settings or HybridSettings()
+    if not turns:  # a new chat asked without storing the question: an empty table's arrays have no dtype to mask by
+        return Ranking(*(np.zeros(0),) * 5)
     table = lexical.table(turns)
     owner, inside = page_owners(pages, len(turns))
     candidates = np.flatnonzero(inside & table.array("text"))  # not forgotten

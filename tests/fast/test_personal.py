@@ -109,3 +109,17 @@ def test_help_with_something_of_ones_own_is_the_models_when_memory_has_nothing(c
     answer = conv.ask(question)
     assert answer.trace.decision == "answer" and answer.answer != NOT_REMEMBERED
     assert conv.ask("What is my dog called?").trace.decision == "unknown"  # "I don't remember that: ..."
+
+
+def test_help_asked_unsaved_in_a_users_new_empty_chat_is_answered(chatty):
+    """The split eval's way of asking (``remember=False``) in a new chat with no turn at all: the user's other chat
+    found nothing for the help question, and the empty chat's own ranking (before: a TypeError over an empty turn
+    table) has nothing either, so the model helps."""
+    lp, backend = chatty
+    old = lp.conversation("mon", create=True, user="alice")
+    for text in ("The hallway could use a lighter colour.", "A lighter colour makes it feel wider."):
+        old.add_turn("user" if "could" in text else "assistant", text)
+    new = lp.conversation("tue", create=True, user="alice")
+    answer = new.ask("How do I stop my dog pulling on the lead?", remember=False)
+    assert answer.trace.decision == "answer" and answer.answer != NOT_REMEMBERED
+    assert new.ask("What is my dog called?", remember=False).trace.decision == "unknown"
