@@ -90,13 +90,6 @@ class FactHit:
 FITTED_FACTS = 56
 
 
-# What a lone fact's lead is measured against: the cosine the second-best fact had, on average, in the
-# conversations the fact model was fitted on (its means: dense 0.3425 less gap 0.104). Measured against nothing, a
-# lone fact led by its whole cosine, far past anything the model saw: with only "My dog is called Biscuit." said,
-# "What is my sister called?" was answered with it (0.59 against a threshold of 0.45; now 0.19).
-LONE_FACT_NEXT = 0.2385
-
-
 # A message's statements compared with each fact, the first ones at most: a pasted page is not read sentence by
 # sentence (each costs the embedder a text).
 SENTENCES_READ = 6
@@ -130,7 +123,7 @@ def best_fact(message: str, facts: Sequence[StandingFact], cosines: np.ndarray,
     base = message_features(message)
     parts = (cosines[:, None] if part_cosines is None else part_cosines).max(axis=1)
     return best, FactFeatures(
-        dense=float(cosines[best]), gap=float(cosines[best] - (others.max() if len(others) else LONE_FACT_NEXT)),
+        dense=float(cosines[best]), gap=float(cosines[best] - others.max()) if len(others) else float(cosines[best]),
         type=float(types[best]), avoid=float(avoid[best]), lexical=len(shared) / len(words) if words else 0.0,
         my=base.my, me=base.me, i=base.i, question=base.question, request=base.request,
         general_form=base.general_form, task=base.task, code=base.code, memory_cue=base.memory_cue,

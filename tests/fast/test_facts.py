@@ -345,15 +345,6 @@ def test_a_message_is_compared_whole_and_statement_by_statement_a_few_at_most():
     assert len(message_parts(long)) == 1 + SENTENCES_READ and message_parts(long)[0] == long
 
 
-def test_a_lone_facts_lead_is_measured_against_a_typical_next_fact_not_against_nothing():
-    import numpy as np
-
-    from localpager.retrieval.facts import LONE_FACT_NEXT, best_fact
-
-    _, features = best_fact("What is my sister called?", [standing(1, "My dog is called Biscuit.")], np.array([0.34]))
-    assert features.gap == pytest.approx(0.34 - LONE_FACT_NEXT)
-
-
 def test_the_model_reads_the_closest_part_and_never_the_whole_messages_cosine_alone():
     import numpy as np
 
