@@ -44,13 +44,19 @@ def _load(name: str) -> dict:
     return json.loads((DATA / f"{name}.json").read_text(encoding="utf-8"))
 
 
+def fact_questions(name: str, rng: random.Random) -> tuple[list[str], list[str]]:
+    """A phrasing or kinds file's fact questions, filled: those asking for the fact (``asks``), then the implicit
+    ones (in that order, so that ``rng`` fills them alike whoever asks)."""
+    kinds = _load(name)["kinds"].values()
+    asks = [_fill(q, rng) for kind in kinds for q in kind["asks"]]
+    return asks, [_fill(q, rng) for kind in kinds for q in kind["implicit"]]
+
+
 def phrasing_rows(name: str, rng: random.Random) -> tuple[list[tuple[str, int]], list[str]]:
     """(question, 1 if personal) of a phrasing or kinds file: its ``asks`` and general questions; and its implicit
     questions apart."""
-    sets = _load(name)
-    rows = [(_fill(q, rng), 1) for kind in sets["kinds"].values() for q in kind["asks"]]
-    rows += [(q, 0) for group in sets["general"].values() for q in group]
-    implicit = [_fill(q, rng) for kind in sets["kinds"].values() for q in kind["implicit"]]
+    asks, implicit = fact_questions(name, rng)
+    rows = [(q, 1) for q in asks] + [(q, 0) for group in _load(name)["general"].values() for q in group]
     return rows, implicit
 
 
@@ -71,12 +77,10 @@ def value_rows(seed: int = 0) -> list[tuple[str, int]]:
     """(question, 1 if it asks for a told value) for the value-question model: the phrasing sets' fact questions
     (1) against their implicit ones (0), and the hand-labelled personal (1) and general (0) questions."""
     rng = random.Random(seed)
-    data = _load("personal_train")
-    rows = [(q, 1) for q in data["personal"]] + [(q, 0) for q in data["general"]]
+    rows = written_rows("personal_train")
     for phrasing in TRAIN_PHRASINGS:
-        sets = _load(f"phrasing_{phrasing}")
-        rows += [(_fill(q, rng), 1) for kind in sets["kinds"].values() for q in kind["asks"]]
-        rows += [(_fill(q, rng), 0) for kind in sets["kinds"].values() for q in kind["implicit"]]
+        asks, implicit = fact_questions(f"phrasing_{phrasing}", rng)
+        rows += [(q, 1) for q in asks] + [(q, 0) for q in implicit]
     return [(mask_quotes(q), y) for q, y in rows]
 
 
@@ -90,9 +94,7 @@ def fit_value(rows: list[tuple[str, int]]) -> ClaimModel:
 
 def value_rates(model: ClaimModel, name: str, rng: random.Random) -> dict:
     """Of a phrasing or kinds file: its fact questions kept as asking for a value, its implicit ones called so."""
-    sets = _load(name)
-    asks = [_fill(q, rng) for kind in sets["kinds"].values() for q in kind["asks"]]
-    implicit = [_fill(q, rng) for kind in sets["kinds"].values() for q in kind["implicit"]]
+    asks, implicit = fact_questions(name, rng)
     said = lambda qs: round(float(np.mean([model.is_claim(mask_quotes(q)) for q in qs])), 3)
     return {"asks": len(asks), "asks_kept": said(asks), "implicit": len(implicit),
             "implicit_called_value": said(implicit)}
