@@ -350,16 +350,19 @@ class Runtime:
         if a.selector.asks_for_value(a.question):
             cls._not_remembered(a, candidates)
             return True
-        for c in candidates:
-            if c.injected:
-                c.injected, c.reason = False, "below the relevance floor"
+        cls._left_out(candidates)
         return False
 
     @staticmethod
-    def _not_remembered(a: Answering, candidates: Sequence[Candidate], text: str = NOT_REMEMBERED) -> None:
+    def _left_out(candidates: Sequence[Candidate]) -> None:
+        """The candidates a recall would have injected, marked as left out below the relevance floor."""
         for c in candidates:
             if c.injected:
                 c.injected, c.reason = False, "below the relevance floor"
+
+    @classmethod
+    def _not_remembered(cls, a: Answering, candidates: Sequence[Candidate], text: str = NOT_REMEMBERED) -> None:
+        cls._left_out(candidates)
         a.trace.decision, a.trace.answer, a.trace.stopped = "unknown", text, "eos"
         a.say(text)
 
