@@ -37,8 +37,9 @@ from .text import CONTACT, NAME_MID_SENTENCE, content_words, fold_plural, senten
 # sentences that claim nothing (``claims``) state no fact. 3: a fact is one line (``one_line``). 4: a claim the
 # fact model says stays true is a fact whatever it is about (``stated_fact``). 5: a newer fact also replaces an
 # older one the supersession model (``supersede``) judges the same thing ("the tax filing cutoff moved" after "I
-# have to file my taxes by").
-FACTS_VERSION = 5
+# have to file my taxes by"). 6: a statement after a correcting label ("Correction: ..."), and a user's line naming
+# how to reach someone no cue names.
+FACTS_VERSION = 6
 KINDS = ("avoid", "diet", "medicine", "constraint", "preference", "person", "pet", "family", "schedule", "plan",
          "number", "budget", "identity", "stated")
 # A fact the cues below have no words for, found by the fact model (``claims.states_fact``): whatever it is about.
@@ -107,6 +108,7 @@ _DATED = lexicon.pattern("dated")  # a written date ("March 6", "6th of March"),
 _ANNOTATION = re.compile(r"\s*\[[^\[\]]{0,400}\]")  # what a transcript adds: "[shares a photo: a photo of a cat]"
 _CLAUSES = re.compile(r";\s+|\s+[\u2014\u2013-]\s+")  # a statement and a question in one sentence
 _CLAUSE = lexicon.pattern("clause")  # where a long fact may be cut
+_TASK = lexicon.pattern("task")  # asking for work: "translate", "rewrite", "help me"
 
 
 @dataclass
@@ -183,6 +185,10 @@ def _extract(text: str, user: bool) -> tuple[FactDraft, ...]:
     for sentence in sentences(mask_quotes(text[: 4 * _MAX_SENTENCE])):  # quoted words are not the speaker's
         sentence = _after_greeting(sentence)
         whole = fact_of(sentence, user)
+        told = _after_label(sentence) if whole is None else None
+        if told is not None:  # the statement after a label, kept whole as its text (a correction says it is one)
+            whole = fact_of(told, user) or stated_fact(told, user)
+            whole = whole and replace(whole, text=_shorten(" ".join(one_line(sentence).split())))
         if whole is not None:
             here = [whole]
         elif _CLAUSES.search(sentence):  # a clause of it: "I need the forms done by March 6; should I use software?"
@@ -200,13 +206,47 @@ def _after_greeting(sentence: str) -> str:
     return rest.strip() if comma and rest.strip() and len(head) <= 30 and _ADDRESS.match(head) else sentence
 
 
+# A label before a colon is at most this many words: "Correction:", "Small update on the flat:"
+_MAX_LABEL_WORDS = 6
+
+
+def _labelled(sentence: str) -> tuple[str, str] | None:
+    """A sentence opening with a short label and a colon ("Correction: ...", "Note to my future self: ..."): the
+    label and the sentence after it (capitalized, read as the sentence it is). A label is words only, no number
+    ("At 10:30 I see the nurse" has none), and what follows is a clause of at least three words ("Evening insulin:
+    26 units." has no label: it is a fact whole)."""
+    head, colon, rest = sentence.partition(":")
+    words, rest = head.split(), rest.strip()
+    if (not colon or not 0 < len(words) <= _MAX_LABEL_WORDS or len(rest.split()) < 3
+            or not all(w.strip(",'").isalpha() for w in words)):
+        return None
+    return head, rest[0].upper() + rest[1:]
+
+
+def _after_label(sentence: str) -> str | None:
+    """The statement after a label saying that it corrects something ("Small correction about my work: I left that
+    field and I teach now."): the claim model reads a sentence opening with a label as a heading, not a claim. The
+    label has ``CORRECTION_CUE``'s words and asks for no work ("Actually, translate this: ...")."""
+    found = _labelled(sentence)
+    if found is None or not CORRECTION_CUE.search(found[0]) or _TASK.search(found[0]):
+        return None
+    return found[1]
+
+
+def _claims(line: str) -> bool:
+    """``claims.is_claim``, of what follows a label too: "Update: imagine I'm not allergic to sesame." claims
+    nothing, though its label hides the "imagine" from a reading of the whole."""
+    found = _labelled(line)
+    return is_claim(line) and (found is None or is_claim(found[1]))
+
+
 def stated_fact(sentence: str, user: bool = True) -> FactDraft | None:
     """A standing fact the cues have no words for: a claim the fact model says states something that stays true
     ("We keep chickens on our allotment."), of kind ``stated``. A chat's ``user`` says it in the first person (an
     app's text in a user turn states nothing about them); a transcript's speaker may speak of their world."""
     line = _LEAD_IN.sub("", _ANNOTATION.sub("", one_line(sentence)).strip()).strip()
     if (not line or len(line) > _MAX_SENTENCE or _asks(line) or _ADDRESS.match(line)
-            or (user and not _FIRST_PERSON.search(line)) or not is_claim(line) or not states_fact(line)):
+            or (user and not _FIRST_PERSON.search(line)) or not _claims(line) or not states_fact(line)):
         return None
     return FactDraft(STATED, subject_of(line, STATED), _shorten(line))
 
@@ -215,7 +255,7 @@ def fact_of(sentence: str, user: bool = True) -> FactDraft | None:
     """The standing fact one sentence states, if any. ``user``: the user of a chat said it (a statement with a
     specific value needs no first person then); otherwise a named speaker (a transcript's person)."""
     line = _LEAD_IN.sub("", _ANNOTATION.sub("", one_line(sentence)).strip()).strip()
-    if not line or len(line) > _MAX_SENTENCE or _asks(line) or _ADDRESS.match(line) or not is_claim(line):
+    if not line or len(line) > _MAX_SENTENCE or _asks(line) or _ADDRESS.match(line) or not _claims(line):
         return None
     personal = bool(_FIRST_PERSON.search(line))
     stated = (stated_types(line) | ({"contact"} if _CONTACT.search(line) else set())
@@ -227,6 +267,8 @@ def fact_of(sentence: str, user: bool = True) -> FactDraft | None:
     if not kinds and personal:
         kinds = [kind for value, kind in _BY_VALUE if value in stated and (value != "date" or len(stated) > 1
                                                                           or _DATED.search(line))][:1]
+    elif not kinds and user and "contact" in stated:  # someone the user can reach, whom no cue names: "From next
+        kinds = ["person"]  # month the rent goes to Ravi Mensah, reachable on 555-0906."
     if not personal:
         kinds = [k for k in kinds if k in _IMPERSONAL or _ELIDED.match(line) or (k == "person" and "contact" in stated)
                  ] if user else []

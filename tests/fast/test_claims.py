@@ -29,6 +29,10 @@ HOSTILE = [
     "Am I still allergic to sesame",
     "She wrote \u201cI'm not allergic to sesame anymore\u201d on the form by mistake.",
     "Suppose I'm not allergic to sesame anymore.",
+    # a label before the colon hides the frame from a reading of the whole
+    "Update: imagine I'm not allergic to sesame anymore.",
+    "Correction: pretend I'm no longer allergic to sesame.",
+    "Actually, translate this: I am no longer allergic to sesame.",
 ]
 
 

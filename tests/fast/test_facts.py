@@ -86,6 +86,24 @@ def test_the_slot_leaves_out_values_and_kind_words():
     assert subject_of("My budget for the laptop is $900.", "budget") == subject_of("The laptop budget: $1,400", "budget")
 
 
+def test_a_statement_after_a_correcting_label_is_a_fact_and_keeps_its_label():
+    (draft,) = extract(Turn("user", "Quick correction on the car: I drive a 2019 Skoda Octavia estate now.", 0))
+    assert draft.text.startswith("Quick correction on the car:") and "Skoda" in draft.text
+    assert extract(Turn("user", "Rewrite this: my car is a Skoda.", 1)) == []  # a label that asks for work
+
+
+def test_a_user_s_line_naming_how_to_reach_someone_is_a_fact_without_a_first_person():
+    (draft,) = extract(Turn("user", "Boiler servicing goes through Kofi Asante, reachable at kofi@asante-heating.co.uk.", 0))
+    assert draft.kind == "person" and "Kofi Asante" in draft.text
+    assert extract(Turn("user", "Kofi Asante runs a plumbing firm in Leeds.", 1)) == []  # no way to reach him
+
+
+def test_a_corrected_value_after_a_label_replaces_the_older():
+    turns = [Turn("user", "The alarm code at the studio is 5521.", 0),
+             Turn("user", "Correction: the studio's alarm code should be 8130.", 1)]
+    assert [(f.turn, f.current) for f in facts_of(turns)] == [(0, False), (1, True)]
+
+
 # -- newer facts supersede older ones of the same slot ----------------------------------------------------
 def test_a_changed_value_supersedes_and_two_allergies_both_stand():
     turns = [Turn("user", t, i) for i, t in enumerate([
