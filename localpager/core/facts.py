@@ -37,8 +37,7 @@ from .text import CONTACT, NAME_MID_SENTENCE, content_words, fold_plural, senten
 # sentences that claim nothing (``claims``) state no fact. 3: a fact is one line (``one_line``). 4: a claim the
 # fact model says stays true is a fact whatever it is about (``stated_fact``). 5: a newer fact also replaces an
 # older one the supersession model (``supersede``) judges the same thing ("the tax filing cutoff moved" after "I
-# have to file my taxes by"). 6: a statement after a correcting label ("Correction: ..."), and a user's line naming
-# how to reach someone no cue names.
+# have to file my taxes by"). 6: a statement after a correcting label ("Correction: ...").
 FACTS_VERSION = 6
 KINDS = ("avoid", "diet", "medicine", "constraint", "preference", "person", "pet", "family", "schedule", "plan",
          "number", "budget", "identity", "stated")
@@ -267,8 +266,6 @@ def fact_of(sentence: str, user: bool = True) -> FactDraft | None:
     if not kinds and personal:
         kinds = [kind for value, kind in _BY_VALUE if value in stated and (value != "date" or len(stated) > 1
                                                                           or _DATED.search(line))][:1]
-    elif not kinds and user and "contact" in stated:  # someone the user can reach, whom no cue names: "From next
-        kinds = ["person"]  # month the rent goes to Ravi Mensah, reachable on 555-0906."
     if not personal:
         kinds = [k for k in kinds if k in _IMPERSONAL or _ELIDED.match(line) or (k == "person" and "contact" in stated)
                  ] if user else []

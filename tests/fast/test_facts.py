@@ -92,10 +92,11 @@ def test_a_statement_after_a_correcting_label_is_a_fact_and_keeps_its_label():
     assert extract(Turn("user", "Rewrite this: my car is a Skoda.", 1)) == []  # a label that asks for work
 
 
-def test_a_user_s_line_naming_how_to_reach_someone_is_a_fact_without_a_first_person():
-    (draft,) = extract(Turn("user", "Boiler servicing goes through Kofi Asante, reachable at kofi@asante-heating.co.uk.", 0))
-    assert draft.kind == "person" and "Kofi Asante" in draft.text
-    assert extract(Turn("user", "Kofi Asante runs a plumbing firm in Leeds.", 1)) == []  # no way to reach him
+def test_a_third_person_line_with_a_phone_number_is_no_fact_of_the_user():
+    """"A neighbour recommended Aiko Kowalski for plumbing, 555-0362." as a fact (a person no cue names, reached by
+    a number) outlived "I'm done with the old plumber; Priya Haddad is much better" and was quoted for "Who's our
+    go-to person for pipe problems?" (held-out facts eval, d45c89d): a recommendation is not the user's own."""
+    assert extract(Turn("user", "A colleague recommended Kofi Asante for boiler servicing, 07700 900418.", 0)) == []
 
 
 def test_a_corrected_value_after_a_label_replaces_the_older():
