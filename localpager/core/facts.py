@@ -37,8 +37,9 @@ from .text import CONTACT, NAME_MID_SENTENCE, content_words, fold_plural, senten
 # sentences that claim nothing (``claims``) state no fact. 3: a fact is one line (``one_line``). 4: a claim the
 # fact model says stays true is a fact whatever it is about (``stated_fact``). 5: a newer fact also replaces an
 # older one the supersession model (``supersede``) judges the same thing ("the tax filing cutoff moved" after "I
-# have to file my taxes by"). 6: a statement after a correcting label ("Correction: ...").
-FACTS_VERSION = 6
+# have to file my taxes by"). 6: a statement after a correcting label ("Correction: ..."). 7: a transcript's line
+# without a first person names something particular (``_specific``); the name it addresses is no part of it.
+FACTS_VERSION = 7
 KINDS = ("avoid", "diet", "medicine", "constraint", "preference", "person", "pet", "family", "schedule", "plan",
          "number", "budget", "identity", "stated")
 # A fact the cues below have no words for, found by the fact model (``claims.states_fact``): whatever it is about.
@@ -108,6 +109,10 @@ _ANNOTATION = re.compile(r"\s*\[[^\[\]]{0,400}\]")  # what a transcript adds: "[
 _CLAUSES = re.compile(r";\s+|\s+[\u2014\u2013-]\s+")  # a statement and a question in one sentence
 _CLAUSE = lexicon.pattern("clause")  # where a long fact may be cut
 _TASK = lexicon.pattern("task")  # asking for work: "translate", "rewrite", "help me"
+# the one addressed: a name after a comma at the end ("..., Mel!"), or after a word and before a comma at the start
+# ("Yeah, Jon, ...", "Wow Jon, ..."; a capital word alone before a comma may be no name: "Totally, I binged it")
+_ADDRESSED_LAST = re.compile(r",\s*[A-Z][^\W\d_]+(?=\W*$)")
+_ADDRESSED_FIRST = re.compile(r"^\W*[^\W\d_]+,?\s+[A-Z][^\W\d_]+\s*,")
 
 
 @dataclass
@@ -182,7 +187,7 @@ def remembered_fact(text: str) -> FactDraft:
 def _extract(text: str, user: bool) -> tuple[FactDraft, ...]:
     found = []
     for sentence in sentences(mask_quotes(text[: 4 * _MAX_SENTENCE])):  # quoted words are not the speaker's
-        sentence = _after_greeting(sentence)
+        sentence = _after_greeting(sentence) if user else _unaddressed(sentence)
         whole = fact_of(sentence, user)
         told = _after_label(sentence) if whole is None else None
         if told is not None:  # the statement after a label, kept whole as its text (a correction says it is one)
@@ -242,12 +247,39 @@ def _claims(line: str) -> bool:
 def stated_fact(sentence: str, user: bool = True) -> FactDraft | None:
     """A standing fact the cues have no words for: a claim the fact model says states something that stays true
     ("We keep chickens on our allotment."), of kind ``stated``. A chat's ``user`` says it in the first person (an
-    app's text in a user turn states nothing about them); a transcript's speaker may speak of their world."""
+    app's text in a user turn states nothing about them); a transcript's speaker may speak of their world without
+    one when the line names something particular (``_specific``)."""
     line = _LEAD_IN.sub("", _ANNOTATION.sub("", one_line(sentence)).strip()).strip()
     if (not line or len(line) > _MAX_SENTENCE or _asks(line) or _ADDRESS.match(line)
-            or (user and not _FIRST_PERSON.search(line)) or not _claims(line) or not states_fact(line)):
+            or not (_FIRST_PERSON.search(line) or (not user and _specific(line)))
+            or not _claims(line) or not states_fact(line)):
         return None
     return FactDraft(STATED, subject_of(line, STATED), _shorten(line))
+
+
+def _specific(line: str) -> bool:
+    """A line that names something particular: a value (an amount, a number, a time, a date, a day) or a name
+    written with a capital mid-sentence (not the one it addresses: ``_unaddressed`` took that out). A transcript's
+    speaker may state a fact of their world without a first person ("The twins start at Hollybrook Primary in
+    September."), but a line that names nothing is a saying, not a fact ("Family is everything.", "Hard work pays
+    off.", "Stay positive!": LoCoMo 1-5 had hundreds of them among its standing facts)."""
+    if _VALUE.search(line) or _DATED.search(line) or _DAY.search(line):
+        return True
+    return bool(_NAME.search(line))
+
+
+def _unaddressed(sentence: str) -> str:
+    """A transcript's line without the name of the one it addresses ("Yeah, Caroline, they're some of my fave
+    memories." -> "They're some of my fave memories."; "I've had some tough times with my business, Jon." -> "...
+    with my business."): the name is not part of the fact, and left in it, it matched every question about that
+    person (LoCoMo 1-5: "What did Jon make a limited edition line of?" was given "I've had some tough times with my
+    business, Jon.")."""
+    line = _ADDRESSED_LAST.sub("", sentence.strip())
+    head = _ADDRESSED_FIRST.match(line)
+    if head is None or head.end() >= len(line):
+        return line
+    rest = line[head.end():].lstrip()
+    return rest[:1].upper() + rest[1:]
 
 
 def fact_of(sentence: str, user: bool = True) -> FactDraft | None:

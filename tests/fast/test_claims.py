@@ -121,6 +121,24 @@ def test_a_newer_statement_of_the_same_thing_replaces_a_stated_fact():
     assert [(f.turn, f.current) for f in facts] == [(0, False), (1, True)]
 
 
+@pytest.mark.parametrize("line", ["Family is everything in the end.", "Hard work always pays off.",
+                                  "Agreed, Priya.", "Stay positive and take care of yourself."])
+def test_a_transcript_saying_that_names_nothing_is_no_fact(line):
+    assert extract(Turn("user", line, 0, speaker="Marcus")) == []
+
+
+def test_a_transcript_fact_of_the_speaker_s_world_needs_no_first_person_when_it_names_something():
+    (fact,) = extract(Turn("user", "The van's MOT is due on 14 June.", 0, speaker="Marcus"))
+    assert "14 June" in fact.text
+
+
+def test_the_name_a_transcript_line_addresses_is_left_out_of_its_fact():
+    (fact,) = extract(Turn("user", "Yeah, Priya, pottery is my favourite way to unwind.", 0, speaker="Marcus"))
+    assert fact.text == "Pottery is my favourite way to unwind."
+    (fact,) = extract(Turn("user", "I've run the bakery on Mill Lane for ten years now, Priya.", 1, speaker="Marcus"))
+    assert "Priya" not in fact.text and "Mill Lane" in fact.text
+
+
 def test_a_chat_user_s_stated_fact_is_about_them():
     """Text an app puts in a user turn ("Turn 2 is about topic0.") says nothing about the user."""
     assert extract(user("The report template is stored on the shared drive.")) == []
