@@ -63,13 +63,19 @@ def answer_features(question: str, turn: Turn, dense: float, lexical: float, spe
     ranking's scores of it; ``speakers``: who speaks in the conversation, lower case)."""
     words = set(content_words(question, "light"))
     said = set(content_words(turn.text, "light"))
-    named = [n for n in _names(question) if n in speakers or n.split()[0] in speakers]
+    named = speakers_named(question, speakers)
     who = (turn.speaker or "").lower()
     return AnswerFeatures(
         dense=dense, lexical=lexical, overlap=len(words & said) / len(words) if words else 0.0,
         type=type_match(question, turn.text), speaker_named=float(bool(named)),
         speaker_other=float(bool(named) and bool(who) and not any(who == n or who == n.split()[0] for n in named)),
         gate=gate, fact=fact)
+
+
+def speakers_named(question: str, speakers: Sequence[str]) -> list[str]:
+    """The names in ``question`` (capitalised mid-sentence) of people who speak in the conversation (``speakers``:
+    lower case), a full name by its first name too."""
+    return [n for n in _names(question) if n in speakers or n.split()[0] in speakers]
 
 
 # Fitted by benchmarks/abstention.py on the tuning and dev splits (generated tuning, dev, dev2; LoCoMo 1-5), its

@@ -38,7 +38,7 @@ from ..runtime.choices import Fired
 from ..runtime.prompts import CHANGED, LATEST
 from ..runtime.selector import Injection, PageSelector, fit_turns
 from ..runtime.trace import Candidate
-from .answerable import DEFAULT_ANSWER_MODEL, Answerability, answer_features
+from .answerable import DEFAULT_ANSWER_MODEL, Answerability, answer_features, speakers_named
 from .answerable import decide as decide_answer
 from .facts import DEFAULT_FACT_MODEL, FactHit, FactRanker
 from .gate import (DEFAULT_MODEL, GateDecision, GateFeatures, GateModel, _names, decide, gate_features,
@@ -278,9 +278,11 @@ class RerankSelector(PageSelector):
         """``core.personal``'s learned reading: the question asks about the speaker's own life."""
         return asks_about_self(question)
 
-    def asks_for_value(self, question: str) -> bool:
-        """``core.personal``'s learned reading: the question asks for something told, not for help."""
-        return asks_for_value(question)
+    def asks_for_value(self, question: str, pager: Pager | None = None) -> bool:
+        """``core.personal``'s learned reading: the question asks for something told, not for help. A question
+        naming someone who speaks in ``pager``'s conversation asks what they told: the model reads a chat user's
+        own questions, and took LoCoMo's "What activity does Jolene incorporate into her daily routine?" for help."""
+        return asks_for_value(question) or (pager is not None and bool(speakers_named(question, _speakers(pager))))
 
     def is_task(self, question: str) -> bool:
         """The recall gate's reading of a task ("help me write …", "can you plan …")."""
@@ -296,7 +298,7 @@ class RerankSelector(PageSelector):
         return self._floor(question, pager, turn, hit.dense if hit else 0.0, hit.lexical if hit else 0.0)
 
     def _floor(self, question: str, pager: Pager, turn, dense: float, lexical: float) -> Answerability:
-        speakers = sorted({t.speaker.lower() for t in pager.turns if t.speaker})
+        speakers = _speakers(pager)
         gate = self.last_gate.probability if self.last_gate is not None else self.gate(question, pager).probability
         best = self.facts.best(question)  # below its threshold (a fact above it would have answered), or none
         features = answer_features(question, turn, dense, lexical, speakers, gate,
@@ -481,6 +483,11 @@ class RerankSelector(PageSelector):
 
 
 _PAGE_ID = attrgetter("page_id")
+
+
+def _speakers(pager: Pager) -> list[str]:
+    """Who speaks in the conversation (a transcript's named speakers), lower case."""
+    return sorted({t.speaker.lower() for t in pager.turns if t.speaker})
 
 
 def score_of(hits: dict, page_id: int) -> float:

@@ -155,7 +155,7 @@ class Runtime:
             return trace
         # nothing to recall at all: nothing about it was said. Help it asks for ("My niece wants to make a card for my
         # pup. What should she write?") is the model's, as a question memory has nothing for.
-        if trace.trigger == Fired.PERSONAL and a.selector.asks_for_value(question):
+        if trace.trigger == Fired.PERSONAL and a.selector.asks_for_value(question, a.pager):
             self._not_remembered(a, [])
             return trace
         self._continue(a, a.prompt, decision_tokens, decision.answer_start,
@@ -347,7 +347,7 @@ class Runtime:
         """A recall below the relevance floor: nothing it found is injected. A question asking for something the user
         told is answered "not remembered" (True: answered); one asking for help ("My niece wants to make a card for
         my pup. What should she write?") is left to the model, as a question memory has nothing for (False)."""
-        if a.selector.asks_for_value(a.question):
+        if a.selector.asks_for_value(a.question, a.pager):
             cls._not_remembered(a, candidates)
             return True
         cls._left_out(candidates)

@@ -87,10 +87,10 @@ class PageSelector:
         """Whether ``question`` asks about the user's own life, which only memory can answer (never by default)."""
         return False
 
-    def asks_for_value(self, question: str) -> bool:
-        """Whether a question about the user asks for something they told, which "not remembered" answers when
-        memory holds nothing, rather than for help (always by default: a selector that cannot tell abstains as
-        before)."""
+    def asks_for_value(self, question: str, pager: Pager | None = None) -> bool:
+        """Whether a question asks for something told (in ``pager``'s conversation, when given), which "not
+        remembered" answers when memory holds nothing, rather than for help (always by default: a selector that
+        cannot tell abstains as before)."""
         return True
 
     def is_task(self, question: str) -> bool:

@@ -123,3 +123,19 @@ def test_help_asked_unsaved_in_a_users_new_empty_chat_is_answered(chatty):
     answer = new.ask("How do I stop my dog pulling on the lead?", remember=False)
     assert answer.trace.decision == "answer" and answer.answer != NOT_REMEMBERED
     assert new.ask("What is my dog called?", remember=False).trace.decision == "unknown"
+
+
+def test_a_question_naming_someone_who_speaks_asks_what_they_told(chatty):
+    """The value model reads a chat user's own questions: LoCoMo's "When did John plan to return from his trip to
+    Toronto and Vancouver?" read as asking for help, and below the floor the model answered it ("I'm going to be
+    back in a couple of days.") instead of "not remembered". A question naming one of a transcript's speakers asks
+    what they told."""
+    lp, _ = chatty
+    conv = lp.conversation("t", create=True)
+    conv.add_turn("user", "I'm flying to Oslo next week for the conference.", speaker="Maria")
+    conv.add_turn("assistant", "Safe travels, Maria!", speaker="John")
+    question = "When did John plan to return from his trip to Toronto and Vancouver?"
+    selector = lp.selector("t")
+    assert not asks_for_value(question)  # the frame alone reads as help ...
+    assert selector.asks_for_value(question, conv.pager)  # ... but John speaks here
+    assert not selector.asks_for_value("How do I stop my dog pulling on the lead?", conv.pager)
