@@ -278,11 +278,14 @@ class RerankSelector(PageSelector):
         """``core.personal``'s learned reading: the question asks about the speaker's own life."""
         return asks_about_self(question)
 
-    def asks_for_value(self, question: str, pager: Pager | None = None) -> bool:
-        """``core.personal``'s learned reading: the question asks for something told, not for help. A question
-        naming someone who speaks in ``pager``'s conversation asks what they told: the model reads a chat user's
-        own questions, and took LoCoMo's "What activity does Jolene incorporate into her daily routine?" for help."""
-        return asks_for_value(question) or (pager is not None and bool(speakers_named(question, _speakers(pager))))
+    def asks_for_value(self, question: str) -> bool:
+        """``core.personal``'s learned reading: the question asks for something told, not for help."""
+        return asks_for_value(question)
+
+    def names_speaker(self, question: str, pager: Pager) -> bool:
+        """``retrieval.answerable``'s reading of the names a question gives (capitalised mid-sentence) against who
+        speaks in the conversation."""
+        return bool(speakers_named(question, _speakers(pager)))
 
     def is_task(self, question: str) -> bool:
         """The recall gate's reading of a task ("help me write …", "can you plan …")."""

@@ -6,7 +6,9 @@ small model still answers, and it makes the value up: "Your sister lives in Lisb
 Stored as its reply, that invention reads later like memory. So such an answer is held back until it is complete,
 and every value it states (a number, a name: a word written with a capital mid-sentence) must be in what a person
 said among the recalled turns (``evidence``: their lines as the model read them, dates resolved) or in the
-question; an answer stating one that is not is replaced by "not remembered". The assistant's recalled replies are
+question; an answer stating one that is not is replaced by "not remembered". So is an answer about what a
+transcript's person told (a question naming them: LoCoMo's "What type of car did Calvin work on during the
+workshop?" got "a 2018 Toyota Corolla", never said). The assistant's recalled replies are
 no evidence: an earlier reply that made a value up would otherwise vouch for it. An answer that states no value
 passes: it invents nothing a later answer could cite.
 """

@@ -155,7 +155,7 @@ class Runtime:
             return trace
         # nothing to recall at all: nothing about it was said. Help it asks for ("My niece wants to make a card for my
         # pup. What should she write?") is the model's, as a question memory has nothing for.
-        if trace.trigger == Fired.PERSONAL and a.selector.asks_for_value(question, a.pager):
+        if trace.trigger == Fired.PERSONAL and a.selector.asks_for_value(question):
             self._not_remembered(a, [])
             return trace
         self._continue(a, a.prompt, decision_tokens, decision.answer_start,
@@ -260,9 +260,10 @@ class Runtime:
         if dates is not None and not expresses(backend, dates):  # a server that constrains nothing answers freely
             dates = None
         keep = prefixes.kept_parts(backend, layout, notes, recent, answer_prompt)
-        # an answer about the user's own life is held back whole and checked against what it was shown (a date
-        # chosen under the constraint is one the notes hold)
-        held = dates is None and s.abstain and a.selector.asks_about_self(question)
+        # an answer about the user's own life, or about what a transcript's person told, is held back whole and
+        # checked against what it was shown (a date chosen under the constraint is one the notes hold)
+        held = dates is None and s.abstain and (a.selector.asks_about_self(question)
+                                                or a.selector.names_speaker(question, a.pager))
         sink, a.sink = a.sink, (None if held else a.sink)
         try:
             gen, text = a.generate(backend, answer_prompt, s.max_answer_tokens, constraint=dates, keep=keep)
@@ -346,8 +347,10 @@ class Runtime:
     def _nothing_found(cls, a: Answering, candidates: Sequence[Candidate]) -> bool:
         """A recall below the relevance floor: nothing it found is injected. A question asking for something the user
         told is answered "not remembered" (True: answered); one asking for help ("My niece wants to make a card for
-        my pup. What should she write?") is left to the model, as a question memory has nothing for (False)."""
-        if a.selector.asks_for_value(a.question, a.pager):
+        my pup. What should she write?") is left to the model, as a question memory has nothing for (False). The
+        value model reads a chat user's own questions: one naming a transcript's person asks what they told (it took
+        LoCoMo's "When did John plan to return from his trip to Toronto and Vancouver?" for help)."""
+        if a.selector.asks_for_value(a.question) or a.selector.names_speaker(a.question, a.pager):
             cls._not_remembered(a, candidates)
             return True
         cls._left_out(candidates)

@@ -87,11 +87,16 @@ class PageSelector:
         """Whether ``question`` asks about the user's own life, which only memory can answer (never by default)."""
         return False
 
-    def asks_for_value(self, question: str, pager: Pager | None = None) -> bool:
-        """Whether a question asks for something told (in ``pager``'s conversation, when given), which "not
-        remembered" answers when memory holds nothing, rather than for help (always by default: a selector that
-        cannot tell abstains as before)."""
+    def asks_for_value(self, question: str) -> bool:
+        """Whether a question about the user asks for something they told, which "not remembered" answers when
+        memory holds nothing, rather than for help (always by default: a selector that cannot tell abstains as
+        before)."""
         return True
+
+    def names_speaker(self, question: str, pager: Pager) -> bool:
+        """Whether ``question`` names someone who speaks in ``pager``'s conversation (a transcript's person): it
+        asks what they told, as a question about the user asks what the user told (never by default)."""
+        return False
 
     def is_task(self, question: str) -> bool:
         """Whether ``question`` asks for work to be done ("help me write …"), not for what was said."""

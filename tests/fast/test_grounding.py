@@ -70,6 +70,35 @@ def test_an_answer_about_the_user_from_what_was_recalled_is_given(fake_pager):
     assert "".join(streamed) == result.answer
 
 
+def _transcript(fake_pager, reply: str):
+    backend = ScriptedBackend()
+    backend.fallback = lambda prompt, grammar: reply
+    lp = fake_pager(backend=backend, rerank=RerankSettings(facts=NEVER, answerable=ALWAYS, gate=ALWAYS))
+    chat = lp.conversation("t", create=True, config=PagingConfig(boundary="fixed_2", budget=120))
+    for i, text in enumerate(["I spent the weekend at the workshop fixing an old Mustang.", "Sounds fun, Calvin!",
+                              "The engine needed new gaskets.", "Did the paint hold up?",
+                              "Mostly, just some rust near the doors.", "I can't wait to see it.",
+                              "We should take it to the coast in June.", "Count me in!",
+                              "The garden needs work too.", "Tomatoes and beans, mostly.",
+                              "And some herbs by the door.", "The soil looks heavy after the rain."]):
+        chat.add_turn("user" if i % 2 == 0 else "assistant", text, speaker="Calvin" if i % 2 == 0 else "Dave",
+                      stamp=False)
+    assert chat.pager.page(1).evicted, "the precondition of these tests"
+    return chat
+
+
+def test_an_answer_about_a_transcript_s_person_that_makes_a_value_up_is_not_remembered(fake_pager):
+    """A question naming someone who speaks in a transcript asks what they told: LoCoMo's "What type of car did
+    Calvin work on during the workshop?" got "a 2018 Toyota Corolla", never said."""
+    result = _transcript(fake_pager, "Calvin worked on a 2018 Toyota Corolla.").ask(
+        "What type of car did Calvin work on during the workshop?")
+    assert result.answer == NOT_IN_WHAT_I_FOUND
+    assert result.trace.grounding == {"grounded": False, "unsupported": ["2018", "Toyota Corolla"]}
+    told = _transcript(fake_pager, "Calvin fixed an old Mustang.").ask("What car did Calvin fix?")
+    assert told.answer == "Calvin fixed an old Mustang."
+    assert told.trace.grounding == {"grounded": True, "unsupported": []}
+
+
 def test_a_general_question_is_not_checked(fake_pager):
     chat = _chat(fake_pager, "Lisbon is the capital of Portugal.")
     result = chat.ask("What did we say about the capital of Portugal?")

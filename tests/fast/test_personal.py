@@ -136,6 +136,6 @@ def test_a_question_naming_someone_who_speaks_asks_what_they_told(chatty):
     conv.add_turn("assistant", "Safe travels, Maria!", speaker="John")
     question = "When did John plan to return from his trip to Toronto and Vancouver?"
     selector = lp.selector("t")
-    assert not asks_for_value(question)  # the frame alone reads as help ...
-    assert selector.asks_for_value(question, conv.pager)  # ... but John speaks here
-    assert not selector.asks_for_value("How do I stop my dog pulling on the lead?", conv.pager)
+    assert not asks_for_value(question) and not selector.asks_for_value(question)  # the frame alone reads as help
+    assert selector.names_speaker(question, conv.pager)  # ... but John speaks here
+    assert not selector.names_speaker("How do I stop my dog pulling on the lead?", conv.pager)
