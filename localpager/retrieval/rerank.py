@@ -284,8 +284,9 @@ class RerankSelector(PageSelector):
 
     def names_speaker(self, question: str, pager: Pager) -> bool:
         """``retrieval.answerable``'s reading of the names a question gives (capitalised mid-sentence) against who
-        speaks in the conversation."""
-        return bool(speakers_named(question, _speakers(pager)))
+        speaks in the conversation. A question that names no one (most of a chat's) reads none of the turns: it is
+        asked on every recall's answer, and listing the speakers walks the whole conversation."""
+        return bool(_names(question)) and bool(speakers_named(question, _speakers(pager)))
 
     def is_task(self, question: str) -> bool:
         """The recall gate's reading of a task ("help me write …", "can you plan …")."""
