@@ -13,9 +13,12 @@ Questions:
 
 Fitted on the tuning and dev splits (generated tuning, dev, dev2; LoCoMo 1-5); the threshold is the lowest at
 which at most 7% of the dev splits' answerable questions would be answered "not remembered" (``--false-rate``):
-abstaining everywhere must not pay. (7%, not the 10% of before: a question about the user now reaches the floor
-whether or not the gate pages in, ``core.personal``; on the dev splits 5% held 0.30 of the never-said questions,
-7% 0.45-0.53, 10% 0.57-0.61 at 0.08-0.12 of the answerable ones.) The floor reads the best standing fact's
+abstaining everywhere must not pay. A question naming one of a transcript's speakers has a threshold of its own
+(``FloorModel.named_threshold``), the lowest at which at most the same share of LoCoMo 1-5's answerable ones
+naming a speaker would: fitted together with a chat's, they got "not remembered" at 2%, their family's share left
+unused while the generated questions set the one threshold. (7%, not the 10% of before: a question about the user
+now reaches the floor whether or not the gate pages in, ``core.personal``; on the dev splits 5% held 0.30 of the
+never-said questions, 7% 0.45-0.53, 10% 0.57-0.61 at 0.08-0.12 of the answerable ones.) The floor reads the best standing fact's
 probability too (``fact``): a question whose fact the fact model nearly took is about something said. Held out: the held-out phrasings and LoCoMo 6-10, reported, never used; the
 rates are given over every question and over those the recall gate pages in (where the floor is consulted).
 
@@ -39,7 +42,8 @@ from localpager.core.facts import facts_of
 from localpager.core.records import ABSENT_PROBE, Page, Transcript, Turn
 from localpager.lab.fitting import fit_model, model_source, probabilities
 from localpager.lab.synthetic import generate_dataset
-from localpager.retrieval.answerable import ANSWER_FEATURES, DEFAULT_ANSWER_MODEL, answer_features
+from localpager.retrieval.answerable import (ANSWER_FEATURES, DEFAULT_ANSWER_MODEL, FloorModel, answer_features,
+                                             speaker_gap, speakers_named, unnamed)
 from localpager.retrieval.embedder import default_embedder
 from localpager.retrieval.facts import FactRanker
 from localpager.retrieval.gate import DEFAULT_MODEL as GATE, decide, gate_features
@@ -65,6 +69,9 @@ class Case:
     x: np.ndarray = field(default_factory=lambda: np.zeros(len(ANSWER_FEATURES)))
     gate: bool = False
     top: Turn | None = None  # the best-ranked turn (what a recall injects first)
+
+
+NAMED = ANSWER_FEATURES.index("speaker_named")
 
 
 def forgotten(conv: Transcript, turns: set[int]) -> Transcript:
@@ -100,7 +107,9 @@ def score(cases: list[Case]) -> None:
     lexical: dict[int, LexicalIndex] = {}
     facts: dict[tuple[int, int], FactRanker] = {}  # a conversation's standing facts at a question's point
     queries = embedder.encode([c.message for c in cases], batch_size=32)
-    for case, q in zip(cases, queries):
+    asked = [_asked(c) for c in cases]  # a question naming one speaker, without the names (``speaker_gap``)
+    unnamed_vectors = dict(zip([a for a in asked if a], embedder.encode([a for a in asked if a], batch_size=32)))
+    for case, q, bare in zip(cases, queries, asked):
         conv = case.conv
         if id(conv) not in vectors:
             vectors[id(conv)] = embedder.encode([t.text for t in conv.turns], batch_size=32)
@@ -122,8 +131,22 @@ def score(cases: list[Case]) -> None:
         if ranker is None:
             ranker = facts[id(conv), case.n] = FactRanker(facts_of(turns), embedder.encode)
         best = ranker.best(case.message)
+        gap = 0.0
+        if bare:
+            cos = vectors[id(conv)] @ unnamed_vectors[bare]
+            ranked = rank_turns(bare, turns, pages, lambda m, idx: {i: float(cos[i]) for i in idx}, index)
+            if len(ranked):
+                named = speakers_named(case.message, speakers)[0]
+                gap = speaker_gap(bare, named, turns, ranked.turns, ranked.dense,
+                                  index.table(turns).array("speaker")[ranked.turns])
         case.x = np.array(answer_features(case.message, turns[top.turn], top.dense, top.lexical, speakers,
-                                          verdict.probability, best.probability if best else 0.0).vector())
+                                          verdict.probability, best.probability if best else 0.0, gap).vector())
+
+
+def _asked(case: Case) -> str:
+    """``case``'s question without its speakers' names when it names exactly one of them, else ''."""
+    speakers = sorted({t.speaker.lower() for t in case.conv.turns if t.speaker})
+    return unnamed(case.message, speakers) if len(speakers_named(case.message, speakers)) == 1 else ""
 
 
 def fit(cases: list[Case], false_rate: float):
@@ -138,9 +161,21 @@ def fit(cases: list[Case], false_rate: float):
     weight *= len(y) / weight.sum()
     model = fit_model(ANSWER_FEATURES, x, y, weight)
     answerable = np.array([c.x for c in cases if c.split in THRESHOLD_SPLITS and c.answerable])
+    model.threshold = _lowest(model, answerable, false_rate)
+    named = np.array([c.x for c in fitted if c.dataset == "locomo" and c.answerable and c.x[NAMED]])
+    return FloorModel(**model.__dict__, named_threshold=_lowest(model, named, false_rate) if len(named) else None)
+
+
+def _lowest(model, answerable: np.ndarray, false_rate: float) -> float:
+    """The threshold at which at most ``false_rate`` of ``answerable`` (feature rows) fall below it."""
     scores = np.sort(probabilities(model, answerable, ANSWER_FEATURES))
-    model.threshold = round(float(scores[int(np.floor(false_rate * len(scores)))]) - 1e-4, 4)
-    return model
+    return round(float(scores[int(np.floor(false_rate * len(scores)))]) - 1e-4, 4)
+
+
+def _threshold(model, x: np.ndarray) -> float:
+    """The threshold ``model`` holds a question of features ``x`` to (``FloorModel.named_threshold``)."""
+    named = getattr(model, "named_threshold", None)
+    return named if named is not None and x[NAMED] else model.threshold
 
 
 def rates(cases: list[Case], model, gated: bool) -> dict:
@@ -150,7 +185,7 @@ def rates(cases: list[Case], model, gated: bool) -> dict:
     p = probabilities(model, np.array([c.x for c in cases]), ANSWER_FEATURES)
     for c, prob in zip(cases, p):
         if not gated or c.gate:
-            out[f"{c.dataset}/{c.split}/{c.kind}"].append(float(prob < model.threshold))
+            out[f"{c.dataset}/{c.split}/{c.kind}"].append(float(prob < _threshold(model, c.x)))
     return {k: {"n": len(v), "not_remembered": round(float(np.mean(v)), 3)} for k, v in sorted(out.items())}
 
 
@@ -193,7 +228,9 @@ def main() -> None:
         print(f"| {key} | {r['n']} | {r['not_remembered']:.2f} | {g['n']} | {g['not_remembered']:.2f} | "
               f"{sh['not_remembered']:.2f} |")
     print("\nFitted (paste into localpager/retrieval/answerable.py if it differs from DEFAULT_ANSWER_MODEL):\n")
-    print(model_source("DEFAULT_ANSWER_MODEL", model))
+    source = model_source("DEFAULT_ANSWER_MODEL", model).replace("= GateModel(", "= FloorModel(")
+    named = f"\n    named_threshold={model.named_threshold},"
+    print(source.replace(f"threshold={model.threshold},", f"threshold={model.threshold},{named}"))
     if args.json:
         data = {"setup": {"boundary": BOUNDARY, "quick": args.quick, "questions": len(cases),
                           "false_rate": args.false_rate, "threshold_sets": THRESHOLD_SPLITS},

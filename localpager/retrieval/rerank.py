@@ -38,7 +38,7 @@ from ..runtime.choices import Fired
 from ..runtime.prompts import CHANGED, LATEST
 from ..runtime.selector import Injection, PageSelector, fit_turns
 from ..runtime.trace import Candidate
-from .answerable import DEFAULT_ANSWER_MODEL, Answerability, answer_features, speakers_named
+from .answerable import DEFAULT_ANSWER_MODEL, Answerability, answer_features, speaker_gap, speakers_named, unnamed
 from .answerable import decide as decide_answer
 from .facts import DEFAULT_FACT_MODEL, FactHit, FactRanker
 from .gate import (DEFAULT_MODEL, GateDecision, GateFeatures, GateModel, _names, decide, gate_features,
@@ -284,9 +284,10 @@ class RerankSelector(PageSelector):
 
     def names_speaker(self, question: str, pager: Pager) -> bool:
         """``retrieval.answerable``'s reading of the names a question gives (capitalised mid-sentence) against who
-        speaks in the conversation. A question that names no one (most of a chat's) reads none of the turns: it is
-        asked on every recall's answer, and listing the speakers walks the whole conversation."""
-        return bool(_names(question)) and bool(speakers_named(question, _speakers(pager)))
+        speaks in the conversation (the ranking's table of the turns keeps them as turns arrive)."""
+        if not _names(question):  # most of a chat's questions: no table needed
+            return False
+        return bool(speakers_named(question, sorted(self.lexical.table(pager.turns).speakers)))
 
     def is_task(self, question: str) -> bool:
         """The recall gate's reading of a task ("help me write …", "can you plan …")."""
@@ -302,11 +303,20 @@ class RerankSelector(PageSelector):
         return self._floor(question, pager, turn, hit.dense if hit else 0.0, hit.lexical if hit else 0.0)
 
     def _floor(self, question: str, pager: Pager, turn, dense: float, lexical: float) -> Answerability:
-        speakers = _speakers(pager)
+        table = self.lexical.table(pager.turns)  # who speaks: kept as turns arrive, no walk over them
+        speakers = sorted(table.speakers)
         gate = self.last_gate.probability if self.last_gate is not None else self.gate(question, pager).probability
         best = self.facts.best(question)  # below its threshold (a fact above it would have answered), or none
+        named = speakers_named(question, speakers) if _names(question) else []
+        gap = 0.0
+        if len(named) == 1:  # who said what the question asks about, the names left out (``speaker_gap``)
+            asked = unnamed(question, speakers)
+            ranked = self._ranked(asked, pager, self._searchable(pager, question))
+            if isinstance(ranked, Ranking) and len(ranked):
+                gap = speaker_gap(asked, named[0], pager.turns, ranked.turns, ranked.dense,
+                                  table.array("speaker")[ranked.turns])
         features = answer_features(question, turn, dense, lexical, speakers, gate,
-                                   best.probability if best is not None else 0.0)
+                                   best.probability if best is not None else 0.0, gap)
         return decide_answer(features, self.settings.answerable)
 
     # -- selection -----------------------------------------------------------------------------
@@ -487,11 +497,6 @@ class RerankSelector(PageSelector):
 
 
 _PAGE_ID = attrgetter("page_id")
-
-
-def _speakers(pager: Pager) -> list[str]:
-    """Who speaks in the conversation (a transcript's named speakers), lower case."""
-    return sorted({t.speaker.lower() for t in pager.turns if t.speaker})
 
 
 def score_of(hits: dict, page_id: int) -> float:

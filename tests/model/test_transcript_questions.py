@@ -53,3 +53,21 @@ def test_an_answer_about_a_transcript_s_person_states_only_values_it_was_shown(t
     assert t.grounding is not None and t.grounding["grounded"]  # held back and checked, as about the user
     shown = " ".join(c.text for c in t.citations) + " " + question
     assert all(v.casefold() in shown.casefold() or v.lstrip("0") in shown for v in values(t.answer)), t.answer
+
+
+@pytest.mark.parametrize("question, said_by_other", [("Where does Dave's sister live?", False),
+                                                     ("Where does Calvin's sister live?", True),
+                                                     ("What car did Calvin rebuild at the workshop?", False),
+                                                     ("What car did Dave rebuild at the workshop?", True)])
+def test_a_question_about_what_the_other_speaker_said_is_not_remembered(transcript, question, said_by_other):
+    """LoCoMo's questions about things never said swap the speaker: the floor reads who said what the question asks
+    about (``answerable.speaker_gap``, from the real embedder's cosines: deterministic, whatever the model says).
+    Asked of the one who did not say it, nothing is remembered; of the one who did, the recall goes on."""
+    t = transcript.ask(question).trace
+    if t.answerable is None:  # no recall was considered (a standing fact answered, or the gate stayed shut)
+        assert t.decision in ("fact", "answer") and not said_by_other
+        return
+    gap = t.answerable["features"]["speaker_gap"]
+    assert (gap < 0) == said_by_other, gap
+    if said_by_other:
+        assert t.decision == "unknown" and t.answerable["answer"] is False

@@ -1,0 +1,60 @@
+"""The relevance floor's reading of a question that names one of a transcript's speakers (``retrieval.answerable``):
+who said what it asks about, and the threshold of its own. Pure arithmetic over given cosines: no embedder."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from localpager.core.records import Turn
+from localpager.retrieval.answerable import (DEFAULT_ANSWER_MODEL, AnswerFeatures, FloorModel, decide, speaker_gap,
+                                             unnamed)
+from localpager.retrieval.gate import GateModel
+
+TURNS = [Turn("user", "Thanks, Melanie! The charity race made me realize self-care matters.", 0, speaker="Caroline"),
+         Turn("assistant", "I painted a lake at sunrise last week.", 1, speaker="Melanie"),
+         Turn("user", "My kids loved the camping trip.", 2, speaker="Caroline"),
+         Turn("assistant", "Pottery keeps me calm.", 3, speaker="Melanie")]
+SPOKEN = np.array(["caroline", "melanie", "caroline", "melanie"], dtype=object)
+
+
+def test_a_question_without_the_speakers_names():
+    speakers = ["caroline", "melanie", "john smith"]
+    assert unnamed("What did Melanie realize after her charity race?", speakers) == \
+        "What did realize after her charity race?"
+    assert unnamed("Where is Caroline's necklace from, and did John Smith see it?", speakers) == \
+        "Where is necklace from, and did see it?"
+    assert unnamed("What did Maria paint?", speakers) == "What did Maria paint?"  # no speaker of this one
+
+
+def _gap(named: str, dense: list[float]) -> float:
+    asked = unnamed(f"What did {named.capitalize()} realize after the charity race?", ["caroline", "melanie"])
+    return speaker_gap(asked, named, TURNS, np.arange(4), np.array(dense), SPOKEN)
+
+
+def test_the_gap_is_below_zero_when_the_other_speaker_said_what_is_asked_about():
+    dense = [0.62, 0.20, 0.25, 0.18]  # the race line is Caroline's
+    assert _gap("melanie", dense) < -0.5 < 0.5 < _gap("caroline", dense)
+    assert _gap("melanie", dense) == pytest.approx(-_gap("caroline", dense))
+
+
+def test_the_gap_is_nothing_when_one_side_said_nothing():
+    assert speaker_gap("race", "melanie", TURNS[:1], np.arange(1), np.array([0.6]), SPOKEN[:1]) == 0.0
+
+
+def test_a_question_naming_a_speaker_is_held_to_its_own_threshold():
+    model = FloorModel({"dense": 1.0}, 0.0, threshold=0.2, named_threshold=0.6)
+    middling = AnswerFeatures(dense=0.5)  # p = sigmoid(0.5) = 0.62
+    assert decide(middling, model).answer
+    assert decide(AnswerFeatures(dense=0.2, speaker_named=1.0), model).answer is False
+    assert decide(AnswerFeatures(dense=0.2), model).answer  # p = 0.55: a chat's question clears 0.2
+    plain = GateModel({"dense": 1.0}, 0.0, threshold=0.2)  # a plain model (a test's, an older one): one threshold
+    assert decide(AnswerFeatures(dense=0.2, speaker_named=1.0), plain).answer
+
+
+def test_the_shipped_floor_reads_the_gap():
+    assert DEFAULT_ANSWER_MODEL.weights["speaker_gap"] > 0
+    assert DEFAULT_ANSWER_MODEL.named_threshold is not None
+    near = AnswerFeatures(dense=0.45, overlap=0.4, speaker_named=1.0, gate=0.9, fact=0.2)
+    far_behind = AnswerFeatures(**{**near.__dict__, "speaker_gap": -0.6})
+    assert decide(far_behind).probability < decide(near).probability
