@@ -11,7 +11,7 @@ claims are refused: refusing a real fact costs more than letting a request throu
 find a fact in it).
 
 The fact model (does a claim state something that stays true?): fitted on the same phrasing sets' statements
-(sentence by sentence), the development kinds' (``kinds_dev.json``: kinds no cue names), ``statements_dev.json`` (its facts, and its non-facts sentence by sentence), against the
+(sentence by sentence), ``statements_dev.json`` (its facts, and its non-facts sentence by sentence), against the
 questions and present situations of the implicit questions, the general questions, the generator's filler
 lines, the claim model's non-claims and the claims that state no standing fact (``passing``: an event, a passing
 state). Its threshold is the lowest at which out-of-fold precision is at least
@@ -34,26 +34,25 @@ from pathlib import Path
 import numpy as np
 
 from localpager.core import claims as claims_module
-from localpager.core.claims import FACT_MODEL_FILE, MODEL_FILE, READERS, ClaimModel, default_model, fact_model, mask_quotes
+from localpager.core.claims import (FACT_MODEL_FILE, MODEL_FILE, ClaimModel, default_model, fact_model, features,
+                                    mask_quotes, worded_features)
 from localpager.core.facts import extract
 from localpager.core.records import Turn
 from localpager.core.text import is_question, sentences
 from localpager.lab.fitting import fit_presence_logistic
 from localpager.lab.synthetic import WORD_POOLS
-from localpager.lab.synthetic_data import kind_set
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "localpager" / "lab" / "data"
 MODEL_PATH = ROOT / "localpager" / "core" / "data" / MODEL_FILE
 FACT_MODEL_PATH = ROOT / "localpager" / "core" / "data" / FACT_MODEL_FILE
-# Out-of-fold precision the fact model's threshold keeps, and what it reads (``claims.READERS``). Chosen on the
-# development kinds (``lab generate --kinds dev``, kinds no cue names; seed 700, 20 conversations): with content words
-# and 0.95, 0.66 of their statements were found, precision 1.00; reading the frame alone at 0.90, 0.71 at 1.00 (with
-# content words at 0.90: 0.72, but 0.975, filler taken): what a sentence is about is the generator's kinds, and a new
-# kind's words are unknown to the model anyway. The frame with its words' endings ("shaped") and the development
-# kinds' statements among the training rows: held-out kinds' statements found 0.60 -> 0.68 (``standing_facts.py``).
+# Out-of-fold precision the fact model's threshold keeps, and whether it reads content words (``worded``). Chosen
+# on the development kinds (``lab generate --kinds dev``, kinds no cue or training sentence names; seed 700, 20
+# conversations): with content words and 0.95, 0.66 of their statements were found, precision 1.00; reading the
+# frame alone at 0.90, 0.71 at 1.00 (with content words at 0.90: 0.72, but 0.975, filler taken): what a sentence is
+# about is the generator's kinds, and a new kind's words are unknown to the model anyway.
 FACT_PRECISION = 0.90
-FACT_READS = "shaped"
+FACT_WORDED = False
 TRAIN_PHRASINGS = ("tuning", "dev", "dev2")
 CHECK_PHRASINGS = ("heldout",)
 MAX_REFUSED = 0.02  # training claims the threshold may refuse
@@ -92,37 +91,37 @@ def scores(model: ClaimModel, rows: list[tuple[str, int]]) -> dict:
             "claims_refused": refused[:8], "non_claims_passed": passed[:8]}
 
 
-def out_of_fold(rows: list[tuple[str, int]], reads: str = "frame", folds: int = 5) -> tuple[ClaimModel, np.ndarray]:
+def out_of_fold(rows: list[tuple[str, int]], worded: bool, folds: int = 5) -> tuple[ClaimModel, np.ndarray]:
     """The model fitted on every row (threshold 0.5), and each row's probability by a model fitted without it:
     what a threshold is chosen on, so that it holds for sentences the model has not seen."""
-    found = [READERS[reads](s) for s, _ in rows]
+    found = [(worded_features if worded else features)(s) for s, _ in rows]
     y = np.array([label for _, label in rows], dtype=float)
     held = np.zeros(len(rows))
     for k in range(folds):
         part = np.arange(len(rows)) % folds == k
         weights, bias = fit_presence_logistic([f for f, out in zip(found, part) if not out], y[~part])
-        fold = ClaimModel(weights, bias, reads=reads)
+        fold = ClaimModel(weights, bias, worded=worded)
         held[part] = [fold.probability(s) for (s, _), out in zip(rows, part) if out]
     weights, bias = fit_presence_logistic(found, y)
-    return ClaimModel({n: w for n, w in weights.items() if abs(w) >= MIN_WEIGHT}, bias, reads=reads), held
+    return ClaimModel({n: w for n, w in weights.items() if abs(w) >= MIN_WEIGHT}, bias, worded=worded), held
 
 
 def fit(rows: list[tuple[str, int]]) -> ClaimModel:
     """The claim model: the lowest threshold (at most 0.5) that refuses at most ``MAX_REFUSED`` of the claims."""
-    model, held = out_of_fold(rows)
+    model, held = out_of_fold(rows, worded=False)
     p = np.sort(held[np.array([y for _, y in rows]) == 1])
     return ClaimModel(model.weights, model.bias, round(min(0.5, float(p[int(MAX_REFUSED * len(p))]) - 1e-4), 4))
 
 
 def fit_facts(rows: list[tuple[str, int]]) -> ClaimModel:
     """The fact model: the lowest threshold at which out-of-fold precision is at least ``FACT_PRECISION``."""
-    model, held = out_of_fold(rows, reads=FACT_READS)
+    model, held = out_of_fold(rows, worded=FACT_WORDED)
     y = np.array([label for _, label in rows])
     for t in np.sort(held):
         said = held >= t
         if said.any() and (y[said] == 1).mean() >= FACT_PRECISION:
-            return ClaimModel(model.weights, model.bias, round(float(t) - 1e-4, 4), reads=FACT_READS)
-    return ClaimModel(model.weights, model.bias, 1.0, reads=FACT_READS)
+            return ClaimModel(model.weights, model.bias, round(float(t) - 1e-4, 4), worded=FACT_WORDED)
+    return ClaimModel(model.weights, model.bias, 1.0, worded=FACT_WORDED)
 
 
 def fact_rows(seed: int = 0) -> list[tuple[str, int]]:
@@ -141,13 +140,6 @@ def fact_rows(seed: int = 0) -> list[tuple[str, int]]:
         for exchange in topic["exchanges"]:
             line = re.sub(r"\{(\w+)\}", lambda m: rng.choice(topic["slots"].get(m[1], ["it"])), exchange["user"])
             other += sentences(line)
-    kinds, pools, general = kind_set("dev")  # kinds no cue names: what a fact of a new kind is framed as
-    for kind in kinds.values():
-        pool = pools[kind["value"][1]]
-        filled = [re.sub(r"\{\w+\}", lambda _: rng.choice(pool)[0], t) for t in kind["says"] + kind["updates"]]
-        facts += [s for t in filled for s in sentences(t) if not is_question(s)]
-        other += [s for t in kind["asks"] + kind["implicit"] for s in sentences(re.sub(r"\{\w+\}", "it", t))]
-    other += general
     dev = json.loads((DATA / "statements_dev.json").read_text(encoding="utf-8"))
     for item in dev["chat"] + dev["transcript"]:
         (facts.append(item["text"]) if item["fact"] else other.extend(sentences(item["text"])))

@@ -87,7 +87,7 @@ def value_rows(seed: int = 0) -> list[tuple[str, int]]:
 def fit_value(rows: list[tuple[str, int]]) -> ClaimModel:
     """The lowest threshold at which at most ``MAX_VALUE_MISSED`` of the value questions, out of fold, are called
     help: a value question called help is answered by the model (which may invent), worse than help refused."""
-    model, held = out_of_fold(rows)
+    model, held = out_of_fold(rows, worded=False)
     value = np.sort(held[np.array([y for _, y in rows]) == 1])
     return ClaimModel(model.weights, model.bias, round(float(value[int(MAX_VALUE_MISSED * len(value))]) - 1e-4, 4))
 
@@ -102,7 +102,7 @@ def value_rates(model: ClaimModel, name: str, rng: random.Random) -> dict:
 
 def fit(rows: list[tuple[str, int]]) -> ClaimModel:
     """The lowest threshold at which at most ``MAX_GENERAL`` of the general questions, out of fold, are personal."""
-    model, held = out_of_fold(rows)
+    model, held = out_of_fold(rows, worded=False)
     general = np.sort(held[np.array([y for _, y in rows]) == 0])[::-1]
     threshold = float(general[int(MAX_GENERAL * len(general))]) + 1e-4
     return ClaimModel(model.weights, model.bias, round(threshold, 4))

@@ -1,8 +1,8 @@
 """The supersession model (``core.supersede``): fitted on pairs of standing facts of generated conversations, measured
 on the held-out splits of ``heldout_kinds.py`` it never saw.
 
-Training pairs (generated conversations only: the tuning, dev and dev2 phrasings of the trained kinds and the
-development kinds, seeds ``FIT_SETS``, apart from the measured ones; never the held-out phrasing or kinds): every (newer, older)
+Training pairs (generated conversations only: the tuning, dev and dev2 phrasings of the trained kinds, seeds
+``FIT_SEEDS``, apart from the measured 0, 100 and 300; never the held-out phrasing or kinds): every (newer, older)
 pair of one conversation's facts that ``facts.CurrentFacts`` would compare (they share a slot or head word), labelled
 1 when both are statements of one planted fact (a correction and what it corrects); and, since a generated
 conversation plants one fact of each type, pairs across conversations: a correction against the first statement of
@@ -29,15 +29,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 ROOT = Path(__file__).resolve().parent.parent
-# what each fitted split plants and its seed: the tuning, dev and dev2 phrasings of the trained kinds, and the
-# development kinds (``kinds_dev.json``: kinds no cue names, whose corrections rarely share a word with what they
-# correct)
-FIT_SETS = {"tuning": ({"phrasing": "tuning"}, 1000), "dev": ({"phrasing": "dev"}, 2000),
-            "dev2": ({"phrasing": "dev2"}, 3000), "dev-kinds": ({"kinds": "dev"}, 4000)}
-# The read-time model's splits: the trained kinds' only. Fitted on the development kinds too, it took no more of the
-# held-out kinds' corrections (``heldout_kinds.py``: relevance unchanged) and replaced a wedding's date with a
-# sister's move in the held-out facts eval (a wrong replacement hides a fact that still stands).
-DENSE_FIT = ("tuning", "dev", "dev2")
+FIT_SEEDS = {"tuning": 1000, "dev": 2000, "dev2": 3000}  # phrasing -> seed
 FIT_CONVERSATIONS = 60  # a phrasing
 CROSS_PER_CORRECTION = 8  # statements of other conversations each correction is paired with
 MAX_WRONG = 0.02
@@ -117,8 +109,8 @@ def training_rows() -> list[tuple[dict[str, float], int]]:
 
     rows: list[tuple[dict[str, float], int]] = []
     rng = random.Random(38)
-    for wording, seed in FIT_SETS.values():
-        convs = generate_dataset(FIT_CONVERSATIONS, questions="both", absent=4, seed=seed, **wording)
+    for phrasing, seed in FIT_SEEDS.items():
+        convs = generate_dataset(FIT_CONVERSATIONS, questions="both", absent=4, seed=seed, phrasing=phrasing)
         rows += [r for conv in convs for r in within(conv)] + across(convs, rng)
     return rows
 
@@ -162,8 +154,8 @@ def dense_rows(embed) -> list[tuple[dict[str, float], int]]:
 
     pairs: list[tuple[object, object, int]] = []
     rng = random.Random(38)
-    for wording, seed in (FIT_SETS[name] for name in DENSE_FIT):
-        convs = generate_dataset(FIT_CONVERSATIONS, questions="both", absent=4, seed=seed, **wording)
+    for phrasing, seed in FIT_SEEDS.items():
+        convs = generate_dataset(FIT_CONVERSATIONS, questions="both", absent=4, seed=seed, phrasing=phrasing)
         for conv in convs:
             planted, drafts = _planted(conv), _drafts(conv)
             pairs += [(new, old, int(ti in planted and planted.get(tj) == planted[ti]))

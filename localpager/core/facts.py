@@ -38,9 +38,8 @@ from .text import CONTACT, NAME_MID_SENTENCE, content_words, fold_plural, senten
 # fact model says stays true is a fact whatever it is about (``stated_fact``). 5: a newer fact also replaces an
 # older one the supersession model (``supersede``) judges the same thing ("the tax filing cutoff moved" after "I
 # have to file my taxes by"). 6: a statement after a correcting label ("Correction: ..."). 7: a transcript's line
-# without a first person names something particular (``_specific``); the name it addresses is no part of it. 8: the
-# fact model reads its words' endings (``claims.shaped_features``) and was fitted on the development kinds too.
-FACTS_VERSION = 8
+# without a first person names something particular (``_specific``); the name it addresses is no part of it.
+FACTS_VERSION = 7
 KINDS = ("avoid", "diet", "medicine", "constraint", "preference", "person", "pet", "family", "schedule", "plan",
          "number", "budget", "identity", "stated")
 # A fact the cues below have no words for, found by the fact model (``claims.states_fact``): whatever it is about.
@@ -252,7 +251,7 @@ def stated_fact(sentence: str, user: bool = True) -> FactDraft | None:
     one when the line names something particular (``_specific``)."""
     line = _LEAD_IN.sub("", _ANNOTATION.sub("", one_line(sentence)).strip()).strip()
     if (not line or len(line) > _MAX_SENTENCE or _asks(line) or _ADDRESS.match(line)
-            or not (_FIRST_PERSON.search(line) or (not user and _specific(line))) or _TRANSIENT.search(line)
+            or not (_FIRST_PERSON.search(line) or (not user and _specific(line)))
             or not _claims(line) or not states_fact(line)):
         return None
     return FactDraft(STATED, subject_of(line, STATED), _shorten(line))

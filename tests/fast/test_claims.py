@@ -9,8 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from localpager.core.claims import (QUOTE, ClaimModel, default_model, fact_model, features, mask_quotes,
-                                    shaped_features)
+from localpager.core.claims import QUOTE, ClaimModel, default_model, features, mask_quotes
 from localpager.core.facts import extract, facts_of
 from localpager.core.records import Turn
 
@@ -109,33 +108,6 @@ def test_a_claim_that_stays_true_is_a_fact_whatever_it_is_about(sentence):
                                       "The weather is lovely today."])
 def test_an_event_or_a_passing_state_is_no_fact(sentence):
     assert extract(user(sentence)) == []
-
-
-@pytest.mark.parametrize("sentence", ["We keep bees at the bottom of the garden.",
-                                      "I cycle to work along the canal most days."])
-def test_a_state_of_a_kind_nothing_names_is_a_fact(sentence):
-    """The fact model reads a word's ending ("keep", "cycle": a state or a habit), not the word: sentences of kinds
-    nothing in its training names."""
-    (fact,) = extract(user(sentence))
-    assert fact.kind == "stated"
-
-
-@pytest.mark.parametrize("sentence", ["I sang in a concert at the chapel last night.",
-                                      "Yesterday we moved the beehives to the orchard.",
-                                      "We went to the coast for the weekend."])
-def test_a_past_event_is_no_fact_whatever_its_frame(sentence):
-    """A moment that has passed is a page's business: the fact model's verdict alone does not make it a fact (it
-    gives the first 0.76: a sentence opening "I" and a verb in the past reads like the corrections it was fitted
-    on), the passing moment in it ("last night") keeps it out, as it does for the cues."""
-    assert extract(user(sentence)) == []
-
-
-def test_the_fact_model_reads_endings_and_an_older_model_file_still_loads():
-    assert fact_model().reads == "shaped" and default_model().reads == "frame"
-    assert {"w:Ced", "b:i_Ced"} <= shaped_features("I moved house.") and "w:Ced" not in features("I moved house.")
-    older = {"weights": {"c:bees": 2.0}, "bias": -1.0, "threshold": 0.5, "worded": True}
-    assert ClaimModel.from_json(older).reads == "worded" and ClaimModel.from_json(older).is_claim("I keep bees.")
-    assert ClaimModel.from_json({**older, "worded": False}).reads == "frame"
 
 
 def test_a_greeting_before_a_fact_does_not_hide_it():
