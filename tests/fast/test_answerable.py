@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 from localpager.core.records import Turn
-from localpager.retrieval.answerable import (DEFAULT_ANSWER_MODEL, AnswerFeatures, FloorModel, decide, speaker_gap,
-                                             unnamed)
+from localpager.retrieval.answerable import (CHAT_ANSWER_MODEL, DEFAULT_ANSWER_MODEL, NAMED_ANSWER_MODEL,
+                                             AnswerFeatures, FloorModel, decide, speaker_gap, unnamed)
 from localpager.retrieval.gate import GateModel
 
 TURNS = [Turn("user", "Thanks, Melanie! The charity race made me realize self-care matters.", 0, speaker="Caroline"),
@@ -42,19 +42,21 @@ def test_the_gap_is_nothing_when_one_side_said_nothing():
     assert speaker_gap("race", "melanie", TURNS[:1], np.arange(1), np.array([0.6]), SPOKEN[:1]) == 0.0
 
 
-def test_a_question_naming_a_speaker_is_held_to_its_own_threshold():
-    model = FloorModel({"dense": 1.0}, 0.0, threshold=0.2, named_threshold=0.6)
+def test_a_question_naming_a_speaker_is_judged_by_a_model_of_its_own():
+    model = FloorModel({"dense": 1.0}, 0.0, threshold=0.2, named=GateModel({"dense": 1.0}, 0.0, threshold=0.6))
     middling = AnswerFeatures(dense=0.5)  # p = sigmoid(0.5) = 0.62
     assert decide(middling, model).answer
-    assert decide(AnswerFeatures(dense=0.2, speaker_named=1.0), model).answer is False
+    assert decide(AnswerFeatures(dense=0.2, speaker_named=1.0), model).answer is False  # 0.55 < 0.6
     assert decide(AnswerFeatures(dense=0.2), model).answer  # p = 0.55: a chat's question clears 0.2
     plain = GateModel({"dense": 1.0}, 0.0, threshold=0.2)  # a plain model (a test's, an older one): one threshold
     assert decide(AnswerFeatures(dense=0.2, speaker_named=1.0), plain).answer
 
 
-def test_the_shipped_floor_reads_the_gap():
-    assert DEFAULT_ANSWER_MODEL.weights["speaker_gap"] > 0
-    assert DEFAULT_ANSWER_MODEL.named_threshold is not None
+def test_the_shipped_floor_reads_the_gap_for_a_transcript_s_questions_only():
+    assert "speaker_gap" not in CHAT_ANSWER_MODEL.weights and DEFAULT_ANSWER_MODEL.named is NAMED_ANSWER_MODEL
+    assert NAMED_ANSWER_MODEL.weights["speaker_gap"] > 0
     near = AnswerFeatures(dense=0.45, overlap=0.4, speaker_named=1.0, gate=0.9, fact=0.2)
     far_behind = AnswerFeatures(**{**near.__dict__, "speaker_gap": -0.6})
     assert decide(far_behind).probability < decide(near).probability
+    chat = AnswerFeatures(dense=0.45, overlap=0.4, gate=0.9, fact=0.2)
+    assert decide(chat).probability == CHAT_ANSWER_MODEL.probability(chat)  # a chat's floor is the one it had
