@@ -13,8 +13,8 @@ when what the question asks about is the other one's), the gate's own probabilit
 came to taking the best standing fact (a question about something said has a fact that nearly answers it; a
 question about something never said rarely does). Below its threshold the answer is that nothing about it is
 remembered. A question about the user's own life reaches it even where the gate would not page in
-(``core.personal``). Fitted on tuning data only
-(``benchmarks/abstention.py``), with the threshold chosen so that abstaining everywhere does not pay.
+(``core.personal``). Fitted on tuning data only (``benchmarks/abstention.py``), with the threshold chosen so that
+abstaining everywhere does not pay.
 """
 
 from __future__ import annotations
@@ -108,8 +108,9 @@ def speaker_gap(asked: str, named: str, turns: Sequence[Turn], candidates: np.nd
     words they use. Below 0 the other side holds what the question asks about: 97% of LoCoMo 1-5's answerable
     questions naming one speaker have evidence that speaker said; 74% of its questions about things never said
     have the other speaker's. In [-1, 1]; 0 when a side said nothing."""
-    first = named.split()[0]
-    mine = np.array([s == named or s.split()[0] == first if s else False for s in spoken_by], dtype=bool)
+    first = named.split()[0]  # the few distinct speakers are matched, not every line's
+    theirs = [s for s in set(spoken_by.tolist()) if s and (s == named or s.split()[0] == first)]
+    mine = np.isin(spoken_by, theirs) if theirs else np.zeros(len(spoken_by), dtype=bool)
     words = set(content_words(asked, "light"))
     best = []
     for side in (mine, ~mine):

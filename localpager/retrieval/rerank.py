@@ -307,7 +307,7 @@ class RerankSelector(PageSelector):
         speakers = sorted(table.speakers)
         gate = self.last_gate.probability if self.last_gate is not None else self.gate(question, pager).probability
         best = self.facts.best(question)  # below its threshold (a fact above it would have answered), or none
-        named = speakers_named(question, speakers) if _names(question) else []
+        named = speakers_named(question, speakers)
         gap = 0.0
         if len(named) == 1:  # who said what the question asks about, the names left out (``speaker_gap``)
             asked = unnamed(question, speakers)
