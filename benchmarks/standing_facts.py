@@ -123,7 +123,7 @@ def build_cases(sets: dict, embedder) -> list[Case]:
                 kind = kind_of(probe)
                 answering = {f.fact_id for f in facts if f.turn in probe.evidence} if kind not in (
                     "general", "absent", "locomo-5") else set()
-                best, features, _ = best_match(probe.question, facts, embedder.encode)
+                best, features = best_match(probe.question, facts, embedder.encode)[:2]
                 cases.append(Case(split, dataset, kind, probe.question, facts[best].fact_id in answering,
                                   bool(answering), np.array(features.vector())))
     return cases

@@ -62,8 +62,10 @@ class Warmer:
         after each) and build the BM25 index. Returns how many vectors were computed. Each chunk reads the
         pages again under the lock, after checking for another process's erase."""
         from ..retrieval.choices import Signal
+        from ..retrieval.fact_pairs import shipped_bank
 
         held, conv = self.held, self.conv
+        shipped_bank()  # the pair bank's files (``retrieval.fact_pairs``), read once a process, not at a question
         with held.lock:
             ids = [p.page_id for p in conv.pager.evicted]
             index, lexical = held.index, held.lexical(conv.id)

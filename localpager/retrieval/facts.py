@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass, field
-from typing import Callable, Sequence
+from typing import Callable, NamedTuple, Sequence
 
 import numpy as np
 
@@ -29,6 +29,7 @@ from ..core.answer_types import match as type_match
 from ..core import lexicon, supersede
 from ..core.facts import StandingFact
 from ..core.text import content_words, is_question, sentences
+from .fact_pairs import PairBank, shipped_bank
 from .gate import GateModel, message_features
 
 # What the model reads: not the whole message's cosine (``dense``, kept for the trace) but the closest of it and the
@@ -73,11 +74,14 @@ class FactHit:
     probability: float
     features: dict[str, float]
     replaced: list[StandingFact] = field(default_factory=list)  # the older values it superseded, newest first
+    paired: float | None = None  # its pair score (``fact_pairs``), when the pair bank was read
+    by_pairs: bool = False  # the pair bank chose it: the fact model's probability is below its threshold
 
     def to_dict(self) -> dict:
         where = {"conversation": self.fact.conv_id} if self.fact.conv_id is not None else {}
         return {"fact_id": self.fact.fact_id, "turn": self.fact.turn, **where, "text": self.fact.text,
                 "probability": round(self.probability, 4),
+                **({"paired": round(self.paired, 4), "by_pairs": self.by_pairs} if self.paired is not None else {}),
                 "features": {k: round(v, 4) for k, v in self.features.items()},
                 "replaced": [{"fact_id": f.fact_id, "turn": f.turn, "text": f.text} for f in self.replaced]}
 
@@ -108,15 +112,15 @@ def message_parts(message: str) -> list[str]:
 
 
 def best_fact(message: str, facts: Sequence[StandingFact], cosines: np.ndarray,
-              part_cosines: np.ndarray | None = None) -> tuple[int, FactFeatures]:
+              part_cosines: np.ndarray | None = None, chosen: int | None = None) -> tuple[int, FactFeatures]:
     """The fact that best matches ``message`` (its cosine, plus a tenth for stating what the message asks for
     and a tenth for something to avoid when that is asked) and the features the fact model reads of the pair.
     ``part_cosines``: each fact's cosine with each of ``message_parts`` (facts × parts), the whole message's
-    (``cosines``) alone when not given."""
+    (``cosines``) alone when not given. ``chosen``: the features of that fact instead of the best match's."""
     asks_avoid = "avoid" in asked_types(message)
     types = np.array([type_match(message, f.text) for f in facts])
     avoid = np.array([float(asks_avoid and "avoid" in stated_types(f.text)) for f in facts])
-    best = int(np.argmax(cosines + 0.1 * types + 0.1 * avoid))
+    best = int(np.argmax(cosines + 0.1 * types + 0.1 * avoid)) if chosen is None else chosen
     others = np.delete(cosines, best)
     words = set(content_words(message, "light"))
     shared = words & set(content_words(facts[best].text, "light"))
@@ -149,16 +153,24 @@ DEFAULT_FACT_MODEL = GateModel(
 )
 
 
-def best_match(message: str, facts: Sequence[StandingFact], embed: Callable[[list[str]], np.ndarray]
-               ) -> tuple[int, FactFeatures, np.ndarray]:
-    """``best_fact`` with the vectors from ``embed`` (normalized): the index of the best match, its features, and
-    the facts' vectors."""
+class Match(NamedTuple):
+    """A message's best-matching fact (``best_match``) and the vectors it was found with."""
+
+    index: int
+    features: FactFeatures
+    facts: np.ndarray  # the facts' vectors
+    message: np.ndarray  # the whole message's vector
+    part_cosines: np.ndarray  # each fact's cosine with each of ``message_parts`` (facts × parts)
+
+
+def best_match(message: str, facts: Sequence[StandingFact], embed: Callable[[list[str]], np.ndarray]) -> Match:
+    """``best_fact`` with the vectors from ``embed`` (normalized)."""
     parts = message_parts(message)
     vectors = embed(parts + [f.text for f in facts])
     fact_vectors = vectors[len(parts):]
     part_cosines = fact_vectors @ vectors[:len(parts)].T
     index, features = best_fact(message, facts, part_cosines[:, 0], part_cosines)
-    return index, features, fact_vectors
+    return Match(index, features, fact_vectors, vectors[0], part_cosines)
 
 
 REPLACED_SHOWN = 5  # older values a fact answer's trace names: the newest of them
@@ -196,10 +208,15 @@ class FactRanker:
     which caches them by text)."""
 
     def __init__(self, facts: Sequence[StandingFact], embed: Callable[[list[str]], np.ndarray],
-                 model: GateModel | None = None):
+                 model: GateModel | None = None, pairs: PairBank | None = None, use_pairs: bool = True):
+        """``pairs``: the pair bank (``fact_pairs``; the shipped one when not given), read only when ``embed`` is
+        the embedder its vectors come from; ``use_pairs`` False: never read (the fact model alone)."""
         self.facts = [f for f in facts if f.current]
         self.embed = embed
         self.model = model or DEFAULT_FACT_MODEL
+        self._pairs = pairs
+        self._use_pairs = use_pairs
+        self._pairs_checked = False
         # what each fact superseded, newest first (the trace shows it), by (conversation, id): a user's facts come
         # from several conversations, each numbering its own (``facts`` in the order they were said)
         self._replaced: dict[tuple[str | None, int], list[StandingFact]] = {}
@@ -212,11 +229,29 @@ class FactRanker:
         value of its slot when a later fact restates it in other words (``newer_value``)."""
         if not self.facts:
             return None
-        index, features, vectors = best_match(message, self.facts, self.embed)
+        found = best_match(message, self.facts, self.embed)
+        index, features, vectors = found.index, found.features, found.facts
+        probability, paired, by_pairs = self.model.probability(features), None, False
+        bank = self.pairs()
+        if bank is not None and features.need and probability < self.model.threshold:
+            scores = bank.scores(found.message / max(float(np.linalg.norm(found.message)), 1e-9), vectors)
+            top = int(np.argmax(scores))
+            paired, by_pairs = float(scores[top]), bool(scores[top] >= bank.threshold)
+            if by_pairs and top != index:
+                index, features = best_fact(message, self.facts, found.part_cosines[:, 0], found.part_cosines, top)
+                probability = self.model.probability(features)
         newer = newer_value(self.facts, index, vectors)
         fact = self.facts[index if newer is None else newer]
         replaced = self.replaced(fact) if newer is None else [self.facts[index], *self.replaced(self.facts[index])]
-        return FactHit(fact, self.model.probability(features), asdict(features), replaced[:REPLACED_SHOWN])
+        return FactHit(fact, probability, asdict(features), replaced[:REPLACED_SHOWN], paired, by_pairs)
+
+    def pairs(self) -> PairBank | None:
+        """The pair bank this ranker reads, or None (turned off, not shipped, or another embedder's vectors)."""
+        if not self._pairs_checked:
+            self._pairs_checked = True
+            bank = (self._pairs or shipped_bank()) if self._use_pairs else None
+            self._pairs = bank if bank is not None and bank.fits(self.embed) else None
+        return self._pairs
 
     def replaced(self, fact: StandingFact, limit: int = REPLACED_SHOWN) -> list[StandingFact]:
         """The older values ``fact`` replaced, newest first (each one's own older values after it), at most
@@ -232,7 +267,7 @@ class FactRanker:
     def relevant(self, message: str) -> list[FactHit]:
         """The fact that bears on ``message``, when the model's probability clears its threshold; else none."""
         hit = self.best(message)
-        return [hit] if hit is not None and hit.probability >= self.model.threshold else []
+        return [hit] if hit is not None and (hit.probability >= self.model.threshold or hit.by_pairs) else []
 
 
 def prompt_facts(facts: Sequence[StandingFact], room: int, cost: Callable[[str], int]) -> list[StandingFact]:

@@ -91,6 +91,7 @@ class RerankSettings:
     hybrid: HybridSettings = field(default_factory=HybridSettings)
     gate: GateModel = field(default_factory=lambda: DEFAULT_MODEL)  # the recall gate's model: the trigger
     facts: GateModel = field(default_factory=lambda: DEFAULT_FACT_MODEL)  # which standing facts bear on a message
+    fact_pairs: bool = True  # and the pair bank beside it (``retrieval.fact_pairs``): which fact such messages needed
     answerable: GateModel = field(default_factory=lambda: DEFAULT_ANSWER_MODEL)  # the relevance floor of a recall
 
 
@@ -111,7 +112,8 @@ class RerankSelector(PageSelector):
         self.conv_id = conv_id
         self.settings = settings or RerankSettings()
         self.lexical = lexical or LexicalIndex(conv_id)
-        self.facts = FactRanker(facts, lambda texts: self.index.embedder.encode(texts), self.settings.facts)
+        self.facts = FactRanker(facts, lambda texts: self.index.embedder.encode(texts), self.settings.facts,
+                                use_pairs=self.settings.fact_pairs)
         self._rankings: dict[tuple, list[TurnHit]] = {}
         self._telling: dict[int, bool] = {}  # turn index -> ranking.tells, kept across questions
         self.last_gate: GateDecision | None = None

@@ -1,0 +1,102 @@
+"""Which standing fact a message needs, learned from examples: messages like this one needed a fact like that one.
+
+The fact model (``retrieval.facts``) judges a message and its closest fact by their cosine and the message's form.
+A message that needs a fact without naming it ("I'm charging a drink at the pool bar to my stay. What do I write
+on the slip?" needs "The hotel gave me room 626.") is far from it by cosine, and from the general questions too.
+What connects them is experience: people who ask that kind of thing need that kind of fact. The pair bank keeps
+that experience as data: labelled messages (the tuning phrasing sets' explicit and implicit questions, each with
+the statements of the fact it needs, and their general questions, which need none) as vectors of the embedder.
+
+A message's pair score for a fact: its ``k`` nearest labelled messages, each weighing its cosine to the power
+``power``; a neighbour that needs a fact adds its weight times that fact's statements' best cosine with the fact,
+a general one adds nothing; the sum over the weights. A fact whose score reaches ``threshold`` bears on the
+message, whatever the fact model says. Written by ``python benchmarks/fact_pairs.py --fit``: the bank, and the
+threshold, the lowest at which at most a small share of the development sets' general and never-said questions
+get a fact by it, each set scored with a bank that leaves its own messages out.
+
+The vectors are the default embedder's (all-MiniLM-L6-v2), stored as bytes beside the texts; with another
+embedder the bank stays off (its cosines, and so its threshold, mean nothing there).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from functools import cache
+from importlib import resources
+from typing import Callable
+
+import numpy as np
+
+BANK_FILE = "fact_pairs.json"
+VECTORS_FILE = "fact_pairs.npy"
+SCALE = 127.0  # the stored vectors are int8: a normalized vector's components times this, rounded
+SAME_EMBEDDER = 0.98  # the live vector of the bank's first message against the stored one: the same embedder
+
+
+@dataclass
+class PairBank:
+    """Labelled messages and the statements of the facts they need, as unit vectors, and how they are read."""
+
+    messages: np.ndarray  # (messages, dim)
+    needs: np.ndarray  # per message: the index of its fact's statements, -1 for a general question
+    statements: list[np.ndarray]  # per fact: its statements' vectors (statements, dim)
+    k: int = 5
+    power: float = 4.0
+    threshold: float = 1.0
+    probe: str = ""  # the bank's first message: its live vector tells whether the embedder is the bank's
+
+    def scores(self, message: np.ndarray, facts: np.ndarray, leave_out: np.ndarray | None = None) -> np.ndarray:
+        """Each fact's pair score for ``message`` (unit vectors; ``facts``: facts × dim). ``leave_out``: a mask
+        of bank messages not to read (the fitting scores a set with its own messages left out)."""
+        cosines = self.messages @ message
+        if leave_out is not None:
+            cosines = np.where(leave_out, -np.inf, cosines)
+        near = np.argpartition(-cosines, self.k)[: self.k] if len(cosines) > self.k else np.arange(len(cosines))
+        weights = np.maximum(cosines[near], 0.0) ** self.power
+        total = np.zeros(len(facts))
+        for j, weight in zip(near, weights):
+            if self.needs[j] >= 0 and weight > 0:
+                total += weight * (self.statements[self.needs[j]] @ facts.T).max(axis=0)
+        return total / max(float(weights.sum()), 1e-9)
+
+    def fits(self, embed: Callable[[list[str]], np.ndarray]) -> bool:
+        """Whether ``embed`` is the embedder the bank's vectors come from."""
+        if not self.probe or not len(self.messages):
+            return False
+        live = np.asarray(embed([self.probe]), dtype=np.float32)[0]
+        if live.shape != self.messages[0].shape:
+            return False
+        live = live / max(float(np.linalg.norm(live)), 1e-9)
+        return float(live @ self.messages[0]) >= SAME_EMBEDDER
+
+
+def bank_from(data: dict, vectors: np.ndarray) -> PairBank:
+    """A bank from its file's records (``data``) and the vectors of its messages, then of every statement."""
+    messages = data["messages"]
+    sizes = [len(group) for group in data["statements"]]
+    unit = vectors.astype(np.float32) / SCALE
+    unit /= np.maximum(np.linalg.norm(unit, axis=1, keepdims=True), 1e-9)
+    ends = np.cumsum([len(messages), *sizes])
+    return PairBank(messages=unit[: len(messages)], needs=np.array([-1 if m[1] is None else m[1] for m in messages]),
+                    statements=[unit[a:b] for a, b in zip(ends[:-1], ends[1:])], k=data["k"], power=data["power"],
+                    threshold=data["threshold"], probe=messages[0][0] if messages else "")
+
+
+def quantized(vectors: np.ndarray) -> np.ndarray:
+    """Unit vectors as the bank stores them."""
+    unit = vectors / np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-9)
+    return np.round(unit * SCALE).astype(np.int8)
+
+
+@cache
+def shipped_bank() -> PairBank | None:
+    """The bank shipped in ``retrieval/data``, or None when it is not there."""
+    folder = resources.files("localpager.retrieval").joinpath("data")
+    try:
+        data = json.loads(folder.joinpath(BANK_FILE).read_text(encoding="utf-8"))
+        with folder.joinpath(VECTORS_FILE).open("rb") as f:
+            vectors = np.load(f)
+    except FileNotFoundError:
+        return None
+    return bank_from(data, vectors)

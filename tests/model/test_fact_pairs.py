@@ -1,0 +1,89 @@
+"""The pair bank with the real embedder: a situation reaches the fact people in it need, though it shares neither
+words nor much of a vector with it; general questions and a transcript's questions about someone reach none.
+
+The statements and questions are written for these tests (none is in the bank); verdicts are checked away from
+the thresholds. A whole conversation with the real chat model answers such a message from the fact.
+"""
+
+from __future__ import annotations
+
+import pytest
+from helpers import Recording
+
+from localpager.core.facts import facts_of
+from localpager.core.pager import PagingConfig
+from localpager.core.records import Turn
+from localpager.memory.api import LocalPager
+from localpager.retrieval.facts import FactRanker
+from localpager.runtime.settings import RecallSettings
+
+pytestmark = [pytest.mark.embedder]
+
+ROOM = "The hotel put me in room 1142 this time."
+FLIGHT = "I'm on flight KL 1023 on Friday."
+SAID = [ROOM, FLIGHT, "Our electrician is Marta Quist, 555-0188.", "I take 12 units of insulin with lunch.",
+        "My dog is called Rufus.", "I can't eat anything with gluten in it."]
+SPA = "The spa wants to put my massage on my bill. What do they need from me?"
+GENERAL = ["How do I boil an egg?", "My printer keeps jamming. How do I fix it?",
+           "I'm making a playlist for a long drive. Any suggestions?", "How do I change a light bulb safely?",
+           "I have a job interview on Monday. How should I prepare?"]
+
+
+@pytest.fixture(scope="module")
+def rankers():
+    from localpager.retrieval.embedder import default_embedder
+
+    facts = facts_of([Turn("user", text, 2 * i) for i, text in enumerate(SAID)])
+    assert [f.text for f in facts] == SAID, "the precondition: each statement is a standing fact"
+    encode = default_embedder().encode
+    return FactRanker(facts, encode), FactRanker(facts, encode, use_pairs=False)
+
+
+def test_the_shipped_bank_is_read_with_the_default_embedder(rankers):
+    with_bank, alone = rankers
+    assert with_bank.pairs() is not None and alone.pairs() is None
+
+
+@pytest.mark.parametrize("message, fact", [
+    (SPA, ROOM),
+    ("My brother is picking me up and wants to follow my plane on an app. What should I send him?", FLIGHT),
+])
+def test_a_situation_reaches_the_fact_people_in_it_need(rankers, message, fact):
+    with_bank, _ = rankers
+    hit = with_bank.best(message)
+    assert hit.fact.text == fact and hit.by_pairs
+    assert hit.paired >= with_bank.pairs().threshold + 0.1
+    assert [h.fact.text for h in with_bank.relevant(message)] == [fact]
+
+
+def test_the_fact_model_alone_misses_it(rankers):
+    _, alone = rankers
+    hit = alone.best(SPA)
+    assert hit.probability < alone.model.threshold - 0.2 and alone.relevant(SPA) == []
+
+
+@pytest.mark.parametrize("message", GENERAL)
+def test_a_general_question_reaches_no_fact_through_the_bank(rankers, message):
+    with_bank, _ = rankers
+    hit = with_bank.best(message)
+    assert not hit.by_pairs and (hit.paired is None or hit.paired < with_bank.pairs().threshold - 0.15)
+    assert with_bank.relevant(message) == []
+
+
+def test_a_question_about_someone_else_does_not_read_the_bank(rankers):
+    with_bank, _ = rankers
+    hit = with_bank.best("What did Marta buy for the hotel room?")
+    assert hit.paired is None and not hit.by_pairs  # not for the asker's own sake: the bank's messages all are
+
+
+@pytest.mark.model
+def test_the_answer_quotes_the_fact_the_bank_chose(tmp_path, backend):
+    lp = LocalPager(tmp_path / "s.db", backend=Recording(backend), recall=RecallSettings(max_answer_tokens=24))
+    chat = lp.conversation("c", create=True, config=PagingConfig(boundary="fixed_4", budget=256))
+    for i, text in enumerate(SAID):
+        chat.add_turn("user", text)
+        chat.add_turn("assistant", "Noted.")
+    t = chat.ask(SPA).trace
+    assert t.decision == "fact" and t.facts[0]["text"] == ROOM and t.facts[0]["by_pairs"]
+    assert t.answer == f'You told me: "{ROOM}"'
+    lp.close()
