@@ -46,7 +46,7 @@ DETAIL_KEYS = {"eval": ("results",), "bench": ("turns",), "server-load": ("reque
                "mcp-recall": ("heldout_rows",), "import-memory": ("chatgpt.answers.rows", "claude.answers.rows")}
 KINDS = ("eval", "bench", "faults", "recall-gate", "bookmark-coverage", "threads", "server-load", "mcp-recall",
          "replicas", "embed-speed", "ingest-speed", "scale", "standing-facts", "abstention", "heldout-kinds",
-         "import-memory", "import-speed", "user-scale")
+         "import-memory", "import-speed", "user-scale", "fact-pairs")
 
 
 # -- data ----------------------------------------------------------------------------------------------
@@ -411,6 +411,14 @@ def standing_facts_model(datas: list[dict]) -> str:
     return table(["data / split / questions", "n", "given its fact (fact questions) or any fact (the others)"], rows)
 
 
+def fact_pairs(datas: list[dict]) -> str:
+    """``benchmarks/fact_pairs.py``: per set and kind, the fact model alone and with the shipped pair bank."""
+    (d,) = datas
+    alone, shipped = d["result"]["alone"], d["result"]["shipped"]
+    rows = [[key, v["n"], frac(alone[key]["rate"]), frac(v["rate"])] for key, v in shipped.items()]
+    return table(["data / split / questions", "n", "the fact model alone", "with the pair bank"], rows)
+
+
 def abstention(datas: list[dict]) -> str:
     """The shipped floor: the share of each kind of question answered "not remembered", over all of them and over
     those the recall gate pages in (where the floor is consulted)."""
@@ -579,7 +587,7 @@ RENDERERS = {
     "scale": ("scale", scale), "eval-memory": ("eval", eval_memory),
     "standing-facts-extraction": ("standing-facts", standing_facts_extraction),
     "standing-facts-model": ("standing-facts", standing_facts_model), "abstention": ("abstention", abstention),
-    "heldout-kinds": ("heldout-kinds", heldout_kinds),
+    "heldout-kinds": ("heldout-kinds", heldout_kinds), "fact-pairs": ("fact-pairs", fact_pairs),
     "user-scale": ("user-scale", user_scale),
     "import-memory": ("import-memory", import_memory), "import-speed": ("import-speed", import_speed),
 }

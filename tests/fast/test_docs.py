@@ -103,6 +103,8 @@ def test_every_table_kind_renders_its_format():
                                           "generated": {"dev": {"found": 0.94, "planted": 175, "superseded": 0.46,
                                                                 "corrections": 33}}},
                            "fact_model": {"shipped": {"generated/dev/implicit": {"n": 142, "rate": 0.52}}}},
+        "fact-pairs": {"alone": {"generated/held-out/implicit": {"n": 133, "rate": 0.42}},
+                       "shipped": {"generated/held-out/implicit": {"n": 133, "rate": 0.71}}},
         "abstention": {"rates": {"shipped": {"generated/dev/absent": {"n": 80, "not_remembered": 0.31}},
                                  "shipped, paged in": {"generated/dev/absent": {"n": 51, "not_remembered": 0.2}}}},
         "heldout-kinds": {"setup": {"conversations": 6},
