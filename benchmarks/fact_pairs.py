@@ -33,6 +33,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from standing_facts import THRESHOLD_SPLITS, kind_of, load_sets  # noqa: E402
 
+from localpager.core.answer_types import asks_when_past  # noqa: E402
 from localpager.core.facts import facts_of  # noqa: E402
 from localpager.lab.synthetic import VALUE_MAKERS, fact_kinds, general_questions, set_kinds  # noqa: E402
 from localpager.retrieval import fact_pairs  # noqa: E402
@@ -93,7 +94,7 @@ class Case:
     pair_best: float  # the best pair score
     right_pair: bool  # the fact with the best pair score answers it
     answerable: bool
-    need: bool  # it asks for the speaker's own sake (``FactFeatures.need``): the only messages the bank reads
+    need: bool  # it asks for the speaker's own sake and not when something happened: the messages the bank reads
 
 
 def build_cases(sets: dict, embedder, bank: fact_pairs.PairBank, origin: np.ndarray) -> list[Case]:
@@ -114,7 +115,8 @@ def build_cases(sets: dict, embedder, bank: fact_pairs.PairBank, origin: np.ndar
                 top = int(np.argmax(scores))
                 cases.append(Case(split, dataset, kind, DEFAULT_FACT_MODEL.probability(features),
                                   facts[best].fact_id in answering, float(scores[top]),
-                                  facts[top].fact_id in answering, bool(answering), bool(features.need)))
+                                  facts[top].fact_id in answering, bool(answering),
+                                  bool(features.need) and not asks_when_past(probe.question)))
     return cases
 
 

@@ -10,7 +10,9 @@ the statements of the fact it needs, and their general questions, which need non
 A message's pair score for a fact: its ``k`` nearest labelled messages, each weighing its cosine to the power
 ``power``; a neighbour that needs a fact adds its weight times that fact's statements' best cosine with the fact,
 a general one adds nothing; the sum over the weights. A fact whose score reaches ``threshold`` bears on the
-message, whatever the fact model says. Written by ``python benchmarks/fact_pairs.py --fit``: the bank, and the
+message, whatever the fact model says. Only a message for the asker's own sake is read (the bank's messages all
+are: a transcript's question about someone else is not), and not one asking when something happened ("When did
+I replace the chain on my bicycle?" came near "Where's my car?"): the day a turn told it answers that. Written by ``python benchmarks/fact_pairs.py --fit``: the bank, and the
 threshold, the lowest at which at most a small share of the development sets' general and never-said questions
 get a fact by it, each set scored with a bank that leaves its own messages out.
 

@@ -24,7 +24,7 @@ from typing import Callable, NamedTuple, Sequence
 
 import numpy as np
 
-from ..core.answer_types import asked_types, stated_types
+from ..core.answer_types import asked_types, asks_when_past, stated_types
 from ..core.answer_types import match as type_match
 from ..core import lexicon, supersede
 from ..core.facts import StandingFact
@@ -232,8 +232,8 @@ class FactRanker:
         found = best_match(message, self.facts, self.embed)
         index, features, vectors = found.index, found.features, found.facts
         probability, paired, by_pairs = self.model.probability(features), None, False
-        bank = self.pairs()
-        if bank is not None and features.need and probability < self.model.threshold:
+        bank = self.pairs()  # not for a question asking when something happened: a dated recall tells the day
+        if bank is not None and features.need and probability < self.model.threshold and not asks_when_past(message):
             scores = bank.scores(found.message / max(float(np.linalg.norm(found.message)), 1e-9), vectors)
             top = int(np.argmax(scores))
             paired, by_pairs = float(scores[top]), bool(scores[top] >= bank.threshold)

@@ -7,6 +7,7 @@ the thresholds. A whole conversation with the real chat model answers such a mes
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 from helpers import Recording
 
@@ -87,3 +88,19 @@ def test_the_answer_quotes_the_fact_the_bank_chose(tmp_path, backend):
     assert t.decision == "fact" and t.facts[0]["text"] == ROOM and t.facts[0]["by_pairs"]
     assert t.answer == f'You told me: "{ROOM}"'
     lp.close()
+
+
+def test_a_question_asking_when_something_happened_is_not_the_banks():
+    from localpager.retrieval.embedder import default_embedder
+
+    parking = "I've got parking spot B12 at the office."
+    facts = facts_of([Turn("user", parking, 0), Turn("user", "My dog is called Rufus.", 2)])
+    encode = default_embedder().encode
+    ranker = FactRanker(facts, encode)
+    question = "When did I move the car to the other garage?"
+    vectors = np.asarray(encode([question, parking]), dtype=np.float32)
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    bank = ranker.pairs()
+    assert bank.scores(vectors[0], vectors[1:])[0] >= bank.threshold + 0.1  # the bank alone would give the spot
+    hit = ranker.best(question)
+    assert hit.paired is None and not hit.by_pairs and ranker.relevant(question) == []
