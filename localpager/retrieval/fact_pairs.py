@@ -12,9 +12,16 @@ A message's pair score for a fact: its ``k`` nearest labelled messages, each wei
 a general one adds nothing; the sum over the weights. A fact whose score reaches ``threshold`` bears on the
 message, whatever the fact model says. Only a message for the asker's own sake is read (the bank's messages all
 are: a transcript's question about someone else is not), and not one asking when something happened ("When did
-I replace the chain on my bicycle?" came near "Where's my car?"): the day a turn told it answers that. Written by ``python benchmarks/fact_pairs.py --fit``: the bank, and the
-threshold, the lowest at which at most a small share of the development sets' general and never-said questions
-get a fact by it, each set scored with a bank that leaves its own messages out.
+I replace the chain on my bicycle?" came near "Where's my car?"): the day a turn told it answers that.
+
+The bank also tells when a question needs a fact that memory never held (``unmet_by``): its nearest labelled
+messages needed one, it is near them, and no fact meets it. Such a question is answered "not remembered" before
+any recall (``runtime.recall``).
+
+Written by ``python benchmarks/fact_pairs.py --fit``: the bank; its threshold, the lowest at which at most a
+small share of the development sets' general and never-said questions get a fact by it; and the ``unmet``
+cut-offs, which call at most a small share of their fact questions unmet. Each set is scored with a bank that
+leaves its own messages out.
 
 The vectors are the default embedder's (all-MiniLM-L6-v2), stored as bytes beside the texts; with another
 embedder the bank stays off (its cosines, and so its threshold, mean nothing there).
@@ -23,7 +30,7 @@ embedder the bank stays off (its cosines, and so its threshold, mean nothing the
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cache
 from importlib import resources
 from typing import Callable
@@ -47,20 +54,43 @@ class PairBank:
     power: float = 4.0
     threshold: float = 1.0
     probe: str = ""  # the bank's first message: its live vector tells whether the embedder is the bank's
+    # When a message needs a fact memory never held (``unmet``): the share of its nearest messages' weight that
+    # needed one and the nearest's cosine at least ``needed`` and ``nearest``, its best pair score and the fact
+    # model's probability below ``paired`` and ``probability``. Empty: never.
+    unmet: dict[str, float] = field(default_factory=dict)
 
-    def scores(self, message: np.ndarray, facts: np.ndarray, leave_out: np.ndarray | None = None) -> np.ndarray:
-        """Each fact's pair score for ``message`` (unit vectors; ``facts``: facts × dim). ``leave_out``: a mask
-        of bank messages not to read (the fitting scores a set with its own messages left out)."""
+    def _nearest(self, message: np.ndarray, leave_out: np.ndarray | None) -> tuple[np.ndarray, ...]:
+        """The ``k`` nearest labelled messages (not those ``leave_out`` masks), their cosines and weights."""
         cosines = self.messages @ message
         if leave_out is not None:
             cosines = np.where(leave_out, -np.inf, cosines)
         near = np.argpartition(-cosines, self.k)[: self.k] if len(cosines) > self.k else np.arange(len(cosines))
-        weights = np.maximum(cosines[near], 0.0) ** self.power
+        return near, cosines[near], np.maximum(cosines[near], 0.0) ** self.power
+
+    def scores(self, message: np.ndarray, facts: np.ndarray, leave_out: np.ndarray | None = None) -> np.ndarray:
+        """Each fact's pair score for ``message`` (unit vectors; ``facts``: facts × dim). ``leave_out``: a mask
+        of bank messages not to read (the fitting scores a set with its own messages left out)."""
+        near, cosines, weights = self._nearest(message, leave_out)
         total = np.zeros(len(facts))
         for j, weight in zip(near, weights):
             if self.needs[j] >= 0 and weight > 0:
                 total += weight * (self.statements[self.needs[j]] @ facts.T).max(axis=0)
         return total / max(float(weights.sum()), 1e-9)
+
+    def need_of(self, message: np.ndarray, leave_out: np.ndarray | None = None) -> tuple[float, float]:
+        """How much ``message`` (a unit vector) needs a fact: the share of its ``k`` nearest labelled messages'
+        weight that needed one, and the nearest one's cosine (how near it is to anything the bank knows)."""
+        near, cosines, weights = self._nearest(message, leave_out)
+        share = float(weights[self.needs[near] >= 0].sum() / max(float(weights.sum()), 1e-9))
+        return share, float(cosines.max()) if len(cosines) else 0.0
+
+    def unmet_by(self, needed: float, nearest: float, paired: float, probability: float) -> bool:
+        """Whether a message that needs a fact this much (``need_of``) gets none that meets it: the best pair
+        score ``paired`` and the fact model's ``probability`` of its best match are both low. It asks for
+        something never told, or forgotten."""
+        u = self.unmet
+        return bool(u) and (needed >= u["needed"] and nearest >= u["nearest"] and paired < u["paired"]
+                            and probability < u["probability"])
 
     def fits(self, embed: Callable[[list[str]], np.ndarray]) -> bool:
         """Whether ``embed`` is the embedder the bank's vectors come from."""
@@ -82,7 +112,8 @@ def bank_from(data: dict, vectors: np.ndarray) -> PairBank:
     ends = np.cumsum([len(messages), *sizes])
     return PairBank(messages=unit[: len(messages)], needs=np.array([-1 if m[1] is None else m[1] for m in messages]),
                     statements=[unit[a:b] for a, b in zip(ends[:-1], ends[1:])], k=data["k"], power=data["power"],
-                    threshold=data["threshold"], probe=messages[0][0] if messages else "")
+                    threshold=data["threshold"], probe=messages[0][0] if messages else "",
+                    unmet=dict(data.get("unmet", {})))
 
 
 def quantized(vectors: np.ndarray) -> np.ndarray:

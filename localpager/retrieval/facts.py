@@ -245,6 +245,25 @@ class FactRanker:
         replaced = self.replaced(fact) if newer is None else [self.facts[index], *self.replaced(self.facts[index])]
         return FactHit(fact, probability, asdict(features), replaced[:REPLACED_SHOWN], paired, by_pairs)
 
+    def never_told(self, message: str) -> dict[str, float] | None:
+        """When ``message`` needs a fact that nothing in memory meets (``PairBank.unmet_by``: messages like it
+        needed one, and neither the fact model nor the bank finds one among the facts), what the bank read of it;
+        else None. It asks for something never told, or forgotten. Read only where the bank reads a message (for
+        the asker's own sake, not asking when something happened)."""
+        bank = self.pairs()
+        if bank is None or not bank.unmet or not _NEED.search(message) or asks_when_past(message):
+            return None
+        hit = self.best(message)
+        if hit is not None and (hit.paired is None or hit.by_pairs):  # a fact answers it, or the bank did not read it
+            return None
+        vector = np.asarray(self.embed([message]), dtype=np.float32)[0]
+        needed, nearest = bank.need_of(vector / max(float(np.linalg.norm(vector)), 1e-9))
+        paired, probability = (hit.paired, hit.probability) if hit is not None else (0.0, 0.0)
+        if not bank.unmet_by(needed, nearest, paired, probability):
+            return None
+        return {"needed": round(needed, 4), "nearest": round(nearest, 4), "paired": round(paired, 4),
+                "probability": round(probability, 4)}
+
     def pairs(self) -> PairBank | None:
         """The pair bank this ranker reads, or None (turned off, not shipped, or another embedder's vectors)."""
         if not self._pairs_checked:

@@ -284,6 +284,15 @@ class RerankSelector(PageSelector):
         """``core.personal``'s learned reading: the question asks for something told, not for help."""
         return asks_for_value(question)
 
+    def never_told(self, question: str) -> Answerability | None:
+        """"Not remembered" before any recall, when ``question`` asks for something told (``asks_for_value``) and
+        the pair bank says it needs a fact that none of the standing facts meets (``FactRanker.never_told``)."""
+        found = self.facts.never_told(question) if asks_for_value(question) else None
+        if found is None:
+            return None
+        cut = self.facts.pairs().unmet
+        return Answerability(False, found["needed"], cut["needed"], {"never_told": 1.0, **found})
+
     def names_speaker(self, question: str, pager: Pager) -> bool:
         """``retrieval.answerable``'s reading of the names a question gives (capitalised mid-sentence) against who
         speaks in the conversation (the ranking's table of the turns keeps them as turns arrive)."""

@@ -23,6 +23,7 @@ from ..core.answer_types import asks_when, asks_when_past
 from ..core.dates import turn_dates
 from ..core.facts import StandingFact, asks_what_is_remembered
 from ..core.pager import Pager
+from ..core.text import is_question
 from . import grounding, prefixes
 from .answering import Answering, FactContext, elapsed_ms
 from .choices import Fired, Layout, RecallMode
@@ -143,6 +144,8 @@ class Runtime:
         if hits:
             answer_from_facts(a, hits, self.answer_backend)
             return trace
+        if self._never_told(a):
+            return trace
         decision, decision_tokens = Decision(), []
         if trace.trigger == Fired.NONE and a.shown_ids and s.mode in (RecallMode.AUTO, RecallMode.ALWAYS):
             decision, decision_tokens = self._decide(a, a.prompt, a.shown_ids)
@@ -208,6 +211,22 @@ class Runtime:
         if a.selector.last_gate is not None:  # the recall gate's verdict, when the selector asked it
             a.trace.gate = a.selector.last_gate.to_dict()
         return triggered
+
+    @classmethod
+    def _never_told(cls, a: Answering) -> bool:
+        """A question asking for something told that memory never held (the selector's ``never_told``: no
+        standing fact meets what such questions need): "not remembered" at once, where the floor may say so. A
+        recall would page in the nearest turns, and the model would answer from them whatever they hold."""
+        s = a.settings
+        if not (s.abstain and s.facts and s.mode in (RecallMode.AUTO, RecallMode.SELECTOR)
+                and is_question(a.question)):
+            return False
+        verdict = a.selector.never_told(a.question)
+        if verdict is None:
+            return False
+        a.trace.answerable = verdict.to_dict()
+        cls._not_remembered(a, [])
+        return True
 
     @staticmethod
     def _personal(a: Answering) -> bool:

@@ -93,6 +93,11 @@ class PageSelector:
         before)."""
         return True
 
+    def never_told(self, question: str) -> FloorVerdict | None:
+        """A verdict that ``question`` asks for something told that memory never held (answered "not remembered"
+        before any recall), or None: it may be answered (always None by default)."""
+        return None
+
     def names_speaker(self, question: str, pager: Pager) -> bool:
         """Whether ``question`` names someone who speaks in ``pager``'s conversation (a transcript's person): it
         asks what they told, as a question about the user asks what the user told (never by default)."""

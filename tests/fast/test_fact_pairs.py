@@ -3,6 +3,8 @@ embedder its vectors are not from. The real embedder's verdicts: tests/model/tes
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 
@@ -79,3 +81,21 @@ def test_a_ranker_with_another_embedder_is_the_fact_model_alone():
     assert ranker.pairs() is None
     hit = ranker.best("What should I avoid eating, for my sake?")
     assert hit.paired is None and not hit.by_pairs
+
+
+def test_how_much_a_message_needs_a_fact_is_its_neighbours_share(bank):
+    needed, nearest = bank.need_of(unit([1, 0, 0.3])[0])
+    assert needed > 0.5 and nearest == pytest.approx(float(unit([1, 0, 0.3])[0][0]), abs=1e-5)
+    general, _ = bank.need_of(unit([0.3, 0, 1])[0])
+    assert general < 0.5
+
+
+def test_unmet_needs_every_cut_off_met():
+    bank = PairBank(messages=unit([1, 0]), needs=np.array([0]), statements=[unit([1, 0])],
+                    unmet={"needed": 0.6, "nearest": 0.7, "paired": 0.4, "probability": 0.2})
+    assert bank.unmet_by(0.9, 0.8, 0.1, 0.1)
+    assert not bank.unmet_by(0.5, 0.8, 0.1, 0.1)  # its neighbours were mostly general questions
+    assert not bank.unmet_by(0.9, 0.6, 0.1, 0.1)  # nothing in the bank is near it
+    assert not bank.unmet_by(0.9, 0.8, 0.45, 0.1)  # a fact comes near what it needs
+    assert not bank.unmet_by(0.9, 0.8, 0.1, 0.3)  # the fact model finds one likely
+    assert not replace(bank, unmet={}).unmet_by(1.0, 1.0, 0.0, 0.0)  # no cut-offs: never

@@ -12,10 +12,12 @@ import pytest
 from helpers import Recording
 
 from localpager.core.facts import facts_of
+from localpager.core.personal import asks_for_value
 from localpager.core.pager import PagingConfig
 from localpager.core.records import Turn
 from localpager.memory.api import LocalPager
 from localpager.retrieval.facts import FactRanker
+from localpager.runtime.prompts import NOT_REMEMBERED
 from localpager.runtime.settings import RecallSettings
 
 pytestmark = [pytest.mark.embedder]
@@ -104,3 +106,29 @@ def test_a_question_asking_when_something_happened_is_not_the_banks():
     assert bank.scores(vectors[0], vectors[1:])[0] >= bank.threshold + 0.1  # the bank alone would give the spot
     hit = ranker.best(question)
     assert hit.paired is None and not hit.by_pairs and ranker.relevant(question) == []
+
+
+def test_a_question_about_something_never_told_is_not_remembered_from_the_bank(rankers):
+    with_bank, _ = rankers
+    found = with_bank.never_told("Where does my sister live?")  # questions like it needed a fact; none is near
+    assert found is not None and found["needed"] >= with_bank.pairs().unmet["needed"]
+    assert with_bank.never_told(SPA) is None  # the bank gives this one its fact
+    assert with_bank.never_told("What's a good way to learn Spanish?") is None  # not for the asker's own sake
+    for message in GENERAL:  # help asked for, at most: the model's, not "not remembered" (the selector asks)
+        assert with_bank.never_told(message) is None or not asks_for_value(message)
+
+
+@pytest.mark.model
+def test_never_told_is_answered_not_remembered_without_a_recall(tmp_path, backend):
+    lp = LocalPager(tmp_path / "s.db", backend=Recording(backend), recall=RecallSettings(max_answer_tokens=24))
+    chat = lp.conversation("c", create=True, config=PagingConfig(boundary="fixed_4", budget=256))
+    for text in SAID + ["Any tips for keeping basil alive on a windowsill?"] * 3:
+        chat.add_turn("user", text)
+        chat.add_turn("assistant", "Noted.")
+    t = chat.ask("Where does my sister live?").trace
+    assert t.decision == "unknown" and t.answer == NOT_REMEMBERED
+    assert t.answerable["answer"] is False and t.answerable["features"]["never_told"] == 1.0
+    assert t.injected_page_ids == [] and t.tokens["generated"] == 0
+    told = chat.ask("Which room am I in at the hotel?").trace  # a fact answers it: the bank says nothing
+    assert told.answerable is None or "never_told" not in told.answerable["features"]
+    lp.close()

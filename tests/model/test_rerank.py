@@ -128,7 +128,9 @@ def test_ask_json_lists_candidates_with_scores(tmp_path, backend):
     chat = lp.conversation("c", create=True, config=PagingConfig(boundary="fixed_10", budget=200))
     for t in conversation_turns():
         chat.add_turn(t.role, t.text)
-    result = chat.ask("Which snack should I avoid bringing to the party?").to_dict()
+    # a question about what was said: the allergy is an assistant's turn here (odd index), so no standing fact of
+    # the user's meets "Which snack should I avoid?" and the pair bank answers that "not remembered" unrecalled
+    result = chat.ask("What was that about peanuts and the ER?").to_dict()
     assert result["decision"] == "recall"
     assert result["candidates"] and all("score" in c and "reason" in c for c in result["candidates"])
     assert 3 in result["injected_page_ids"]
