@@ -419,6 +419,13 @@ def fact_pairs(datas: list[dict]) -> str:
     return table(["data / split / questions", "n", "the fact model alone", "with the pair bank"], rows)
 
 
+def fact_pairs_never_told(datas: list[dict]) -> str:
+    """``benchmarks/fact_pairs.py``: per generated set and kind, the share the shipped bank calls never told."""
+    (d,) = datas
+    rows = [[key, v["n"], frac(v["rate"])] for key, v in d["result"]["never_told_shipped"].items()]
+    return table(["split / questions", "n", "answered \"not remembered\" before any recall"], rows)
+
+
 def abstention(datas: list[dict]) -> str:
     """The shipped floor: the share of each kind of question answered "not remembered", over all of them and over
     those the recall gate pages in (where the floor is consulted)."""
@@ -588,6 +595,7 @@ RENDERERS = {
     "standing-facts-extraction": ("standing-facts", standing_facts_extraction),
     "standing-facts-model": ("standing-facts", standing_facts_model), "abstention": ("abstention", abstention),
     "heldout-kinds": ("heldout-kinds", heldout_kinds), "fact-pairs": ("fact-pairs", fact_pairs),
+    "fact-pairs-never-told": ("fact-pairs", fact_pairs_never_told),
     "user-scale": ("user-scale", user_scale),
     "import-memory": ("import-memory", import_memory), "import-speed": ("import-speed", import_speed),
 }
