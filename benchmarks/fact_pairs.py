@@ -31,10 +31,9 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from standing_facts import THRESHOLD_SPLITS, kind_of, load_sets  # noqa: E402
+from standing_facts import THRESHOLD_SPLITS, asked_with_facts, load_sets  # noqa: E402
 
 from localpager.core.answer_types import asks_when_past  # noqa: E402
-from localpager.core.facts import facts_of  # noqa: E402
 from localpager.core.personal import asks_for_value  # noqa: E402
 from localpager.lab.synthetic import VALUE_MAKERS, fact_kinds, general_questions, set_kinds  # noqa: E402
 from localpager.retrieval import fact_pairs  # noqa: E402
@@ -102,27 +101,20 @@ class Case:
 
 
 def build_cases(sets: dict, embedder, bank: fact_pairs.PairBank, origin: np.ndarray) -> list[Case]:
+    """One case a question, as ``standing_facts.build_cases`` reads them, with the bank's scores: a generated set
+    the bank holds is scored with its own messages (``origin``: each message's set) left out."""
     cases = []
-    for (dataset, split), convs in sets.items():
+    for dataset, split, probe, facts, kind, answering in asked_with_facts(sets):
         leave_out = origin == split if split in SOURCES and dataset == "generated" else None
-        for conv in convs:
-            for probe in conv.probes:
-                at = len(conv.turns) - 1 if probe.at is None else probe.at
-                facts = [f for f in facts_of(conv.turns[: at + 1]) if f.current]
-                if not facts:
-                    continue
-                kind = kind_of(probe)
-                answering = {f.fact_id for f in facts if f.turn in probe.evidence} if kind not in (
-                    "general", "absent", "locomo-5") else set()
-                best, features, vectors, message, _ = best_match(probe.question, facts, embedder.encode)
-                unit = message / np.linalg.norm(message)
-                scores = bank.scores(unit, vectors, leave_out)
-                top = int(np.argmax(scores))
-                cases.append(Case(split, dataset, kind, DEFAULT_FACT_MODEL.probability(features),
-                                  facts[best].fact_id in answering, float(scores[top]),
-                                  facts[top].fact_id in answering, bool(answering),
-                                  bool(features.need) and not asks_when_past(probe.question),
-                                  *bank.need_of(unit, leave_out), asks_for_value(probe.question)))
+        best, features, vectors, message, _ = best_match(probe.question, facts, embedder.encode)
+        unit = message / np.linalg.norm(message)
+        scores = bank.scores(unit, vectors, leave_out)
+        top = int(np.argmax(scores))
+        cases.append(Case(split, dataset, kind, DEFAULT_FACT_MODEL.probability(features),
+                          facts[best].fact_id in answering, float(scores[top]),
+                          facts[top].fact_id in answering, bool(answering),
+                          bool(features.need) and not asks_when_past(probe.question),
+                          *bank.need_of(unit, leave_out), asks_for_value(probe.question)))
     return cases
 
 

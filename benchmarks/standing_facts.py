@@ -26,6 +26,7 @@ import json
 import sys
 import time
 from collections import defaultdict
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -109,10 +110,9 @@ def kind_of(probe) -> str:
     return probe.extra.get("style", "explicit")
 
 
-def build_cases(sets: dict, embedder) -> list[Case]:
-    """One case a question: its conversation's current standing facts at its point, the best match and the
-    features the model reads of it (``retrieval.facts.best_match``, as the product computes them)."""
-    cases = []
+def asked_with_facts(sets: dict) -> Iterator[tuple[str, str, object, list, str, set[int]]]:
+    """Each question of ``sets`` whose conversation has current standing facts at its point: its dataset, split,
+    probe, those facts, its kind (``kind_of``) and the ids of the facts that answer it."""
     for (dataset, split), convs in sets.items():
         for conv in convs:
             for probe in conv.probes:
@@ -123,9 +123,17 @@ def build_cases(sets: dict, embedder) -> list[Case]:
                 kind = kind_of(probe)
                 answering = {f.fact_id for f in facts if f.turn in probe.evidence} if kind not in (
                     "general", "absent", "locomo-5") else set()
-                best, features = best_match(probe.question, facts, embedder.encode)[:2]
-                cases.append(Case(split, dataset, kind, probe.question, facts[best].fact_id in answering,
-                                  bool(answering), np.array(features.vector())))
+                yield dataset, split, probe, facts, kind, answering
+
+
+def build_cases(sets: dict, embedder) -> list[Case]:
+    """One case a question: its conversation's current standing facts at its point, the best match and the
+    features the model reads of it (``retrieval.facts.best_match``, as the product computes them)."""
+    cases = []
+    for dataset, split, probe, facts, kind, answering in asked_with_facts(sets):
+        best, features = best_match(probe.question, facts, embedder.encode)[:2]
+        cases.append(Case(split, dataset, kind, probe.question, facts[best].fact_id in answering,
+                          bool(answering), np.array(features.vector())))
     return cases
 
 
