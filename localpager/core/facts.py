@@ -38,8 +38,9 @@ from .text import CONTACT, NAME_MID_SENTENCE, content_words, fold_plural, senten
 # fact model says stays true is a fact whatever it is about (``stated_fact``). 5: a newer fact also replaces an
 # older one the supersession model (``supersede``) judges the same thing ("the tax filing cutoff moved" after "I
 # have to file my taxes by"). 6: a statement after a correcting label ("Correction: ..."). 7: a transcript's line
-# without a first person names something particular (``_specific``); the name it addresses is no part of it.
-FACTS_VERSION = 7
+# without a first person names something particular (``_specific``); the name it addresses is no part of it. 8: a
+# clause leaning on the one before keeps the whole sentence as its text (``_clause_facts``).
+FACTS_VERSION = 8
 KINDS = ("avoid", "diet", "medicine", "constraint", "preference", "person", "pet", "family", "schedule", "plan",
          "number", "budget", "identity", "stated")
 # A fact the cues below have no words for, found by the fact model (``claims.states_fact``): whatever it is about.
@@ -196,11 +197,27 @@ def _extract(text: str, user: bool) -> tuple[FactDraft, ...]:
         if whole is not None:
             here = [whole]
         elif _CLAUSES.search(sentence):  # a clause of it: "I need the forms done by March 6; should I use software?"
-            here = [d for d in (fact_of(c, user) for c in _CLAUSES.split(sentence)) if d is not None]
+            here = _clause_facts(sentence, user)
         else:
             here = []
         found += here or [d for d in (stated_fact(sentence, user),) if d is not None]
     return tuple(found)
+
+
+def _clause_facts(sentence: str, user: bool) -> list[FactDraft]:
+    """The facts the clauses of ``sentence`` state. A clause that names nothing particular after one that does
+    and states no fact itself ("When you write code for me, use Rust; it's the only language I work in.") leans on
+    it: its fact's text is the whole sentence, or the value it is about would be lost."""
+    clauses = _CLAUSES.split(sentence)
+    found = []
+    for i, clause in enumerate(clauses):
+        fact = fact_of(clause, user)
+        if fact is None:
+            continue
+        if i and not _specific(clause) and _specific(clauses[i - 1]) and fact_of(clauses[i - 1], user) is None:
+            fact = replace(fact, text=_shorten(" ".join(one_line(sentence).split())))
+        found.append(fact)
+    return found
 
 
 def _after_greeting(sentence: str) -> str:

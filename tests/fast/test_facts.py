@@ -466,3 +466,15 @@ def test_a_question_that_states_a_situation_first_is_still_answered_from_the_fac
     lp, chat = open_facts_chat(fake_pager, [])
     t = chat.ask("I'm packing snacks for a flight. Anything I should stay away from?").trace
     assert t.decision == "fact" and lp.backend.calls == []
+
+
+@pytest.mark.parametrize("said, text", [
+    # the fact's clause names nothing; the one before names its value: the whole sentence is the fact
+    ("When you send me snippets, write them in Elixir; it's the only language my team reads.",
+     "When you send me snippets, write them in Elixir; it's the only language my team reads."),
+    # a clause that names its own value stands alone
+    ("I need the tax forms done by March 6; should I use software?", "I need the tax forms done by March 6"),
+])
+def test_a_clause_that_leans_on_the_one_before_keeps_the_sentence(said, text):
+    (fact,) = extract(Turn("user", said, 0))
+    assert fact.text.rstrip(".") == text.rstrip(".")
