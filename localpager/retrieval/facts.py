@@ -9,7 +9,9 @@ away from") is judged by a logistic model over how the message asks (a question,
 own sake, the form of a general question) and how that fact answers it (the cosine, how far it leads the next
 fact's, the closest of the message and its statements, shared words, the types it states). Above the
 model's threshold the fact is given to the answer (``runtime.recall``); "How do I boil an egg?" reaches none.
-Fitted on tuning data only (``benchmarks/standing_facts.py``).
+Fitted on tuning data only (``benchmarks/standing_facts.py``). Below it, the pair bank (``fact_pairs``: which
+fact messages like this one needed) may still give one, and may say that none meets what the message needs
+(``never_told``).
 
 The prompt's stable prefix shows the standing facts that fit a share of the memory budget (``prompt_facts``):
 pinned ones first, then the ones answers were given most, then the newest; never more than that share, pinned
@@ -225,8 +227,9 @@ class FactRanker:
                 self._replaced.setdefault((old.superseded_in or old.conv_id, old.superseded_by), []).append(old)
 
     def best(self, message: str) -> FactHit | None:
-        """The fact that best matches ``message``, with the model's probability that it bears on it; the newest
-        value of its slot when a later fact restates it in other words (``newer_value``)."""
+        """The fact that best matches ``message``, with the model's probability that it bears on it; below the
+        model's threshold, the pair bank's best (``fact_pairs``) when its score clears the bank's threshold; the
+        newest value of its slot when a later fact restates it in other words (``newer_value``)."""
         if not self.facts:
             return None
         found = best_match(message, self.facts, self.embed)
@@ -284,7 +287,8 @@ class FactRanker:
         return chain
 
     def relevant(self, message: str) -> list[FactHit]:
-        """The fact that bears on ``message``, when the model's probability clears its threshold; else none."""
+        """The fact that bears on ``message``, when the model's probability clears its threshold or the pair bank
+        chose it (``best``); else none."""
         hit = self.best(message)
         return [hit] if hit is not None and (hit.probability >= self.model.threshold or hit.by_pairs) else []
 
