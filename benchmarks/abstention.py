@@ -19,9 +19,10 @@ answerable ones naming a speaker would: under the one threshold they got "not re
 share left unused while the generated questions set it. A chat's questions keep the shipped floor
 (``CHAT_ANSWER_MODEL``) unless a refit does better. (7%, not the 10% of before: a question about the user
 now reaches the floor whether or not the gate pages in, ``core.personal``; on the dev splits 5% held 0.30 of the
-never-said questions, 7% 0.45-0.53, 10% 0.57-0.61 at 0.08-0.12 of the answerable ones.) The floor reads the best standing fact's
-probability too (``fact``): a question whose fact the fact model nearly took is about something said. Held out: the held-out phrasings and LoCoMo 6-10, reported, never used; the
-rates are given over every question and over those the recall gate pages in (where the floor is consulted).
+never-said questions, 7% 0.45-0.53, 10% 0.57-0.61 at 0.08-0.12 of the answerable ones.) The floor reads the
+best standing fact's probability too (``fact``): a question whose fact the fact model nearly took is about
+something said. Held out: the held-out phrasings and LoCoMo 6-10, reported, never used; the rates are given over
+every question and over those the recall gate pages in (where the floor is consulted).
 
     .venv/bin/python benchmarks/abstention.py [--quick] [--json FILE]
 """
@@ -43,8 +44,8 @@ from localpager.core.facts import facts_of
 from localpager.core.records import ABSENT_PROBE, Page, Transcript, Turn
 from localpager.lab.fitting import fit_model, model_source, probabilities
 from localpager.lab.synthetic import generate_dataset
-from localpager.retrieval.answerable import (ANSWER_FEATURES, DEFAULT_ANSWER_MODEL, FloorModel, answer_features,
-                                             speaker_gap, speakers_named, unnamed)
+from localpager.retrieval.answerable import (ANSWER_FEATURES, DEFAULT_ANSWER_MODEL, AnswerFeatures, FloorModel,
+                                             answer_features, floor_for, speaker_gap, speakers_named, unnamed)
 from localpager.retrieval.embedder import default_embedder
 from localpager.retrieval.facts import FactRanker
 from localpager.retrieval.gate import DEFAULT_MODEL as GATE, GateModel, decide, gate_features
@@ -176,19 +177,13 @@ def _lowest(model, answerable: np.ndarray, false_rate: float) -> float:
     return round(float(scores[int(np.floor(false_rate * len(scores)))]) - 1e-4, 4)
 
 
-def _model_for(model, x: np.ndarray):
-    """The model that judges a question of features ``x`` (``FloorModel.named`` for one naming a speaker)."""
-    named = getattr(model, "named", None)
-    return named if named is not None and x[NAMED] else model
-
-
 def rates(cases: list[Case], model, gated: bool) -> dict:
     """Per set and kind: the share answered "not remembered" (of the questions the gate pages in, with
     ``gated``)."""
     out = defaultdict(list)
     for c in cases:
         if not gated or c.gate:
-            judge = _model_for(model, c.x)
+            judge = floor_for(model, AnswerFeatures(*c.x))
             prob = probabilities(judge, c.x[None, :], ANSWER_FEATURES)[0]
             out[f"{c.dataset}/{c.split}/{c.kind}"].append(float(prob < judge.threshold))
     return {k: {"n": len(v), "not_remembered": round(float(np.mean(v)), 3)} for k, v in sorted(out.items())}

@@ -129,9 +129,8 @@ def choose_threshold(cases: list[Case], rate: float) -> float:
 def unmet(c: Case, threshold: float, cut: dict[str, float]) -> bool:
     """The bank calls the question one about something never told (``PairBank.unmet_by``): it reads it, the
     question asks for something told, and neither the fact model nor the bank gives it a fact."""
-    bank = fact_pairs.PairBank(np.zeros((0, 1)), np.zeros(0), [], unmet=cut)
     return (c.need and c.value and c.probability < DEFAULT_FACT_MODEL.threshold and c.pair_best < threshold
-            and bank.unmet_by(c.needed, c.nearest, c.pair_best, c.probability))
+            and fact_pairs.unmet_by(cut, c.needed, c.nearest, c.pair_best, c.probability))
 
 
 def choose_unmet(cases: list[Case], threshold: float, rate: float) -> dict[str, float]:

@@ -193,7 +193,7 @@ def _extract(text: str, user: bool) -> tuple[FactDraft, ...]:
         told = _after_label(sentence) if whole is None else None
         if told is not None:  # the statement after a label, kept whole as its text (a correction says it is one)
             whole = fact_of(told, user) or stated_fact(told, user)
-            whole = whole and replace(whole, text=_shorten(" ".join(one_line(sentence).split())))
+            whole = whole and replace(whole, text=_whole(sentence))
         if whole is not None:
             here = [whole]
         elif _CLAUSES.search(sentence):  # a clause of it: "I need the forms done by March 6; should I use software?"
@@ -209,15 +209,20 @@ def _clause_facts(sentence: str, user: bool) -> list[FactDraft]:
     and states no fact itself ("When you write code for me, use Rust; it's the only language I work in.") leans on
     it: its fact's text is the whole sentence, or the value it is about would be lost."""
     clauses = _CLAUSES.split(sentence)
+    drafts = [fact_of(clause, user) for clause in clauses]
     found = []
-    for i, clause in enumerate(clauses):
-        fact = fact_of(clause, user)
+    for i, (clause, fact) in enumerate(zip(clauses, drafts)):
         if fact is None:
             continue
-        if i and not _specific(clause) and _specific(clauses[i - 1]) and fact_of(clauses[i - 1], user) is None:
-            fact = replace(fact, text=_shorten(" ".join(one_line(sentence).split())))
+        if i and not _specific(clause) and _specific(clauses[i - 1]) and drafts[i - 1] is None:
+            fact = replace(fact, text=_whole(sentence))
         found.append(fact)
     return found
+
+
+def _whole(sentence: str) -> str:
+    """``sentence`` as a fact's text when the fact is said in only part of it: one line, cut to a fact's length."""
+    return _shorten(" ".join(one_line(sentence).split()))
 
 
 def _after_greeting(sentence: str) -> str:

@@ -165,8 +165,12 @@ NAMED_ANSWER_MODEL = GateModel(
 DEFAULT_ANSWER_MODEL = FloorModel(**vars(CHAT_ANSWER_MODEL), named=NAMED_ANSWER_MODEL)
 
 
+def floor_for(model: GateModel, features: AnswerFeatures) -> GateModel:
+    """The model that judges a question of ``features``: ``FloorModel.model_for``, or ``model`` itself."""
+    return model.model_for(features) if isinstance(model, FloorModel) else model
+
+
 def decide(features: AnswerFeatures, model: GateModel | None = None) -> Answerability:
-    model = model or DEFAULT_ANSWER_MODEL
-    chosen = model.model_for(features) if isinstance(model, FloorModel) else model
+    chosen = floor_for(model or DEFAULT_ANSWER_MODEL, features)
     p = chosen.probability(features)
     return Answerability(p >= chosen.threshold, p, chosen.threshold, asdict(features))

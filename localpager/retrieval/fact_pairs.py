@@ -85,12 +85,8 @@ class PairBank:
         return share, float(cosines.max()) if len(cosines) else 0.0
 
     def unmet_by(self, needed: float, nearest: float, paired: float, probability: float) -> bool:
-        """Whether a message that needs a fact this much (``need_of``) gets none that meets it: the best pair
-        score ``paired`` and the fact model's ``probability`` of its best match are both low. It asks for
-        something never told, or forgotten."""
-        u = self.unmet
-        return bool(u) and (needed >= u["needed"] and nearest >= u["nearest"] and paired < u["paired"]
-                            and probability < u["probability"])
+        """``unmet_by`` with this bank's cut-offs."""
+        return unmet_by(self.unmet, needed, nearest, paired, probability)
 
     def fits(self, embed: Callable[[list[str]], np.ndarray]) -> bool:
         """Whether ``embed`` is the embedder the bank's vectors come from."""
@@ -101,6 +97,14 @@ class PairBank:
             return False
         live = live / max(float(np.linalg.norm(live)), 1e-9)
         return float(live @ self.messages[0]) >= SAME_EMBEDDER
+
+
+def unmet_by(cut: dict[str, float], needed: float, nearest: float, paired: float, probability: float) -> bool:
+    """Whether a message that needs a fact this much (``PairBank.need_of``) gets none that meets it, by the
+    cut-offs ``cut`` (``PairBank.unmet``; empty: never): the best pair score ``paired`` and the fact model's
+    ``probability`` of its best match are both low. It asks for something never told, or forgotten."""
+    return bool(cut) and (needed >= cut["needed"] and nearest >= cut["nearest"] and paired < cut["paired"]
+                          and probability < cut["probability"])
 
 
 def bank_from(data: dict, vectors: np.ndarray) -> PairBank:

@@ -219,6 +219,8 @@ class FactRanker:
         self._pairs = pairs
         self._use_pairs = use_pairs
         self._pairs_checked = False
+        # each message's best fact, once: an answer asks for it on the fact path, for "never told" and at the floor
+        self._hits: dict[str, FactHit | None] = {}
         # what each fact superseded, newest first (the trace shows it), by (conversation, id): a user's facts come
         # from several conversations, each numbering its own (``facts`` in the order they were said)
         self._replaced: dict[tuple[str | None, int], list[StandingFact]] = {}
@@ -230,6 +232,11 @@ class FactRanker:
         """The fact that best matches ``message``, with the model's probability that it bears on it; below the
         model's threshold, the pair bank's best (``fact_pairs``) when its score clears the bank's threshold; the
         newest value of its slot when a later fact restates it in other words (``newer_value``)."""
+        if message not in self._hits:
+            self._hits[message] = self._best(message)
+        return self._hits[message]
+
+    def _best(self, message: str) -> FactHit | None:
         if not self.facts:
             return None
         found = best_match(message, self.facts, self.embed)
