@@ -39,8 +39,9 @@ from .text import CONTACT, NAME_MID_SENTENCE, content_words, fold_plural, senten
 # older one the supersession model (``supersede``) judges the same thing ("the tax filing cutoff moved" after "I
 # have to file my taxes by"). 6: a statement after a correcting label ("Correction: ..."). 7: a transcript's line
 # without a first person names something particular (``_specific``); the name it addresses is no part of it. 8: a
-# clause leaning on the one before keeps the whole sentence as its text (``_clause_facts``).
-FACTS_VERSION = 8
+# clause leaning on the one before keeps the whole sentence as its text (``_clause_facts``). 9: a user's claim
+# that something of theirs changed, told as an event (``changed_fact``).
+FACTS_VERSION = 9
 KINDS = ("avoid", "diet", "medicine", "constraint", "preference", "person", "pet", "family", "schedule", "plan",
          "number", "budget", "identity", "stated")
 # A fact the cues below have no words for, found by the fact model (``claims.states_fact``): whatever it is about.
@@ -82,6 +83,7 @@ _CONTACT = CONTACT  # a phone or an e-mail
 # Liking a moment or the other person's doing, not a thing: "I love how art lets us...", "I love it when you cook"
 _VAGUE_LIKING = lexicon.pattern("vague_liking")
 _DAY = lexicon.pattern("day")  # a day of the week, next week or month
+_WHEN = lexicon.pattern("when")  # a day of the week or a month, as a word
 # What happened, told in the past ("we celebrated", "my brother wrote it"), against what stands ("I'm", "I love")
 _STORY_KINDS = frozenset({"preference", "family", "identity", "pet"})
 _PAST = lexicon.pattern("past")
@@ -200,7 +202,7 @@ def _extract(text: str, user: bool) -> tuple[FactDraft, ...]:
             here = _clause_facts(sentence, user)
         else:
             here = []
-        found += here or [d for d in (stated_fact(sentence, user),) if d is not None]
+        found += here or [d for d in (stated_fact(sentence, user) or changed_fact(sentence, user),) if d is not None]
     return tuple(found)
 
 
@@ -279,15 +281,35 @@ def stated_fact(sentence: str, user: bool = True) -> FactDraft | None:
     return FactDraft(STATED, subject_of(line, STATED), _shorten(line))
 
 
+def changed_fact(sentence: str, user: bool = True) -> FactDraft | None:
+    """A chat user's claim in the first person that something of theirs changed, naming its new value ("I
+    ditched that subscription and signed up for Disney+ instead."): told as an event, it is not a fact that stays
+    true to the fact model, yet it is the newest value of what it changes, and left out, the older one keeps
+    answering. Of kind ``stated``; it replaces the older as any newer fact does (``supersedes``). Without a
+    first person such a line is as often the world's news ("The Bank of England just raised interest rates
+    again.", "Apparently the new iPhone comes out next month."): not taken. A day alone is when it happened, not
+    what changed ("I switched my phone to dark mode on Monday.")."""
+    line = _LEAD_IN.sub("", _ANNOTATION.sub("", one_line(sentence)).strip()).strip()
+    if (not user or not line or len(line) > _MAX_SENTENCE or _asks(line) or _ADDRESS.match(line)
+            or not _FIRST_PERSON.search(line) or not CHANGE_CUE.search(line) or not _names_value(line)
+            or not _claims(line)):
+        return None
+    return FactDraft(STATED, subject_of(line, STATED), _shorten(line))
+
+
+def _names_value(line: str) -> bool:
+    """A line naming a value (an amount, a number, a time, a code) or a name written with a capital mid-sentence
+    that is no day or month: what ``_specific`` finds, less when."""
+    return bool(_VALUE.search(line) or _NAME.search(_WHEN.sub(" ", line)))
+
+
 def _specific(line: str) -> bool:
     """A line that names something particular: a value (an amount, a number, a time, a date, a day) or a name
     written with a capital mid-sentence (not the one it addresses: ``_unaddressed`` took that out). A transcript's
     speaker may state a fact of their world without a first person ("The twins start at Hollybrook Primary in
     September."), but a line that names nothing is a saying, not a fact ("Family is everything.", "Hard work pays
     off.", "Stay positive!": LoCoMo 1-5 had hundreds of them among its standing facts)."""
-    if _VALUE.search(line) or _DATED.search(line) or _DAY.search(line):
-        return True
-    return bool(_NAME.search(line))
+    return bool(_VALUE.search(line) or _DATED.search(line) or _DAY.search(line) or _NAME.search(line))
 
 
 def _unaddressed(sentence: str) -> str:

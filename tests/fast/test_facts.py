@@ -120,6 +120,17 @@ def test_a_changed_value_supersedes_and_two_allergies_both_stand():
     assert supersedes(new, old) and not supersedes(old, old)
 
 
+def test_a_change_told_as_an_event_is_the_newest_value_and_news_or_a_day_alone_is_no_fact():
+    turns = [Turn("user", t, i) for i, t in enumerate([
+        "The only gym membership I keep paying for is at Anytime Fitness.",
+        "I cancelled that membership and joined PureGym instead.",
+        "The Bank of Scotland just raised its mortgage rates again.",  # the world's news, no first person
+        "I changed the bedsheets on Saturday.",  # when it happened is no value
+    ])]
+    facts = facts_of(turns)
+    assert [(f.turn, f.current) for f in facts] == [(0, False), (1, True)]
+
+
 def test_a_newer_budget_replaces_the_older_unannounced_but_not_a_number_of_another_form():
     old, new = fact_of("Laptop shopping: hard limit $800."), fact_of(
         "After talking it over with my partner, $1,700 is the most I'll spend on a laptop.")
