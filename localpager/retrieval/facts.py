@@ -221,6 +221,7 @@ class FactRanker:
         self._pairs_checked = False
         # each message's best fact, once: an answer asks for it on the fact path, for "never told" and at the floor
         self._hits: dict[str, FactHit | None] = {}
+        self._need: dict[str, tuple[float, float]] = {}  # ... and the bank's reading of it (``need_of``)
         # what each fact superseded, newest first (the trace shows it), by (conversation, id): a user's facts come
         # from several conversations, each numbering its own (``facts`` in the order they were said)
         self._replaced: dict[tuple[str | None, int], list[StandingFact]] = {}
@@ -261,18 +262,32 @@ class FactRanker:
         else None. It asks for something never told, or forgotten. Read only where the bank reads a message (for
         the asker's own sake, not asking when something happened)."""
         bank = self.pairs()
-        if bank is None or not bank.unmet or not _NEED.search(message) or asks_when_past(message):
+        if bank is None or not bank.unmet or not self.reads(message):
             return None
         hit = self.best(message)
         if hit is not None and (hit.paired is None or hit.by_pairs):  # a fact answers it, or the bank did not read it
             return None
-        vector = np.asarray(self.embed([message]), dtype=np.float32)[0]
-        needed, nearest = bank.need_of(vector / max(float(np.linalg.norm(vector)), 1e-9))
+        needed, nearest = self.need_of(message)
         paired, probability = (hit.paired, hit.probability) if hit is not None else (0.0, 0.0)
         if not bank.unmet_by(needed, nearest, paired, probability):
             return None
         return {"needed": round(needed, 4), "nearest": round(nearest, 4), "paired": round(paired, 4),
                 "probability": round(probability, 4)}
+
+    def reads(self, message: str) -> bool:
+        """Whether the pair bank reads ``message``: it is there, and the message asks for the asker's own sake
+        and not when something happened."""
+        return self.pairs() is not None and bool(_NEED.search(message)) and not asks_when_past(message)
+
+    def need_of(self, message: str) -> tuple[float, float] | None:
+        """The pair bank's (needed, nearest) of ``message`` (``PairBank.need_of``), whoever it is asked for (the
+        floor reads it: ``answerable``); None without a bank."""
+        if self.pairs() is None:
+            return None
+        if message not in self._need:
+            vector = np.asarray(self.embed([message]), dtype=np.float32)[0]
+            self._need[message] = self.pairs().need_of(vector / max(float(np.linalg.norm(vector)), 1e-9))
+        return self._need[message]
 
     def pairs(self) -> PairBank | None:
         """The pair bank this ranker reads, or None (turned off, not shipped, or another embedder's vectors)."""

@@ -139,11 +139,14 @@ class GateModel:
     threshold: float = 0.5
 
     def probability(self, features: GateFeatures) -> float:
+        """A feature that is None was not read (the floor's ``needed`` without a pair bank): it counts as its
+        mean, adding nothing."""
         z = self.bias
         values = asdict(features)
         for name, w in self.weights.items():
             x = values[name]
-            z += w * (x - self.means.get(name, 0.0)) / (self.scales.get(name, 1.0) or 1.0)
+            if x is not None:
+                z += w * (x - self.means.get(name, 0.0)) / (self.scales.get(name, 1.0) or 1.0)
         return 1.0 / (1.0 + math.exp(-max(-50.0, min(50.0, z))))
 
 
@@ -163,7 +166,7 @@ class GateDecision:
 def verdict_dict(verdict) -> dict:
     """A model's verdict (a dataclass with ``probability`` and ``features``) as a trace records it: rounded."""
     return {**asdict(verdict), "probability": round(verdict.probability, 4),
-            "features": {k: round(v, 4) for k, v in verdict.features.items()}}
+            "features": {k: round(v, 4) for k, v in verdict.features.items() if v is not None}}
 
 
 # Fitted by benchmarks/recall_gate.py on the tuning and dev sets (generated conversations in the tuning, dev

@@ -327,7 +327,7 @@ class RerankSelector(PageSelector):
                 gap = speaker_gap(asked, named[0], pager.turns, ranked.turns, ranked.dense,
                                   table.array("speaker")[ranked.turns])
         features = answer_features(question, turn, dense, lexical, speakers, gate,
-                                   best.probability if best is not None else 0.0, gap)
+                                   best.probability if best is not None else 0.0, gap, self.facts.need_of(question))
         return decide_answer(features, self.settings.answerable)
 
     # -- selection -----------------------------------------------------------------------------

@@ -53,10 +53,20 @@ def test_a_question_naming_a_speaker_is_judged_by_a_model_of_its_own():
 
 
 def test_the_shipped_floor_reads_the_gap_for_a_transcript_s_questions_only():
-    assert "speaker_gap" not in CHAT_ANSWER_MODEL.weights and DEFAULT_ANSWER_MODEL.named is NAMED_ANSWER_MODEL
+    assert DEFAULT_ANSWER_MODEL.named is NAMED_ANSWER_MODEL  # a chat's question has no gap (``speaker_gap``: 0)
     assert NAMED_ANSWER_MODEL.weights["speaker_gap"] > 0
     near = AnswerFeatures(dense=0.45, overlap=0.4, speaker_named=1.0, gate=0.9, fact=0.2)
     far_behind = AnswerFeatures(**{**near.__dict__, "speaker_gap": -0.6})
     assert decide(far_behind).probability < decide(near).probability
     chat = AnswerFeatures(dense=0.45, overlap=0.4, gate=0.9, fact=0.2)
     assert decide(chat).probability == CHAT_ANSWER_MODEL.probability(chat)  # a chat's floor is the one it had
+
+
+def test_near_the_fact_questions_the_bank_knows_a_weak_recall_is_not_remembered_far_from_them_it_may_answer():
+    # the same weak best turn and no fact: asked like the bank's fact questions, it was most likely never told;
+    # far from anything the bank knows, it may be a kind of fact the bank never saw, and a recall may answer it
+    weak = dict(dense=0.25, overlap=0.1, gate=0.8, fact=0.1)
+    near = AnswerFeatures(**weak, needed=1.0, nearest=0.9)
+    far = AnswerFeatures(**weak, needed=1.0, nearest=0.3)
+    assert decide(near).probability < decide(far).probability
+    assert not decide(near).answer and decide(far).answer
