@@ -40,8 +40,9 @@ from .text import CONTACT, NAME_MID_SENTENCE, content_words, fold_plural, senten
 # have to file my taxes by"). 6: a statement after a correcting label ("Correction: ..."). 7: a transcript's line
 # without a first person names something particular (``_specific``); the name it addresses is no part of it. 8: a
 # clause leaning on the one before keeps the whole sentence as its text (``_clause_facts``). 9: a user's claim
-# that something of theirs changed, told as an event (``changed_fact``).
-FACTS_VERSION = 9
+# that something of theirs changed, told as an event (``changed_fact``); a user's line after a correcting label
+# needs no first person (``stated_fact``'s ``corrects``).
+FACTS_VERSION = 10
 KINDS = ("avoid", "diet", "medicine", "constraint", "preference", "person", "pet", "family", "schedule", "plan",
          "number", "budget", "identity", "stated")
 # A fact the cues below have no words for, found by the fact model (``claims.states_fact``): whatever it is about.
@@ -194,7 +195,7 @@ def _extract(text: str, user: bool) -> tuple[FactDraft, ...]:
         whole = fact_of(sentence, user)
         told = _after_label(sentence) if whole is None else None
         if told is not None:  # the statement after a label, kept whole as its text (a correction says it is one)
-            whole = fact_of(told, user) or stated_fact(told, user)
+            whole = fact_of(told, user) or stated_fact(told, user) or stated_fact(sentence, user, corrects=True)
             whole = whole and replace(whole, text=_whole(sentence))
         if whole is not None:
             here = [whole]
@@ -268,14 +269,15 @@ def _claims(line: str) -> bool:
     return is_claim(line) and (found is None or is_claim(found[1]))
 
 
-def stated_fact(sentence: str, user: bool = True) -> FactDraft | None:
+def stated_fact(sentence: str, user: bool = True, corrects: bool = False) -> FactDraft | None:
     """A standing fact the cues have no words for: a claim the fact model says states something that stays true
     ("We keep chickens on our allotment."), of kind ``stated``. A chat's ``user`` says it in the first person (an
     app's text in a user turn states nothing about them); a transcript's speaker may speak of their world without
-    one when the line names something particular (``_specific``)."""
+    one when the line names something particular (``_specific``); so may a user whose line opens with a label
+    saying it corrects what they told (``corrects``: "Change of plan on code: Rust only from here on.")."""
     line = _LEAD_IN.sub("", _ANNOTATION.sub("", one_line(sentence)).strip()).strip()
     if (not line or len(line) > _MAX_SENTENCE or _asks(line) or _ADDRESS.match(line)
-            or not (_FIRST_PERSON.search(line) or (not user and _specific(line)))
+            or not (_FIRST_PERSON.search(line) or ((not user or corrects) and _specific(line)))
             or not _claims(line) or not states_fact(line)):
         return None
     return FactDraft(STATED, subject_of(line, STATED), _shorten(line))

@@ -131,6 +131,12 @@ def test_a_change_told_as_an_event_is_the_newest_value_and_news_or_a_day_alone_i
     assert [(f.turn, f.current) for f in facts] == [(0, False), (1, True)]
 
 
+def test_a_correction_after_its_label_is_the_user_s_fact_without_an_i():
+    # a label saying it corrects what the user told makes the line theirs ("Change of plan on code: ...")
+    assert extract(Turn("user", "Change of plan on the bike: Brompton only from now on.", 0))[0].kind == "stated"
+    assert not extract(Turn("user", "Change of plan: only ten minutes left in the film.", 0))  # names nothing
+
+
 def test_a_newer_budget_replaces_the_older_unannounced_but_not_a_number_of_another_form():
     old, new = fact_of("Laptop shopping: hard limit $800."), fact_of(
         "After talking it over with my partner, $1,700 is the most I'll spend on a laptop.")
