@@ -40,8 +40,8 @@ from .text import CONTACT, NAME_MID_SENTENCE, content_words, fold_plural, senten
 # have to file my taxes by"). 6: a statement after a correcting label ("Correction: ..."). 7: a transcript's line
 # without a first person names something particular (``_specific``); the name it addresses is no part of it. 8: a
 # clause leaning on the one before keeps the whole sentence as its text (``_clause_facts``). 9: a user's claim
-# that something of theirs changed, told as an event (``changed_fact``); a user's line after a correcting label
-# needs no first person (``stated_fact``'s ``corrects``).
+# that something of theirs changed, told as an event (``changed_fact``). 10: a user's line after a correcting
+# label needs no first person (``stated_fact``'s ``corrects``).
 FACTS_VERSION = 10
 KINDS = ("avoid", "diet", "medicine", "constraint", "preference", "person", "pet", "family", "schedule", "plan",
          "number", "budget", "identity", "stated")

@@ -70,3 +70,11 @@ def test_near_the_fact_questions_the_bank_knows_a_weak_recall_is_not_remembered_
     far = AnswerFeatures(**weak, needed=1.0, nearest=0.3)
     assert decide(near).probability < decide(far).probability
     assert not decide(near).answer and decide(far).answer
+
+
+def test_without_a_pair_bank_the_need_counts_as_its_mean_and_the_trace_leaves_it_out():
+    unread = AnswerFeatures(dense=0.3, overlap=0.2, gate=0.8, fact=0.1)  # another embedder: no bank, None
+    means = AnswerFeatures(**{**unread.__dict__, "needed": CHAT_ANSWER_MODEL.means["needed"],
+                              "nearest": CHAT_ANSWER_MODEL.means["nearest"]})
+    assert decide(unread).probability == pytest.approx(decide(means).probability)
+    assert "needed" not in decide(unread).to_dict()["features"]
