@@ -427,14 +427,15 @@ def fact_pairs_never_told(datas: list[dict]) -> str:
 
 
 def abstention(datas: list[dict]) -> str:
-    """The shipped floor: the share of each kind of question answered "not remembered", over all of them and over
-    those the recall gate pages in (where the floor is consulted)."""
+    """The shipped floor: the share of each kind of question answered "not remembered" (the floor is asked when no
+    standing fact answers), over all of them and over those the recall gate pages in."""
     (d,) = datas
     rates = d["result"]["rates"]
     paged = rates["shipped, paged in"]
     rows = [[key, v["n"], frac(v["not_remembered"]), (paged.get(key) or {}).get("n", "–"),
              frac((paged.get(key) or {}).get("not_remembered"))] for key, v in rates["shipped"].items()]
-    return table(["data / split / questions", "n", "\"not remembered\" (the floor asked on every one)", "paged in",
+    return table(["data / split / questions", "n",
+                  "\"not remembered\" (of every one; the floor is asked when no fact answers it)", "paged in",
                   "\"not remembered\" of those paged in"], rows)
 
 def heldout_kinds(datas: list[dict]) -> str:
