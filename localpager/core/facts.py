@@ -275,9 +275,8 @@ def stated_fact(sentence: str, user: bool = True, corrects: bool = False) -> Fac
     app's text in a user turn states nothing about them); a transcript's speaker may speak of their world without
     one when the line names something particular (``_specific``); so may a user whose line opens with a label
     saying it corrects what they told (``corrects``: "Change of plan on code: Rust only from here on.")."""
-    line = _LEAD_IN.sub("", _ANNOTATION.sub("", one_line(sentence)).strip()).strip()
-    if (not line or len(line) > _MAX_SENTENCE or _asks(line) or _ADDRESS.match(line)
-            or not (_FIRST_PERSON.search(line) or ((not user or corrects) and _specific(line)))
+    line = _statement(sentence)
+    if (not line or not (_FIRST_PERSON.search(line) or ((not user or corrects) and _specific(line)))
             or not _claims(line) or not states_fact(line)):
         return None
     return FactDraft(STATED, subject_of(line, STATED), _shorten(line))
@@ -291,9 +290,8 @@ def changed_fact(sentence: str, user: bool = True) -> FactDraft | None:
     first person such a line is as often the world's news ("The Bank of England just raised interest rates
     again.", "Apparently the new iPhone comes out next month."): not taken. A day alone is when it happened, not
     what changed ("I switched my phone to dark mode on Monday.")."""
-    line = _LEAD_IN.sub("", _ANNOTATION.sub("", one_line(sentence)).strip()).strip()
-    if (not user or not line or len(line) > _MAX_SENTENCE or _asks(line) or _ADDRESS.match(line)
-            or not _FIRST_PERSON.search(line) or not CHANGE_CUE.search(line) or not _names_value(line)
+    line = _statement(sentence) if user else ""
+    if (not line or not _FIRST_PERSON.search(line) or not CHANGE_CUE.search(line) or not _names_value(line)
             or not _claims(line)):
         return None
     return FactDraft(STATED, subject_of(line, STATED), _shorten(line))
@@ -331,8 +329,8 @@ def _unaddressed(sentence: str) -> str:
 def fact_of(sentence: str, user: bool = True) -> FactDraft | None:
     """The standing fact one sentence states, if any. ``user``: the user of a chat said it (a statement with a
     specific value needs no first person then); otherwise a named speaker (a transcript's person)."""
-    line = _LEAD_IN.sub("", _ANNOTATION.sub("", one_line(sentence)).strip()).strip()
-    if not line or len(line) > _MAX_SENTENCE or _asks(line) or _ADDRESS.match(line) or not _claims(line):
+    line = _statement(sentence)
+    if not line or not _claims(line):
         return None
     personal = bool(_FIRST_PERSON.search(line))
     stated = (stated_types(line) | ({"contact"} if _CONTACT.search(line) else set())
@@ -355,6 +353,13 @@ def fact_of(sentence: str, user: bool = True) -> FactDraft | None:
         return None  # "We celebrated my daughter's birthday", "My brother wrote it": an event, a page's business
     kind = kinds[0]
     return FactDraft(kind, subject_of(line, kind), _shorten(line))
+
+
+def _statement(sentence: str) -> str:
+    """``sentence`` as one line without what a transcript adds and a lead-in, when it may state something: not
+    empty, not a pasted document, asking nothing and not only greeting or thanking; else ''."""
+    line = _LEAD_IN.sub("", _ANNOTATION.sub("", one_line(sentence)).strip()).strip()
+    return "" if not line or len(line) > _MAX_SENTENCE or _asks(line) or _ADDRESS.match(line) else line
 
 
 def _asks(line: str) -> bool:

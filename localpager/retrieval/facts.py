@@ -243,8 +243,8 @@ class FactRanker:
         found = best_match(message, self.facts, self.embed)
         index, features, vectors = found.index, found.features, found.facts
         probability, paired, by_pairs = self.model.probability(features), None, False
-        bank = self.pairs()  # not for a question asking when something happened: a dated recall tells the day
-        if bank is not None and features.need and probability < self.model.threshold and not asks_when_past(message):
+        if probability < self.model.threshold and self.reads(message):
+            bank = self.pairs()
             scores = bank.scores(found.message / max(float(np.linalg.norm(found.message)), 1e-9), vectors)
             top = int(np.argmax(scores))
             paired, by_pairs = float(scores[top]), bool(scores[top] >= bank.threshold)
@@ -276,7 +276,7 @@ class FactRanker:
 
     def reads(self, message: str) -> bool:
         """Whether the pair bank reads ``message``: it is there, and the message asks for the asker's own sake
-        and not when something happened."""
+        and not when something happened (a dated recall tells the day)."""
         return self.pairs() is not None and bool(_NEED.search(message)) and not asks_when_past(message)
 
     def need_of(self, message: str) -> tuple[float, float] | None:
