@@ -132,3 +132,26 @@ def test_never_told_is_answered_not_remembered_without_a_recall(tmp_path, backen
     told = chat.ask("Which room am I in at the hotel?").trace  # a fact answers it: the bank says nothing
     assert told.answerable is None or "never_told" not in told.answerable["features"]
     lp.close()
+
+
+def test_the_floor_is_told_how_near_a_question_comes_to_the_banks_fact_questions(rankers):
+    with_bank, alone = rankers
+    needed, nearest = with_bank.need_of("Where does my aunt live these days?")  # like the bank's fact questions
+    assert needed >= 0.9 and nearest >= 0.7
+    for message in ("How do I descale a kettle?", "What's the capital of Peru?"):  # like its general ones
+        assert with_bank.need_of(message)[0] <= 0.3
+    assert alone.need_of("Where does my aunt live these days?") is None  # no bank: the floor counts the mean
+
+
+@pytest.mark.model
+def test_a_recall_s_floor_reads_the_banks_need_of_the_question(tmp_path, backend):
+    lp = LocalPager(tmp_path / "s.db", backend=Recording(backend), recall=RecallSettings(max_answer_tokens=24))
+    chat = lp.conversation("c", create=True, config=PagingConfig(boundary="fixed_4", budget=256))
+    for text in SAID + ["Any tips for keeping basil alive on a windowsill?"] * 3:
+        chat.add_turn("user", text)
+        chat.add_turn("assistant", "Noted.")
+    t = chat.ask("What did I say about the basil?").trace  # said, and found: the floor lets the recall answer
+    assert t.decision == "recall" and t.answerable["answer"] is True
+    features = t.answerable["features"]
+    assert 0.0 <= features["needed"] <= 1.0 and 0.0 < features["nearest"] <= 1.0
+    lp.close()

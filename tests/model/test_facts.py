@@ -139,3 +139,22 @@ def test_an_answer_about_the_user_from_a_recall_states_only_values_it_was_shown(
     assert t.grounding is not None and t.grounding["grounded"]
     shown = " ".join(c.text for c in t.citations) + " " + question
     assert all(v.casefold() in shown.casefold() or v.lstrip("0") in shown for v in values(t.answer)), t.answer
+
+
+def test_a_change_told_as_an_event_replaces_the_older_value(tmp_path, backend):
+    """"I cancelled that membership and joined PureGym instead." is an event to the fact model; it is the newest
+    value of the gym all the same, and the older one no longer answers."""
+    lp = LocalPager(tmp_path / "s.db", backend=Recording(backend), recall=RecallSettings(max_answer_tokens=24))
+    chat = lp.conversation("c", create=True, config=PagingConfig(boundary="fixed_4", budget=256))
+    old, new = ("The only gym membership I keep paying for is at Anytime Fitness.",
+                "I cancelled that membership and joined PureGym instead.")
+    for text in [old, *[u for u, _ in SMALL_TALK], new]:
+        chat.add_turn("user", text)
+        chat.add_turn("assistant", "Noted.")
+    current = [f.text for f in chat.facts()]
+    assert new in current and old not in current
+    t = chat.ask("Which gym am I a member of?").trace
+    assert "Anytime" not in t.answer
+    if t.decision == "fact":
+        assert t.facts[0]["text"] == new
+    lp.close()
