@@ -118,20 +118,27 @@ def test_a_question_about_something_never_told_is_not_remembered_from_the_bank(r
         assert with_bank.never_told(message) is None or not asks_for_value(message)
 
 
-@pytest.mark.model
-def test_never_told_is_answered_not_remembered_without_a_recall(tmp_path, backend):
+@pytest.fixture
+def said_chat(tmp_path, backend):
+    """A conversation of ``SAID`` and small talk, with the real chat model."""
     lp = LocalPager(tmp_path / "s.db", backend=Recording(backend), recall=RecallSettings(max_answer_tokens=24))
     chat = lp.conversation("c", create=True, config=PagingConfig(boundary="fixed_4", budget=256))
     for text in SAID + ["Any tips for keeping basil alive on a windowsill?"] * 3:
         chat.add_turn("user", text)
         chat.add_turn("assistant", "Noted.")
+    yield chat
+    lp.close()
+
+
+@pytest.mark.model
+def test_never_told_is_answered_not_remembered_without_a_recall(said_chat):
+    chat = said_chat
     t = chat.ask("Where does my sister live?").trace
     assert t.decision == "unknown" and t.answer == NOT_REMEMBERED
     assert t.answerable["answer"] is False and t.answerable["features"]["never_told"] == 1.0
     assert t.injected_page_ids == [] and t.tokens["generated"] == 0
     told = chat.ask("Which room am I in at the hotel?").trace  # a fact answers it: the bank says nothing
     assert told.answerable is None or "never_told" not in told.answerable["features"]
-    lp.close()
 
 
 def test_the_floor_is_told_how_near_a_question_comes_to_the_banks_fact_questions(rankers):
@@ -144,14 +151,9 @@ def test_the_floor_is_told_how_near_a_question_comes_to_the_banks_fact_questions
 
 
 @pytest.mark.model
-def test_a_recall_s_floor_reads_the_banks_need_of_the_question(tmp_path, backend):
-    lp = LocalPager(tmp_path / "s.db", backend=Recording(backend), recall=RecallSettings(max_answer_tokens=24))
-    chat = lp.conversation("c", create=True, config=PagingConfig(boundary="fixed_4", budget=256))
-    for text in SAID + ["Any tips for keeping basil alive on a windowsill?"] * 3:
-        chat.add_turn("user", text)
-        chat.add_turn("assistant", "Noted.")
+def test_a_recall_s_floor_reads_the_banks_need_of_the_question(said_chat):
+    chat = said_chat
     t = chat.ask("What did I say about the basil?").trace  # said, and found: the floor lets the recall answer
     assert t.decision == "recall" and t.answerable["answer"] is True
     features = t.answerable["features"]
     assert 0.0 <= features["needed"] <= 1.0 and 0.0 < features["nearest"] <= 1.0
-    lp.close()
