@@ -71,8 +71,9 @@ def lab():
                    "asked at the end")
 @click.option("--kinds", type=click.Choice(KIND_SETS), default=TRAINED_KINDS, show_default=True,
               help="the fact kinds planted: trained (the kinds settings were chosen on, worded by --phrasing), "
-                   "heldout (kinds_heldout.json: other kinds in words of their own, never tuned on) or dev "
-                   "(kinds_dev.json: yet other kinds in words of their own, which settings may be tuned on)")
+                   "heldout (kinds_heldout.json: other kinds in words of their own, never tuned on), dev "
+                   "(kinds_dev.json: yet other kinds in words of their own, which settings may be tuned on) or "
+                   "train (kinds_train.json: more such kinds, which models are fitted on)")
 def generate(out, count, seed, turns, revisiting, phrasing, general, questions, absent, kinds):
     """Write COUNT synthetic long conversations with planted facts and probes to OUT (JSONL)."""
     from ..lab.synthetic import GENERAL_PER_CONVERSATION, generate_dataset

@@ -65,9 +65,10 @@ from typing import Any
 
 TEMPLATE_KEYS = ("says", "asks", "updates", "implicit")
 TRAINED_KINDS = "trained"  # the kind set of facts.json, worded by a phrasing set
-KIND_SETS = (TRAINED_KINDS, "heldout", "dev")
+KIND_SETS = (TRAINED_KINDS, "heldout", "dev", "train")
 # "heldout": kinds_heldout.json, written apart and never tuned on (the check set); "dev": kinds_dev.json, other
-# new kinds written apart from both, which settings may be tuned on to generalise to kinds nobody wrote cues for
+# new kinds written apart from both, which settings may be tuned on to generalise to kinds nobody wrote cues for;
+# "train": kinds_train.json, more such kinds, written apart from the held-out ones, that models are fitted on
 
 
 @cache

@@ -81,25 +81,28 @@ def _templates(kinds) -> set[str]:
     return {t for spec in kinds.values() for key in ("says", "updates", "asks", "implicit") for t in spec[key]}
 
 
-def test_the_dev_set_is_apart_from_the_held_out_and_trained_kinds():
-    """Tuning on the dev set must not be tuning on the check set: no kind name, pool name or pool (its values
-    as a set) of kinds_dev.json is the held-out set's or facts.json's, no dev value is one of theirs, and no
-    template or general question is the held-out set's."""
-    dev_kinds, dev_pools, dev_general = kind_set("dev")
+@pytest.mark.parametrize("name", ["dev", "train"])
+def test_the_sets_fitted_on_are_apart_from_the_held_out_and_trained_kinds(name):
+    """Tuning on the dev set, or fitting on the train set, must not be tuning on the check set: no kind name,
+    pool name or pool (its values as a set) of theirs is the held-out set's, facts.json's or the other's, no value
+    is one of theirs, and no template or general question is the held-out set's."""
+    own_kinds, own_pools, own_general = kind_set(name)
+    other_kinds, other_pools, _ = kind_set("train" if name == "dev" else "dev")
     held_kinds, held_pools, held_general = kind_set("heldout")
     trained_pools = load("facts")["word_pools"]
-    assert not set(dev_kinds) & (set(held_kinds) | {k.name for k in FACT_KINDS} | set(FACT_TYPES))
-    assert not set(dev_pools) & (set(held_pools) | set(trained_pools))
-    others = _answers(held_pools) + _answers(trained_pools)
-    for pool in _answers(dev_pools):
+    assert not set(own_kinds) & (set(held_kinds) | set(other_kinds) | {k.name for k in FACT_KINDS} | set(FACT_TYPES))
+    assert not set(own_pools) & (set(held_pools) | set(other_pools) | set(trained_pools))
+    others = _answers(held_pools) + _answers(trained_pools) + _answers(other_pools)
+    for pool in _answers(own_pools):
         assert pool not in others and not pool & set().union(*others), sorted(pool)
-    assert not _templates(dev_kinds) & _templates(held_kinds) and not set(dev_general) & set(held_general)
+    assert not _templates(own_kinds) & _templates(held_kinds) and not set(own_general) & set(held_general)
 
 
-def test_no_dev_template_names_a_value_of_its_set():
+@pytest.mark.parametrize("name", ["dev", "train"])
+def test_no_template_names_a_value_of_its_set(name):
     """A statement's own words name no value of the set (so every draw can be clear of the other facts), and no
     question names an answer of its own kind."""
-    kinds, pools, _ = kind_set("dev")
+    kinds, pools, _ = kind_set(name)
     every = [a for rows in pools.values() for row in rows for a in row]
     for kind, spec in kinds.items():
         own = [a for row in pools[spec["value"][1]] for a in row]
@@ -114,8 +117,9 @@ def test_held_out_kinds_are_seeded_and_leave_the_trained_kinds_alone():
     trained = generate_conversation(11)
     assert trained == generate_conversation(11, kinds="trained") and "kinds" not in trained.meta
     assert {p.type for p in trained.probes} <= set(FACT_TYPES) | {GENERAL_PROBE}
-    assert KIND_SETS == ("trained", "heldout", "dev")
+    assert KIND_SETS == ("trained", "heldout", "dev", "train")
     assert generate_conversation(11, kinds="dev") == generate_conversation(11, kinds="dev")
+    assert generate_conversation(11, kinds="train") == generate_conversation(11, kinds="train")
     assert generate_conversation(11, kinds="dev") != generate_conversation(11, kinds="heldout")
     with pytest.raises(ValueError, match="own words"):
         generate_conversation(11, kinds="heldout", phrasing="dev")
