@@ -41,8 +41,9 @@ from .text import CONTACT, NAME_MID_SENTENCE, content_words, fold_plural, senten
 # without a first person names something particular (``_specific``); the name it addresses is no part of it. 8: a
 # clause leaning on the one before keeps the whole sentence as its text (``_clause_facts``). 9: a user's claim
 # that something of theirs changed, told as an event (``changed_fact``). 10: a user's line after a correcting
-# label needs no first person (``stated_fact``'s ``corrects``).
-FACTS_VERSION = 10
+# label needs no first person (``stated_fact``'s ``corrects``). 11: the fact model reads content words, fitted on
+# 32 kinds more (``claims.fact_model``).
+FACTS_VERSION = 11
 KINDS = ("avoid", "diet", "medicine", "constraint", "preference", "person", "pet", "family", "schedule", "plan",
          "number", "budget", "identity", "stated")
 # A fact the cues below have no words for, found by the fact model (``claims.states_fact``): whatever it is about.
