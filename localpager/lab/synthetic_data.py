@@ -39,8 +39,9 @@ checks that every set has every kind with the four lists, with corrections where
 
 ``kinds_<name>.json``, a kind set (``--kinds <name>``, one of ``KIND_SETS`` but ``trained``): fact kinds of its
 own, never those of ``facts.json``, each its own fact type and with its own words, for measuring how the memory
-does on kinds nothing was written or tuned for: ``heldout`` (the check set, never tuned on) and ``dev`` (a
-development set of other kinds, none of the held-out ones, that settings may be tuned on):
+does on kinds nothing was written or tuned for: ``heldout`` (the check set, never tuned on), ``dev`` (a
+development set of other kinds, none of the held-out ones, that settings may be tuned on) and ``train`` (more
+kinds, none of either's, written without reading the held-out set, that models are fitted on):
 
 - ``"kinds"``: name -> ``{"value": [maker, arguments...], "says", "asks", "updates", "implicit"}``: the value
   maker as in ``facts.json`` (``["pool", <word pool>]`` draws from this file's own pools) and the four template
