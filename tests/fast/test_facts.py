@@ -379,6 +379,31 @@ def test_no_fact_model_file_is_needed_and_the_hash_embedder_scores_facts():
     assert FactRanker([], HashEmbedder().encode).best("anything") is None
 
 
+def test_a_question_naming_a_speaker_is_answered_from_that_speaker_s_facts_only():
+    """LoCoMo's never-said questions swap the speaker: "How does Deborah describe her snakes?" when Jolene keeps
+    them. A fact of Jolene's must not answer it (a model that always fires would give it)."""
+    from localpager.retrieval.facts import FactRanker
+
+    facts = [standing(1, "I keep two snakes at home.", speaker="Jolene"),
+             standing(2, "I teach yoga on the beach.", speaker="Deborah Smith"), standing(3, "I am vegan.")]
+    ranker = FactRanker(facts, HashEmbedder().encode, FIRES)
+    assert [f.fact_id for f in ranker.of_named("How does Deborah describe her snakes?")] == [2]
+    assert ranker.best("How does Deborah describe her snakes?").fact.fact_id == 2
+    assert [f.fact_id for f in ranker.of_named("What does jolene keep?")] == [1, 2, 3]  # no name, all facts
+    assert [f.fact_id for f in ranker.of_named("Did Mike get snakes?")] == [1, 2, 3]  # no speaker named
+
+
+def test_a_question_asking_when_something_happened_is_left_to_a_recall():
+    """A quote of what stays true does not say when: "When did Evan start lifting weights?" answered with Evan's
+    fact scored nothing on LoCoMo; a recall tells the day the turn was said."""
+    from localpager.retrieval.facts import FactRanker
+
+    ranker = FactRanker([standing(1, "I lift weights three times a week.", speaker="Evan")], HashEmbedder().encode,
+                        FIRES)
+    assert ranker.relevant("When did Evan start lifting weights?") == []
+    assert ranker.relevant("How often does Evan lift weights?")[0].fact.fact_id == 1
+
+
 def test_a_message_is_compared_whole_and_statement_by_statement_a_few_at_most():
     from localpager.retrieval.facts import SENTENCES_READ, message_parts
 
