@@ -26,9 +26,9 @@ pytest.importorskip("fastapi")
 from localpager.serving.protocol import header_id  # noqa: E402
 
 KEY = "test-key-5d1f"
-# an event, not a standing fact (the long-term layer would answer a standing fact without a recall): what this
-# module tests is a recall through the server
-FACT = "At the Lisbon aquarium on my birthday the octopus tank was the best part; we stayed an hour."
+# an event told with its day, not a standing fact (the long-term layer would answer a standing fact without a
+# recall): what this module tests is a recall through the server
+FACT = "Last Saturday at the Lisbon aquarium the octopus tank was the best part of my birthday; we stayed an hour."
 FILLER = [
     "My sister Hartley moved to Lisbon last spring for a new job.",
     "The router in the hall keeps dropping the Wi-Fi on Saturdays.",
@@ -50,6 +50,7 @@ def build_store(path: Path) -> None:
     lp = LocalPager(path)
     chat = lp.conversation("facts", create=True, config=PagingConfig(boundary="fixed_5", budget=160))
     chat.add_turn("user", FACT)
+    assert not chat.facts(), "the visit should be no standing fact for this test to mean anything"
     chat.add_turn("assistant", "What a lovely birthday.")
     for i, text in enumerate(FILLER * 2):
         chat.add_turn("user" if i % 2 == 0 else "assistant", text)
