@@ -51,7 +51,8 @@ from localpager.core.records import ABSENT_PROBE, Page, Transcript, Turn
 from localpager.lab.fitting import fit_model, model_source, probabilities
 from localpager.lab.synthetic import generate_dataset
 from localpager.retrieval.answerable import (ANSWER_FEATURES, DEFAULT_ANSWER_MODEL, AnswerFeatures, FloorModel,
-                                             answer_features, floor_for, speaker_gap, speakers_named, unnamed)
+                                             answer_features, floor_for, ranking_leads, speaker_gap, speakers_named,
+                                             unnamed)
 from localpager.retrieval.embedder import default_embedder
 from localpager.retrieval.facts import DEFAULT_FACT_MODEL, FactRanker
 from localpager.retrieval.gate import DEFAULT_MODEL as GATE, GateModel, decide, gate_features
@@ -184,7 +185,8 @@ def score(cases: list[Case]) -> None:
                                   index.table(turns).array("speaker")[ranked.turns])
         case.x = np.array(answer_features(case.message, turns[top.turn], top.dense, top.lexical, speakers,
                                           verdict.probability, best.probability if best else 0.0, gap,
-                                          need).vector())
+                                          need, ranking_leads(top.score, top.dense, hits.scores,
+                                                              hits.dense)).vector())
 
 
 def _asked(case: Case) -> str:

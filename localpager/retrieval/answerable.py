@@ -9,9 +9,11 @@ for (``answer_types.match``), whether the question names a speaker and the turn 
 questions about things never said swap the speaker: "What did Caroline realize after her charity race?" when it
 was Melanie's race), how far the named speaker's own best line trails the others' best for the question's words
 without the names (``speaker_gap``: the ranking favours the named speaker's lines, so its best turn is hers even
-when what the question asks about is the other one's), the gate's own probability, and how near the fact model
+when what the question asks about is the other one's), the gate's own probability, how near the fact model
 came to taking the best standing fact (a question about something said has a fact that nearly answers it; a
-question about something never said rarely does). Below its threshold the answer is that nothing about it is
+question about something never said rarely does), and how far the best turn stands out of the turns ranked after it
+(``lead``: what was said is said in one turn the ranking puts far ahead of the rest; for what was never said, the
+best is one of many alike). Below its threshold the answer is that nothing about it is
 remembered. A question about the user's own life reaches it even where the gate would not page in
 (``core.personal``). Fitted on tuning data only (``benchmarks/abstention.py``), with the threshold chosen so that
 abstaining everywhere does not pay.
@@ -30,7 +32,7 @@ from ..core.text import content_words
 from .gate import GateModel, _names, verdict_dict
 
 ANSWER_FEATURES = ("dense", "lexical", "overlap", "type", "speaker_named", "speaker_other", "gate", "fact",
-                   "speaker_gap", "needed", "nearest")
+                   "speaker_gap", "needed", "nearest", "lead", "dense_lead")
 
 
 @dataclass
@@ -52,6 +54,12 @@ class AnswerFeatures:
     # from it, the question may be of a kind the bank never saw, and a recall may well answer it.
     needed: float | None = None
     nearest: float | None = None
+    # How far the best turn stands out of the turns ranked after it (``lead``; None: not read, its mean): by the
+    # ranking's fused score, and by cosine. What a question asks about, when it was said, is said in one turn the
+    # ranking puts far ahead; asked about something never said, the ranking's best is one of many alike (a date
+    # for "When's my weekly vinyasa?" among the others).
+    lead: float | None = None
+    dense_lead: float | None = None
 
     def vector(self) -> list[float]:
         return list(astuple(self))
@@ -72,10 +80,11 @@ class Answerability:
 
 def answer_features(question: str, turn: Turn, dense: float, lexical: float, speakers: Sequence[str],
                     gate: float, fact: float = 0.0, gap: float = 0.0,
-                    need: tuple[float, float] | None = None) -> AnswerFeatures:
+                    need: tuple[float, float] | None = None,
+                    leads: tuple[float, float] | None = None) -> AnswerFeatures:
     """The features of ``question`` against the best turn a recall would inject (``dense``, ``lexical``: the
     ranking's scores of it; ``speakers``: who speaks in the conversation, lower case; ``gap``: ``speaker_gap``;
-    ``need``: the pair bank's (needed, nearest), None without one)."""
+    ``need``: the pair bank's (needed, nearest), None without one; ``leads``: ``ranking_leads``, None unread)."""
     words = set(content_words(question, "light"))
     said = set(content_words(turn.text, "light"))
     named = speakers_named(question, speakers)
@@ -84,7 +93,31 @@ def answer_features(question: str, turn: Turn, dense: float, lexical: float, spe
         dense=dense, lexical=lexical, overlap=len(words & said) / len(words) if words else 0.0,
         type=type_match(question, turn.text), speaker_named=float(bool(named)),
         speaker_other=float(bool(named) and bool(who) and not any(who == n or who == n.split()[0] for n in named)),
-        gate=gate, fact=fact, speaker_gap=gap, needed=need[0] if need else None, nearest=need[1] if need else None)
+        gate=gate, fact=fact, speaker_gap=gap, needed=need[0] if need else None, nearest=need[1] if need else None,
+        lead=leads[0] if leads else None, dense_lead=leads[1] if leads else None)
+
+
+# The turns ranked after the best that ``lead`` compares it with: the next 19 (fitted with 10, 20 and 50 in
+# benchmarks/abstention.py; 20 held up best on the held-out splits).
+LEAD_OF = 20
+
+
+def lead(best: float, values: np.ndarray) -> float:
+    """How many standard deviations ``best`` stands above the next ``LEAD_OF - 1`` of ``values`` (every candidate's
+    score, the best among them), in [-5, 15]; 0 with fewer than three after it."""
+    values = np.asarray(values, dtype=np.float64)
+    if len(values) < 4:
+        return 0.0
+    k = min(LEAD_OF, len(values))
+    top = -np.sort(-np.partition(values, len(values) - k)[len(values) - k:])  # the best k, best first
+    rest = top[1:]
+    return float(np.clip((best - rest.mean()) / (rest.std() + 0.01), -5.0, 15.0))
+
+
+def ranking_leads(best_score: float, best_dense: float, scores: np.ndarray, dense: np.ndarray) -> tuple[float, float]:
+    """``lead`` of the ranking's best turn by fused score (``scores``) and by cosine (``dense``), each over every
+    candidate turn."""
+    return lead(best_score, scores), lead(best_dense, dense)
 
 
 def speakers_named(question: str, speakers: Sequence[str]) -> list[str]:
@@ -146,23 +179,23 @@ class FloorModel(GateModel):
 # The floor of a chat's questions (and of a transcript's naming none of its speakers). Fitted by
 # benchmarks/abstention.py on the questions it is asked (no standing fact answers them) of the tuning and dev splits
 # (generated tuning, dev, dev2 and the development kinds; LoCoMo 1-5), with the pair bank's ``needed`` and
-# ``nearest``; its threshold the highest at which at most 6% of the dev splits' answerable questions get "not
-# remembered" (the share the floor before them let go). Against that floor, over every question: never-said
-# questions of the held-out phrasings "not remembered" 0.40 -> 0.51, forgotten ones 0.47 -> 0.53, their fact
-# questions 0.02 either way; of the held-out kinds, which the bank holds nothing of, never-said 0.47 -> 0.59,
-# forgotten 0.46 -> 0.54, fact questions 0.20 either way.
+# ``nearest`` and the best turn's ``lead``; its threshold the highest at which at most 6% of the dev splits'
+# answerable questions get "not remembered". Against the floor before ``lead``, over every question: never-said
+# questions of the held-out phrasings "not remembered" 0.51 -> 0.68, forgotten ones 0.53 -> 0.65, their fact
+# questions 0.02 -> 0.04; of the held-out kinds never-said 0.59 -> 0.61, forgotten 0.54 -> 0.59, fact questions
+# 0.19 -> 0.18.
 CHAT_ANSWER_MODEL = GateModel(
-    weights={'dense': 0.6597, 'lexical': -0.0521, 'overlap': 0.3358, 'type': 0.3149, 'speaker_named': -0.1373,
-             'speaker_other': -0.3686, 'gate': 0.1457, 'fact': 0.1243, 'speaker_gap': 0.5092, 'needed': -0.0768,
-             'nearest': -0.1404},
-    bias=-0.3289,
-    means={'dense': 0.3118, 'lexical': 0.1313, 'overlap': 0.2822, 'type': 0.2548, 'speaker_named': 0.4587,
-           'speaker_other': 0.0225, 'gate': 0.6814, 'fact': 0.1596, 'speaker_gap': 0.0529, 'needed': 0.8663,
-           'nearest': 0.5329},
-    scales={'dense': 0.1283, 'lexical': 0.139, 'overlap': 0.2748, 'type': 0.4322, 'speaker_named': 0.4983,
-            'speaker_other': 0.1483, 'gate': 0.3359, 'fact': 0.1015, 'speaker_gap': 0.2675, 'needed': 0.2073,
-            'nearest': 0.1826},
-    threshold=0.2737,
+    weights={'dense': 0.3664, 'lexical': -0.1962, 'overlap': 0.2271, 'type': 0.1944, 'speaker_named': 0.1558,
+             'speaker_other': -0.3998, 'gate': -0.0412, 'fact': 0.1829, 'speaker_gap': 0.3834, 'needed': -0.1094,
+             'nearest': -0.1939, 'lead': 0.7373, 'dense_lead': 0.2367},
+    bias=-0.3027,
+    means={'dense': 0.3097, 'lexical': 0.1339, 'overlap': 0.2864, 'type': 0.2584, 'speaker_named': 0.4806,
+           'speaker_other': 0.0284, 'gate': 0.6876, 'fact': 0.1548, 'speaker_gap': 0.0462, 'needed': 0.8651,
+           'nearest': 0.5268, 'lead': 3.5546, 'dense_lead': 0.4631},
+    scales={'dense': 0.1278, 'lexical': 0.1397, 'overlap': 0.275, 'type': 0.4344, 'speaker_named': 0.4996,
+            'speaker_other': 0.166, 'gate': 0.3342, 'fact': 0.098, 'speaker_gap': 0.2756, 'needed': 0.2067,
+            'nearest': 0.1826, 'lead': 2.7582, 'dense_lead': 2.5177},
+    threshold=0.2807,
 )
 # The floor of a question naming one of a transcript's speakers: the same fit with ``speaker_gap``, its threshold
 # the lowest at which at most 7% of LoCoMo 1-5's answerable questions naming a speaker get "not remembered"

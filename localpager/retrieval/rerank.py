@@ -38,7 +38,8 @@ from ..runtime.choices import Fired
 from ..runtime.prompts import CHANGED, LATEST
 from ..runtime.selector import Injection, PageSelector, fit_turns
 from ..runtime.trace import Candidate
-from .answerable import DEFAULT_ANSWER_MODEL, Answerability, answer_features, speaker_gap, speakers_named, unnamed
+from .answerable import (DEFAULT_ANSWER_MODEL, Answerability, answer_features, ranking_leads, speaker_gap,
+                         speakers_named, unnamed)
 from .answerable import decide as decide_answer
 from .facts import DEFAULT_FACT_MODEL, FactHit, FactRanker
 from .gate import (DEFAULT_MODEL, GateDecision, GateFeatures, GateModel, _names, decide, gate_features,
@@ -311,9 +312,12 @@ class RerankSelector(PageSelector):
         ranked = self._ranked(question, pager, self._searchable(pager, question))
         hit = ranked[0] if len(ranked) else None
         turn = pager.turns[hit.turn] if hit is not None else pager.turns[injections[0].turns[0]]
-        return self._floor(question, pager, turn, hit.dense if hit else 0.0, hit.lexical if hit else 0.0)
+        leads = (ranking_leads(hit.score, hit.dense, ranked.scores, ranked.dense)
+                 if hit is not None and isinstance(ranked, Ranking) else None)
+        return self._floor(question, pager, turn, hit.dense if hit else 0.0, hit.lexical if hit else 0.0, leads)
 
-    def _floor(self, question: str, pager: Pager, turn, dense: float, lexical: float) -> Answerability:
+    def _floor(self, question: str, pager: Pager, turn, dense: float, lexical: float,
+               leads: tuple[float, float] | None = None) -> Answerability:
         table = self.lexical.table(pager.turns)  # who speaks: kept as turns arrive, no walk over them
         speakers = sorted(table.speakers)
         gate = self.last_gate.probability if self.last_gate is not None else self.gate(question, pager).probability
@@ -327,7 +331,8 @@ class RerankSelector(PageSelector):
                 gap = speaker_gap(asked, named[0], pager.turns, ranked.turns, ranked.dense,
                                   table.array("speaker")[ranked.turns])
         features = answer_features(question, turn, dense, lexical, speakers, gate,
-                                   best.probability if best is not None else 0.0, gap, self.facts.need_of(question))
+                                   best.probability if best is not None else 0.0, gap, self.facts.need_of(question),
+                                   leads)
         return decide_answer(features, self.settings.answerable)
 
     # -- selection -----------------------------------------------------------------------------

@@ -8,7 +8,8 @@ import pytest
 
 from localpager.core.records import Turn
 from localpager.retrieval.answerable import (CHAT_ANSWER_MODEL, DEFAULT_ANSWER_MODEL, NAMED_ANSWER_MODEL,
-                                             AnswerFeatures, FloorModel, decide, speaker_gap, unnamed)
+                                             AnswerFeatures, FloorModel, decide, lead, ranking_leads, speaker_gap,
+                                             unnamed)
 from localpager.retrieval.gate import GateModel
 
 TURNS = [Turn("user", "Thanks, Melanie! The charity race made me realize self-care matters.", 0, speaker="Caroline"),
@@ -78,3 +79,28 @@ def test_without_a_pair_bank_the_need_counts_as_its_mean_and_the_trace_leaves_it
                               "nearest": CHAT_ANSWER_MODEL.means["nearest"]})
     assert decide(unread).probability == pytest.approx(decide(means).probability)
     assert "needed" not in decide(unread).to_dict()["features"]
+
+
+def test_the_lead_is_how_far_the_best_stands_above_the_next_ones_in_their_spread():
+    alike = np.array([0.50, 0.49, 0.48, 0.50, 0.47, 0.49, 0.48])  # one of many alike
+    ahead = np.array([0.80, 0.49, 0.48, 0.50, 0.47, 0.49, 0.48])
+    assert lead(0.50, alike) < 1.0 < 10.0 < lead(0.80, ahead)
+    assert lead(0.80, ahead) == lead(0.80, ahead[::-1])  # the order the candidates come in does not matter
+    assert lead(0.9, np.array([0.9, 0.1, 0.2])) == 0.0  # too few after it to have a spread
+    assert lead(5.0, np.r_[5.0, np.zeros(30)]) == 15.0  # bounded: a lone match does not swamp the rest
+    many = np.r_[0.8, np.linspace(0.0, 0.5, 10_000)]  # only the next LEAD_OF - 1 count, not the long tail
+    assert lead(0.8, many) == lead(0.8, np.r_[0.8, np.sort(many)[-20:-1]])
+    assert ranking_leads(0.8, 0.5, ahead, alike) == (lead(0.8, ahead), lead(0.5, alike))
+
+
+def test_the_same_weak_turn_answers_when_it_stands_out_and_is_not_remembered_when_it_is_one_of_many():
+    # "When's my weekly vinyasa?" with a tax deadline as the best of many dated turns, against a turn the ranking
+    # puts far ahead of the rest
+    weak = dict(dense=0.28, overlap=0.2, gate=0.8, fact=0.1, needed=0.9, nearest=0.6)
+    alike = AnswerFeatures(**weak, lead=1.5, dense_lead=0.5)
+    ahead = AnswerFeatures(**weak, lead=9.0, dense_lead=4.0)
+    assert not decide(alike).answer and decide(ahead).answer
+    unread = AnswerFeatures(**weak)  # a floor asked without a ranking: the lead counts as its mean
+    means = AnswerFeatures(**weak, lead=CHAT_ANSWER_MODEL.means["lead"],
+                           dense_lead=CHAT_ANSWER_MODEL.means["dense_lead"])
+    assert decide(unread).probability == pytest.approx(decide(means).probability)
