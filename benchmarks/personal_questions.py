@@ -11,6 +11,10 @@ worse than a personal one answered as today.
 Measured, never fitted on: ``personal_check.json`` (written apart), the held-out phrasing set and the held-out
 kinds (``kinds_heldout.json``).
 
+The same rows fit the vector model (``retrieval.personal_vectors``: the question's embedding and the frame model's
+log-odds), with its threshold chosen the same way, written to ``retrieval/data/personal_vectors.json``; it is
+measured beside the frame model (``vectors``).
+
     .venv/bin/python benchmarks/personal_questions.py          # measure the shipped model
     .venv/bin/python benchmarks/personal_questions.py --fit    # fit it again and write core/data/personal_model.json
 """
@@ -33,9 +37,14 @@ from localpager.core import claims as claims_module  # noqa: E402
 from localpager.core.claims import ClaimModel, mask_quotes  # noqa: E402
 from localpager.core.personal import MODEL_FILE, VALUE_MODEL_FILE, personal_model, value_model  # noqa: E402
 from localpager.core.text import is_question  # noqa: E402
+from localpager.lab.fitting import fit_logistic  # noqa: E402
+from localpager.retrieval import personal_vectors  # noqa: E402
+from localpager.retrieval.embedder import default_embedder  # noqa: E402
+from localpager.retrieval.personal_vectors import PersonalQuestions, VectorQuestionModel, frame_logit  # noqa: E402
 
 MODEL_PATH = ROOT / "localpager" / "core" / "data" / MODEL_FILE
 VALUE_MODEL_PATH = ROOT / "localpager" / "core" / "data" / VALUE_MODEL_FILE
+VECTORS_PATH = ROOT / "localpager" / "retrieval" / "data" / personal_vectors.MODEL_FILE
 MAX_GENERAL = 0.05  # general questions (out of fold) the threshold may call personal
 MAX_VALUE_MISSED = 0.05  # questions asking for a told value (out of fold) the value model may call help
 
@@ -108,8 +117,43 @@ def fit(rows: list[tuple[str, int]]) -> ClaimModel:
     return ClaimModel(model.weights, model.bias, round(threshold, 4))
 
 
-def rates(model: ClaimModel, rows: list[tuple[str, int]]) -> dict:
-    said = [(is_question(mask_quotes(q)) and model.is_claim(mask_quotes(q)), y, q) for q, y in rows]  # as asked
+def _vector_rows(embed, rows: list[tuple[str, int]]) -> np.ndarray:
+    """Each row's unit vector and the frame model's log-odds, as ``PersonalQuestions`` reads them."""
+    vectors = np.asarray(embed([q for q, _ in rows]), dtype=np.float64)
+    vectors /= np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-9)
+    return np.c_[vectors, [frame_logit(q) for q, _ in rows]]
+
+
+def _logistic(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, float]:
+    """Weights over raw features and a bias (the standardisation folded in)."""
+    beta, mean, scale = fit_logistic(x, y, np.ones(len(y)))
+    weights = beta[1:] / scale
+    return weights, float(beta[0] - weights @ mean)
+
+
+def fit_vectors(rows: list[tuple[str, int]], embed, folds: int = 5) -> VectorQuestionModel:
+    """The vector model: the lowest threshold at which at most ``MAX_GENERAL`` of the general questions, out of
+    fold, are personal (as the frame model's)."""
+    x, y = _vector_rows(embed, rows), np.array([label for _, label in rows], dtype=float)
+    held = np.zeros(len(y))
+    for k in range(folds):
+        part = np.arange(len(y)) % folds == k
+        w, b = _logistic(x[~part], y[~part])
+        held[part] = 1 / (1 + np.exp(-(x[part] @ w + b)))
+    general = np.sort(held[y == 0])[::-1]
+    w, b = _logistic(x, y)
+    probe = rows[0][0]
+    vector = np.asarray(embed([probe]), dtype=np.float64)[0]
+    return VectorQuestionModel(w[:-1], float(w[-1]), b, round(float(general[int(MAX_GENERAL * len(general))]) + 1e-4, 4),
+                               probe, vector / np.linalg.norm(vector))
+
+
+def rates(model, rows: list[tuple[str, int]]) -> dict:
+    """Personal questions found and general ones called personal (``model``: a frame model, or a
+    ``PersonalQuestions``)."""
+    asks = model.asks_about_self if isinstance(model, PersonalQuestions) else \
+        (lambda q: is_question(mask_quotes(q)) and model.is_claim(mask_quotes(q)))
+    said = [(asks(q), y, q) for q, y in rows]  # as asked
     personal = [s for s in said if s[1]]
     general = [s for s in said if not s[1]]
     return {"personal": len(personal), "personal_found": round(sum(s[0] for s in personal) / max(1, len(personal)), 3),
@@ -125,11 +169,14 @@ def main() -> None:
     rows = training_rows()
     model = personal_model() if not args.fit else fit(rows)
     values = value_model() if not args.fit else fit_value(value_rows())
+    embed = default_embedder().encode
+    vectors = personal_vectors.shipped_model() if not args.fit else fit_vectors(rows, embed)
     if args.fit:
-        for path, fitted in ((MODEL_PATH, model), (VALUE_MODEL_PATH, values)):
+        for path, fitted in ((MODEL_PATH, model), (VALUE_MODEL_PATH, values), (VECTORS_PATH, vectors)):
             path.write_text(json.dumps({"about": ["Written by benchmarks/personal_questions.py --fit."],
                                         **fitted.to_json()}, indent=0, sort_keys=True) + "\n", encoding="utf-8")
         claims_module.shipped_model.cache_clear()
+        personal_vectors.shipped_model.cache_clear()
     rng = random.Random(1)
     result = {"threshold": model.threshold, "features": len(model.weights), "train": rates(model, rows),
               "check_written": rates(model, written_rows("personal_check"))}
@@ -138,6 +185,15 @@ def main() -> None:
         result[name] = rates(model, held)
         result[name]["implicit_called_personal"] = round(float(np.mean([is_question(q) and model.is_claim(q)
                                                                         for q in implicit])), 3)
+    reader = PersonalQuestions(embed, vectors)
+    rng = random.Random(1)
+    result["vectors"] = {"threshold": vectors.threshold if vectors else None,
+                         "check_written": rates(reader, written_rows("personal_check"))}
+    for name in ("phrasing_heldout", "kinds_heldout"):
+        held, implicit = phrasing_rows(name, rng)
+        result["vectors"][name] = rates(reader, held)
+        result["vectors"][name]["implicit_called_personal"] = round(float(np.mean(
+            [reader.asks_about_self(q) for q in implicit])), 3)
     written = _load("personal_check")
     result["value_questions"] = {
         "threshold": values.threshold,

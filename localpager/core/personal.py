@@ -9,7 +9,9 @@ the answer goes through a recall and its relevance floor (``runtime.recall``), n
 The decision is learned, not listed: a ``claims.ClaimModel`` over the question's frame only (its first words and
 its stop words; what it is about weighs nothing), fitted by ``python benchmarks/personal_questions.py --fit`` on
 the phrasing sets' questions and ``lab/data/personal_train.json``, and measured on ``personal_check.json``, the
-held-out phrasing and the held-out kinds, which it never saw. English only.
+held-out phrasing and the held-out kinds, which it never saw. A frame it never saw reads as a general question;
+the recall's selector therefore reads the question's meaning as well (``retrieval.personal_vectors``), with this
+model's log-odds as one of its features. English only.
 """
 
 from __future__ import annotations

@@ -31,7 +31,7 @@ from ..core.answer_types import asks_for_several
 from ..core.answer_types import match as type_match
 from ..core.facts import CORRECTION_CUE, StandingFact
 from ..core.pager import Pager
-from ..core.personal import asks_about_self, asks_for_value
+from ..core.personal import asks_for_value
 from ..core.records import Page, newest
 from ..core.text import term_key
 from ..runtime.choices import Fired
@@ -45,6 +45,7 @@ from .facts import DEFAULT_FACT_MODEL, FactHit, FactRanker
 from .gate import (DEFAULT_MODEL, GateDecision, GateFeatures, GateModel, _names, decide, gate_features,
                    message_features)
 from .index import Hit, PageIndex
+from .personal_vectors import PersonalQuestions
 from .user_recall import ForeignRecall, UserRecall
 from .ranking import (
     HybridSettings,
@@ -115,6 +116,7 @@ class RerankSelector(PageSelector):
         self.lexical = lexical or LexicalIndex(conv_id)
         self.facts = FactRanker(facts, lambda texts: self.index.embedder.encode(texts), self.settings.facts,
                                 use_pairs=self.settings.fact_pairs)
+        self.personal = PersonalQuestions(lambda texts: self.index.embedder.encode(texts))
         self._rankings: dict[tuple, list[TurnHit]] = {}
         self._telling: dict[int, bool] = {}  # turn index -> ranking.tells, kept across questions
         self.last_gate: GateDecision | None = None
@@ -278,8 +280,9 @@ class RerankSelector(PageSelector):
         return found if found.dense > own else None
 
     def asks_about_self(self, question: str) -> bool:
-        """``core.personal``'s learned reading: the question asks about the speaker's own life."""
-        return asks_about_self(question)
+        """The question asks about the speaker's own life: read from its meaning and its frame
+        (``personal_vectors``), by the frame alone (``core.personal``) under an embedder it was not fitted with."""
+        return self.personal.asks_about_self(question)
 
     def asks_for_value(self, question: str) -> bool:
         """``core.personal``'s learned reading: the question asks for something told, not for help."""
