@@ -10,7 +10,10 @@ question; an answer stating one that is not is replaced by "not remembered". So 
 transcript's person told (a question naming them: LoCoMo's "What type of car did Calvin work on during the
 workshop?" got "a 2018 Toyota Corolla", never said). The assistant's recalled replies are
 no evidence: an earlier reply that made a value up would otherwise vouch for it. An answer that states no value
-passes: it invents nothing a later answer could cite.
+passes: it invents nothing a later answer could cite. But a question asking for something the user told has only
+what they said for an answer: one taking no word from the recalled lines beyond the question's own ("The answer is
+\"The morning walk\"", "Your answer is too long and doesn't provide any useful information.") answers from
+nothing, and is replaced too (``takes_from``).
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import Sequence
 
 from ..core.records import Turn
-from ..core.text import NAME_MID_SENTENCE, tokenize_words
+from ..core.text import NAME_MID_SENTENCE, content_words, tokenize_words
 from .prompts import turn_line
 from .selector import Injection
 
@@ -33,16 +36,19 @@ _QUOTES = re.compile(r"[\"\u201c\u201d\u2018\u2019]|(?<!\w)'|'(?!\w)")
 
 @dataclass
 class Grounding:
-    """The check of one answer: the values it states that nothing shown holds (none: grounded)."""
+    """The check of one answer: the values it states that nothing shown holds (none: grounded), and whether it
+    takes anything from what was shown (``takes_from``; only asked of an answer to a question for a told value)."""
 
     unsupported: list[str] = field(default_factory=list)
+    takes: bool | None = None  # None: not asked
 
     @property
     def grounded(self) -> bool:
-        return not self.unsupported
+        return not self.unsupported and self.takes is not False
 
     def to_dict(self) -> dict:
-        return {"grounded": self.grounded, "unsupported": self.unsupported}
+        found = {"grounded": self.grounded, "unsupported": self.unsupported}
+        return found if self.takes is None else {**found, "takes_from_notes": self.takes}
 
 
 def values(answer: str) -> list[str]:
@@ -61,7 +67,24 @@ def evidence(turns: Sequence[Turn], injections: Sequence[Injection], clock: bool
                      if turns[i].role != "assistant" or turns[i].speaker)
 
 
-def check(answer: str, *shown: str) -> Grounding:
+def takes_from(answer: str, notes: str, question: str) -> bool:
+    """Whether ``answer`` uses a word of ``notes`` (what was recalled) that ``question`` does not hold: a content
+    word (lightly stemmed) or a value's digits."""
+    def terms(text: str) -> set[str]:
+        return set(content_words(text, "light")) | {d.lstrip("0") for d in _DIGITS.findall(text)}  # "UA792": 792
+    return bool((terms(answer) - terms(question)) & terms(notes))
+
+
+def check(answer: str, notes: str, question: str, value: bool = False) -> Grounding:
+    """Which values of ``answer`` neither ``notes`` (what the model read) nor ``question`` holds (``check_values``);
+    with ``value`` (the question asks for something told), whether it takes anything from the notes too."""
+    found = check_values(answer, notes, question)
+    if value:
+        found.takes = takes_from(answer, notes, question)
+    return found
+
+
+def check_values(answer: str, *shown: str) -> Grounding:
     """Which values of ``answer`` none of ``shown`` (what the model read, and the question) holds: a number by its
     digits ("UA792" holds 792 as "UA 792" does), a name by each of its words, case folded."""
     numbers = {d.lstrip("0") for text in shown for d in _DIGITS.findall(text)}  # "007" is the 7 shown

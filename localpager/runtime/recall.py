@@ -291,7 +291,12 @@ class Runtime:
         a.count_answer(gen, "injection_prefill")
         trace.tokens["answer_prompt"] = gen.prompt_tokens
         if held:
-            found = grounding.check(text, grounding.evidence(pager.turns, injections, wants_clock(question)), question)
+            # an answer to a question for a told value takes something from the notes; one asking when may answer
+            # with a day relative to when it was said ("yesterday"), which is no content word: its digits are checked
+            told = (a.selector.asks_about_self(question) and a.selector.asks_for_value(question)
+                    and not asks_when(question))
+            found = grounding.check(text, grounding.evidence(pager.turns, injections, wants_clock(question)), question,
+                                    value=told)
             trace.grounding = found.to_dict()
             if not found.grounded:  # the turns were injected and read: only the answer is not memory
                 self._not_remembered(a, [], NOT_IN_WHAT_I_FOUND)

@@ -57,7 +57,7 @@ def test_an_answer_about_the_user_that_makes_a_value_up_is_not_remembered(fake_p
     result = chat.ask("Where does my sister live?", on_text=streamed.append)
     # something was found and read, so the answer does not say nothing was mentioned
     assert result.trace.decision == "unknown" and result.answer == NOT_IN_WHAT_I_FOUND
-    assert result.trace.grounding == {"grounded": False, "unsupported": ["Lisbon"]}
+    assert result.trace.grounding == {"grounded": False, "unsupported": ["Lisbon"], "takes_from_notes": False}
     assert "".join(streamed) == NOT_IN_WHAT_I_FOUND  # the made-up answer never reached the client
 
 
@@ -66,7 +66,7 @@ def test_an_answer_about_the_user_from_what_was_recalled_is_given(fake_pager):
     streamed: list[str] = []
     result = chat.ask("What city did I visit last spring?", on_text=streamed.append)
     assert result.trace.decision == "recall" and result.answer == "You spent a week in Porto."
-    assert result.trace.grounding == {"grounded": True, "unsupported": []}
+    assert result.trace.grounding == {"grounded": True, "unsupported": [], "takes_from_notes": True}
     assert "".join(streamed) == result.answer
 
 
@@ -111,7 +111,7 @@ def test_an_earlier_reply_that_made_a_value_up_is_no_evidence_for_it(fake_pager)
     chat = _chat(fake_pager, "Your husband is called Ethan.", replies="Your husband is called Ethan.")
     result = chat.ask("What is my husband's name?")
     assert result.answer == NOT_IN_WHAT_I_FOUND
-    assert result.trace.grounding == {"grounded": False, "unsupported": ["Ethan"]}
+    assert result.trace.grounding == {"grounded": False, "unsupported": ["Ethan"], "takes_from_notes": False}
 
 
 def test_a_served_answer_says_why_it_is_not_remembered(fake_pager):
@@ -130,5 +130,16 @@ def test_a_served_answer_says_why_it_is_not_remembered(fake_pager):
                             {"role": "user", "content": "Where does my sister live?"}]})
     memory = r.json()["localpager"]
     assert r.json()["choices"][0]["message"]["content"] == NOT_IN_WHAT_I_FOUND and memory["decision"] == "unknown"
-    assert memory["grounding"] == {"grounded": False, "unsupported": ["Lisbon"]}
+    assert memory["grounding"] == {"grounded": False, "unsupported": ["Lisbon"], "takes_from_notes": False}
     assert memory["answerable"]["answer"] is True  # the floor let the recall through: the answer was the problem
+
+
+def test_an_answer_to_a_question_for_a_told_value_must_take_something_from_what_was_recalled():
+    notes, question = "My pup is called Miso; he runs this household.", "Whose lead do I grab for the morning walk?"
+    assert grounding.check("You grab Miso's lead.", notes, question, value=True).grounded
+    for empty in ('The answer is "The morning walk"', "Your answer is too long and doesn't provide anything useful."):
+        found = grounding.check(empty, notes, question, value=True)
+        assert not found.grounded and not found.unsupported and not found.to_dict()["takes_from_notes"]
+        assert grounding.check(empty, notes, question).grounded  # a question for help: nothing is made up
+    # a number by its digits, however it is written: "UA792" takes the 792 of "UA 792"
+    assert grounding.check("UA792.", "I'm on UA 792 on Friday.", "Which flight am I on?", value=True).grounded
