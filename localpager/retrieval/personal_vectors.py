@@ -24,9 +24,9 @@ import numpy as np
 from ..core.claims import mask_quotes
 from ..core.personal import personal_model
 from ..core.text import is_question
+from .fact_pairs import SAME_EMBEDDER  # the live vector of a probe against the stored one: the same embedder
 
 MODEL_FILE = "personal_vectors.json"
-SAME_EMBEDDER = 0.98  # the live vector of the probe question against the stored one: the embedder fitted with
 FRAME_LOGIT = 8.0  # the frame model's log-odds, bounded: a frame it is sure of should not swamp the meaning
 
 
