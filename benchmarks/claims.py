@@ -14,10 +14,10 @@ The fact model (does a claim state something that stays true?): fitted on the sa
 (sentence by sentence), the statements of the kind sets ``TRAIN_KIND_SETS`` (new kinds, in frames of their own),
 ``statements_dev.json`` (its facts, and its non-facts sentence by sentence), against the
 questions and present situations of the implicit questions, the general questions, every line the generator's
-filler can give (each slot with each of its values: ``filler_sentences``), the claim model's non-claims and the
-claims that state no standing fact (``passing``: an event, a passing state). Its threshold is the lowest at which
-out-of-fold precision is at least ``FACT_PRECISION``. Measured, never tuned on: extraction (``core.facts.extract``,
-the cues and the model) on ``statements_heldout.json``, a chat's user and a transcript's speakers.
+filler can give (each slot with each of its values: ``filler_sentences``), the claim model's non-claims and the claims that state no standing fact (``passing``: an event, a passing
+state). Its threshold is the lowest at which out-of-fold precision is at least
+``FACT_PRECISION``. Measured, never tuned on: extraction (``core.facts.extract``, the cues and the model) on
+``statements_heldout.json``, a chat's user and a transcript's speakers.
 
     .venv/bin/python benchmarks/claims.py            # measure the shipped models
     .venv/bin/python benchmarks/claims.py --fit      # fit them again and write localpager/core/data/*_model.json
