@@ -13,8 +13,8 @@ find a fact in it).
 The fact model (does a claim state something that stays true?): fitted on the same phrasing sets' statements
 (sentence by sentence), the statements of the kind sets ``TRAIN_KIND_SETS`` (new kinds, in frames of their own),
 ``statements_dev.json`` (its facts, and its non-facts sentence by sentence), against the
-questions and present situations of the implicit questions, the general questions, every line the generator's
-filler can give (each slot with each of its values: ``filler_sentences``), the claim model's non-claims and the claims that state no standing fact (``passing``: an event, a passing
+questions and present situations of the implicit questions, the general questions, the generator's filler
+lines, the claim model's non-claims and the claims that state no standing fact (``passing``: an event, a passing
 state). Its threshold is the lowest at which out-of-fold precision is at least
 ``FACT_PRECISION``. Measured, never tuned on: extraction (``core.facts.extract``, the cues and the model) on
 ``statements_heldout.json``, a chat's user and a transcript's speakers.
@@ -26,7 +26,6 @@ state). Its threshold is the lowest at which out-of-fold precision is at least
 from __future__ import annotations
 
 import argparse
-import itertools
 import json
 import random
 import re
@@ -140,20 +139,6 @@ def fit_facts(rows: list[tuple[str, int]]) -> ClaimModel:
     return ClaimModel(model.weights, model.bias, 1.0, worded=FACT_WORDED)
 
 
-def filler_sentences() -> list[str]:
-    """Every sentence the generator's filler exchanges can give a user (``filler.json``, each slot with each of its
-    values): what generated conversations are made of around the planted facts, none of it a fact of the user's."""
-    filler, out = json.loads((DATA / "filler.json").read_text(encoding="utf-8")), []
-    for topic in filler["topics"].values():
-        slots = topic.get("slots", {})
-        for exchange in topic["exchanges"]:
-            names = re.findall(r"\{(\w+)\}", exchange["user"])
-            for values in itertools.product(*(slots.get(n, ["it"]) for n in names)):
-                filled = iter(values)
-                out += sentences(re.sub(r"\{(\w+)\}", lambda m: next(filled), exchange["user"]))
-    return list(dict.fromkeys(out))
-
-
 def fact_rows(seed: int = 0) -> list[tuple[str, int]]:
     """(sentence, 1 if it states a standing fact) for the fact model, quotations masked."""
     rng = random.Random(seed)
@@ -165,7 +150,11 @@ def fact_rows(seed: int = 0) -> list[tuple[str, int]]:
                       if not is_question(s)]
             other += [s for t in kind["asks"] + kind["implicit"] for s in sentences(_fill(t, rng))]
         other += [q for group in sets["general"].values() for q in group]
-    other += filler_sentences()
+    filler = json.loads((DATA / "filler.json").read_text(encoding="utf-8"))
+    for topic in filler["topics"].values():
+        for exchange in topic["exchanges"]:
+            line = re.sub(r"\{(\w+)\}", lambda m: rng.choice(topic["slots"].get(m[1], ["it"])), exchange["user"])
+            other += sentences(line)
     for name in TRAIN_KIND_SETS:
         kinds, pools, general = kind_set(name)
         for kind in kinds.values():

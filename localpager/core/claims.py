@@ -18,13 +18,11 @@ The second model (``fact_model``) reads a claim's frame the same way, and its co
 states something that stays true (a standing fact: "We keep chickens on our allotment.") rather than an event or a
 passing state ("I'm making risotto tonight."). It finds the facts the extractor's cues (``facts.fact_of``) have no
 words for, whatever they are about: fitted on the phrasing sets' statements, the statements of two kind sets of
-their own (``lab generate --kinds dev`` and ``--kinds train``: 57 kinds no cue names, in frames of their own), the
+their own (``lab generate --kinds dev`` and ``--kinds train``: 32 kinds no cue names, in frames of their own), the
 development statements and the filler and questions around them, with no list of kinds. Fitted on the generator's
-13 kinds alone, content words taught it those kinds and it read the frame only; with the 57 more, the words say
-less of any one kind and more of what a fact is: it found more statements of kinds it never saw, at about the same
-precision on statements written apart (``benchmarks/claims.py``, ``FACT_WORDED``). Every line the generator's
-filler can give is one of its non-facts (a single draw of each left "My manager schedules meetings during lunch."
-taking a fact's place once the kinds were more).
+13 kinds alone, content words taught it those kinds and it read the frame only; with the 32 more, the words say
+less of any one kind and more of what a fact is: it found more statements of kinds it never saw, at the same
+precision on statements written apart (``benchmarks/claims.py``, ``FACT_WORDED``).
 
 English only, as the rest of the facts layer.
 """

@@ -42,8 +42,8 @@ from .text import CONTACT, NAME_MID_SENTENCE, content_words, fold_plural, senten
 # clause leaning on the one before keeps the whole sentence as its text (``_clause_facts``). 9: a user's claim
 # that something of theirs changed, told as an event (``changed_fact``). 10: a user's line after a correcting
 # label needs no first person (``stated_fact``'s ``corrects``). 11: the fact model reads content words, fitted on
-# 32 kinds more (``claims.fact_model``). 12: the fact model fitted on 57 kinds and every filler line.
-FACTS_VERSION = 12
+# 32 kinds more (``claims.fact_model``).
+FACTS_VERSION = 11
 KINDS = ("avoid", "diet", "medicine", "constraint", "preference", "person", "pet", "family", "schedule", "plan",
          "number", "budget", "identity", "stated")
 # A fact the cues below have no words for, found by the fact model (``claims.states_fact``): whatever it is about.
