@@ -144,8 +144,8 @@ def fit_vectors(rows: list[tuple[str, int]], embed, folds: int = 5) -> VectorQue
     w, b = _logistic(x, y)
     probe = rows[0][0]
     vector = np.asarray(embed([probe]), dtype=np.float64)[0]
-    return VectorQuestionModel(w[:-1], float(w[-1]), b, round(float(general[int(MAX_GENERAL * len(general))]) + 1e-4, 4),
-                               probe, vector / np.linalg.norm(vector))
+    threshold = round(float(general[int(MAX_GENERAL * len(general))]) + 1e-4, 4)
+    return VectorQuestionModel(w[:-1], float(w[-1]), b, threshold, probe, vector / np.linalg.norm(vector))
 
 
 def rates(model, rows: list[tuple[str, int]]) -> dict:
