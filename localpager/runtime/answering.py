@@ -16,7 +16,9 @@ from ..backends.constraints import OneOf
 from ..core.facts import StandingFact
 from ..core.pager import Pager
 from .guard import RETRY_PENALTY, RepetitionGuard
-from .prompts import QUOTE_OPENING
+from .prompts import NOT_REMEMBERED, QUOTE_OPENING
+
+VERDICT = NOT_REMEMBERED.split(":")[0]  # "I don't remember that": what only memory's verdict says
 from .selector import PageSelector
 from .settings import RecallSettings
 from .trace import Trace
@@ -66,7 +68,7 @@ class Answering:
         whole: it is generated once more with a penalty on repeated tokens, and the trace says so (``repeated``).
         ``unquoted``: the answer was given no memory, so it may not open as a quote of the user's words
         (``QUOTE_OPENING``): such an answer is generated once more as a repeat is, and loses the opening if it
-        still has it."""
+        still has it; nor go on into memory's verdict (``NOT_REMEMBERED``'s opening): it ends where that begins."""
         s = self.settings
         options: dict = {"repeat_penalty": s.repeat_penalty} if s.repeat_penalty != 1.0 else {}
         if constraint is not None:
@@ -74,23 +76,27 @@ class Answering:
         if keep:
             options["keep"] = tuple(keep)
         claims = (QUOTE_OPENING,) if unquoted else ()
-        gen, guard = self._guarded(backend, prompt, max_tokens, lead, options, apart, claims)
+        verdicts = (VERDICT,) if unquoted else ()
+        gen, guard = self._guarded(backend, prompt, max_tokens, lead, options, apart, claims, verdicts)
         if guard.repeats_earlier or guard.claims_memory:
             # the first generation's cost counts too
             self.trace.add_tokens(gen.evaluated, gen.reused, len(gen.tokens), gen.prompt_tokens, kind="answer")
             self.trace.timings_ms["answer_decode"] += gen.prefill_ms + gen.decode_ms
             options["repeat_penalty"] = max(RETRY_PENALTY, s.repeat_penalty)
-            gen, guard = self._guarded(backend, prompt, max_tokens, lead, options, apart, claims)
+            gen, guard = self._guarded(backend, prompt, max_tokens, lead, options, apart, claims, verdicts)
             self.trace.repeated = "sent again" if guard.repeats_earlier else "regenerated"
         if guard.claims_memory:
             guard.text = _without_opening(guard.text, QUOTE_OPENING)
             self.trace.repeated = "quote opening dropped"
+        if guard.dropped_verdict:
+            self.trace.repeated = "verdict dropped"
         guard.flush()
         return gen, guard.text.strip()
 
     def _guarded(self, backend: ChatBackend, prompt: Sequence[int], max_tokens: int, lead: str, options: dict,
-                 apart: bool, claims: Sequence[str] = ()) -> tuple[Generation, RepetitionGuard]:
-        guard = RepetitionGuard(self.sink, self.earlier, claims)
+                 apart: bool, claims: Sequence[str] = (),
+                 verdicts: Sequence[str] = ()) -> tuple[Generation, RepetitionGuard]:
+        guard = RepetitionGuard(self.sink, self.earlier, claims, verdicts)
         feed: TextCallback = guard
         if lead:
             guard(lead)

@@ -13,6 +13,12 @@ before it) and then quotes what nobody said; given that opening (``claims``), th
 it may still begin so and says when it did (``claims_memory``): it is generated again as a repeat is, and what
 still opens so loses the opening.
 
+Nor may such an answer say what only memory's verdict says: after the replies before it, a small model goes on
+from its own answer into "I don't remember that: it was not mentioned in our conversation..." (a general question
+answered, then the verdict copied). Given that verdict (``verdicts``), the guard stops where it begins after other
+text and keeps what came before (``dropped_verdict``), holding back the words that may still turn out to begin it.
+An answer that opens with it is left alone: it states nothing made up.
+
 It also loops across turns: in a chat, SmolLM2 gave "I'm sorry for any confusion, but as a dental
 professional…" word for word to four different questions in a row. Given the conversation's last replies
 (``earlier_replies``), the guard holds an answer back while it is still word for word the beginning of one
@@ -101,6 +107,11 @@ def repeated_sentence(text: str) -> str | None:
 _CUT_TRAIL = ",;:-"
 
 
+def _lowered(text: str) -> str:
+    """``text`` lowered and folded (``_fold``), a typographic apostrophe as a plain one ("don\u2019t": "don't")."""
+    return _fold(text.lower()).replace("\u2019", "'")
+
+
 def _fold(lowered: str) -> str:
     """``lowered`` with final sigma as sigma: ``str.lower`` picks "ς" or "σ" by what follows, the only
     lowering that depends on context, so comparing folded text ignores what has not arrived yet."""
@@ -155,10 +166,13 @@ class RepetitionGuard:
     drop) and releases it once the text diverges. What the callback saw is therefore always the
     beginning of ``text``, and after ``flush`` all of it; a streaming client never shows the loop."""
 
-    def __init__(self, inner: TextCallback | None = None, earlier: Sequence[str] = (), claims: Sequence[str] = ()):
+    def __init__(self, inner: TextCallback | None = None, earlier: Sequence[str] = (), claims: Sequence[str] = (),
+                 verdicts: Sequence[str] = ()):
         self.inner = inner
         self.earlier = tuple(earlier)  # ``earlier_replies``: held back while the answer may be one of them
         self.claims = tuple(_normal(c) for c in claims)  # openings it must not begin with (see ``claims_memory``)
+        self.verdicts = tuple(_lowered(v) for v in verdicts)  # what it must not go on into (``dropped_verdict``)
+        self.dropped_verdict = False
         self.raw = ""  # everything the model produced
         self.text = ""  # what the answer keeps
         self.tripped = False
@@ -180,6 +194,12 @@ class RepetitionGuard:
                 self._seen.add(sentence)
                 self._folded.append(_fold(sentence))
             self._done = match.end()
+        cut = self._verdict_start()
+        if cut is not None:
+            self.tripped = self.dropped_verdict = True
+            self.text = self.raw[:cut].rstrip().rstrip(_CUT_TRAIL).rstrip()
+            self.flush()
+            return True
         cut = loop_start(self.raw)
         if cut is not None:
             self.tripped = True
@@ -213,10 +233,31 @@ class RepetitionGuard:
             return 0
         if self.claims and self._sent == 0 and any(c.startswith(_normal(raw)[: len(c)]) for c in self.claims):
             return 0  # it may still open as a quote of the user's words (``claims_memory``)
+        begun = self._verdict_begun()
+        if begun is not None:  # the words that may still turn out to begin a verdict (``dropped_verdict``)
+            hold = min(hold, begun)
         # both stops strip what ends the kept text (spaces, line breaks, " ,;:-"): never send that yet
         while hold > self._sent and (raw[hold - 1].isspace() or raw[hold - 1] in _CUT_TRAIL):
             hold -= 1
         return hold
+
+    def _verdict_start(self) -> int | None:
+        """Where a verdict begins after other text (an offset in the lowered text, as ``loop_start``'s cut is)."""
+        lowered = _lowered(self.raw)
+        found = [m.start() for v in self.verdicts for m in re.finditer(re.escape(v), lowered)
+                 if m.start() > 0 and not lowered[m.start() - 1].isalnum()]
+        return min(found) if found else None
+
+    def _verdict_begun(self) -> int | None:
+        """The start of the last words of ``raw`` that begin a verdict (after other text), or None."""
+        if not self.verdicts:
+            return None
+        lowered = _lowered(self.raw)
+        longest = max(len(v) for v in self.verdicts)
+        for m in _WORD.finditer(lowered, max(1, len(lowered) - longest)):
+            if any(v.startswith(lowered[m.start():]) for v in self.verdicts):
+                return m.start()
+        return None
 
     @property
     def repeats_earlier(self) -> bool:

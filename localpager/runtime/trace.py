@@ -125,7 +125,9 @@ class Trace:
     # why the answer's generation ended: "eos", "length" (its max tokens cut it), "grammar" or "caller"
     stopped: str = ""
     # "regenerated": the answer came out word for word one of the conversation's last replies (to other questions)
-    # and was generated again with a penalty on repeated tokens (``runtime.guard``); "sent again": so did that one
+    # and was generated again with a penalty on repeated tokens (``runtime.guard``); "sent again": so did that one;
+    # "quote opening dropped": it still opened as a fact answer; "verdict dropped": it went on into "I don't remember
+    # that" and was ended where that began
     repeated: str = ""
     citations: list[Citation] = field(default_factory=list)
     tokens: dict[str, Any] = field(default_factory=_new_tokens)

@@ -207,3 +207,37 @@ def test_the_guard_holds_only_what_could_still_repeat():
     assert guard(" Yes sir") and guard.text == "Yes sir."
     guard.flush()
     assert "".join(shown) == "Yes sir."  # the sentence guard had already streamed "Yes sir. Yes sir."
+
+
+VERDICT = "I don't remember that"
+
+
+def _fed(text: str, step: int = 3) -> tuple[RepetitionGuard, str]:
+    shown: list[str] = []
+    guard = RepetitionGuard(shown.append, verdicts=(VERDICT,))
+    for i in range(0, len(text), step):
+        if guard(text[i : i + step]):
+            break
+    guard.flush()
+    return guard, "".join(shown)
+
+
+def test_an_answer_that_goes_on_into_memorys_verdict_ends_where_it_begins_and_never_streams_it():
+    answer = ("Fill the kettle with half water, half vinegar, and boil it. I don\u2019t remember that: it was not "
+              "mentioned in our conversation, or it was forgotten.")
+    guard, shown = _fed(answer)
+    assert guard.dropped_verdict and guard.tripped
+    assert guard.text == shown == "Fill the kettle with half water, half vinegar, and boil it."
+    for step in (1, 2, 5, 11):  # however the model streams it, no word of the verdict reaches the client
+        assert "don" not in _fed(answer, step)[1]
+
+
+def test_words_that_only_begin_like_the_verdict_are_released_and_an_answer_opening_with_it_is_left_alone():
+    guard, shown = _fed("Boil it twice. I don't think vinegar harms the kettle.")
+    assert not guard.dropped_verdict and shown == guard.text == "Boil it twice. I don't think vinegar harms the kettle."
+    guard, shown = _fed("I don't remember that: it was not mentioned in our conversation.")
+    assert not guard.dropped_verdict and shown == "I don't remember that: it was not mentioned in our conversation."
+    guard, shown = _fed("Hi don't remember that either.")  # not at a word's start
+    assert not guard.dropped_verdict
+    guard, shown = _fed("Boil it twice. I")  # the end of the answer releases what was held
+    assert shown == "Boil it twice. I"

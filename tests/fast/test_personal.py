@@ -139,3 +139,17 @@ def test_a_question_naming_someone_who_speaks_asks_what_they_told(chatty):
     assert not asks_for_value(question) and not selector.asks_for_value(question)  # the frame alone reads as help
     assert selector.names_speaker(question, conv.pager)  # ... but John speaks here
     assert not selector.names_speaker("How do I stop my dog pulling on the lead?", conv.pager)
+
+
+def test_an_answer_from_the_chats_own_prompt_does_not_go_on_into_memorys_verdict(fake_pager):
+    """After "I don't remember that" replies, a small model answers a general question and then copies the verdict:
+    the answer ends where the verdict begins, and the trace says it was dropped."""
+    backend = ScriptedBackend()
+    tail = NOT_REMEMBERED.replace("'", "\u2019")  # however its apostrophe is written
+    backend.fallback = lambda prompt, grammar: (shortest_sentence(grammar) if grammar
+                                                else f"Boil water and vinegar in it, then rinse. {tail}")
+    lp = fake_pager(backend=backend)
+    streamed: list[str] = []
+    answer = lp.conversation("c", create=True).ask("How do I descale a kettle?", on_text=streamed.append)
+    assert answer.trace.decision == "answer" and answer.trace.repeated == "verdict dropped"
+    assert answer.answer == "".join(streamed) == "Boil water and vinegar in it, then rinse."
