@@ -90,13 +90,19 @@ class PairBank:
 
     def fits(self, embed: Callable[[list[str]], np.ndarray]) -> bool:
         """Whether ``embed`` is the embedder the bank's vectors come from."""
-        if not self.probe or not len(self.messages):
-            return False
-        live = np.asarray(embed([self.probe]), dtype=np.float32)[0]
-        if live.shape != self.messages[0].shape:
-            return False
-        live = live / max(float(np.linalg.norm(live)), 1e-9)
-        return float(live @ self.messages[0]) >= SAME_EMBEDDER
+        return bool(len(self.messages)) and same_embedder(embed, self.probe, self.messages[0])
+
+
+def same_embedder(embed: Callable[[list[str]], np.ndarray], probe: str, stored: np.ndarray | None) -> bool:
+    """Whether ``embed`` gives ``probe`` the vector ``stored`` (a unit vector, as a fitted file keeps it): the
+    embedder a model over its vectors was fitted with."""
+    if not probe or stored is None:
+        return False
+    live = np.asarray(embed([probe]), dtype=np.float32)[0]
+    if live.shape != stored.shape:
+        return False
+    live = live / max(float(np.linalg.norm(live)), 1e-9)
+    return float(live @ stored) >= SAME_EMBEDDER
 
 
 def unmet_by(cut: dict[str, float], needed: float, nearest: float, paired: float, probability: float) -> bool:

@@ -24,7 +24,7 @@ import numpy as np
 from ..core.claims import mask_quotes
 from ..core.personal import personal_model
 from ..core.text import is_question
-from .fact_pairs import SAME_EMBEDDER  # the live vector of a probe against the stored one: the same embedder
+from .fact_pairs import same_embedder
 
 MODEL_FILE = "personal_vectors.json"
 FRAME_LOGIT = 8.0  # the frame model's log-odds, bounded: a frame it is sure of should not swamp the meaning
@@ -53,10 +53,7 @@ class VectorQuestionModel:
 
     def fits(self, embed: Callable[[list[str]], np.ndarray]) -> bool:
         """Whether ``embed`` is the embedder the model was fitted with (its vector of the probe question)."""
-        if self.probe_vector is None or not self.probe:
-            return False
-        live = _unit(np.asarray(embed([self.probe]), dtype=np.float32)[0])
-        return live.shape == self.probe_vector.shape and float(live @ self.probe_vector) >= SAME_EMBEDDER
+        return same_embedder(embed, self.probe, self.probe_vector)
 
     def to_json(self) -> dict:
         return {"bias": self.bias, "frame": self.frame, "threshold": self.threshold, "probe": self.probe,
