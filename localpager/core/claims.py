@@ -51,9 +51,12 @@ _TOKEN = re.compile(r"[a-z0-9]+(?:['\u2019][a-z]+)?|[?!:;]|\u00abquote\u00bb")
 
 
 def mask_quotes(text: str) -> str:
-    """``text`` with every quoted utterance replaced by ``QUOTE``; quoted names and titles are kept."""
+    """``text`` with every quoted utterance replaced by ``QUOTE``; quoted names and titles are kept. A quotation
+    after a colon is what someone said or wrote, whatever its words ('My friend said: "the plumber is 555-0111"')."""
     def masked(m: re.Match) -> str:
-        if _PAIRS.get(m["open"]) != m["close"] or not _UTTERANCE.search(m["body"]):
+        if _PAIRS.get(m["open"]) != m["close"]:
+            return m[0]
+        if not _UTTERANCE.search(m["body"]) and not text[:m.start()].rstrip().endswith(":"):
             return m[0]
         return QUOTE
     return _QUOTED.sub(masked, text)

@@ -42,8 +42,9 @@ from .text import CONTACT, NAME_MID_SENTENCE, content_words, fold_plural, senten
 # clause leaning on the one before keeps the whole sentence as its text (``_clause_facts``). 9: a user's claim
 # that something of theirs changed, told as an event (``changed_fact``). 10: a user's line after a correcting
 # label needs no first person (``stated_fact``'s ``corrects``). 11: the fact model reads content words, fitted on
-# 32 kinds more (``claims.fact_model``).
-FACTS_VERSION = 11
+# 32 kinds more (``claims.fact_model``). 12: a user's line giving a contact needs no first person (``stated_fact``);
+# a quotation after a colon is someone's words (``claims.mask_quotes``).
+FACTS_VERSION = 12
 KINDS = ("avoid", "diet", "medicine", "constraint", "preference", "person", "pet", "family", "schedule", "plan",
          "number", "budget", "identity", "stated")
 # A fact the cues below have no words for, found by the fact model (``claims.states_fact``): whatever it is about.
@@ -265,9 +266,11 @@ def _after_label(sentence: str) -> str | None:
 
 def _claims(line: str) -> bool:
     """``claims.is_claim``, of what follows a label too: "Update: imagine I'm not allergic to sesame." claims
-    nothing, though its label hides the "imagine" from a reading of the whole."""
+    nothing, though its label hides the "imagine" from a reading of the whole; nor does what follows a label that
+    opens asking for work (``_TASK``: "Translate to French: my number is 555-0100.", where the statement's words
+    outweigh the request's in the model's sum; "Heads up for any recipe ideas: I only eat halal." is a note)."""
     found = _labelled(line)
-    return is_claim(line) and (found is None or is_claim(found[1]))
+    return is_claim(line) and (found is None or (is_claim(found[1]) and not _TASK.match(found[0].strip())))
 
 
 def stated_fact(sentence: str, user: bool = True, corrects: bool = False) -> FactDraft | None:
@@ -275,9 +278,12 @@ def stated_fact(sentence: str, user: bool = True, corrects: bool = False) -> Fac
     ("We keep chickens on our allotment."), of kind ``stated``. A chat's ``user`` says it in the first person (an
     app's text in a user turn states nothing about them); a transcript's speaker may speak of their world without
     one when the line names something particular (``_specific``); so may a user whose line opens with a label
-    saying it corrects what they told (``corrects``: "Change of plan on code: Rust only from here on.")."""
+    saying it corrects what they told (``corrects``: "Change of plan on code: Rust only from here on."), or that
+    gives a way to reach someone (a phone number, an e-mail: "From May the rent goes to Ravi Mensah, 555-0906."): a
+    contact given is kept to be used, whoever it belongs to."""
     line = _statement(sentence)
-    if (not line or not (_FIRST_PERSON.search(line) or ((not user or corrects) and _specific(line)))
+    if (not line or not (_FIRST_PERSON.search(line) or ((not user or corrects) and _specific(line))
+                         or (user and _CONTACT.search(line)))
             or not _claims(line) or not states_fact(line)):
         return None
     return FactDraft(STATED, subject_of(line, STATED), _shorten(line))

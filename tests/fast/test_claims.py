@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from localpager.core.claims import QUOTE, ClaimModel, default_model, features, mask_quotes
+from localpager.core.claims import QUOTE, ClaimModel, default_model, features, mask_quotes, states_fact
 from localpager.core.facts import extract, facts_of
 from localpager.core.records import Turn
 
@@ -69,9 +69,48 @@ def test_an_assistant_turn_is_never_evidence_of_a_fact():
     ("Our puppy is called \"Noodle\".", "Our puppy is called \"Noodle\"."),  # a quoted name stays
     ("My favourite book is 'The Name of the Wind'.", "My favourite book is 'The Name of the Wind'."),  # a title
     ("I'm sure it's James' car, I'm not kidding.", "I'm sure it's James' car, I'm not kidding."),  # apostrophes
+    ('My neighbour wrote: "the vet is 555-0133"', f"My neighbour wrote: {QUOTE}"),  # after a colon: said, whatever
+    ('Her note: \u201cthe dog walker comes on Mondays\u201d', f"Her note: {QUOTE}"),
 ])
 def test_quoted_utterances_are_masked_and_names_kept(text, masked):
     assert mask_quotes(text) == masked
+
+
+@pytest.mark.parametrize("sentence", ['My neighbour wrote: "the vet is 555-0133"',
+                                      'Her voicemail said: "call the garage on 555-0178 tomorrow"'])
+def test_a_quotation_after_a_colon_is_no_fact_whatever_its_words(sentence):
+    assert extract(user(sentence)) == []
+
+
+@pytest.mark.parametrize("sentence", ["The piano tuner, Olek Nowak, is on 555-0188.",
+                                      "From April the allotment fees go to Sunita Rao, sunita.rao@example.org."])
+def test_a_contact_the_user_gives_is_a_fact_without_a_first_person(sentence):
+    assert states_fact(sentence)  # the fact model says it stays true; a first person was all it lacked
+    (fact,) = extract(user(sentence))
+    assert fact.text == sentence
+
+
+@pytest.mark.parametrize("sentence", ["Can you ring 555-0147 and ask if they're open?",
+                                      "Imagine my number were 555-0101.",
+                                      "Is 555-0123 the dentist's number?"])
+def test_a_contact_in_a_question_request_or_hypothetical_is_no_fact(sentence):
+    assert extract(user(sentence)) == []
+
+
+@pytest.mark.parametrize("sentence", ["Translate to French: my number is 555-0100.",
+                                      "Rewrite politely: my landlord is Ravi Mensah, 555-0906.",
+                                      "Summarise for my boss: I'm off every Friday from now on."])
+def test_what_follows_a_label_asking_for_work_is_no_fact_and_replaces_none(sentence):
+    assert extract(user(sentence)) == []
+    facts = facts_of([user("My number is 555-0199.", 0), user(sentence, 1)])
+    assert [f.text for f in facts if f.current] == ["My number is 555-0199."]
+
+
+@pytest.mark.parametrize("sentence", ["Worth knowing before any recipe ideas: I keep kosher.",
+                                      "Note for the translation work later: I live in Ghent."])
+def test_a_note_s_label_that_only_mentions_work_still_states_its_fact(sentence):
+    (fact,) = extract(user(sentence))
+    assert fact.text == sentence
 
 
 def test_a_quoted_name_still_states_its_fact():
