@@ -529,3 +529,40 @@ def test_a_question_that_states_a_situation_first_is_still_answered_from_the_fac
 def test_a_clause_that_leans_on_the_one_before_keeps_the_sentence(said, text):
     (fact,) = extract(Turn("user", said, 0))
     assert fact.text.rstrip(".") == text.rstrip(".")
+
+
+# --- the newer of two alike facts (``retrieval.facts.newer_alike``): its rule on hand-made vectors --------------
+def _alike_case(new_text: str, kind: str = "stated", speaker: str | None = None, fact_cosine: float = 0.5):
+    """Three facts (the asked one, an unrelated one, a later one) with unit vectors at ``fact_cosine`` apart."""
+    import numpy as np
+
+    from localpager.core.facts import StandingFact as Fact
+
+    facts = [Fact(1, 0, "stated", "", "Our cleaner is Dolores, 555-0121."), Fact(2, 2, "avoid", "", "I'm vegan."),
+             Fact(3, 4, kind, "", new_text, speaker=speaker)]
+    other = np.sqrt(1 - fact_cosine ** 2)
+    vectors = np.array([[1.0, 0.0, 0.0], [0.0, 0.0, 1.0], [fact_cosine, other, 0.0]])
+    return facts, vectors
+
+
+def test_a_later_fact_telling_a_change_answers_in_place_of_an_alike_older_one():
+    import numpy as np
+
+    from localpager.retrieval.facts import newer_alike
+
+    facts, vectors = _alike_case("She retired, so Ines Mora does the cleaning now, 555-0187.")
+    question = "Who cleans the house for us?"
+    assert newer_alike(question, facts, 0, np.array([0.60, 0.10, 0.50]), vectors) == 2
+    # not when it is much further from the question, far from the older fact, of another kind or speaker, or
+    # when it tells no change (two values that both stand: two allergies, two friends)
+    assert newer_alike(question, facts, 0, np.array([0.80, 0.10, 0.50]), vectors) is None
+    far, far_vectors = _alike_case(facts[2].text, fact_cosine=0.2)
+    assert newer_alike(question, far, 0, np.array([0.60, 0.10, 0.50]), far_vectors) is None
+    other_kind, _ = _alike_case(facts[2].text, kind="person")
+    assert newer_alike(question, other_kind, 0, np.array([0.60, 0.10, 0.50]), vectors) is None
+    other_speaker, _ = _alike_case(facts[2].text, speaker="Jon")
+    assert newer_alike(question, other_speaker, 0, np.array([0.60, 0.10, 0.50]), vectors) is None
+    no_change, _ = _alike_case("Ines Mora does the cleaning on Fridays, 555-0187.")
+    assert newer_alike(question, no_change, 0, np.array([0.60, 0.10, 0.50]), vectors) is None
+    # the older one said later is never taken for the newer
+    assert newer_alike(question, facts, 2, np.array([0.50, 0.10, 0.60]), vectors) is None
