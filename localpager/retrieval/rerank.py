@@ -297,12 +297,12 @@ class RerankSelector(PageSelector):
         cut = self.facts.pairs().unmet
         return Answerability(False, found["needed"], cut["needed"], {"never_told": 1.0, **found})
 
-    def names_speaker(self, question: str, pager: Pager) -> bool:
+    def speakers_named(self, question: str, pager: Pager) -> list[str]:
         """``retrieval.answerable``'s reading of the names a question gives (capitalised mid-sentence) against who
         speaks in the conversation (the ranking's table of the turns keeps them as turns arrive)."""
         if not _names(question):  # most of a chat's questions: no table needed
-            return False
-        return bool(speakers_named(question, sorted(self.lexical.table(pager.turns).speakers)))
+            return []
+        return speakers_named(question, sorted(self.lexical.table(pager.turns).speakers))
 
     def is_task(self, question: str) -> bool:
         """The recall gate's reading of a task ("help me write …", "can you plan …")."""

@@ -13,21 +13,26 @@ no evidence: an earlier reply that made a value up would otherwise vouch for it.
 passes: it invents nothing a later answer could cite. But a question asking for something the user told has only
 what they said for an answer: one taking no word from the recalled lines beyond the question's own ("The answer is
 \"The morning walk\"", "Your answer is too long and doesn't provide any useful information.") answers from
-nothing, and is replaced too (``takes_from``).
+nothing, and is replaced too (``takes_from``). So is an answer about what a named person told that takes no word
+from what that person said among the recalled lines (``check``'s ``told_by``): LoCoMo's questions about something
+never said name one of its two people for what the other told ("What design is featured on Dave's guitar?"),
+and the ranking finds the other's lines; an answer from them ("The design on Calvin's guitar ...") is theirs.
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Sequence
+from typing import Collection, Sequence
 
+from ..core import lexicon
 from ..core.records import Turn
 from ..core.text import NAME_MID_SENTENCE, content_words, tokenize_words
 from .prompts import turn_line
 from .selector import Injection
 
 _DIGITS = re.compile(r"\d+")
+_POLAR = lexicon.pattern("polar")  # "No, they are not."
 # a list's numbering ("Basil: 1. Water it ... 2. ..."), at the start or after a line break or a sentence's end
 _ENUMERATOR = re.compile(r"(?:^|(?<=[\n:;.!?]))\s*\d{1,2}[.)]\s+")
 # a quotation mark: what follows it after a sentence's end opens a sentence (". \"This")
@@ -41,14 +46,19 @@ class Grounding:
 
     unsupported: list[str] = field(default_factory=list)
     takes: bool | None = None  # None: not asked
+    told_by: bool | None = None  # it takes a word from the named people's own lines; None: none named
 
     @property
     def grounded(self) -> bool:
-        return not self.unsupported and self.takes is not False
+        return not self.unsupported and self.takes is not False and self.told_by is not False
 
     def to_dict(self) -> dict:
         found = {"grounded": self.grounded, "unsupported": self.unsupported}
-        return found if self.takes is None else {**found, "takes_from_notes": self.takes}
+        if self.takes is not None:
+            found["takes_from_notes"] = self.takes
+        if self.told_by is not None:
+            found["takes_from_named"] = self.told_by
+        return found
 
 
 def values(answer: str) -> list[str]:
@@ -60,11 +70,19 @@ def values(answer: str) -> list[str]:
     return _DIGITS.findall(answer) + [m[0] for m in NAME_MID_SENTENCE.finditer(answer)]
 
 
-def evidence(turns: Sequence[Turn], injections: Sequence[Injection], clock: bool = False) -> str:
+def evidence(turns: Sequence[Turn], injections: Sequence[Injection], clock: bool = False,
+             speakers: Collection[str] = ()) -> str:
     """The recalled lines a person said (a user's turn, or a transcript's named speaker's), as the notes show them:
-    what an answer about the user may take a value from."""
+    what an answer about the user may take a value from. ``speakers`` (lower case): only the lines these people
+    said (a full name's by its first name too)."""
+    firsts = {n.split()[0] for n in speakers if n}
     return "\n".join(turn_line(turns[i], inj.labels.get(i, ""), clock) for inj in injections for i in inj.turns
-                     if turns[i].role != "assistant" or turns[i].speaker)
+                     if (turns[i].role != "assistant" or turns[i].speaker)
+                     and (not firsts or _said_by(turns[i], firsts)))
+
+
+def _said_by(turn: Turn, firsts: set[str]) -> bool:
+    return bool(turn.speaker) and turn.speaker.lower().split()[0] in firsts
 
 
 def takes_from(answer: str, notes: str, question: str) -> bool:
@@ -75,12 +93,16 @@ def takes_from(answer: str, notes: str, question: str) -> bool:
     return bool((terms(answer) - terms(question)) & terms(notes))
 
 
-def check(answer: str, notes: str, question: str, value: bool = False) -> Grounding:
+def check(answer: str, notes: str, question: str, value: bool = False, told_by: str | None = None) -> Grounding:
     """Which values of ``answer`` neither ``notes`` (what the model read) nor ``question`` holds (``check_values``);
-    with ``value`` (the question asks for something told), whether it takes anything from the notes too."""
+    with ``value`` (the question asks for something told), whether it takes anything from the notes too; with
+    ``told_by`` (the lines of the people the question names, ``evidence``'s ``speakers``), whether it takes
+    anything from those."""
     found = check_values(answer, notes, question)
     if value:
         found.takes = takes_from(answer, notes, question)
+    if told_by is not None:  # a yes or a no answers whether, in no word of anyone's
+        found.told_by = takes_from(answer, told_by, question) or bool(_POLAR.match(answer))
     return found
 
 

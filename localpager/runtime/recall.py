@@ -281,8 +281,8 @@ class Runtime:
         keep = prefixes.kept_parts(backend, layout, notes, recent, answer_prompt)
         # an answer about the user's own life, or about what a transcript's person told, is held back whole and
         # checked against what it was shown (a date chosen under the constraint is one the notes hold)
-        held = dates is None and s.abstain and (a.selector.asks_about_self(question)
-                                                or a.selector.names_speaker(question, a.pager))
+        named = a.selector.speakers_named(question, a.pager) if dates is None and s.abstain else []
+        held = dates is None and s.abstain and (a.selector.asks_about_self(question) or bool(named))
         sink, a.sink = a.sink, (None if held else a.sink)
         try:
             gen, text = a.generate(backend, answer_prompt, s.max_answer_tokens, constraint=dates, keep=keep)
@@ -295,8 +295,9 @@ class Runtime:
             # with a day relative to when it was said ("yesterday"), which is no content word: its digits are checked
             told = (a.selector.asks_about_self(question) and a.selector.asks_for_value(question)
                     and not asks_when(question))
-            found = grounding.check(text, grounding.evidence(pager.turns, injections, wants_clock(question)), question,
-                                    value=told)
+            clock = wants_clock(question)
+            found = grounding.check(text, grounding.evidence(pager.turns, injections, clock), question, value=told,
+                                    told_by=grounding.evidence(pager.turns, injections, clock, named) if named else None)
             trace.grounding = found.to_dict()
             if not found.grounded:  # the turns were injected and read: only the answer is not memory
                 self._not_remembered(a, [], NOT_IN_WHAT_I_FOUND)

@@ -101,7 +101,11 @@ class PageSelector:
     def names_speaker(self, question: str, pager: Pager) -> bool:
         """Whether ``question`` names someone who speaks in ``pager``'s conversation (a transcript's person): it
         asks what they told, as a question about the user asks what the user told (never by default)."""
-        return False
+        return bool(self.speakers_named(question, pager))
+
+    def speakers_named(self, question: str, pager: Pager) -> list[str]:
+        """The people ``question`` names who speak in ``pager``'s conversation, lower case (none by default)."""
+        return []
 
     def is_task(self, question: str) -> bool:
         """Whether ``question`` asks for work to be done ("help me write …"), not for what was said."""

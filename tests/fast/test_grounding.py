@@ -93,10 +93,22 @@ def test_an_answer_about_a_transcript_s_person_that_makes_a_value_up_is_not_reme
     result = _transcript(fake_pager, "Calvin worked on a 2018 Toyota Corolla.").ask(
         "What type of car did Calvin work on during the workshop?")
     assert result.answer == NOT_IN_WHAT_I_FOUND
-    assert result.trace.grounding == {"grounded": False, "unsupported": ["2018", "Toyota Corolla"]}
+    assert result.trace.grounding["unsupported"] == ["2018", "Toyota Corolla"]
     told = _transcript(fake_pager, "Calvin fixed an old Mustang.").ask("What car did Calvin fix?")
     assert told.answer == "Calvin fixed an old Mustang."
-    assert told.trace.grounding == {"grounded": True, "unsupported": []}
+    assert told.trace.grounding == {"grounded": True, "unsupported": [], "takes_from_named": True}
+
+
+def test_an_answer_about_a_transcript_s_person_from_what_the_other_told_is_not_remembered(fake_pager):
+    """LoCoMo's questions about something never said name one of its two people for what the other told ("What
+    design is featured on Dave's guitar?" of Calvin's guitar): an answer taking nothing from the named person's own
+    recalled lines is theirs, not what the named one told."""
+    result = _transcript(fake_pager, "Dave fixed an old Mustang at the workshop.").ask(
+        "What car did Dave fix at the workshop?")
+    assert result.answer == NOT_IN_WHAT_I_FOUND
+    assert result.trace.grounding == {"grounded": False, "unsupported": [], "takes_from_named": False}
+    polar = _transcript(fake_pager, "No, he did not.").ask("Did Dave fix a car at the workshop?")
+    assert polar.answer == "No, he did not."  # a yes or a no takes no word from anyone's lines
 
 
 def test_a_general_question_is_not_checked(fake_pager):
