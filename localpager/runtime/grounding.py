@@ -15,8 +15,9 @@ what they said for an answer: one taking no word from the recalled lines beyond 
 \"The morning walk\"", "Your answer is too long and doesn't provide any useful information.") answers from
 nothing, and is replaced too (``takes_from``). So is an answer about what a named person told that takes no word
 from what that person said among the recalled lines (``check``'s ``told_by``): LoCoMo's questions about something
-never said name one of its two people for what the other told ("What design is featured on Dave's guitar?"),
-and the ranking finds the other's lines; an answer from them ("The design on Calvin's guitar ...") is theirs.
+never said name one of its two people for what the other told, or for nothing ("What design is featured on Dave's
+guitar?"); the recall finds lines of theirs about something else, and the answer ("The design on Calvin's guitar is
+a unique and special guitar.") is made of the question's words and the model's, not of what they told.
 """
 
 from __future__ import annotations
