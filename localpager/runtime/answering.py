@@ -17,11 +17,11 @@ from ..core.facts import StandingFact
 from ..core.pager import Pager
 from .guard import RETRY_PENALTY, RepetitionGuard
 from .prompts import NOT_REMEMBERED, QUOTE_OPENING
-
-VERDICT = NOT_REMEMBERED.split(":")[0]  # "I don't remember that": what only memory's verdict says
 from .selector import PageSelector
 from .settings import RecallSettings
 from .trace import Trace
+
+VERDICT = NOT_REMEMBERED.split(":")[0]  # "I don't remember that": what only memory's verdict says
 
 
 @dataclass

@@ -243,6 +243,8 @@ class RepetitionGuard:
 
     def _verdict_start(self) -> int | None:
         """Where a verdict begins after other text (an offset in the lowered text, as ``loop_start``'s cut is)."""
+        if not self.verdicts:  # most answers are given none: no lowering of the whole text at every piece
+            return None
         lowered = _lowered(self.raw)
         found = [m.start() for v in self.verdicts for m in re.finditer(re.escape(v), lowered)
                  if m.start() > 0 and not lowered[m.start() - 1].isalnum()]

@@ -281,8 +281,9 @@ class Runtime:
         keep = prefixes.kept_parts(backend, layout, notes, recent, answer_prompt)
         # an answer about the user's own life, or about what a transcript's person told, is held back whole and
         # checked against what it was shown (a date chosen under the constraint is one the notes hold)
-        named = a.selector.speakers_named(question, a.pager) if dates is None and s.abstain else []
-        held = dates is None and s.abstain and (a.selector.asks_about_self(question) or bool(named))
+        checked = dates is None and s.abstain
+        named = a.selector.speakers_named(question, a.pager) if checked else []
+        held = checked and (a.selector.asks_about_self(question) or bool(named))
         sink, a.sink = a.sink, (None if held else a.sink)
         try:
             gen, text = a.generate(backend, answer_prompt, s.max_answer_tokens, constraint=dates, keep=keep)
