@@ -11,7 +11,9 @@ from helpers import Recording
 
 from localpager.core.pager import PagingConfig
 from localpager.memory.api import LocalPager
-from localpager.runtime.grounding import values
+from localpager.core import lexicon
+from localpager.runtime.grounding import takes_from, values
+from localpager.runtime.prompts import NOT_IN_WHAT_I_FOUND
 from localpager.runtime.settings import RecallSettings
 
 pytestmark = [pytest.mark.model, pytest.mark.embedder]
@@ -71,3 +73,23 @@ def test_a_question_about_what_the_other_speaker_said_is_not_remembered(transcri
     assert (gap < 0) == said_by_other, gap
     if said_by_other:
         assert t.decision == "unknown" and t.answerable["answer"] is False
+
+
+@pytest.mark.parametrize("question, name", [("What car did Calvin rebuild at the workshop?", "Calvin"),
+                                            ("What is Dave's band rehearsing for?", "Dave"),
+                                            ("What did Dave paint the Mustang with?", "Dave")])
+def test_a_recalled_answer_about_a_person_uses_their_own_words(transcript, question, name):
+    """An answer about what one of the transcript's people told takes a word from what that person said among the
+    recalled turns, or is "not remembered" (``grounding``'s ``takes_from_named``; the last question asks of Dave
+    what Calvin told). Checked on the trace, not on the model's words."""
+    t = transcript.ask(question).trace
+    if t.grounding is None:  # not answered from a recall (a standing fact, the floor, or no recall)
+        assert t.decision in ("fact", "answer", "unknown")
+        return
+    assert "takes_from_named" in t.grounding  # the question names a speaker: the check was made
+    if t.decision == "unknown":
+        assert t.answer == NOT_IN_WHAT_I_FOUND and not t.grounding["grounded"]
+        return
+    own = "\n".join(c.text for c in t.citations if c.speaker == name)
+    assert t.grounding["takes_from_named"] and (takes_from(t.answer, own, question)
+                                                or lexicon.pattern("polar").match(t.answer)), t.answer
