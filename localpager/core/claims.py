@@ -37,7 +37,7 @@ from functools import lru_cache
 from importlib import resources
 
 from .lexicon import pattern
-from .text import is_stopword
+from .text import is_question, is_stopword
 
 QUOTE = "\u00abquote\u00bb"  # what a masked quotation reads as
 _PAIRS = {'"': '"', "\u201c": "\u201d", "\u201e": "\u201c", "\u00ab": "\u00bb", "\u2018": "\u2019", "'": "'"}
@@ -130,6 +130,13 @@ def fact_model() -> ClaimModel:
 def is_claim(sentence: str) -> bool:
     """Whether ``sentence`` (quotations masked) asserts something, by the shipped model."""
     return default_model().is_claim(sentence)
+
+
+def is_request(message: str) -> bool:
+    """Whether ``message`` asks for something without a question's form: it is no question, and the claim model
+    reads no claim in it ("Put together a meal plan for my week.", "Plan my weekend around the market."). A request
+    in any words: a list of request phrasings knows only those it lists."""
+    return not is_question(message) and not is_claim(message)
 
 
 def states_fact(sentence: str) -> bool:

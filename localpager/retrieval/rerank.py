@@ -29,6 +29,7 @@ import numpy as np
 
 from ..core.answer_types import asks_for_several
 from ..core.answer_types import match as type_match
+from ..core.claims import is_request
 from ..core.facts import CORRECTION_CUE, StandingFact
 from ..core.pager import Pager
 from ..core.personal import asks_for_value
@@ -305,8 +306,10 @@ class RerankSelector(PageSelector):
         return speakers_named(question, sorted(self.lexical.table(pager.turns).speakers))
 
     def is_task(self, question: str) -> bool:
-        """The recall gate's reading of a task ("help me write …", "can you plan …")."""
-        return bool(message_features(question).task)
+        """A task: the recall gate's reading of one ("help me write …", "can you plan …"), or a message that
+        neither asks nor claims anything (``claims.is_request``, a learned reading: "Put together a meal plan for my
+        week.", "Plan my weekend around the market."): a request in any words, not only the lexicon's."""
+        return bool(message_features(question).task) or is_request(question)
 
     def answerable(self, question: str, pager: Pager, injections: Sequence[Injection]) -> Answerability:
         """Whether what a recall found answers ``question`` at all (``retrieval.answerable``), judged on the

@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import pytest
 
-from localpager.core.claims import QUOTE, ClaimModel, default_model, features, mask_quotes, states_fact
+from localpager.core.claims import (QUOTE, ClaimModel, default_model, features, is_request, mask_quotes,
+                                    states_fact)
 from localpager.core.facts import extract, facts_of
 from localpager.core.records import Turn
+from localpager.retrieval.gate import message_features
 
 TRUE_ALLERGY = "I'm badly allergic to sesame and carry an EpiPen everywhere."
 
@@ -181,3 +183,22 @@ def test_the_name_a_transcript_line_addresses_is_left_out_of_its_fact():
 def test_a_chat_user_s_stated_fact_is_about_them():
     """Text an app puts in a user turn ("Turn 2 is about topic0.") says nothing about the user."""
     assert extract(user("The report template is stored on the shared drive.")) == []
+
+
+@pytest.mark.parametrize("message", [
+    "Put together a meal plan for my coming week that suits me.",
+    "Plan my weekend around the farmers market.",
+    "Recommend a podcast about history.",
+    "Tell me my rent ceiling.",
+])
+def test_a_request_in_words_the_task_lexicon_lacks_is_read_as_one(message):
+    assert not message_features(message).task  # no word the lexicon lists
+    assert is_request(message)
+
+
+@pytest.mark.parametrize("message", [
+    "I keep a strict vegetarian diet.", "My new door code is 7730.", "Took the dog to the park at dawn.",
+    "What should I cook tonight?", "Remind me of my locker.",
+])
+def test_a_statement_or_a_question_is_no_request(message):
+    assert not is_request(message)

@@ -56,6 +56,22 @@ def test_a_question_that_depends_on_who_the_user_is_is_answered_from_the_fact(ch
     assert [c.turn for c in t.citations] == [2] and t.tokens["answer"]["generated"] == 0
 
 
+def test_a_request_in_words_no_list_names_is_answered_with_the_fact_and_the_models_work(chat):
+    # no question, no word of the task lexicon: the claim model reads that it asks rather than tells
+    lp, chat = chat
+    t = chat.ask("Plan a snack box for my long flight, skipping whatever I should stay away from.").trace
+    assert t.decision == "fact" and t.facts[0]["text"] == SESAME and t.facts[0]["probability"] >= 0.6
+    assert t.answer.startswith(f'You told me: "{SESAME}"')  # then what the model writes for the task, if anything
+    assert [c.turn for c in t.citations] == [2]
+    assert not chat.facts()[-1].text.startswith("Plan")  # and the request itself is no fact
+
+
+def test_a_general_request_reaches_no_fact(chat):
+    lp, chat = chat
+    t = chat.ask("Recommend a podcast about astronomy.").trace
+    assert t.decision != "fact" and t.facts == []
+
+
 def test_a_general_question_reaches_no_fact(chat):
     lp, chat = chat
     t = chat.ask("How long should I boil an egg for a runny yolk?").trace
