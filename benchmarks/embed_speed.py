@@ -30,7 +30,7 @@ from pathlib import Path
 import numpy as np
 
 from localpager.backends.cores import free_cores
-from localpager.backends.modelpaths import embedder_path
+from localpager.core.modelpaths import embedder_path
 from localpager.lab.synthetic import generate_dataset
 from localpager.retrieval.bert import NumpyBertEncoder
 from localpager.retrieval.embedder import Embedder

@@ -99,7 +99,7 @@ def main() -> int:
         print(json.dumps(worker(args.source, args.format, args.worker, args.store)))
         return 0
 
-    from localpager.backends.modelpaths import embedder_path
+    from localpager.core.modelpaths import embedder_path
     from localpager.lab.synthetic import generate_dataset
     from localpager.store.loaders import dump_jsonl
 

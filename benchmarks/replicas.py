@@ -56,7 +56,7 @@ MAX_TOKENS = 8
 
 # -- processes ----------------------------------------------------------------------------------------
 def start_model_server(folder: Path) -> tuple[subprocess.Popen, str]:
-    from localpager.backends.modelpaths import chat_model_path
+    from localpager.core.modelpaths import chat_model_path
 
     port = free_port()
     log = open(folder / "model-server.log", "wb")

@@ -21,7 +21,7 @@ from typing import Any, Sequence
 from .base import BackendError, ChatBackend, Generation, Message, TextCallback
 from .constraints import Constraint
 from .cores import free_cores
-from .modelpaths import chat_model_path
+from ..core.modelpaths import chat_model_path
 from .template import ChatTemplate, chosen_template
 
 DEFAULT_N_CTX = 2048

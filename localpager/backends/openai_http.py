@@ -336,7 +336,7 @@ class OpenAIHTTPBackend(ChatBackend):
 
     def _local_default(self) -> LocalTokenizer | None:
         """The default GGUF's tokenizer when the served model is that file (same name), else None."""
-        from .modelpaths import ModelNotFoundError, chat_model_path
+        from ..core.modelpaths import ModelNotFoundError, chat_model_path
 
         try:
             default = chat_model_path()

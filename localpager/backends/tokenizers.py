@@ -40,7 +40,7 @@ class LlamaTokenCounter:
 @lru_cache(maxsize=4)
 def counter_for(model_path: str | None = None) -> LlamaTokenCounter:
     """A cached tokenizer for ``model_path`` (default: the manifest's chat model)."""
-    from .modelpaths import chat_model_path
+    from ..core.modelpaths import chat_model_path
 
     return LlamaTokenCounter(chat_model_path(model_path))
 

@@ -63,7 +63,7 @@ def prepare_recall(conv, bars: Bars) -> None:
     """Embed the evicted turns a recall would search now, with a bar when that takes more than a second
     (a store never searched, or just imported); nothing when they are embedded already. A missing embedder
     is left for the recall itself to report."""
-    from ..backends.modelpaths import ModelNotFoundError
+    from ..core.modelpaths import ModelNotFoundError
 
     if not any(p.evicted for p in conv.pages):
         return

@@ -20,7 +20,7 @@ OPTIONAL_MODULES = {"matplotlib": "eval", "fastapi": "server", "uvicorn": "serve
 def friendly_errors():
     """Known failures become one-line errors; anything else stays a traceback (a bug to report)."""
     from ..backends.base import BackendError
-    from ..backends.modelpaths import ModelNotFoundError
+    from ..core.modelpaths import ModelNotFoundError
     from ..store.base import ConversationNotFound, StoreError
     from ..store.loaders import ConversationFileError
 

@@ -37,6 +37,7 @@ from functools import lru_cache
 from importlib import resources
 
 from .lexicon import pattern
+from .syntax import asks_for_work
 from .text import is_question, is_stopword
 
 QUOTE = "\u00abquote\u00bb"  # what a masked quotation reads as
@@ -134,9 +135,10 @@ def is_claim(sentence: str) -> bool:
 
 def is_request(message: str) -> bool:
     """Whether ``message`` asks for something without a question's form: it is no question, and the claim model
-    reads no claim in it ("Put together a meal plan for my week.", "Plan my weekend around the market."). A request
-    in any words: a list of request phrasings knows only those it lists."""
-    return not is_question(message) and not is_claim(message)
+    reads no claim in it ("Put together a meal plan for my week.") or its parse reads a request
+    (``syntax.asks_for_work``: "Describe the water cycle for a ten-year-old.", which the claim model takes for a
+    claim). A request in any words: a list of request phrasings knows only those it lists."""
+    return not is_question(message) and (not is_claim(message) or asks_for_work(message))
 
 
 def states_fact(sentence: str) -> bool:

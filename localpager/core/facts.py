@@ -31,6 +31,7 @@ from .answer_types import stated_types
 from .claims import is_claim, mask_quotes, states_fact
 from .dates import format_day
 from .records import Turn
+from .syntax import asks_for_work
 from .text import CONTACT, NAME_MID_SENTENCE, content_words, fold_plural, sentences
 
 # The extractor's version: a conversation whose facts an older one made gets them made again. 2: quotations and
@@ -43,8 +44,9 @@ from .text import CONTACT, NAME_MID_SENTENCE, content_words, fold_plural, senten
 # that something of theirs changed, told as an event (``changed_fact``). 10: a user's line after a correcting
 # label needs no first person (``stated_fact``'s ``corrects``). 11: the fact model reads content words, fitted on
 # 32 kinds more (``claims.fact_model``). 12: a user's line giving a contact needs no first person (``stated_fact``);
-# a quotation after a colon is someone's words (``claims.mask_quotes``).
-FACTS_VERSION = 12
+# a quotation after a colon is someone's words (``claims.mask_quotes``). 13: a request by its parse states no fact
+# (``syntax.asks_for_work``).
+FACTS_VERSION = 13
 KINDS = ("avoid", "diet", "medicine", "constraint", "preference", "person", "pet", "family", "schedule", "plan",
          "number", "budget", "identity", "stated")
 # A fact the cues below have no words for, found by the fact model (``claims.states_fact``): whatever it is about.
@@ -91,6 +93,7 @@ _WHEN = lexicon.pattern("when")  # a day of the week or a month, as a word
 _STORY_KINDS = frozenset({"preference", "family", "identity", "pet"})
 _PAST = lexicon.pattern("past")
 _STANDING = lexicon.pattern("standing")
+_MEMORY_CUE = lexicon.pattern("memory_cue")  # "remember", "don't forget": asking memory to keep it
 # The subject left out, as people write notes: "Allergic to strawberries, the serious kind.", "Vegetarian, btw."
 _ELIDED = lexicon.pattern("elided")
 # Words that only say which kind a statement is (or that it changed): not which slot it fills
@@ -205,8 +208,24 @@ def _extract(text: str, user: bool) -> tuple[FactDraft, ...]:
             here = _clause_facts(sentence, user)
         else:
             here = []
-        found += here or [d for d in (stated_fact(sentence, user) or changed_fact(sentence, user),) if d is not None]
+        here = here or [d for d in (stated_fact(sentence, user) or changed_fact(sentence, user),) if d is not None]
+        if here and not _asks_work(sentence):
+            found += here
     return tuple(found)
+
+
+def _asks_work(sentence: str) -> bool:
+    """Whether ``sentence`` (what follows its label, when it has one) is a request by its parse
+    (``syntax.asks_for_work``): "Schedule my piano lesson for Tuesdays at 5pm." tells no fact, though every cue
+    and the claim model took it for one; "Save this instead of the old one: plumber Ingrid Mensah, 555-0177."
+    asks to keep what follows its colon, which is read alone (a label of any length: what follows it is what is
+    said). A request that says it stands is a standing rule, a fact ("Never book me on Spirit.", "From now on,
+    answer in French.": the lexicon's ``standing`` words); one that asks memory to keep something is what memory
+    is for ("Please remember the number 4821.": its ``memory_cue`` words). Asked last, of a sentence that gave a
+    fact: a parse costs milliseconds."""
+    head, colon, rest = sentence.partition(": ")  # a label's colon, not a time's ("7:40")
+    said = rest.strip() if colon and len(rest.split()) >= 3 else sentence
+    return not _STANDING.search(said) and not _MEMORY_CUE.search(said) and asks_for_work(said)
 
 
 def _clause_facts(sentence: str, user: bool) -> list[FactDraft]:

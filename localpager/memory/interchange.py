@@ -137,7 +137,7 @@ class VectorFit:
     dropped: dict[str, int] = field(default_factory=dict)
 
     def _resolve(self) -> None:
-        from ..backends.modelpaths import ModelNotFoundError
+        from ..core.modelpaths import ModelNotFoundError
 
         held, self.held = self.held, None
         try:

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..backends import DEFAULT_BACKEND, default_backend, load_backend
 from ..backends.base import ChatBackend
-from ..backends.modelpaths import ModelNotFoundError
+from ..core.modelpaths import ModelNotFoundError
 from ..backends.tokenizers import BackendTokenCounter, counter_for
 from ..core.tokens import TokenCounter
 from ..runtime.choices import RecallMode

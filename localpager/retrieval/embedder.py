@@ -23,7 +23,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from ..backends.modelpaths import embedder_path
+from ..core.modelpaths import embedder_path
 
 log = logging.getLogger("localpager")
 

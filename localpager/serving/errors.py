@@ -11,7 +11,7 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from ..backends.base import BackendError
-from ..backends.modelpaths import ModelNotFoundError
+from ..core.modelpaths import ModelNotFoundError
 from ..runtime.recall import ContextOverflowError
 from ..store.base import StoreError
 from .protocol import ApiError

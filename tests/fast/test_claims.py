@@ -202,3 +202,36 @@ def test_a_request_in_words_the_task_lexicon_lacks_is_read_as_one(message):
 ])
 def test_a_statement_or_a_question_is_no_request(message):
     assert not is_request(message)
+
+
+# Requests with the user's own details in them, in verbs the claim model reads as claims (it took each for one on
+# main: the cues found a schedule, a diet, a family member, a plan in them). Written for these tests.
+REQUESTS = [
+    "Schedule my piano lesson for Tuesdays at 5pm.",
+    "Put my dentist appointment on Thursday at 3pm into a reminder.",
+    "Make a shopping list for my vegan dinner party on Saturday.",
+    "Change the greeting to mention my wife Ana.",
+    "Count how many days until my wedding on 12 October.",
+    "Check whether my train at 7:40 is still on time.",
+]
+
+
+@pytest.mark.parametrize("sentence", REQUESTS)
+def test_a_request_read_from_its_parse_is_no_fact(sentence):
+    assert extract(user(sentence)) == []
+
+
+@pytest.mark.parametrize("sentence", [
+    "Don't forget I'm in Singapore, eight hours ahead of you.",  # a request that wraps a statement of its own
+    "Save this instead of the old one: plumber Ingrid Mensah, 555-0177.",  # what follows the colon is told
+    "I keep my piano lesson on Tuesdays at 5pm.",  # the control: the same details, told
+    "Never put me on a middle seat.",  # a request that says it stands is a standing rule
+    "From now on, answer me in French.",
+])
+def test_a_statement_a_request_wraps_is_still_a_fact(sentence):
+    assert extract(user(sentence)) != []
+
+
+def test_a_request_the_parse_reads_is_a_task_though_the_claim_model_reads_a_claim():
+    message = "Describe the water cycle for a ten-year-old."
+    assert default_model().is_claim(message) and is_request(message)

@@ -381,7 +381,7 @@ def test_a_full_disk_is_a_one_line_error_and_every_acknowledged_turn_is_kept(cha
 
 
 def test_a_truncated_gguf_is_a_one_line_error_and_nothing_is_stored(tmp_path):
-    from localpager.backends.modelpaths import chat_model_path
+    from localpager.core.modelpaths import chat_model_path
 
     try:
         real = Path(chat_model_path(None))

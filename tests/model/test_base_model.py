@@ -19,7 +19,7 @@ KEY = b"tokenizer.chat_template"
 @pytest.fixture(scope="module")
 def base_gguf(tmp_path_factory):
     """A copy of the default GGUF whose chat template's key is renamed (same length: nothing else moves)."""
-    from localpager.backends.modelpaths import chat_model_path
+    from localpager.core.modelpaths import chat_model_path
 
     data = chat_model_path().read_bytes()
     assert data.count(KEY) == 1

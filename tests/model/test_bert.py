@@ -9,7 +9,7 @@ import sys
 import numpy as np
 import pytest
 
-from localpager.backends.modelpaths import embedder_path
+from localpager.core.modelpaths import embedder_path
 from localpager.retrieval.bert import NumpyBertEncoder, supports
 
 TEXTS = [

@@ -8,7 +8,7 @@ import time
 import numpy as np
 import pytest
 
-from localpager.backends.modelpaths import embedder_path
+from localpager.core.modelpaths import embedder_path
 from localpager.lab.synthetic import generate_dataset
 from localpager.retrieval.bert import NumpyBertEncoder
 from localpager.retrieval.embedder import Embedder

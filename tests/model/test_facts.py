@@ -66,6 +66,15 @@ def test_a_request_in_words_no_list_names_is_answered_with_the_fact_and_the_mode
     assert not chat.facts()[-1].text.startswith("Plan")  # and the request itself is no fact
 
 
+def test_a_request_full_of_the_users_details_is_no_memory(chat):
+    # the claim model reads it as a claim and the cues find a schedule in it; its parse reads a request
+    lp, chat = chat
+    chat.ask("Schedule my piano lesson for Tuesdays at 5pm.")
+    assert not any("piano" in f.text for f in chat.facts())
+    t = chat.ask("When is my piano lesson?").trace
+    assert t.decision != "fact" and "You told me" not in t.answer
+
+
 def test_a_general_request_reaches_no_fact(chat):
     lp, chat = chat
     t = chat.ask("Recommend a podcast about astronomy.").trace

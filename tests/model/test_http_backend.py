@@ -28,7 +28,7 @@ pytest.importorskip("uvicorn")
 
 
 def start_server(log_path) -> tuple[subprocess.Popen, str]:
-    from localpager.backends.modelpaths import chat_model_path
+    from localpager.core.modelpaths import chat_model_path
 
     port = free_port()
     cmd = [sys.executable, "-m", "llama_cpp.server", "--model", str(chat_model_path()), "--host", "127.0.0.1",

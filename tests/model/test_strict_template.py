@@ -22,7 +22,7 @@ STRICT = (
 
 def test_a_strict_template_gets_one_user_message_holding_the_system_words_the_statement_and_the_question(tmp_path):
     from localpager.backends.llama import LlamaCppBackend
-    from localpager.backends.modelpaths import chat_model_path
+    from localpager.core.modelpaths import chat_model_path
 
     path = tmp_path / "strict.jinja"
     path.write_text(STRICT)

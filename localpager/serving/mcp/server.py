@@ -16,7 +16,7 @@ from mcp_types import Resource as MCPResource
 from pydantic import Field
 
 from ...backends.base import BackendError
-from ...backends.modelpaths import ModelNotFoundError
+from ...core.modelpaths import ModelNotFoundError
 from ...core.checks import check_id
 from ...memory.api import LocalPager
 from ...store.base import StoreError

@@ -63,13 +63,23 @@ def check_gguf(path: Path) -> Path:
 
 def embedder_path(path: str | os.PathLike | None = None) -> Path:
     """The sentence-transformers directory: ``path``, else ``$LOCALPAGER_EMBEDDER``, else the default."""
-    spec = manifest()["embedder"]
+    return _model_directory("embedder", path, "modules.json", "config.json", "a sentence-transformers model")
+
+
+def parser_path(path: str | os.PathLike | None = None) -> Path:
+    """The spaCy pipeline directory: ``path``, else ``$LOCALPAGER_PARSER``, else the manifest default."""
+    return _model_directory("parser", path, "config.cfg", "config.cfg", "a spaCy pipeline")
+
+
+def _model_directory(role: str, path: str | os.PathLike | None, marker: str, needed: str, what: str) -> Path:
+    """Role ``role``'s model directory: ``path``, else its environment variable, else the manifest's directory in
+    its package (found by its file ``marker``); one that lacks the file ``needed`` is a one-line error."""
+    spec = manifest()[role]
     chosen = path or os.environ.get(spec["env"])
     if chosen:
         directory = Path(chosen).expanduser()
     else:
-        marker = _package_file(spec["package"], lambda f: str(f) == f"{spec['directory']}/modules.json")
-        directory = marker.parent
-    if not directory.is_dir() or not (directory / "config.json").exists():
-        raise ModelNotFoundError(f"not a sentence-transformers model directory: {directory}")
+        directory = _package_file(spec["package"], lambda f: str(f) == f"{spec['directory']}/{marker}").parent
+    if not directory.is_dir() or not (directory / needed).exists():
+        raise ModelNotFoundError(f"not {what} directory: {directory}")
     return directory

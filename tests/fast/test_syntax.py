@@ -1,0 +1,52 @@
+"""The English parser's reading of a request (``core.syntax``) and where its pipeline is found
+(``models/manifest.toml``'s parser). Sentences written for these tests."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from localpager.core.modelpaths import ModelNotFoundError, parser_path
+from localpager.core.syntax import asks_for_work
+
+
+@pytest.mark.parametrize("sentence", [
+    "Schedule my piano lesson for Tuesdays at 5pm.",
+    "Please describe the water cycle for a ten-year-old.",
+    "Text my son directions to the car.",
+    "Check whether my train at 7:40 is still on time.",  # the clause under it asks; it states nothing
+])
+def test_a_sentence_opening_with_a_bare_verb_and_no_subject_asks_for_work(sentence):
+    assert asks_for_work(sentence)
+
+
+@pytest.mark.parametrize("sentence", [
+    "I keep my piano lesson on Tuesdays at 5pm.",
+    "My sister lives in Kraków.",
+    "Don't forget I'm in Singapore, eight hours ahead of you.",  # it wraps a statement of its own
+    "Keep my replies short; I read them on my phone.",
+    "",
+])
+def test_a_statement_or_a_request_wrapping_one_does_not(sentence):
+    assert not asks_for_work(sentence)
+
+
+def test_the_parser_loads_without_pytorch():
+    """thinc imports PyTorch when it can; the parser needs none of it (a new process: another test's import of
+    it in this one would say nothing)."""
+    code = ("import sys; from localpager.core.syntax import asks_for_work; assert asks_for_work('Text my son the address.'); "
+            "print('torch' in sys.modules)")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "False"
+
+
+def test_a_parser_path_that_is_no_pipeline_is_a_one_line_error(tmp_path, monkeypatch):
+    monkeypatch.setenv("LOCALPAGER_PARSER", str(tmp_path / "nowhere"))
+    with pytest.raises(ModelNotFoundError, match="not a spaCy pipeline directory") as found:
+        parser_path()
+    assert "\n" not in str(found.value)
+    monkeypatch.delenv("LOCALPAGER_PARSER")
+    assert (parser_path() / "config.cfg").exists()  # the default, installed by make setup
