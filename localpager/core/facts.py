@@ -209,20 +209,22 @@ def _extract(text: str, user: bool) -> tuple[FactDraft, ...]:
         else:
             here = []
         here = here or [d for d in (stated_fact(sentence, user) or changed_fact(sentence, user),) if d is not None]
-        if here and not _asks_work(sentence):
+        if here and not (user and _asks_work(sentence)):
             found += here
     return tuple(found)
 
 
 def _asks_work(sentence: str) -> bool:
-    """Whether ``sentence`` (what follows its label, when it has one) is a request by its parse
+    """Whether a chat user's ``sentence`` (what follows its label, when it has one) is a request by its parse
     (``syntax.asks_for_work``): "Schedule my piano lesson for Tuesdays at 5pm." tells no fact, though every cue
     and the claim model took it for one; "Save this instead of the old one: plumber Ingrid Mensah, 555-0177."
     asks to keep what follows its colon, which is read alone (a label of any length: what follows it is what is
     said). A request that says it stands is a standing rule, a fact ("Never book me on Spirit.", "From now on,
     answer in French.": the lexicon's ``standing`` words); one that asks memory to keep something is what memory
     is for ("Please remember the number 4821.": its ``memory_cue`` words). Asked last, of a sentence that gave a
-    fact: a parse costs milliseconds."""
+    fact: a parse costs milliseconds. Not asked of a transcript's speakers: they ask each other, not the assistant,
+    and a transcript gives a fact in a line of nearly every four (LoCoMo: 1,400 parses would make its ingest 1.7
+    times as slow, and its answers were the same with them)."""
     head, colon, rest = sentence.partition(": ")  # a label's colon, not a time's ("7:40")
     said = rest.strip() if colon and len(rest.split()) >= 3 else sentence
     return not _STANDING.search(said) and not _MEMORY_CUE.search(said) and asks_for_work(said)

@@ -21,16 +21,20 @@ import sys
 from functools import cache, lru_cache
 from typing import Any
 
+from . import lexicon
+
 SUBJECTS = frozenset({"nsubj", "nsubjpass", "expl", "csubj", "csubjpass"})
 CLAUSES = frozenset({"ccomp", "parataxis", "conj"})  # a clause of its own beside or under the verb
 ASKING = frozenset({"whether", "if"})  # what makes a wrapped clause a question, not a statement
 OPENING = 2  # the root verb's place in its sentence at most: "Book ...", "Please book ...", "Now just book ..."
 MAX_CHARS = 600  # a request, not a pasted page: longer text is not parsed
+_FIRST_PERSON = lexicon.pattern("first_person")
 
 
 @cache
 def pipeline() -> Any:
-    """spaCy's English pipeline without the parts this module does not read (named entities, lemmas). Its
+    """spaCy's English pipeline without the parts this module does not read (named entities, lemmas, the coarse
+    parts of speech: a sixth of a parse's time). Its
     library (thinc) imports PyTorch on import when it is installed, for GPU models this one is not: held off while
     spaCy loads, it costs neither the second nor the memory (the embedder runs without it too), and a later import
     of it finds it as ever."""
@@ -44,15 +48,16 @@ def pipeline() -> Any:
     finally:
         if held:
             del sys.modules["torch"]
-    return spacy.load(parser_path(), exclude=["ner", "lemmatizer"])
+    return spacy.load(parser_path(), exclude=["ner", "lemmatizer", "attribute_ruler"])  # the tags and the parse
 
 
 @lru_cache(maxsize=1 << 14)
 def asks_for_work(text: str) -> bool:
     """Whether a sentence of ``text`` is a request: its root a base-form verb among its first words, with no
     subject and no statement of its own under it (see the module docstring)."""
-    if not text.strip() or len(text) > MAX_CHARS:
-        return False
+    words = text.split(maxsplit=1)
+    if not words or len(text) > MAX_CHARS or _FIRST_PERSON.match(words[0]):
+        return False  # a sentence that opens with its speaker ("I ...", "My sister ...") has its subject: no parse
     for sentence in pipeline()(text).sents:
         root = sentence.root
         if (root.tag_ != "VB" or root.i - sentence.start > OPENING
