@@ -11,13 +11,15 @@ is a claim, and the claim model reads it. A clause asking whether ("Check whethe
 none.
 
 The parse is spaCy's English pipeline, its tagger and parser (``models/manifest.toml``'s parser), loaded on first
-use: a few milliseconds a sentence, asked only of a sentence something else already took for a fact or a message
-the answer must classify. English only, as the rest of the facts layer.
+use, once a process: a few milliseconds a sentence, asked only of a chat user's sentence something else already
+took for a fact, or of a message the answer must classify. One parse at a time: a pipeline is not shared between
+threads. English only, as the rest of the facts layer.
 """
 
 from __future__ import annotations
 
 import sys
+import threading
 from functools import cache, lru_cache
 from typing import Any
 
@@ -29,15 +31,15 @@ ASKING = frozenset({"whether", "if"})  # what makes a wrapped clause a question,
 OPENING = 2  # the root verb's place in its sentence at most: "Book ...", "Please book ...", "Now just book ..."
 MAX_CHARS = 600  # a request, not a pasted page: longer text is not parsed
 _FIRST_PERSON = lexicon.pattern("first_person")
+_PARSING = threading.Lock()
 
 
-@cache
+@cache  # loaded under _PARSING: two threads asking first load it once
 def pipeline() -> Any:
     """spaCy's English pipeline without the parts this module does not read (named entities, lemmas, the coarse
-    parts of speech: a sixth of a parse's time). Its
-    library (thinc) imports PyTorch on import when it is installed, for GPU models this one is not: held off while
-    spaCy loads, it costs neither the second nor the memory (the embedder runs without it too), and a later import
-    of it finds it as ever."""
+    parts of speech: a sixth of a parse's time). Its library (thinc) imports PyTorch on import when it is
+    installed, for GPU models this one is not: held off while spaCy loads, it costs neither the second nor the
+    memory (the embedder runs without it too), and a later import of it finds it as ever."""
     from .modelpaths import parser_path
 
     held = "torch" not in sys.modules
@@ -58,7 +60,9 @@ def asks_for_work(text: str) -> bool:
     words = text.split(maxsplit=1)
     if not words or len(text) > MAX_CHARS or _FIRST_PERSON.match(words[0]):
         return False  # a sentence that opens with its speaker ("I ...", "My sister ...") has its subject: no parse
-    for sentence in pipeline()(text).sents:
+    with _PARSING:
+        parsed = pipeline()(text)
+    for sentence in parsed.sents:
         root = sentence.root
         if (root.tag_ != "VB" or root.i - sentence.start > OPENING
                 or any(child.dep_ in SUBJECTS for child in root.children)):
