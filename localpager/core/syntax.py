@@ -53,6 +53,13 @@ def pipeline() -> Any:
     return spacy.load(parser_path(), exclude=["ner", "lemmatizer", "attribute_ruler"])  # the tags and the parse
 
 
+def warm() -> None:
+    """Load the pipeline now, off the path of a message: a conversation's warm-up does, so that the first sentence
+    that needs a parse (a fact told in a request's form, a message the answer must classify) does not wait for it."""
+    with _PARSING:
+        pipeline()
+
+
 @lru_cache(maxsize=1 << 14)
 def asks_for_work(text: str) -> bool:
     """Whether a sentence of ``text`` is a request: its root a base-form verb among its first words, with no

@@ -16,6 +16,7 @@ from contextlib import AbstractContextManager
 from typing import Protocol
 
 from ..core.pager import Pager
+from ..core.syntax import warm as warm_parser
 from ..core.tokens import TokenCounter
 from ..runtime.choices import RecallMode
 from ..runtime.answering import FactContext
@@ -133,6 +134,7 @@ class Warmer:
         if self.held.closed:
             return
         try:
+            warm_parser()  # once a process: the user's first request or fact does not wait for its load
             self.prepare()
             self.embed_resident()
             if self.models_too:

@@ -60,3 +60,13 @@ def test_close_waits_for_the_warm_up_and_lets_go_of_the_side_context(fake_pager)
     lp.close()
     assert not thread.is_alive() and lp.models._side is None and cleared == [True]
     assert lp.backend is not side  # the chat model passed in is the caller's, and stays
+
+
+def test_the_warm_up_loads_the_parser_before_a_message_needs_it(fake_pager):
+    from localpager.core import syntax
+
+    syntax.pipeline.cache_clear()
+    lp = fake_pager()
+    chat = lp.conversation("c", create=True)
+    chat.add_turn("user", "Hello there.", stamp=False)
+    assert chat.warm_up().join(60) is None and syntax.pipeline.cache_info().currsize == 1
