@@ -306,9 +306,10 @@ class RerankSelector(PageSelector):
         return speakers_named(question, sorted(self.lexical.table(pager.turns).speakers))
 
     def is_task(self, question: str) -> bool:
-        """A task: the recall gate's reading of one ("help me write …", "can you plan …"), or a message that
-        neither asks nor claims anything (``claims.is_request``, a learned reading: "Put together a meal plan for my
-        week.", "Plan my weekend around the market."): a request in any words, not only the lexicon's."""
+        """A task: the recall gate's reading of one ("help me write …", "can you plan …"), or a request in any
+        words (``claims.is_request``: no question, and no claim by the claim model, "Put together a meal plan for
+        my week.", or a request by its parse, "Describe the water cycle for a ten-year-old."), not only the
+        lexicon's."""
         return bool(message_features(question).task) or is_request(question)
 
     def answerable(self, question: str, pager: Pager, injections: Sequence[Injection]) -> Answerability:
