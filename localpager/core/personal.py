@@ -16,8 +16,7 @@ model's log-odds as one of its features. English only.
 
 from __future__ import annotations
 
-from .claims import ClaimModel, mask_quotes, shipped_model
-from .text import is_question
+from .claims import ClaimModel, asks_own, mask_quotes, shipped_model
 
 MODEL_FILE = "personal_model.json"
 VALUE_MODEL_FILE = "value_question_model.json"
@@ -29,11 +28,12 @@ def personal_model() -> ClaimModel:
 
 
 def asks_about_self(message: str) -> bool:
-    """Whether ``message`` is a question about its speaker's own life (quoted words masked: asking to translate a
-    question asks nothing about oneself). A statement asks nothing ("I like apricots." tells): the model is
+    """Whether ``message`` is a question about its speaker's own life, or a request naming their things
+    (``claims.asks_own``: "Tell me my rent ceiling."); quoted words masked: asking to translate a question asks
+    nothing about oneself. A statement asks nothing ("I like apricots." tells): the model is
     fitted on questions, and only a question has an answer memory could lack."""
     text = mask_quotes(message[:600])
-    return is_question(text) and personal_model().is_claim(text)
+    return asks_own(text) and personal_model().is_claim(text)
 
 
 def value_model() -> ClaimModel:

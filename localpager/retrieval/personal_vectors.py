@@ -21,9 +21,8 @@ from typing import Callable
 
 import numpy as np
 
-from ..core.claims import mask_quotes
+from ..core.claims import asks_own, mask_quotes
 from ..core.personal import personal_model
-from ..core.text import is_question
 from .fact_pairs import same_embedder
 
 MODEL_FILE = "personal_vectors.json"
@@ -99,8 +98,9 @@ class PersonalQuestions:
         return self._model
 
     def asks_about_self(self, message: str) -> bool:
-        """Whether ``message`` is a question about its speaker's own life (quoted words masked, as the frame model
-        reads it; a statement asks nothing)."""
+        """Whether ``message`` is a question about its speaker's own life, with a question's form or as a request
+        naming their things (``claims.asks_own``: "Tell me my rent ceiling."); quoted words masked, as the frame
+        model reads it; a statement asks nothing."""
         if message not in self._said:
             if len(self._said) >= 256:
                 self._said.clear()
@@ -109,7 +109,7 @@ class PersonalQuestions:
 
     def _reads(self, message: str) -> bool:
         text = mask_quotes(message[:600])
-        if not is_question(text):
+        if not asks_own(text):
             return False
         model = self.model()
         if model is None:

@@ -309,8 +309,10 @@ class RerankSelector(PageSelector):
         """A task: the recall gate's reading of one ("help me write …", "can you plan …"), or a request in any
         words (``claims.is_request``: no question, and no claim by the claim model, "Put together a meal plan for
         my week.", or a request by its parse, "Describe the water cycle for a ten-year-old."), not only the
-        lexicon's."""
-        return bool(message_features(question).task) or is_request(question)
+        lexicon's; but not a request for something the user told ("Tell me my rent ceiling.": ``asks_about_self``
+        and ``asks_for_value``), which asks as a question does."""
+        return bool(message_features(question).task) or (
+            is_request(question) and not (self.asks_about_self(question) and asks_for_value(question)))
 
     def answerable(self, question: str, pager: Pager, injections: Sequence[Injection]) -> Answerability:
         """Whether what a recall found answers ``question`` at all (``retrieval.answerable``), judged on the

@@ -44,13 +44,13 @@ def answer_overview(a: Answering) -> None:
 
 def fact_hits(a: Answering) -> list[FactMatch]:
     """The standing facts the selector judges to bear on the question (none without memory, and none for a message
-    that neither asks nor sets a task: "I also like the Lisbon flight." or "My new door code is 7730." is told, not
-    asked, and quoting a fact, the one it replaces or itself, would answer nothing)."""
+    that neither asks, sets a task nor requests something told: "I also like the Lisbon flight." or "My new door
+    code is 7730." is told, not asked, and quoting a fact, the one it replaces or itself, would answer nothing)."""
     s = a.settings
     if not s.facts or s.mode in (RecallMode.NEVER, RecallMode.ALWAYS):
         return []  # never: no memory; always: a recall is forced, what a standing fact would answer too
-    if not is_question(a.question) and (extract(Turn(role="user", text=a.question, index=-1))
-                                        or not a.selector.is_task(a.question)):
+    asks = is_question(a.question) or a.selector.is_task(a.question) or a.selector.asks_about_self(a.question)
+    if not asks or (not is_question(a.question) and extract(Turn(role="user", text=a.question, index=-1))):
         return []
     start = time.perf_counter()
     hits = list(a.selector.facts_for(a.question))

@@ -219,7 +219,7 @@ class Runtime:
         recall would page in the nearest turns, and the model would answer from them whatever they hold."""
         s = a.settings
         if not (s.abstain and s.facts and s.mode in (RecallMode.AUTO, RecallMode.SELECTOR)
-                and is_question(a.question)):
+                and (is_question(a.question) or a.selector.asks_about_self(a.question))):  # or requests it
             return False
         verdict = a.selector.never_told(a.question)
         if verdict is None:

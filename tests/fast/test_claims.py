@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from localpager.core.claims import (QUOTE, ClaimModel, default_model, features, is_request, mask_quotes,
+from localpager.core.claims import (QUOTE, ClaimModel, asks_own, default_model, features, is_request, mask_quotes,
                                     states_fact)
 from localpager.core.facts import extract, facts_of
 from localpager.core.records import Turn
@@ -235,3 +235,15 @@ def test_a_statement_a_request_wraps_is_still_a_fact(sentence):
 def test_a_request_the_parse_reads_is_a_task_though_the_claim_model_reads_a_claim():
     message = "Describe the water cycle for a ten-year-old."
     assert default_model().is_claim(message) and is_request(message)
+
+
+@pytest.mark.parametrize("message, asks", [
+    ("Tell me the airline I boycott.", True),  # a request for something of the speaker's own
+    ("Give me the code for my bike lock.", True),
+    ("What is my blood type?", True),
+    ("Tell me something.", False),  # it names nothing of theirs
+    ("Suggest a gift for my mum.", False),  # a request for work
+    ("I keep a strict vegetarian diet.", False),
+])
+def test_a_request_for_the_speakers_own_thing_asks_as_a_question_does(message, asks):
+    assert asks_own(message) == asks

@@ -75,6 +75,14 @@ def test_a_request_full_of_the_users_details_is_no_memory(chat):
     assert t.decision != "fact" and "You told me" not in t.answer
 
 
+def test_a_request_for_something_never_told_is_not_remembered_and_a_request_for_help_is_helped(chat):
+    lp, chat = chat
+    t = chat.ask("Give me the code for my bike lock.").trace  # asked as a request, never told
+    assert t.decision == "unknown" and t.answer.startswith("I don't remember that")
+    t = chat.ask("Suggest a gift for my mum.").trace  # a request for work, nothing about it told
+    assert t.decision != "unknown"
+
+
 def test_a_general_request_reaches_no_fact(chat):
     lp, chat = chat
     t = chat.ask("Recommend a podcast about astronomy.").trace
