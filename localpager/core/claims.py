@@ -48,7 +48,7 @@ _QUOTED = re.compile(
     r"(?:^|(?<=[\s:(\[]))(?P<open>[\"\u201c\u201e\u00ab\u2018'])(?P<body>[^\"\u201c\u201d\u201e\u00ab\u00bb\u2018\u2019\n]"
     r"{1,600}?)(?P<close>[\"\u201d\u201c\u00bb\u2019'])(?=$|[\s.,;:!?)\]])")
 _REQUEST_FORM = pattern("request_form")  # "Tell me the plumber's number", "I need the vet's email"
-_OWN = re.compile(f"{pattern('asks_my').pattern}|{pattern('asks_i').pattern}", re.I)  # "my", "our", "I", "we"
+_OWN = (pattern("asks_my"), pattern("asks_i"))  # "my", "our"; "I", "we"
 _UTTERANCE = pattern("utterance")  # quoted words someone says: a personal pronoun, or a sentence's end
 _TOKEN = re.compile(r"[a-z0-9]+(?:['\u2019][a-z]+)?|[?!:;]|\u00abquote\u00bb")
 
@@ -148,7 +148,7 @@ def asks_own(message: str) -> bool:
     for something (the lexicon's ``request_form``: "Tell me ...", "Give me ...", "I need ...") that names them
     ("Tell me my rent ceiling.", "Tell me the airline I boycott.": an "I" or a "my"). A request that names no such
     thing ("Tell me something.") asks about the world; one for work ("Suggest a gift for my mum.") is a task."""
-    return is_question(message) or bool(_REQUEST_FORM.match(message) and _OWN.search(message))
+    return is_question(message) or bool(_REQUEST_FORM.match(message) and any(p.search(message) for p in _OWN))
 
 
 def states_fact(sentence: str) -> bool:
