@@ -135,6 +135,9 @@ class Warmer:
             return
         try:
             warm_parser()  # once a process: the user's first request or fact does not wait for its load
+        except Exception as exc:  # noqa: BLE001 - a parser missing leaves the rest to warm; a fact needing it reports it
+            log.debug("warm-up of the parser: %s", exc)
+        try:
             self.prepare()
             self.embed_resident()
             if self.models_too:

@@ -70,3 +70,18 @@ def test_the_warm_up_loads_the_parser_before_a_message_needs_it(fake_pager):
     chat = lp.conversation("c", create=True)
     chat.add_turn("user", "Hello there.", stamp=False)
     assert chat.warm_up().join(60) is None and syntax.pipeline.cache_info().currsize == 1
+
+
+def test_a_missing_parser_leaves_the_rest_of_the_warm_up_done(fake_pager, fake_embedder, monkeypatch):
+    from localpager.core import syntax
+
+    syntax.pipeline.cache_clear()
+    monkeypatch.setenv("LOCALPAGER_PARSER", "/nonexistent-parser")
+    lp = fake_pager(embedder=fake_embedder)
+    chat = lp.conversation("c", create=True)
+    for i in range(120):  # small talk only: no sentence of it needs a parse
+        chat.add_turn("user" if i % 2 == 0 else "assistant", f"The weather was fine on day {i}.", stamp=False)
+    chat.warm_up().join(30)
+    pager = chat.pager
+    assert pager.evicted and lp.index.update("c", pager.evicted, pager.turns, pager.bookmark) == 0
+    syntax.pipeline.cache_clear()  # the next test loads the real one
