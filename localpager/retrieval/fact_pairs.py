@@ -88,6 +88,10 @@ class PairBank:
         """``unmet_by`` with this bank's cut-offs."""
         return unmet_by(self.unmet, needed, nearest, paired, probability)
 
+    def misses(self, needed: float, nearest: float, paired: float) -> bool:
+        """``misses`` with this bank's cut-offs."""
+        return misses(self.unmet, needed, nearest, paired)
+
     def fits(self, embed: Callable[[list[str]], np.ndarray]) -> bool:
         """Whether ``embed`` is the embedder the bank's vectors come from."""
         return bool(len(self.messages)) and same_embedder(embed, self.probe, self.messages[0])
@@ -109,8 +113,15 @@ def unmet_by(cut: dict[str, float], needed: float, nearest: float, paired: float
     """Whether a message that needs a fact this much (``PairBank.need_of``) gets none that meets it, by the
     cut-offs ``cut`` (``PairBank.unmet``; empty: never): the best pair score ``paired`` and the fact model's
     ``probability`` of its best match are both low. It asks for something never told, or forgotten."""
-    return bool(cut) and (needed >= cut["needed"] and nearest >= cut["nearest"] and paired < cut["paired"]
-                          and probability < cut["probability"])
+    return misses(cut, needed, nearest, paired) and probability < cut["probability"]
+
+
+def misses(cut: dict[str, float], needed: float, nearest: float, paired: float) -> bool:
+    """Whether a fact whose pair score is ``paired`` is unlike every fact the message's nearest labelled messages
+    needed, where those needed one and are near it (``unmet``'s cut-offs but the fact model's): the bank knows what
+    such a message asks for, and this fact is not it, whatever its cosine and asked type say ("On what day does my
+    relative tie the knot?" and "The team sync happens every Monday.")."""
+    return bool(cut) and needed >= cut["needed"] and nearest >= cut["nearest"] and paired < cut["paired"]
 
 
 def bank_from(data: dict, vectors: np.ndarray) -> PairBank:

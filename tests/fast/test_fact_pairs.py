@@ -99,3 +99,12 @@ def test_unmet_needs_every_cut_off_met():
     assert not bank.unmet_by(0.9, 0.8, 0.45, 0.1)  # a fact comes near what it needs
     assert not bank.unmet_by(0.9, 0.8, 0.1, 0.3)  # the fact model finds one likely
     assert not replace(bank, unmet={}).unmet_by(1.0, 1.0, 0.0, 0.0)  # no cut-offs: never
+
+
+def test_a_fact_misses_by_every_cut_off_but_the_fact_model_s():
+    bank = PairBank(messages=unit([1, 0]), needs=np.array([0]), statements=[unit([1, 0])],
+                    unmet={"needed": 0.6, "nearest": 0.7, "paired": 0.4, "probability": 0.2})
+    assert bank.misses(0.9, 0.8, 0.1)  # whatever the fact model's probability: it gave the fact, the bank says no
+    assert not bank.misses(0.5, 0.8, 0.1) and not bank.misses(0.9, 0.6, 0.1) and not bank.misses(0.9, 0.8, 0.45)
+    assert bank.misses(0.9, 0.8, 0.1) and not bank.unmet_by(0.9, 0.8, 0.1, 0.3)  # unmet asks the model too
+    assert not replace(bank, unmet={}).misses(1.0, 1.0, 0.0)

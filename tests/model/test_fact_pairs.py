@@ -16,7 +16,7 @@ from localpager.core.personal import asks_for_value
 from localpager.core.pager import PagingConfig
 from localpager.core.records import Turn
 from localpager.memory.api import LocalPager
-from localpager.retrieval.facts import FactRanker
+from localpager.retrieval.facts import SURE, FactRanker
 from localpager.runtime.prompts import NOT_REMEMBERED
 from localpager.runtime.settings import RecallSettings
 
@@ -116,6 +116,48 @@ def test_a_question_about_something_never_told_is_not_remembered_from_the_bank(r
     assert with_bank.never_told("What's a good way to learn Spanish?") is None  # not for the asker's own sake
     for message in GENERAL:  # help asked for, at most: the model's, not "not remembered" (the selector asks)
         assert with_bank.never_told(message) is None or not asks_for_value(message)
+
+
+SYNC = "The team sync happens every Monday at 8:45 am."
+WEDDING = "Which day does my cousin tie the knot?"  # never told: the sync's day matches what it asks, nothing else
+
+
+@pytest.fixture(scope="module")
+def with_sync():
+    from localpager.retrieval.embedder import default_embedder
+
+    facts = facts_of([Turn("user", text, 2 * i) for i, text in enumerate(SAID + [SYNC])])
+    return FactRanker(facts, default_embedder().encode)
+
+
+def test_a_fact_the_bank_says_the_question_does_not_need_is_not_given(with_sync):
+    hit = with_sync.best(WEDDING)
+    assert hit.fact.text == SYNC and with_sync.model.threshold + 0.1 <= hit.probability <= SURE - 0.2  # it would be
+    needed, nearest = with_sync.need_of(WEDDING)
+    cut = with_sync.pairs().unmet
+    assert needed >= cut["needed"] + 0.2 and nearest >= cut["nearest"] + 0.1 and hit.paired <= cut["paired"] - 0.1
+    assert hit.missed and with_sync.relevant(WEDDING) == [] and with_sync.never_told(WEDDING) is not None
+    sync = with_sync.relevant("When is my weekly team meeting?")  # the sync itself is still given
+    assert [h.fact.text for h in sync] == [SYNC] and not sync[0].missed
+
+
+def test_the_bank_does_not_overrule_a_fact_the_model_is_sure_of(with_sync):
+    hit = with_sync.best("What am I allergic to?")  # the bank's allergies are unlike it; the model is sure
+    assert hit.fact.text == SAID[5] and hit.probability >= SURE and hit.paired < with_sync.pairs().unmet["paired"]
+    assert not hit.missed and [h.fact.text for h in with_sync.relevant("What am I allergic to?")] == [SAID[5]]
+
+
+@pytest.mark.model
+def test_a_question_a_fact_would_answer_only_by_its_type_is_not_remembered(tmp_path, backend):
+    lp = LocalPager(tmp_path / "s.db", backend=Recording(backend), recall=RecallSettings(max_answer_tokens=24))
+    chat = lp.conversation("c", create=True, config=PagingConfig(boundary="fixed_4", budget=256))
+    for text in SAID + [SYNC]:
+        chat.add_turn("user", text)
+        chat.add_turn("assistant", "Noted.")
+    t = chat.ask(WEDDING).trace
+    assert t.decision == "unknown" and t.answer == NOT_REMEMBERED and t.injected_page_ids == []
+    assert t.answerable["features"]["never_told"] == 1.0 and t.answerable["features"]["missed"] == 1.0
+    lp.close()
 
 
 @pytest.fixture
