@@ -29,7 +29,7 @@ import numpy as np
 from ..core.answer_types import asked_types, asks_when_past, stated_types
 from ..core.answer_types import match as type_match
 from ..core import lexicon, supersede
-from ..core.facts import CHANGE_CUE, StandingFact
+from ..core.facts import CHANGE_CUE, STATED, StandingFact
 from ..core.text import content_words, is_question, sentences
 from .answerable import speakers_named
 from .fact_pairs import PairBank, shipped_bank
@@ -179,6 +179,7 @@ def best_match(message: str, facts: Sequence[StandingFact], embed: Callable[[lis
 
 
 REPLACED_SHOWN = 5  # older values a fact answer's trace names: the newest of them
+ALSO_SHOWN = 2  # other facts of the best's kind an answer quotes beside it (``FactRanker.also``)
 
 
 # Pairs further apart than this are not scored (of the training pairs the fitted model takes, none is below 0.22).
@@ -268,6 +269,7 @@ class FactRanker:
         self._pairs_checked = False
         # each message's best fact, once: an answer asks for it on the fact path, for "never told" and at the floor
         self._hits: dict[str, FactHit | None] = {}
+        self._matches: dict[str, Match] = {}  # ... and the vectors it was found with (``also``)
         self._need: dict[str, tuple[float, float]] = {}  # ... and the bank's reading of it (``need_of``)
         # what each fact superseded, newest first (the trace shows it), by (conversation, id): a user's facts come
         # from several conversations, each numbering its own (``facts`` in the order they were said)
@@ -288,7 +290,7 @@ class FactRanker:
         facts = self.of_named(message)
         if not facts:
             return None
-        found = best_match(message, facts, self.embed)
+        found = self._matches[message] = best_match(message, facts, self.embed)
         index, features, vectors = found.index, found.features, found.facts
         probability, paired, by_pairs, missed = self.model.probability(features), None, False, False
         if self.reads(message):
@@ -386,7 +388,29 @@ class FactRanker:
             return []
         hit = self.best(message)
         given = hit is not None and ((hit.probability >= self.model.threshold and not hit.missed) or hit.by_pairs)
-        return [hit] if given else []
+        return [hit, *self.also(message, hit)] if given else []
+
+    def also(self, message: str, hit: FactHit) -> list[FactHit]:
+        """The other facts of ``hit``'s kind that the fact model, scoring each as it scores the best, judges to bear
+        on ``message`` as well, likeliest first, at most ``ALSO_SHOWN``: two things of one kind both stand ("I'm
+        allergic to peanuts." and "I'm also allergic to penicillin."), and "What am I allergic to?" needs both. Not
+        for a fact the pair bank chose (the model judged none), of kind ``stated`` (which says nothing of what it
+        is), or when either says that something changed (an older and a newer value of one thing that supersession
+        took for two: the newer answers alone); never a value the best replaced."""
+        best, found = hit.fact, self._matches.get(message)
+        if hit.by_pairs or found is None or best.kind == STATED or CHANGE_CUE.search(best.text):
+            return []
+        facts, skip = self.of_named(message), {id(best), *(id(f) for f in hit.replaced)}
+        also = []
+        for j, fact in enumerate(facts):
+            if (id(fact) in skip or fact.kind != best.kind or fact.speaker != best.speaker
+                    or CHANGE_CUE.search(fact.text)):
+                continue
+            _, features = best_fact(message, facts, found.part_cosines[:, 0], found.part_cosines, j)
+            probability = self.model.probability(features)
+            if probability >= self.model.threshold:
+                also.append(FactHit(fact, probability, asdict(features)))
+        return sorted(also, key=lambda h: -h.probability)[:ALSO_SHOWN]
 
 
 def prompt_facts(facts: Sequence[StandingFact], room: int, cost: Callable[[str], int]) -> list[StandingFact]:

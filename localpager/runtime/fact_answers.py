@@ -61,7 +61,7 @@ def fact_hits(a: Answering) -> list[FactMatch]:
 
 def answer_from_facts(a: Answering, hits: Sequence[FactMatch], backend: ChatBackend) -> None:
     """Answer from the standing facts judged to bear on the question. With ``fact_lead`` a question is answered
-    with the best of them quoted ("You told me: ..."), written out with no model: what the user said, and nothing
+    with them quoted, the best first ("You told me: ..."), written out with no model: what the user said, and nothing
     a small model would add after it (a tail such as "I'm not sure I'm ready to discuss that." read as part of the
     memory). A task ("write a note introducing my dog") needs the model's work: the quote, then what the model
     writes in the focused layout on ``backend`` (the context that answers recalls), the facts as its notes, as a
@@ -69,7 +69,7 @@ def answer_from_facts(a: Answering, hits: Sequence[FactMatch], backend: ChatBack
     s, trace = a.settings, a.trace
     trace.decision = "fact"
     trace.citations = [_citation(a, h.fact) for h in hits]
-    lead = fact_lead(hits[0].fact) if s.fact_lead else ""
+    lead = fact_lead(*(h.fact for h in hits)) if s.fact_lead else ""
     if lead and not a.selector.is_task(a.question):
         trace.answer, trace.stopped = lead, "eos"
         a.say(trace.answer)

@@ -109,10 +109,11 @@ def fact_turn(fact: StandingFact) -> Turn:
 QUOTE_OPENING = "You told me"
 
 
-def fact_lead(fact: StandingFact) -> str:
-    """How a fact answer begins: the fact quoted, as said ("You told me: ..."; a transcript's "Caroline said: ...")."""
+def fact_lead(fact: StandingFact, *also: StandingFact) -> str:
+    """How a fact answer begins: the fact quoted, as said ("You told me: ..."; a transcript's "Caroline said: ..."),
+    and any other facts of the same speaker that answer too (``also``: 'You told me: "..." and "..."')."""
     who = f"{fact.speaker} said" if fact.speaker else QUOTE_OPENING
-    return f'{who}: "{fact.text}"'
+    return f"{who}: " + " and ".join(f'"{f.text}"' for f in (fact, *also))
 
 
 def overview_text(chosen: Sequence[StandingFact]) -> str:

@@ -374,7 +374,7 @@ def test_no_fact_model_file_is_needed_and_the_hash_embedder_scores_facts():
 
     ranker = FactRanker([standing(1, "I keep bees."), standing(2, "My sister lives in Porto.")],
                         HashEmbedder().encode, FIRES)
-    (hit,) = ranker.relevant("Where does my sister live?")
+    hit = ranker.relevant("Where does my sister live?")[0]  # a model that always fires gives the other one too
     assert hit.fact.fact_id == 2 and 0.0 <= hit.probability <= 1.0
     assert FactRanker([], HashEmbedder().encode).best("anything") is None
 

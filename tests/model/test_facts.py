@@ -191,3 +191,24 @@ def test_a_change_told_as_an_event_replaces_the_older_value(tmp_path, backend):
     if t.decision == "fact":
         assert t.facts[0]["text"] == new
     lp.close()
+
+
+def test_two_things_of_one_kind_both_answer_and_one_changed_value_answers_alone(tmp_path, backend):
+    """Two allergies both stand and "What am I allergic to?" quotes both; a flight changed in words supersession
+    reads ("Change of plans: ... now ...") quotes the newer only, and a question about one allergy only that one."""
+    lp = LocalPager(tmp_path / "s.db", backend=Recording(backend), recall=RecallSettings(max_answer_tokens=24))
+    chat = lp.conversation("c", create=True, config=PagingConfig(boundary="fixed_4", budget=256))
+    peanuts, penicillin = "I'm allergic to peanuts.", "I'm also allergic to penicillin."
+    flight, changed = "My flight is BA 117 on Friday.", "Change of plans: I'm now on flight KL 119 on Friday."
+    for text in [peanuts, *[u for u, _ in SMALL_TALK], penicillin, flight, changed]:
+        chat.add_turn("user", text)
+        chat.add_turn("assistant", "Noted.")
+    t = chat.ask("What am I allergic to?").trace
+    assert t.decision == "fact" and sorted(f["text"] for f in t.facts) == sorted([peanuts, penicillin])
+    assert t.answer.startswith("You told me: ") and peanuts in t.answer and penicillin in t.answer
+    assert t.tokens["answer"]["generated"] == 0 and len(t.citations) == 2
+    medicine = chat.ask("Which medicines can't I take?").trace
+    assert [f["text"] for f in medicine.facts] == [penicillin] and peanuts not in medicine.answer
+    t = chat.ask("What's my flight number?").trace
+    assert t.decision == "fact" and [f["text"] for f in t.facts] == [changed] and "BA 117" not in t.answer
+    lp.close()

@@ -15,7 +15,7 @@ import random
 import pytest
 
 from localpager.core.facts import StandingFact
-from localpager.retrieval.facts import FITTED_FACTS, FactRanker
+from localpager.retrieval.facts import ALSO_SHOWN, FITTED_FACTS, FactRanker
 
 pytestmark = [pytest.mark.embedder]
 
@@ -52,9 +52,9 @@ def test_two_thousand_allergies_carry_no_general_question_to_one(embed):
         hit = ranker.best(question)
         assert not ranker.relevant(question), (question, hit.fact.text, hit.probability)
         assert hit.features["facts"] == pytest.approx(math.log1p(FITTED_FACTS))
-    for question in ABOUT_THE_USER:
-        (hit,) = ranker.relevant(question)
-        assert "allerg" in hit.fact.text
+    for question in ABOUT_THE_USER:  # the best, and at most ALSO_SHOWN more allergies beside it
+        hits = ranker.relevant(question)
+        assert 1 <= len(hits) <= 1 + ALSO_SHOWN and all("allerg" in h.fact.text for h in hits)
 
 
 def test_a_question_about_the_user_reaches_a_fact_among_a_few_as_among_thousands(embed):
