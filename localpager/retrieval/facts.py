@@ -269,7 +269,7 @@ class FactRanker:
         self._pairs_checked = False
         # each message's best fact, once: an answer asks for it on the fact path, for "never told" and at the floor
         self._hits: dict[str, FactHit | None] = {}
-        self._matches: dict[str, Match] = {}  # ... and the vectors it was found with (``also``)
+        self._cosines: dict[str, np.ndarray] = {}  # ... and each fact's cosines with its parts (``also``)
         self._need: dict[str, tuple[float, float]] = {}  # ... and the bank's reading of it (``need_of``)
         # what each fact superseded, newest first (the trace shows it), by (conversation, id): a user's facts come
         # from several conversations, each numbering its own (``facts`` in the order they were said)
@@ -290,7 +290,8 @@ class FactRanker:
         facts = self.of_named(message)
         if not facts:
             return None
-        found = self._matches[message] = best_match(message, facts, self.embed)
+        found = best_match(message, facts, self.embed)
+        self._cosines[message] = found.part_cosines
         index, features, vectors = found.index, found.features, found.facts
         probability, paired, by_pairs, missed = self.model.probability(features), None, False, False
         if self.reads(message):
@@ -397,8 +398,8 @@ class FactRanker:
         for a fact the pair bank chose (the model judged none), of kind ``stated`` (which says nothing of what it
         is), or when either says that something changed (an older and a newer value of one thing that supersession
         took for two: the newer answers alone); never a value the best replaced."""
-        best, found = hit.fact, self._matches.get(message)
-        if hit.by_pairs or found is None or best.kind == STATED or CHANGE_CUE.search(best.text):
+        best, cosines = hit.fact, self._cosines.get(message)
+        if hit.by_pairs or cosines is None or best.kind == STATED or CHANGE_CUE.search(best.text):
             return []
         facts, skip = self.of_named(message), {id(best), *(id(f) for f in hit.replaced)}
         also = []
@@ -406,7 +407,7 @@ class FactRanker:
             if (id(fact) in skip or fact.kind != best.kind or fact.speaker != best.speaker
                     or CHANGE_CUE.search(fact.text)):
                 continue
-            _, features = best_fact(message, facts, found.part_cosines[:, 0], found.part_cosines, j)
+            _, features = best_fact(message, facts, cosines[:, 0], cosines, j)
             probability = self.model.probability(features)
             if probability >= self.model.threshold:
                 also.append(FactHit(fact, probability, asdict(features)))
