@@ -162,6 +162,7 @@ def test_a_new_chat_does_not_know_the_user_and_says_so_without_the_model(tmp_pat
 def test_an_answer_about_the_user_from_a_recall_states_only_values_it_was_shown(chat, question):
     """Whatever the model says to a question about the user after a recall, every number and name of it is in
     the recalled turns or the question, or the answer is "not remembered" (``runtime.grounding``)."""
+    from localpager.core.dates import format_day
     from localpager.runtime.grounding import values
 
     lp, chat = chat
@@ -170,7 +171,8 @@ def test_an_answer_about_the_user_from_a_recall_states_only_values_it_was_shown(
         assert t.decision in ("unknown", "fact", "answer")
         return
     assert t.grounding is not None and t.grounding["grounded"]
-    shown = " ".join(c.text for c in t.citations) + " " + question
+    # what the model read: each recalled turn with its day ("[6 December 2026] user: ..."), and the question
+    shown = " ".join(f"{format_day(c.time) if c.time else ''} {c.text}" for c in t.citations) + " " + question
     assert all(v.casefold() in shown.casefold() or v.lstrip("0") in shown for v in values(t.answer)), t.answer
 
 
