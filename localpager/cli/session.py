@@ -74,6 +74,19 @@ def open_pager(ctx: click.Context, model: str | None = None, *, create: bool = T
     return lp
 
 
+def new_store_path(ctx: click.Context):
+    """The SQLite file ``--store`` names when nothing is there yet, else None (a store that exists, or a
+    database URL): a command that creates it and fails before storing anything removes it again
+    (``store.sqlite.remove_empty``), so that a malformed file leaves no empty store behind."""
+    from pathlib import Path
+
+    from ..store.location import store_location
+
+    value = global_options(ctx).store
+    location = store_location(value) if value is None or isinstance(value, (str, os.PathLike)) else None
+    return location if isinstance(location, Path) and not location.exists() else None
+
+
 def open_conversation(ctx: click.Context, conv_id: str):
     """An existing conversation of an existing store (with ``--user``, one of that user's); no model loads until a
     command needs one."""

@@ -19,9 +19,10 @@ from ..core.choices import (
 from ..core.pager import DEFAULT_BUDGET
 from ..memory.choices import ImportMode
 from ..store.choices import FileFormat
+from ..store.sqlite import remove_empty
 from .options import OFFERED_KEYWORDS, BoundaryName, ChoiceOf, user_option
 from .output import Bars, echo_json
-from .session import friendly_errors, open_pager, open_user, user_name
+from .session import friendly_errors, new_store_path, open_pager, open_user, user_name
 
 
 @click.command()
@@ -55,12 +56,15 @@ def ingest(ctx, file, fmt, boundary, eviction, keywords, worth, bookmark_format,
 
     FILE may also be a chat history from another service: a ChatGPT or Claude export (the .zip as downloaded, the
     unzipped folder, or its conversations.json) or an OpenAI-style message list (JSON or JSONL). Importing one again
-    adds only what is new: the messages of conversations continued since, and new conversations."""
+    adds only what is new: the messages of conversations continued since, and new conversations.
+
+    A file that fails its checks stores nothing, and a store this command created for it is removed again."""
     from ..core.pager import PagingConfig
 
     with friendly_errors():
         config = PagingConfig(boundary=boundary, eviction=eviction, keywords=keywords,
                               bookmark_format=bookmark_format, budget=budget, worth=worth)
+        created = new_store_path(ctx)
         lp = open_pager(ctx, model)
         bars = Bars(disabled=as_json)
         bars.units["read"] = "conversation"
@@ -76,6 +80,11 @@ def ingest(ctx, file, fmt, boundary, eviction, keywords, worth, bookmark_format,
                                user=user_name(ctx), on_conversations=on_conversations)
             for conv_id in report.ids if embed else ():
                 lp.conversation(conv_id).prepare(progress=bars.stage("embed"))
+        except BaseException:
+            if created is not None:  # the store this made, with nothing in it: gone again
+                lp.close()
+                remove_empty(created)
+            raise
         finally:
             bars.close()
     for warning in report.warnings:

@@ -269,6 +269,31 @@ class SQLiteStore(Store):
             return not busy
 
 
+def remove_empty(path: Path) -> bool:
+    """Remove the SQLite store at ``path`` (its file, its journal files and its lock files) when it holds no
+    conversation, and say whether it did: what a command that created it leaves when it fails before storing
+    anything (``localpager ingest`` of a malformed file into a new store). Call it with the store closed."""
+    from .locks import lock_dir
+
+    try:
+        conn = sqlite3.connect(_read_only_uri(path), uri=True)
+        try:
+            if conn.execute("SELECT 1 FROM conversations LIMIT 1").fetchone() is not None:
+                return False
+        finally:
+            conn.close()
+    except sqlite3.Error:  # not a store this created (encrypted, or something else): left as it is
+        return False
+    for suffix in ("", "-wal", "-shm", "-journal"):
+        Path(f"{path}{suffix}").unlink(missing_ok=True)
+    locks = lock_dir(path)
+    if locks.is_dir() and all(f.suffix == ".lock" for f in locks.iterdir()):
+        for f in locks.iterdir():
+            f.unlink(missing_ok=True)
+        locks.rmdir()
+    return True
+
+
 def _statements(script: str) -> Iterator[str]:
     """The statements of a migration, whole: a trigger's body holds semicolons of its own."""
     pending = ""

@@ -164,6 +164,12 @@ def test_bad_files_are_one_line_errors_and_store_nothing(tmp_path, content, mess
     proc = run_cli_here("ingest", bad, store=store, check=False)
     assert proc.returncode == 1
     assert message in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.jsonl"]  # the store it made, empty, is gone again
+    from localpager.store.sqlite import SQLiteStore
+
+    SQLiteStore(store).close()
+    proc = run_cli_here("ingest", bad, store=store, check=False)  # a store that was there stays, empty or not
+    assert proc.returncode == 1 and store.exists()
     assert json.loads(run_cli_here("conversations", "--json", store=store).stdout) == []
 
 

@@ -109,3 +109,19 @@ def test_newer_schema_and_garbage_files_are_clear_errors(tmp_path):
     assert garbage.read_bytes().startswith(b"this is not")  # untouched
 
 
+
+
+def test_an_empty_store_is_removed_and_one_holding_a_conversation_kept(tmp_path):
+    from localpager.store.locks import lock_dir
+    from localpager.store.sqlite import SQLiteStore, remove_empty
+
+    empty, kept, garbage = tmp_path / "empty.db", tmp_path / "kept.db", tmp_path / "garbage.db"
+    SQLiteStore(empty).close()
+    assert empty.exists() and remove_empty(empty)
+    assert not empty.exists() and not lock_dir(empty).exists()
+    store = SQLiteStore(kept)
+    store.create_conversation("c", settings={})
+    store.close()
+    assert not remove_empty(kept) and kept.exists()
+    garbage.write_bytes(b"not a database" * 100)
+    assert not remove_empty(garbage) and garbage.exists()  # not a store: left as it is
