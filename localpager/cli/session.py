@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 from contextlib import contextmanager
+from pathlib import Path
 
 import click
 
@@ -74,12 +75,10 @@ def open_pager(ctx: click.Context, model: str | None = None, *, create: bool = T
     return lp
 
 
-def new_store_path(ctx: click.Context):
+def new_store_path(ctx: click.Context) -> Path | None:
     """The SQLite file ``--store`` names when nothing is there yet, else None (a store that exists, or a
     database URL): a command that creates it and fails before storing anything removes it again
     (``store.sqlite.remove_empty``), so that a malformed file leaves no empty store behind."""
-    from pathlib import Path
-
     from ..store.location import store_location
 
     value = global_options(ctx).store

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import sys
+from contextlib import suppress
 
 import click
 
@@ -18,6 +19,7 @@ from ..core.choices import (
 )
 from ..core.pager import DEFAULT_BUDGET
 from ..memory.choices import ImportMode
+from ..store.base import StoreError
 from ..store.choices import FileFormat
 from ..store.sqlite import remove_empty
 from .options import OFFERED_KEYWORDS, BoundaryName, ChoiceOf, user_option
@@ -82,8 +84,9 @@ def ingest(ctx, file, fmt, boundary, eviction, keywords, worth, bookmark_format,
                 lp.conversation(conv_id).prepare(progress=bars.stage("embed"))
         except BaseException:
             if created is not None:  # the store this made, with nothing in it: gone again
-                lp.close()
-                remove_empty(created)
+                with suppress(OSError, StoreError):  # a courtesy: the error the user sees is the file's
+                    lp.close()
+                    remove_empty(created)
             raise
         finally:
             bars.close()
@@ -174,7 +177,6 @@ def migrate_with_bar(src, dst, replace: bool):
     the target in the source's order, then those it replaces in one call (one erase of the target)."""
     from tqdm import tqdm
 
-    from ..store.base import StoreError
     from ..store.migrate import MigrateReport, migrate_store
 
     ids = [c.id for c in src.list_conversations()]
