@@ -106,7 +106,7 @@ def build_cases(sets: dict, embedder, bank: fact_pairs.PairBank, origin: np.ndar
     cases = []
     for dataset, split, probe, facts, kind, answering in asked_with_facts(sets):
         leave_out = origin == split if split in SOURCES and dataset == "generated" else None
-        best, features, vectors, message, _ = best_match(probe.question, facts, embedder.encode)
+        best, features, vectors, message = best_match(probe.question, facts, embedder.encode)[:4]
         unit = message / np.linalg.norm(message)
         scores = bank.scores(unit, vectors, leave_out)
         top = int(np.argmax(scores))

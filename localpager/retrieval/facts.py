@@ -33,7 +33,7 @@ from ..core.facts import CHANGE_CUE, STATED, StandingFact
 from ..core.text import content_words, is_question, sentences
 from .answerable import speakers_named
 from .fact_pairs import PairBank, shipped_bank
-from .gate import GateModel, message_features
+from .gate import GateFeatures, GateModel, message_features
 
 # What the model reads: not the whole message's cosine (``dense``, kept for the trace) but the closest of it and the
 # message's statements (``sentence``): with both, a low cosine for the whole message counted for a fact.
@@ -116,28 +116,68 @@ def message_parts(message: str) -> list[str]:
     return [message] + [s for s in parts if not is_question(s)][:SENTENCES_READ]
 
 
+@dataclass(frozen=True)
+class FactScoring:
+    """What the fact model reads of a message against every fact, read once (``of``): each fact's cosine with the
+    message, its closest with the message or one of its statements, whether it states what the message asks for,
+    and something to avoid when that is asked; then any one fact's features (``features``) without reading the
+    others again: the best fact's, the one the pair bank chose, and each fact beside the best (``FactRanker.also``,
+    which with thousands of facts of one kind would read them all once per fact)."""
+
+    message: str
+    facts: Sequence[StandingFact]
+    cosines: np.ndarray
+    parts: np.ndarray  # each fact's best cosine with the message or one of its statements
+    types: np.ndarray
+    avoid: np.ndarray
+    top: tuple[int, float, float]  # the index of the highest cosine, it, and the next highest (-inf: none)
+    asked: GateFeatures  # how the message asks (``gate.message_features``)
+    words: frozenset[str]  # its content words, lightly stemmed
+
+    @classmethod
+    def of(cls, message: str, facts: Sequence[StandingFact], cosines: np.ndarray,
+           part_cosines: np.ndarray | None = None) -> FactScoring:
+        """``part_cosines``: each fact's cosine with each of ``message_parts`` (facts × parts), the whole
+        message's (``cosines``) alone when not given."""
+        asks_avoid = "avoid" in asked_types(message)
+        types = np.array([type_match(message, f.text) for f in facts])
+        avoid = np.array([float(asks_avoid and "avoid" in stated_types(f.text)) for f in facts])
+        parts = (cosines[:, None] if part_cosines is None else part_cosines).max(axis=1)
+        first = int(np.argmax(cosines))
+        second = float(np.delete(cosines, first).max()) if len(cosines) > 1 else -math.inf
+        return cls(message, facts, cosines, parts, types, avoid, (first, float(cosines[first]), second),
+                   message_features(message), frozenset(content_words(message, "light")))
+
+    @property
+    def best(self) -> int:
+        """The fact that best matches the message: its cosine, plus a tenth for stating what the message asks for
+        and a tenth for something to avoid when that is asked."""
+        return int(np.argmax(self.cosines + 0.1 * self.types + 0.1 * self.avoid))
+
+    def features(self, index: int) -> FactFeatures:
+        """The features the fact model reads of the message and fact ``index``."""
+        first, highest, second = self.top
+        other = second if index == first else highest  # the highest cosine of the other facts
+        words, base = self.words, self.asked
+        shared = words & set(content_words(self.facts[index].text, "light"))
+        cosine = float(self.cosines[index])
+        return FactFeatures(
+            dense=cosine, gap=cosine - other if other > -math.inf else cosine,
+            type=float(self.types[index]), avoid=float(self.avoid[index]),
+            lexical=len(shared) / len(words) if words else 0.0,
+            my=base.my, me=base.me, i=base.i, question=base.question, request=base.request,
+            general_form=base.general_form, task=base.task, code=base.code, memory_cue=base.memory_cue,
+            need=float(bool(_NEED.search(self.message))), facts=math.log1p(min(len(self.facts), FITTED_FACTS)),
+            sentence=float(self.parts[index]))
+
+
 def best_fact(message: str, facts: Sequence[StandingFact], cosines: np.ndarray,
               part_cosines: np.ndarray | None = None, chosen: int | None = None) -> tuple[int, FactFeatures]:
-    """The fact that best matches ``message`` (its cosine, plus a tenth for stating what the message asks for
-    and a tenth for something to avoid when that is asked) and the features the fact model reads of the pair.
-    ``part_cosines``: each fact's cosine with each of ``message_parts`` (facts × parts), the whole message's
-    (``cosines``) alone when not given. ``chosen``: the features of that fact instead of the best match's."""
-    asks_avoid = "avoid" in asked_types(message)
-    types = np.array([type_match(message, f.text) for f in facts])
-    avoid = np.array([float(asks_avoid and "avoid" in stated_types(f.text)) for f in facts])
-    best = int(np.argmax(cosines + 0.1 * types + 0.1 * avoid)) if chosen is None else chosen
-    others = np.delete(cosines, best)
-    words = set(content_words(message, "light"))
-    shared = words & set(content_words(facts[best].text, "light"))
-    base = message_features(message)
-    parts = (cosines[:, None] if part_cosines is None else part_cosines).max(axis=1)
-    return best, FactFeatures(
-        dense=float(cosines[best]), gap=float(cosines[best] - others.max()) if len(others) else float(cosines[best]),
-        type=float(types[best]), avoid=float(avoid[best]), lexical=len(shared) / len(words) if words else 0.0,
-        my=base.my, me=base.me, i=base.i, question=base.question, request=base.request,
-        general_form=base.general_form, task=base.task, code=base.code, memory_cue=base.memory_cue,
-        need=float(bool(_NEED.search(message))), facts=math.log1p(min(len(facts), FITTED_FACTS)),
-        sentence=float(parts[best]))
+    """The fact that best matches ``message`` (``FactScoring.best``) and the features the fact model reads of the
+    pair (``FactScoring.of`` says what ``part_cosines`` are). ``chosen``: the features of that fact instead."""
+    scoring = FactScoring.of(message, facts, cosines, part_cosines)
+    best = scoring.best if chosen is None else chosen
+    return best, scoring.features(best)
 
 
 # Fitted by benchmarks/standing_facts.py on generated conversations of the tuning, dev and dev2 phrasings, the
@@ -166,6 +206,7 @@ class Match(NamedTuple):
     facts: np.ndarray  # the facts' vectors
     message: np.ndarray  # the whole message's vector
     part_cosines: np.ndarray  # each fact's cosine with each of ``message_parts`` (facts × parts)
+    scoring: FactScoring  # what the fact model reads of every fact: another's features without reading them again
 
 
 def best_match(message: str, facts: Sequence[StandingFact], embed: Callable[[list[str]], np.ndarray]) -> Match:
@@ -174,8 +215,9 @@ def best_match(message: str, facts: Sequence[StandingFact], embed: Callable[[lis
     vectors = embed(parts + [f.text for f in facts])
     fact_vectors = vectors[len(parts):]
     part_cosines = fact_vectors @ vectors[:len(parts)].T
-    index, features = best_fact(message, facts, part_cosines[:, 0], part_cosines)
-    return Match(index, features, fact_vectors, vectors[0], part_cosines)
+    scoring = FactScoring.of(message, facts, part_cosines[:, 0], part_cosines)
+    index = scoring.best
+    return Match(index, scoring.features(index), fact_vectors, vectors[0], part_cosines, scoring)
 
 
 REPLACED_SHOWN = 5  # older values a fact answer's trace names: the newest of them
@@ -269,7 +311,7 @@ class FactRanker:
         self._pairs_checked = False
         # each message's best fact, once: an answer asks for it on the fact path, for "never told" and at the floor
         self._hits: dict[str, FactHit | None] = {}
-        self._cosines: dict[str, np.ndarray] = {}  # ... and each fact's cosines with its parts (``also``)
+        self._scorings: dict[str, FactScoring] = {}  # ... and what the fact model read of every fact (``also``)
         self._need: dict[str, tuple[float, float]] = {}  # ... and the bank's reading of it (``need_of``)
         # what each fact superseded, newest first (the trace shows it), by (conversation, id): a user's facts come
         # from several conversations, each numbering its own (``facts`` in the order they were said)
@@ -291,7 +333,7 @@ class FactRanker:
         if not facts:
             return None
         found = best_match(message, facts, self.embed)
-        self._cosines[message] = found.part_cosines
+        self._scorings[message] = found.scoring
         index, features, vectors = found.index, found.features, found.facts
         probability, paired, by_pairs, missed = self.model.probability(features), None, False, False
         if self.reads(message):
@@ -304,7 +346,7 @@ class FactRanker:
                 top = int(np.argmax(scores))
                 paired, by_pairs = float(scores[top]), bool(scores[top] >= bank.threshold)
                 if by_pairs and top != index:
-                    index, features = best_fact(message, facts, found.part_cosines[:, 0], found.part_cosines, top)
+                    index, features = top, found.scoring.features(top)
                     probability = self.model.probability(features)
         newer = newer_value(facts, index, vectors)
         if newer is None:
@@ -335,7 +377,7 @@ class FactRanker:
         if bank is None or not bank.unmet or not self.reads(message):
             return None
         hit = self.best(message)
-        if hit is not None and (hit.by_pairs or (hit.probability >= self.model.threshold and not hit.missed)):
+        if hit is not None and self.gives(hit):
             return None  # a fact answers it
         needed, nearest = self.need_of(message)
         paired, probability = (hit.paired or 0.0, hit.probability) if hit is not None else (0.0, 0.0)
@@ -388,8 +430,12 @@ class FactRanker:
         if asks_when_past(message):
             return []
         hit = self.best(message)
-        given = hit is not None and ((hit.probability >= self.model.threshold and not hit.missed) or hit.by_pairs)
-        return [hit, *self.also(message, hit)] if given else []
+        return [hit, *self.also(message, hit)] if hit is not None and self.gives(hit) else []
+
+    def gives(self, hit: FactHit) -> bool:
+        """Whether ``hit`` is given to the answer: the pair bank chose it, or the fact model's probability clears
+        its threshold and the bank does not say the message needs another kind of fact (``FactHit.missed``)."""
+        return hit.by_pairs or (hit.probability >= self.model.threshold and not hit.missed)
 
     def also(self, message: str, hit: FactHit) -> list[FactHit]:
         """The other facts of ``hit``'s kind that the fact model, scoring each as it scores the best, judges to bear
@@ -398,16 +444,16 @@ class FactRanker:
         for a fact the pair bank chose (the model judged none), of kind ``stated`` (which says nothing of what it
         is), or when either says that something changed (an older and a newer value of one thing that supersession
         took for two: the newer answers alone); never a value the best replaced."""
-        best, cosines = hit.fact, self._cosines.get(message)
-        if hit.by_pairs or cosines is None or best.kind == STATED or CHANGE_CUE.search(best.text):
+        best, scoring = hit.fact, self._scorings.get(message)
+        if hit.by_pairs or scoring is None or best.kind == STATED or CHANGE_CUE.search(best.text):
             return []
-        facts, skip = self.of_named(message), {id(best), *(id(f) for f in hit.replaced)}
+        skip = {id(best), *(id(f) for f in hit.replaced)}
         also = []
-        for j, fact in enumerate(facts):
+        for j, fact in enumerate(scoring.facts):  # the facts the best was chosen among (``of_named``)
             if (id(fact) in skip or fact.kind != best.kind or fact.speaker != best.speaker
                     or CHANGE_CUE.search(fact.text)):
                 continue
-            _, features = best_fact(message, facts, cosines[:, 0], cosines, j)
+            features = scoring.features(j)
             probability = self.model.probability(features)
             if probability >= self.model.threshold:
                 also.append(FactHit(fact, probability, asdict(features)))
