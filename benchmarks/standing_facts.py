@@ -2,7 +2,7 @@
 
 1. Extraction (``core.facts``) on single statements: ``lab/data/statements_dev.json`` (read while the
    extractor was written: development) and ``statements_heldout.json`` (written later and apart, never tuned
-   on): recall and precision of "this sentence states a durable fact", for a chat's user and a transcript's
+   on), and the same pair for a chat user's plain present (``statements_plain_dev.json``, ``_check``): recall and precision of "this sentence states a durable fact", for a chat's user and a transcript's
    speakers; and on generated conversations: the planted statements found (recall), the filler turns taken for
    facts, and the corrections that supersede the fact they correct.
 2. The fact model (``retrieval.facts``): generated conversations of every phrasing set with an explicit and an
@@ -45,6 +45,9 @@ LOCOMO = Path(__file__).resolve().parents[2] / "shared" / "data" / "locomo" / "l
 SPLITS = ("tuning", "dev", "dev2", "dev-kinds", "held-out", "held-out-kinds")
 FITTED = ("tuning", "dev", "dev2", "dev-kinds")
 THRESHOLD_SPLITS = ("dev", "dev2", "dev-kinds")
+# sentences written by hand, development and held out: ``statements_*`` in general, ``statements_plain_*`` a chat
+# user's plain present ("I bank with Monzo." against "I take your point."; ``facts.habitual_fact``)
+STATEMENT_SETS = ("statements_dev", "statements_heldout", "statements_plain_dev", "statements_plain_check")
 
 
 # -- 1. extraction --------------------------------------------------------------------------------------
@@ -52,6 +55,8 @@ def statement_scores(path: Path) -> dict:
     data = json.loads(path.read_text(encoding="utf-8"))
     out = {}
     for section in ("chat", "transcript"):
+        if section not in data:
+            continue
         tp = fp = fn = kind = 0
         for item in data[section]:
             found = extract(Turn("user", item["text"], 0, speaker=item.get("speaker")))
@@ -197,11 +202,10 @@ def main() -> None:
     started = time.perf_counter()
     sets = load_sets(args.quick)
 
-    extraction = {"statements_dev": statement_scores(DATA / "statements_dev.json"),
-                  "statements_heldout": statement_scores(DATA / "statements_heldout.json"),
-                  "generated": {split: planted_scores(convs) for (d, split), convs in sets.items() if d == "generated"}}
+    extraction = {name: statement_scores(DATA / f"{name}.json") for name in STATEMENT_SETS}
+    extraction |= {"generated": {split: planted_scores(convs) for (d, split), convs in sets.items() if d == "generated"}}
     print("## Extraction\n\n| set | section | recall | precision | right kind | non-facts taken |\n|---|---|---:|---:|---:|---:|")
-    for name in ("statements_dev", "statements_heldout"):
+    for name in STATEMENT_SETS:
         for section, r in extraction[name].items():
             print(f"| {name} | {section} | {r['recall']:.2f} | {r['precision']:.2f} | {r['kind']:.2f} | "
                   f"{r['false_facts']:.2f} |")

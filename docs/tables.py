@@ -397,7 +397,8 @@ def standing_facts_extraction(datas: list[dict]) -> str:
     ex = d["result"]["extraction"]
     rows = [[name.replace("statements_", "statements, "), section, frac(r["recall"]), frac(r["precision"]),
              frac(r["kind"]), "–"]
-            for name in ("statements_dev", "statements_heldout") for section, r in ex[name].items()]
+            for name in ("statements_dev", "statements_heldout", "statements_plain_dev", "statements_plain_check")
+            if name in ex for section, r in ex[name].items()]
     rows += [[f"generated, {split}", "chat", f"{frac(r['found'])} of {r['planted']}", "–", "–",
               f"{frac(r['superseded'])} of {r['corrections']}"] for split, r in ex["generated"].items()]
     return table(["set", "speakers", "facts found (recall)", "precision", "right kind", "corrections that replace"],

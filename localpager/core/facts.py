@@ -28,10 +28,10 @@ from functools import lru_cache
 
 from . import lexicon, supersede
 from .answer_types import stated_types
-from .claims import is_claim, mask_quotes, states_fact
+from .claims import fact_model, is_claim, is_request, mask_quotes, states_fact
 from .dates import format_day
 from .records import Turn
-from .syntax import asks_for_work
+from .syntax import asks_for_work, states_habit
 from .text import CONTACT, NAME_MID_SENTENCE, content_words, fold_plural, sentences
 
 # The extractor's version: a conversation whose facts an older one made gets them made again. 2: quotations and
@@ -45,8 +45,9 @@ from .text import CONTACT, NAME_MID_SENTENCE, content_words, fold_plural, senten
 # label needs no first person (``stated_fact``'s ``corrects``). 11: the fact model reads content words, fitted on
 # 32 kinds more (``claims.fact_model``). 12: a user's line giving a contact needs no first person (``stated_fact``);
 # a quotation after a colon is someone's words (``claims.mask_quotes``). 13: a request by its parse states no fact
-# (``syntax.asks_for_work``).
-FACTS_VERSION = 13
+# (``syntax.asks_for_work``). 14: a user's plain present naming something particular is a fact by its parse
+# (``habitual_fact``).
+FACTS_VERSION = 14
 KINDS = ("avoid", "diet", "medicine", "constraint", "preference", "person", "pet", "family", "schedule", "plan",
          "number", "budget", "identity", "stated")
 # A fact the cues below have no words for, found by the fact model (``claims.states_fact``): whatever it is about.
@@ -208,7 +209,8 @@ def _extract(text: str, user: bool) -> tuple[FactDraft, ...]:
             here = _clause_facts(sentence, user)
         else:
             here = []
-        here = here or [d for d in (stated_fact(sentence, user) or changed_fact(sentence, user),) if d is not None]
+        here = here or [d for d in (stated_fact(sentence, user) or changed_fact(sentence, user)
+                                    or habitual_fact(sentence, user),) if d is not None]
         if here and not (user and _asks_work(sentence)):
             found += here
     return tuple(found)
@@ -321,6 +323,27 @@ def changed_fact(sentence: str, user: bool = True) -> FactDraft | None:
     line = _statement(sentence) if user else ""
     if (not line or not _FIRST_PERSON.search(line) or not CHANGE_CUE.search(line) or not _names_value(line)
             or not _claims(line)):
+        return None
+    return FactDraft(STATED, subject_of(line, STATED), _shorten(line))
+
+
+# The fact model's probability at or above which a chat user's plain present naming something particular is a
+# fact (``habitual_fact``): chosen on sentences written for it (``lab/data/statements_plain_dev.json``), below every
+# fact there (0.20 and up) and above the requests ("I need some help with my CV.": 0.01); checked on
+# ``statements_plain_check.json``, written apart.
+HABIT_FLOOR = 0.15
+
+
+def habitual_fact(sentence: str, user: bool = True) -> FactDraft | None:
+    """A chat user's plain present about what they habitually do or have, naming something particular ("I bank with
+    Monzo.", "We rent a flat in Leith."): a standing fact in any verb, which the fact model, reading the frame "I +
+    verb + object" as often a passing remark ("I take your point."), does not take. The parse says it is a habit
+    whose object names something particular (``syntax.states_habit``: not "I get it.", "I like that idea."), and
+    the fact model must not be sure it is none (``HABIT_FLOOR``). Of kind ``stated``. Asked last, and only of a
+    line naming a value or a name (``_specific``): a parse costs milliseconds."""
+    line = _statement(sentence) if user else ""
+    if (not line or not _FIRST_PERSON.search(line) or not _specific(line) or not _claims(line) or is_request(line)
+            or fact_model().probability(line) < HABIT_FLOOR or not states_habit(line)):
         return None
     return FactDraft(STATED, subject_of(line, STATED), _shorten(line))
 

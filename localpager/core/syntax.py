@@ -1,4 +1,5 @@
-"""Whether a sentence asks for work to be done: an imperative, read from its parse.
+"""Whether a sentence asks for work to be done (an imperative), or tells what its speaker habitually does: read from
+its parse.
 
 A request is no claim about the speaker. "Book my usual table at the Italian place for Friday at 8pm." and
 "Schedule my piano lesson for Tuesdays at 5pm." are full of the user's own details, and the claim model
@@ -10,9 +11,18 @@ in Singapore.", "Note that our boiler is a Vaillant.", "Put on jazz and I'll be 
 is a claim, and the claim model reads it. A clause asking whether ("Check whether my train is on time.") wraps
 none.
 
+A speaker's plain present ("I bank with Monzo.", "We rent a flat in Leith.") says what stays true of them, in any
+verb: the root a present-tense verb (not "be": "I'm on a tight schedule tonight" is a passing state) whose subject is
+the speaker ("I", "we"), with no modal ("I might ...") and no clause under it ("I think ...", "I want to ..."),
+and an object that names something particular, direct or after a preposition ("Monzo", "a Worcester boiler",
+"size 9 shoes"; ``states_habit``). The claim and fact models read a sentence's frame as a bag of words, and "I +
+verb + object" is as often a remark about the conversation ("I take your point about Brexit.", "I get the bit
+about Python."), whose object names nothing of the speaker's.
+
 The parse is spaCy's English pipeline, its tagger and parser (``models/manifest.toml``'s parser), loaded on first
 use, once a process: a few milliseconds a sentence, asked only of a chat user's sentence something else already
-took for a fact, or of a message the answer must classify. One parse at a time: a pipeline is not shared between
+took for a fact, of one in the first person naming something that nothing else took, or of a message the answer
+must classify. One parse at a time: a pipeline is not shared between
 threads. English only, as the rest of the facts layer.
 """
 
@@ -29,6 +39,11 @@ SUBJECTS = frozenset({"nsubj", "nsubjpass", "expl", "csubj", "csubjpass"})
 CLAUSES = frozenset({"ccomp", "parataxis", "conj"})  # a clause of its own beside or under the verb
 ASKING = frozenset({"whether", "if"})  # what makes a wrapped clause a question, not a statement
 OPENING = 2  # the root verb's place in its sentence at most: "Book ...", "Please book ...", "Now just book ..."
+PARTICULAR = frozenset({"NNP", "NNPS", "CD"})  # a name, a number
+HABIT_CLAUSES = frozenset({"ccomp", "xcomp"})  # "I think [Paris sounds lovely]", "I want [to repaint]"
+SPEAKER = frozenset({"i", "we"})
+BE = frozenset({"am", "'m", "are", "'re", "is", "'s"})
+DO = frozenset({"do", "does"})
 MAX_CHARS = 600  # a request, not a pasted page: longer text is not parsed
 _FIRST_PERSON = lexicon.pattern("first_person")
 _PARSING = threading.Lock()
@@ -78,6 +93,47 @@ def asks_for_work(text: str) -> bool:
             continue
         return True
     return False
+
+
+@lru_cache(maxsize=1 << 14)
+def states_habit(text: str) -> bool:
+    """Whether a sentence of ``text`` tells what its speaker habitually does or has: its root a present-tense verb
+    other than "be" (or one that "do" puts in the present: "I don't eat ..."), its subject "I" or "we", no modal and
+    no clause under it, and an object naming something particular that is not the listener's (see the module
+    docstring)."""
+    if not text or len(text) > MAX_CHARS:
+        return False
+    with _PARSING:
+        parsed = pipeline()(text)
+    for sentence in parsed.sents:
+        root, children = sentence.root, list(sentence.root.children)
+        present = root.tag_ in ("VBP", "VBZ") or (  # "I bank with ...", or "I don't eat ..." ("do" carries it)
+            root.tag_ == "VB" and any(c.dep_ == "aux" and c.lower_ in DO for c in children))
+        if not present or root.lower_ in BE:
+            continue
+        if (any(c.dep_ == "nsubj" and c.lower_ in SPEAKER for c in children)
+                and not any(c.tag_ == "MD" or c.dep_ in HABIT_CLAUSES for c in children)
+                and not any(c.dep_ == "dobj" and _listeners(c) for c in children)
+                and any(_particular(o) for o in _objects(children))):
+            return True
+    return False
+
+
+def _objects(children: list[Any]) -> list[Any]:
+    """A verb's objects: its direct object, and what each of its prepositions takes ("with Monzo")."""
+    found = [c for c in children if c.dep_ == "dobj"]
+    return found + [g for c in children if c.dep_ == "prep" for g in c.children if g.dep_ == "pobj"]
+
+
+def _listeners(noun: Any) -> bool:
+    """A noun the listener owns ("your point"): what the speaker does to it is a remark on what was said."""
+    return any(c.dep_ == "poss" and c.lower_ == "your" for c in noun.children)
+
+
+def _particular(noun: Any) -> bool:
+    """An object naming something particular: a name or a number in its phrase ("Monzo", "a Worcester boiler",
+    "size 9 shoes", "a garage on Mill Lane"); "that idea" and "the feeling" name nothing."""
+    return any(t.tag_ in PARTICULAR for t in noun.subtree)
 
 
 def _states(clause: Any) -> bool:

@@ -1,4 +1,4 @@
-"""The English parser's reading of a request (``core.syntax``) and where its pipeline is found
+"""The English parser's reading of a request and of a habit (``core.syntax``) and where its pipeline is found
 (``models/manifest.toml``'s parser). Sentences written for these tests."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import sys
 import pytest
 
 from localpager.core.modelpaths import ModelNotFoundError, parser_path
-from localpager.core.syntax import asks_for_work
+from localpager.core.syntax import asks_for_work, states_habit
 
 
 @pytest.mark.parametrize("sentence", [
@@ -31,6 +31,32 @@ def test_a_sentence_opening_with_a_bare_verb_and_no_subject_asks_for_work(senten
 ])
 def test_a_statement_or_a_request_wrapping_one_does_not(sentence):
     assert not asks_for_work(sentence)
+
+
+@pytest.mark.parametrize("sentence", [
+    "I sail with the Forth Yacht Club.",
+    "We grow Moneymaker tomatoes behind the garage.",
+    "I don't eat anything from Haribo.",  # a habit in the negative
+    "I wear size 6 trainers.",
+])
+def test_a_plain_present_of_the_speaker_with_a_particular_object_states_a_habit(sentence):
+    assert states_habit(sentence)
+
+
+@pytest.mark.parametrize("sentence", [
+    "I sailed with the Forth Yacht Club last year.",  # past: an event
+    "I'm sailing with the Forth Yacht Club this weekend.",  # progressive: a passing state
+    "I might join the Forth Yacht Club.",  # a modal
+    "I think the Forth Yacht Club is lovely.",  # a clause under the verb: an opinion
+    "I want to join the Forth Yacht Club.",
+    "My brother sails with the Forth Yacht Club.",  # not the speaker
+    "I'm on the committee until June.",  # "be"
+    "I grow tomatoes behind the garage.",  # nothing particular: as often a remark as a habit
+    "I take your point about the Forth Yacht Club.",  # the listener's point: a remark on what was said
+    "",
+])
+def test_an_event_a_wish_an_opinion_a_remark_or_another_subject_is_no_habit(sentence):
+    assert not states_habit(sentence)
 
 
 def test_the_parser_loads_without_pytorch():
