@@ -30,7 +30,7 @@ from ..core.answer_types import asked_types, asks_when_past, stated_types
 from ..core.answer_types import match as type_match
 from ..core import lexicon, supersede
 from ..core.facts import CHANGE_CUE, STATED, StandingFact
-from ..core.text import content_words, is_question, sentences
+from ..core.text import NAME_MID_SENTENCE, content_words, is_question, sentences
 from .answerable import speakers_named
 from .fact_pairs import PairBank, shipped_bank
 from .gate import GateFeatures, GateModel, message_features
@@ -80,6 +80,8 @@ class FactHit:
     paired: float | None = None  # its pair score (``fact_pairs``), when the pair bank was read
     by_pairs: bool = False  # the pair bank chose it: the fact model's probability is below its threshold
     missed: bool = False  # the pair bank judged it not what the message needs (``PairBank.misses``): not given
+    # the message asks about any one of a kind, for no one in particular (``asks_anyone``): not given below ``SURE``
+    anyone: bool = False
 
     def to_dict(self) -> dict:
         where = {"conversation": self.fact.conv_id} if self.fact.conv_id is not None else {}
@@ -87,6 +89,7 @@ class FactHit:
                 "probability": round(self.probability, 4),
                 **({"paired": round(self.paired, 4), "by_pairs": self.by_pairs} if self.paired is not None else {}),
                 **({"missed": True} if self.missed else {}),
+                **({"anyone": True} if self.anyone else {}),
                 "features": {k: round(v, 4) for k, v in self.features.items()},
                 "replaced": [{"fact_id": f.fact_id, "turn": f.turn, "text": f.text} for f in self.replaced]}
 
@@ -292,6 +295,18 @@ def newer_alike(message: str, facts: Sequence[StandingFact], index: int, cosines
 SURE = 0.9
 
 
+def asks_anyone(message: str, asked: GateFeatures) -> bool:
+    """Whether ``message`` (``asked``: its own words' features, ``gate.message_features``) asks about any one of a
+    kind, for no one in particular: no word of its speaker ("my", "me", "I", "we"), nothing particular ("the family
+    wedding", "our car": ``definite``; a name: "Where does Tom live?") and no reference to what was said ("again",
+    "remind me"). "What is a good name for a dog?" asks for general knowledge; a standing fact is what one person
+    told of themselves ("Our puppy is called Miso."), and a question about it names something of theirs ("When's
+    the family wedding?"). A message naming a conversation's speaker asks about that person (``FactRanker.named``),
+    and is not read so."""
+    return not (asked.my or asked.me or asked.i or asked.definite or asked.memory_cue
+                or NAME_MID_SENTENCE.search(message[:2000]))
+
+
 class FactRanker:
     """The standing facts of one conversation, scored against a message (their vectors from the embedder,
     which caches them by text)."""
@@ -353,7 +368,9 @@ class FactRanker:
             newer = newer_alike(message, facts, index, found.part_cosines[:, 0], vectors)
         fact = facts[index if newer is None else newer]
         replaced = self.replaced(fact) if newer is None else [facts[index], *self.replaced(facts[index])]
-        return FactHit(fact, probability, asdict(features), replaced[:REPLACED_SHOWN], paired, by_pairs, missed)
+        anyone = probability < SURE and asks_anyone(message, found.scoring.asked) and not self.named(message)
+        return FactHit(fact, probability, asdict(features), replaced[:REPLACED_SHOWN], paired, by_pairs, missed,
+                       anyone)
 
     def of_named(self, message: str) -> list[StandingFact]:
         """The facts that may answer ``message``: when it names people who speak in the conversation (a
@@ -362,10 +379,14 @@ class FactRanker:
         about things never said swap the speaker, and 97% of LoCoMo 1-5's answerable questions naming one speaker
         have evidence that speaker said (``answerable.speaker_gap``). The speakers are those the facts name: one
         who stated none has none to give."""
-        named = {n.split()[0] for n in speakers_named(message, self._speakers)} if self._speakers else set()
+        named = self.named(message)
         if not named:
             return self.facts
         return [f for f in self.facts if f.speaker and f.speaker.lower().split()[0] in named]
+
+    def named(self, message: str) -> set[str]:
+        """The first names, lower case, of the people who state facts here that ``message`` names."""
+        return {n.split()[0] for n in speakers_named(message, self._speakers)} if self._speakers else set()
 
     def never_told(self, message: str) -> dict[str, float] | None:
         """When ``message`` needs a fact that nothing in memory meets (``PairBank.unmet_by``: messages like it
@@ -434,8 +455,9 @@ class FactRanker:
 
     def gives(self, hit: FactHit) -> bool:
         """Whether ``hit`` is given to the answer: the pair bank chose it, or the fact model's probability clears
-        its threshold and the bank does not say the message needs another kind of fact (``FactHit.missed``)."""
-        return hit.by_pairs or (hit.probability >= self.model.threshold and not hit.missed)
+        its threshold, the bank does not say the message needs another kind of fact (``FactHit.missed``) and the
+        message is not about any one of a kind (``FactHit.anyone``)."""
+        return hit.by_pairs or (hit.probability >= self.model.threshold and not hit.missed and not hit.anyone)
 
     def also(self, message: str, hit: FactHit) -> list[FactHit]:
         """The other facts of ``hit``'s kind that the fact model, scoring each as it scores the best, judges to bear

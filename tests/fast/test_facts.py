@@ -19,7 +19,8 @@ from localpager.core.facts import (FACTS_VERSION, MAX_FACT_CHARS, StandingFact, 
                                    fact_of, facts_of, subject_of, supersedes)
 from localpager.core.pager import PagingConfig
 from localpager.core.records import Turn
-from localpager.retrieval.facts import prompt_facts
+from localpager.retrieval.facts import asks_anyone, prompt_facts
+from localpager.retrieval.gate import message_features
 from localpager.retrieval.gate import GateModel
 from localpager.retrieval.rerank import RerankSettings
 from localpager.runtime.answering import FactContext
@@ -71,6 +72,40 @@ def test_the_fact_model_takes_a_habit_of_a_kind_no_cue_names_and_leaves_a_dated_
     assert [d.kind for d in extract(Turn("user", "Every winter we rent a cabin near Lake Bled for a week.", 0))
             ] == ["stated"]
     assert extract(Turn("user", "We repotted the cactus on Sunday afternoon.", 0)) == []
+
+
+@pytest.mark.parametrize("sentence", ["I shop at the Lidl on Leith Walk.", "We insure the car with Aviva."])
+def test_a_plain_present_naming_something_particular_is_a_fact_the_fact_model_alone_missed(sentence):
+    """The fact model reads "I + verb + object" as a remark as often as a habit; the parse says it is the speaker's
+    habit (``syntax.states_habit``) and the object names something of theirs (``facts.habitual_fact``)."""
+    from localpager.core.claims import fact_model
+    from localpager.core.facts import HABIT_FLOOR
+
+    assert HABIT_FLOOR <= fact_model().probability(sentence) < fact_model().threshold, "the fact model alone: none"
+    assert [(d.kind, d.text) for d in extract(Turn("user", sentence, 0))] == [("stated", sentence)]
+
+
+@pytest.mark.parametrize("sentence", [
+    "I take your point about the Lidl on Leith Walk.",  # a remark on what was said
+    "I need a hand with my Aviva claim.",  # a request
+    "I shopped at the Lidl on Leith Walk.",  # an event
+])
+def test_a_remark_a_request_or_an_event_in_the_same_words_is_no_fact(sentence):
+    assert extract(Turn("user", sentence, 0)) == []
+    assert extract(Turn("assistant", "I shop at the Lidl on Leith Walk.", 1)) == []  # nor the assistant's
+
+
+@pytest.mark.parametrize("message, anyone", [
+    ("What is a good name for a parrot?", True),
+    ("How should hiking boots fit?", True),
+    ("What's my parrot called?", False),  # the asker's
+    ("When's the family reunion?", False),  # something particular
+    ("Where does Priya live?", False),  # someone named
+    ("Which airline was it again?", False),  # what was said
+    ("Can you remind me of the code?", False),
+])
+def test_a_question_about_any_one_of_a_kind_is_told_from_one_about_something_of_the_askers(message, anyone):
+    assert asks_anyone(message, message_features(message)) is anyone
 
 
 def test_only_people_state_facts_and_a_lead_in_is_dropped():

@@ -52,3 +52,16 @@ def test_a_general_question_in_two_sentences_reaches_no_fact(ranker, message):
     hit = ranker.best(message)
     assert hit.probability < ranker.model.threshold - 0.15
     assert ranker.relevant(message) == []
+
+
+@pytest.mark.parametrize("general, particular", [
+    ("What is a good name for a cat?", "What is the cat called?"),
+    ("What does a bakery sell?", "Which bakery do I work at?"),
+])
+def test_a_question_about_any_one_of_a_kind_reaches_no_fact_and_one_about_the_users_does(ranker, general, particular):
+    """"What is a good name for a cat?" comes near "My cat is called Pixel." (the fact model is over its threshold)
+    but asks for general knowledge: no word of the asker, nothing particular (``facts.asks_anyone``)."""
+    hit = ranker.best(general)
+    assert ranker.model.threshold + 0.03 <= hit.probability < 0.9, "the precondition: the fact model alone gives it"
+    assert hit.anyone and ranker.relevant(general) == []
+    assert [h.fact.text for h in ranker.relevant(particular)] == [hit.fact.text]
