@@ -65,8 +65,10 @@ def statement_scores(path: Path) -> dict:
                 kind += bool(found) and found[0].kind == item["kind"]
             else:
                 fp += bool(found)
+        judged = any(item["kind"] for item in data[section])  # a set may not name kinds (``statements_plain_*``)
         out[section] = {"facts": tp + fn, "others": len(data[section]) - tp - fn, "recall": round(tp / (tp + fn), 3),
-                        "precision": round(tp / max(1, tp + fp), 3), "kind": round(kind / max(1, tp), 3),
+                        "precision": round(tp / max(1, tp + fp), 3),
+                        "kind": round(kind / max(1, tp), 3) if judged else None,
                         "false_facts": round(fp / max(1, len(data[section]) - tp - fn), 3)}
     return out
 
@@ -207,7 +209,8 @@ def main() -> None:
     print("## Extraction\n\n| set | section | recall | precision | right kind | non-facts taken |\n|---|---|---:|---:|---:|---:|")
     for name in STATEMENT_SETS:
         for section, r in extraction[name].items():
-            print(f"| {name} | {section} | {r['recall']:.2f} | {r['precision']:.2f} | {r['kind']:.2f} | "
+            kind = "–" if r["kind"] is None else f"{r['kind']:.2f}"
+            print(f"| {name} | {section} | {r['recall']:.2f} | {r['precision']:.2f} | {kind} | "
                   f"{r['false_facts']:.2f} |")
     print("\n| generated | planted found | filler taken | corrections superseding |\n|---|---:|---:|---:|")
     for split, r in extraction["generated"].items():

@@ -396,7 +396,7 @@ def standing_facts_extraction(datas: list[dict]) -> str:
     (d,) = datas
     ex = d["result"]["extraction"]
     rows = [[name.replace("statements_", "statements, "), section, frac(r["recall"]), frac(r["precision"]),
-             frac(r["kind"]), "–"]
+             "–" if r["kind"] is None else frac(r["kind"]), "–"]
             for name in ("statements_dev", "statements_heldout", "statements_plain_dev", "statements_plain_check")
             if name in ex for section, r in ex[name].items()]
     rows += [[f"generated, {split}", "chat", f"{frac(r['found'])} of {r['planted']}", "–", "–",
