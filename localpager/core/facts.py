@@ -46,8 +46,9 @@ from .text import CONTACT, NAME_MID_SENTENCE, content_words, fold_plural, senten
 # 32 kinds more (``claims.fact_model``). 12: a user's line giving a contact needs no first person (``stated_fact``);
 # a quotation after a colon is someone's words (``claims.mask_quotes``). 13: a request by its parse states no fact
 # (``syntax.asks_for_work``). 14: a user's plain present naming something particular is a fact by its parse
-# (``habitual_fact``).
-FACTS_VERSION = 14
+# (``habitual_fact``). 15: a user's sentence telling two things, each with its speaker as subject, is two facts
+# (``_two_things``).
+FACTS_VERSION = 15
 KINDS = ("avoid", "diet", "medicine", "constraint", "preference", "person", "pet", "family", "schedule", "plan",
          "number", "budget", "identity", "stated")
 # A fact the cues below have no words for, found by the fact model (``claims.states_fact``): whatever it is about.
@@ -117,6 +118,8 @@ ONE_VALUE = frozenset({"budget", "number"})
 _DATED = lexicon.pattern("dated")  # a written date ("March 6", "6th of March"), not "Monday"
 _ANNOTATION = re.compile(r"\s*\[[^\[\]]{0,400}\]")  # what a transcript adds: "[shares a photo: a photo of a cat]"
 _CLAUSES = re.compile(r";\s+|\s+[\u2014\u2013-]\s+")  # a statement and a question in one sentence
+# "..., and we ...": a clause of its own, the speaker its subject (``_two_things``)
+_SPEAKER_CLAUSE = re.compile(r",?\s+(?:and|but)\s+(?=" + _FIRST_PERSON.pattern + ")", _FIRST_PERSON.flags)
 _CLAUSE = lexicon.pattern("clause")  # where a long fact may be cut
 _TASK = lexicon.pattern("task")  # asking for work: "translate", "rewrite", "help me"
 # the one addressed: a name after a comma at the end ("..., Mel!"), or after a word and before a comma at the start
@@ -198,6 +201,10 @@ def _extract(text: str, user: bool) -> tuple[FactDraft, ...]:
     found = []
     for sentence in sentences(mask_quotes(text[: 4 * _MAX_SENTENCE])):  # quoted words are not the speaker's
         sentence = _after_greeting(sentence) if user else _unaddressed(sentence)
+        things = _two_things(sentence) if user else []
+        if things:
+            found += things
+            continue
         whole = fact_of(sentence, user)
         told = _after_label(sentence) if whole is None else None
         if told is not None:  # the statement after a label, kept whole as its text (a correction says it is one)
@@ -214,6 +221,19 @@ def _extract(text: str, user: bool) -> tuple[FactDraft, ...]:
         if here and not (user and _asks_work(sentence)):
             found += here
     return tuple(found)
+
+
+def _two_things(sentence: str) -> list[FactDraft]:
+    """The facts of a chat user's sentence that tells two things, each in a clause of its own with the speaker as
+    its subject ("I bank with Monzo and we heat the house with a Worcester boiler."), when each clause alone states
+    one; else none (the sentence is read whole). One fact for both is near neither for a question about one, and
+    unlike every labelled fact the pair bank compares it with ("Which bank am I with?" was answered "not
+    remembered")."""
+    clauses = _SPEAKER_CLAUSE.split(sentence)
+    if len(clauses) < 2:
+        return []
+    facts = [_extract(clause.strip(), True) for clause in clauses]
+    return [d for found in facts for d in found] if all(facts) else []
 
 
 def _asks_work(sentence: str) -> bool:

@@ -108,6 +108,13 @@ def test_a_question_about_any_one_of_a_kind_is_told_from_one_about_something_of_
     assert asks_anyone(message, message_features(message)) is anyone
 
 
+def test_a_sentence_telling_two_things_in_clauses_of_their_own_gives_two_facts():
+    said = "I bank with Tandem and we heat the flat with a Baxi boiler."
+    assert [d.text for d in extract(Turn("user", said, 0))] == ["I bank with Tandem", "we heat the flat with a Baxi boiler."]
+    one = "I'm allergic to peanuts and I hate it."  # the second clause states nothing alone: read whole
+    assert [d.text for d in extract(Turn("user", one, 0))] == [one]
+
+
 def test_only_people_state_facts_and_a_lead_in_is_dropped():
     said = "By the way, I'm allergic to latex."
     assert [d.text for d in extract(Turn("user", said, 0))] == ["I'm allergic to latex."]

@@ -202,3 +202,15 @@ def test_a_recall_s_floor_reads_the_banks_need_of_the_question(said_chat):
     assert t.decision == "recall" or (t.decision == "unknown" and not t.grounding["grounded"])
     features = t.answerable["features"]
     assert 0.0 <= features["needed"] <= 1.0 and 0.0 < features["nearest"] <= 1.0
+
+
+def test_a_fact_told_beside_another_in_one_sentence_answers_the_question_about_it():
+    """Told as one fact, "I bank with Tandem and we heat the flat with a Baxi boiler." was unlike every statement
+    the bank's nearest labelled question ("Which bank am I with?") needed, and the bank answered "not remembered";
+    each clause is a fact of its own (``facts._two_things``)."""
+    from localpager.retrieval.embedder import default_embedder
+
+    said = ["I bank with Tandem and we heat the flat with a Baxi boiler.", "My dog is called Rufus."]
+    ranker = FactRanker(facts_of([Turn("user", text, 2 * i) for i, text in enumerate(said)]), default_embedder().encode)
+    assert [h.fact.text for h in ranker.relevant("Which bank am I with?")] == ["I bank with Tandem"]
+    assert ranker.never_told("Which bank am I with?") is None
