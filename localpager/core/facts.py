@@ -118,8 +118,7 @@ ONE_VALUE = frozenset({"budget", "number"})
 _DATED = lexicon.pattern("dated")  # a written date ("March 6", "6th of March"), not "Monday"
 _ANNOTATION = re.compile(r"\s*\[[^\[\]]{0,400}\]")  # what a transcript adds: "[shares a photo: a photo of a cat]"
 _CLAUSES = re.compile(r";\s+|\s+[\u2014\u2013-]\s+")  # a statement and a question in one sentence
-# "..., and we ...": a clause of its own, the speaker its subject (``_two_things``)
-_SPEAKER_CLAUSE = re.compile(r",?\s+(?:and|but)\s+(?=" + _FIRST_PERSON.pattern + ")", _FIRST_PERSON.flags)
+_SPEAKER_CLAUSE = lexicon.pattern("speaker_clause")  # "..., and we ...": a clause with the speaker its subject
 _CLAUSE = lexicon.pattern("clause")  # where a long fact may be cut
 _TASK = lexicon.pattern("task")  # asking for work: "translate", "rewrite", "help me"
 # the one addressed: a name after a comma at the end ("..., Mel!"), or after a word and before a comma at the start
@@ -188,12 +187,17 @@ def extract(turn: Turn) -> list[FactDraft]:
     return [replace(d, speaker=turn.speaker) for d in found] if turn.speaker else list(found)
 
 
+def _stated(line: str) -> FactDraft:
+    """A fact of kind ``stated`` in the words of ``line`` (one line, cut to a fact's length)."""
+    return FactDraft(STATED, subject_of(line, STATED), _shorten(line))
+
+
 def remembered_fact(text: str) -> FactDraft:
     """What a turn the speaker asked to be remembered (``Turn.remembered``) stands for when the extractor finds no
     fact in it: their words as one line (``one_line``, at most ``MAX_FACT_CHARS``), of kind ``stated``. They asked
     for it to be kept, so no cue or model has to agree that it is a fact."""
     line = " ".join(one_line(text).split())
-    return FactDraft(STATED, subject_of(line, STATED), _shorten(line))
+    return _stated(line)
 
 
 @lru_cache(maxsize=1 << 14)
@@ -329,7 +333,7 @@ def stated_fact(sentence: str, user: bool = True, corrects: bool = False) -> Fac
                          or (user and _CONTACT.search(line)))
             or not _claims(line) or not states_fact(line)):
         return None
-    return FactDraft(STATED, subject_of(line, STATED), _shorten(line))
+    return _stated(line)
 
 
 def changed_fact(sentence: str, user: bool = True) -> FactDraft | None:
@@ -344,7 +348,7 @@ def changed_fact(sentence: str, user: bool = True) -> FactDraft | None:
     if (not line or not _FIRST_PERSON.search(line) or not CHANGE_CUE.search(line) or not _names_value(line)
             or not _claims(line)):
         return None
-    return FactDraft(STATED, subject_of(line, STATED), _shorten(line))
+    return _stated(line)
 
 
 # The fact model's probability at or above which a chat user's plain present naming something particular is a
@@ -365,7 +369,7 @@ def habitual_fact(sentence: str, user: bool = True) -> FactDraft | None:
     if (not line or not _FIRST_PERSON.search(line) or not _specific(line) or not _claims(line) or is_request(line)
             or fact_model().probability(line) < HABIT_FLOOR or not states_habit(line)):
         return None
-    return FactDraft(STATED, subject_of(line, STATED), _shorten(line))
+    return _stated(line)
 
 
 def _names_value(line: str) -> bool:
