@@ -5,8 +5,9 @@ best, and the relevance floor lets through turns that only look relevant. Given 
 small model still answers, and it makes the value up: "Your sister lives in Lisbon." from a turn about a holiday.
 Stored as its reply, that invention reads later like memory. So such an answer is held back until it is complete,
 and every value it states (a number, a name: a word written with a capital mid-sentence) must be in what a person
-said among the recalled turns (``evidence``: their lines as the model read them, dates resolved) or in the
-question; an answer stating one that is not is replaced by "not remembered". So is an answer about what a
+said among the recalled turns (``evidence``: their lines as the model read them, dates resolved; the day each was
+said only for a question about when something happened, ``stamps_answer``) or in the question; an answer stating
+one that is not is replaced by "not remembered". So is an answer about what a
 transcript's person told (a question naming them: LoCoMo's "What type of car did Calvin work on during the
 workshop?" got "a 2018 Toyota Corolla", never said). The assistant's recalled replies are
 no evidence: an earlier reply that made a value up would otherwise vouch for it. An answer that states no value
@@ -27,6 +28,7 @@ from dataclasses import dataclass, field
 from typing import Collection, Sequence
 
 from ..core import lexicon
+from ..core.answer_types import asks_when, asks_when_past
 from ..core.records import Turn
 from ..core.text import NAME_MID_SENTENCE, content_words, tokenize_words
 from .prompts import turn_line
@@ -72,14 +74,27 @@ def values(answer: str) -> list[str]:
 
 
 def evidence(turns: Sequence[Turn], injections: Sequence[Injection], clock: bool = False,
-             speakers: Collection[str] = ()) -> str:
+             speakers: Collection[str] = (), stamped: bool = True) -> str:
     """The recalled lines a person said (a user's turn, or a transcript's named speaker's), as the notes show them:
     what an answer about the user may take a value from. ``speakers`` (lower case): only the lines these people
-    said (a full name's by its first name too)."""
+    said (a full name's by its first name too). Without ``stamped``, each line without the day it was said
+    (``stamps_answer``): what they said, its relative dates resolved, is the evidence then."""
     firsts = {n.split()[0] for n in speakers if n}
-    return "\n".join(turn_line(turns[i], inj.labels.get(i, ""), clock) for inj in injections for i in inj.turns
+    return "\n".join(turn_line(turns[i], inj.labels.get(i, ""), clock, stamped) for inj in injections for i in inj.turns
                      if (turns[i].role != "assistant" or turns[i].speaker)
                      and (not firsts or _said_by(turns[i], firsts)))
+
+
+def stamps_answer(question: str, told: bool) -> bool:
+    """Whether the day a recalled line was said may back a value of the answer to ``question``: when it asks when
+    something happened ("When did I call the plumber?"), or for nothing the user told. A question for a told
+    value (``told``) or for a date still to come ("When's the cutoff for my visa form?") is answered by what was
+    said: the day it was said is no evidence for it. A small model takes its dates from what the notes show:
+    "What date is the hallway painter coming?", recalling "[6 December 2026] user: The hallway could use a lighter
+    colour.", got "The hallway painter is coming on December 26.", whose month the line's own day vouched for; and
+    a count nobody told was vouched for by the day of the month a line was said (LoCoMo: "How many pets does James
+    have?" got "James has 20 pets!", "How many turtles does Nate have?" "Nate has 25 turtles.")."""
+    return asks_when_past(question) or not (told or asks_when(question))
 
 
 def _said_by(turn: Turn, firsts: set[str]) -> bool:

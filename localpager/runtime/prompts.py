@@ -127,11 +127,12 @@ def overview_text(chosen: Sequence[StandingFact]) -> str:
                                  for f in chosen])
 
 
-def turn_line(turn: Turn, label: str = "", clock: bool = False) -> str:
+def turn_line(turn: Turn, label: str = "", clock: bool = False, stamped: bool = True) -> str:
     """One recalled turn as the model reads it: ``[1 December 2026] speaker: text (label)``, each relative date
     in the text followed by the date it means ("yesterday [7 May 2023]", ``dates.annotate``). The clock time
-    only with ``clock`` (``wants_clock``): beside a number, a small model answers with the time."""
-    when = f"[{(format_time if clock else format_day)(turn.time)}] " if turn.time else ""
+    only with ``clock`` (``wants_clock``): beside a number, a small model answers with the time. Without
+    ``stamped``, no day it was said (the relative dates are still resolved)."""
+    when = f"[{(format_time if clock else format_day)(turn.time)}] " if turn.time and stamped else ""
     mark = f" ({label})" if label else ""
     return f"{when}{turn.speaker or turn.role}: {annotate(turn.text, turn.time)}{mark}"
 

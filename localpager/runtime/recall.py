@@ -296,9 +296,10 @@ class Runtime:
             # with a day relative to when it was said ("yesterday"), which is no content word: its digits are checked
             told = (a.selector.asks_about_self(question) and a.selector.asks_for_value(question)
                     and not asks_when(question))
-            clock = wants_clock(question)
-            found = grounding.check(text, grounding.evidence(pager.turns, injections, clock), question, value=told,
-                                    told_by=grounding.evidence(pager.turns, injections, clock, named) if named else None)
+            clock, stamped = wants_clock(question), grounding.stamps_answer(question, told)
+            found = grounding.check(text, grounding.evidence(pager.turns, injections, clock, stamped=stamped), question,
+                                    value=told, told_by=grounding.evidence(pager.turns, injections, clock, named, stamped)
+                                    if named else None)
             trace.grounding = found.to_dict()
             if not found.grounded:  # the turns were injected and read: only the answer is not memory
                 self._not_remembered(a, [], NOT_IN_WHAT_I_FOUND)

@@ -155,3 +155,44 @@ def test_an_answer_to_a_question_for_a_told_value_must_take_something_from_what_
         assert grounding.check(empty, notes, question).grounded  # a question for help: nothing is made up
     # a number by its digits, however it is written: "UA792" takes the 792 of "UA 792"
     assert grounding.check("UA792.", "I'm on UA 792 on Friday.", "Which flight am I on?", value=True).grounded
+
+
+@pytest.mark.parametrize("question, told, stamped", [
+    ("When did I call the plumber?", False, True),  # when something happened: the day it was told of answers
+    ("What did we talk about on Friday?", False, True),  # nothing told asked for: the day may be restated
+    ("When's the cutoff for my visa form?", False, False),  # a date still to come: what was said answers it
+    ("What's my locker number?", True, False),  # a told value
+])
+def test_the_day_a_line_was_said_backs_only_an_answer_about_when_something_happened(question, told, stamped):
+    assert grounding.stamps_answer(question, told) is stamped
+
+
+def _stamped_chat(fake_pager, reply: str):
+    """A chat whose turns were said on 6 December 2026, the first one promising the visa form without a date."""
+    backend = ScriptedBackend()
+    backend.fallback = lambda prompt, grammar: reply
+    lp = fake_pager(backend=backend, rerank=RerankSettings(facts=NEVER, answerable=ALWAYS, gate=ALWAYS))
+    chat = lp.conversation("d", create=True, config=PagingConfig(boundary="fixed_2", budget=120))
+    for text in ["I still have to send the visa form for the trip.", "The consulate wants a new photo for it.",
+                 "My new passport arrives tomorrow.", "Tomatoes and beans, mostly.", "And some herbs by the door.",
+                 "The soil looks heavy after the rain."]:
+        chat.add_turn("user", text, time="2026-12-06T10:00:00")
+        chat.add_turn("assistant", "Noted.", time="2026-12-06T10:00:05")
+    assert chat.pager.page(1).evicted, "the precondition of these tests"
+    return chat
+
+
+def test_a_date_copied_from_the_day_a_line_was_said_is_no_told_date(fake_pager):
+    """The recalled lines show the day each was said ("[6 December 2026] user: ..."), and a small model takes its
+    dates from what it sees ("What date is the hallway painter coming?" got "... on December 26." from a line
+    about the hallway). That day is no evidence for a date still to come; a date the user's words give, resolved
+    from when they said it ("tomorrow [7 December 2026]"), is."""
+    copied = _stamped_chat(fake_pager, "The cutoff for the visa form is December 6th.").ask(
+        "When's the cutoff for my visa form?")
+    assert copied.answer == NOT_IN_WHAT_I_FOUND
+    assert copied.trace.grounding["unsupported"] == ["6", "December"]
+    # a date the words give is still an answer (chosen among the dates the notes hold, so not checked again)
+    resolved = _stamped_chat(fake_pager, "7 December 2026").ask("When does my new passport arrive?")
+    assert resolved.answer == "7 December 2026"
+    said = _stamped_chat(fake_pager, "6 December 2026").ask("When did I mention the visa form?")
+    assert said.answer == "6 December 2026"  # when something was said: the day it was said answers

@@ -176,6 +176,24 @@ def test_an_answer_about_the_user_from_a_recall_states_only_values_it_was_shown(
     assert all(v.casefold() in shown.casefold() or v.lstrip("0") in shown for v in values(t.answer)), t.answer
 
 
+@pytest.mark.parametrize("question", ["What date is the hallway painter coming?", "When is my hallway being painted?",
+                                      "When is my visa form due?"])
+def test_an_answer_for_a_date_never_told_takes_no_value_from_the_day_a_line_was_said(chat, question):
+    """The recalled lines show the day each was said, and a small model takes its dates from what it sees ("The
+    hallway painter is coming on December 26.", its month from the day the hallway line was said). That day backs
+    only an answer about when something happened (``grounding.stamps_answer``): any value of a recall's answer
+    here is in the user's words or the question (the first two reach a recall of the hallway turns)."""
+    from localpager.runtime.grounding import values
+
+    lp, chat = chat
+    t = chat.ask(question).trace
+    if t.decision != "recall":
+        assert t.decision in ("unknown", "fact", "answer")
+        return
+    said = " ".join(c.text for c in t.citations) + " " + question
+    assert all(v.casefold() in said.casefold() or v.lstrip("0") in said for v in values(t.answer)), t.answer
+
+
 def test_a_change_told_as_an_event_replaces_the_older_value(tmp_path, backend):
     """"I cancelled that membership and joined PureGym instead." is an event to the fact model; it is the newest
     value of the gym all the same, and the older one no longer answers."""
