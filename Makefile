@@ -22,7 +22,7 @@ LLAMA_CMAKE   := $(shell f=/proc/cpuinfo; if grep -qw amx_tile $$f 2>/dev/null; 
 	grep -qw avx_vnni $$f && a="$$a -DGGML_AVX_VNNI=ON"; echo "$$a"; fi)
 LLAMA_WHEELS  := $(WHEELHOUSE)/llama-cpp-python-$(LLAMA_VERSION)-$(shell echo '$(LLAMA_CMAKE)' | cksum | cut -d' ' -f1)
 
-.PHONY: setup demo test test-fast bench docs docs-examples clean
+.PHONY: setup demo test test-fast test-days bench docs docs-examples clean
 
 setup: $(STAMP)
 
@@ -72,6 +72,15 @@ test: setup
 test-fast: setup
 	$(TESTENV) LOCALPAGER_MODEL=/nonexistent.gguf LOCALPAGER_EMBEDDER=/nonexistent-embedder \
 		$(PY) -m pytest -q -p no:cacheprovider $(XDIST) tests/fast
+
+# The model tests on other days: the wall clock the tests (and their Python subprocesses) see is shifted by each of
+# DAYS days (tests/clock/shift_days.py). A prompt carries the day a recalled turn was said, and a greedy answer may
+# read it: a test that passes today only is caught here, not on the day it starts failing. Not part of `test`.
+DAYS ?= 17 200
+test-days: setup
+	for n in $(DAYS); do echo "== the model tests $$n days ahead"; \
+		SHIFT_DAYS=$$n PYTHONPATH=tests/clock $(TESTENV) $(PY) -m pytest -q -p shift_days -p no:cacheprovider -W ignore::pytest.PytestAssertRewriteWarning \
+		$(XDIST) tests/model || exit 1; done
 
 bench: setup
 	$(PY) benchmarks/recall_latency.py
