@@ -33,20 +33,25 @@ def test_a_value_is_grounded_when_something_shown_holds_it(answer, shown, unsupp
     assert grounding.check(answer, shown, "the question").unsupported == unsupported
 
 
-def _chat(fake_pager, reply: str, replies: str = "Noted."):
-    return _pager_and_chat(fake_pager, reply, replies)[1]
+def _chat(fake_pager, reply: str, replies: str = "Noted.", **chat):
+    return _pager_and_chat(fake_pager, reply, replies, **chat)[1]
 
 
-def _pager_and_chat(fake_pager, reply: str, replies: str = "Noted."):
+GARDEN = ["We spent a week in Porto last spring.", "The food there was wonderful.", "Let's plan the garden.",
+          "Tomatoes and beans, mostly.", "And some herbs by the door.", "The soil looks heavy after the rain."]
+
+
+def _pager_and_chat(fake_pager, reply: str, replies: str = "Noted.", said: list[str] = GARDEN,
+                    time: str | None = None):
+    """A chat whose user said ``said`` (each turn on the day ``time``; without it, unstamped), its first pages
+    evicted; the model answers ``reply`` to anything."""
     backend = ScriptedBackend()
     backend.fallback = lambda prompt, grammar: reply
     lp = fake_pager(backend=backend, rerank=RerankSettings(facts=NEVER, answerable=ALWAYS, gate=ALWAYS))
     chat = lp.conversation("c", create=True, config=PagingConfig(boundary="fixed_2", budget=120))
-    for text in ["We spent a week in Porto last spring.", "The food there was wonderful.",
-                 "Let's plan the garden.", "Tomatoes and beans, mostly.", "And some herbs by the door.",
-                 "The soil looks heavy after the rain."]:
-        chat.add_turn("user", text, stamp=False)
-        chat.add_turn("assistant", replies, stamp=False)
+    for text in said:
+        chat.add_turn("user", text, time=time, stamp=time is not None)
+        chat.add_turn("assistant", replies, time=time, stamp=time is not None)
     assert chat.pager.page(1).evicted, "the precondition of these tests"
     return lp, chat
 
@@ -169,17 +174,9 @@ def test_the_day_a_line_was_said_backs_only_an_answer_about_when_something_happe
 
 def _stamped_chat(fake_pager, reply: str):
     """A chat whose turns were said on 6 December 2026, the first one promising the visa form without a date."""
-    backend = ScriptedBackend()
-    backend.fallback = lambda prompt, grammar: reply
-    lp = fake_pager(backend=backend, rerank=RerankSettings(facts=NEVER, answerable=ALWAYS, gate=ALWAYS))
-    chat = lp.conversation("d", create=True, config=PagingConfig(boundary="fixed_2", budget=120))
-    for text in ["I still have to send the visa form for the trip.", "The consulate wants a new photo for it.",
-                 "My new passport arrives tomorrow.", "Tomatoes and beans, mostly.", "And some herbs by the door.",
-                 "The soil looks heavy after the rain."]:
-        chat.add_turn("user", text, time="2026-12-06T10:00:00")
-        chat.add_turn("assistant", "Noted.", time="2026-12-06T10:00:05")
-    assert chat.pager.page(1).evicted, "the precondition of these tests"
-    return chat
+    return _chat(fake_pager, reply, said=["I still have to send the visa form for the trip.",
+                                          "The consulate wants a new photo for it.", "My new passport arrives tomorrow.",
+                                          *GARDEN[3:]], time="2026-12-06T10:00:00")
 
 
 def test_a_date_copied_from_the_day_a_line_was_said_is_no_told_date(fake_pager):
