@@ -344,7 +344,8 @@ class FactRanker:
         return self._hits[message]
 
     def _best(self, message: str) -> FactHit | None:
-        facts = self.of_named(message)
+        named = self.named(message)
+        facts = self._told_by(named)
         if not facts:
             return None
         found = best_match(message, facts, self.embed)
@@ -368,7 +369,7 @@ class FactRanker:
             newer = newer_alike(message, facts, index, found.part_cosines[:, 0], vectors)
         fact = facts[index if newer is None else newer]
         replaced = self.replaced(fact) if newer is None else [facts[index], *self.replaced(facts[index])]
-        anyone = probability < SURE and asks_anyone(message, found.scoring.asked) and not self.named(message)
+        anyone = probability < SURE and asks_anyone(message, found.scoring.asked) and not named
         return FactHit(fact, probability, asdict(features), replaced[:REPLACED_SHOWN], paired, by_pairs, missed,
                        anyone)
 
@@ -379,7 +380,10 @@ class FactRanker:
         about things never said swap the speaker, and 97% of LoCoMo 1-5's answerable questions naming one speaker
         have evidence that speaker said (``answerable.speaker_gap``). The speakers are those the facts name: one
         who stated none has none to give."""
-        named = self.named(message)
+        return self._told_by(self.named(message))
+
+    def _told_by(self, named: set[str]) -> list[StandingFact]:
+        """The facts the people ``named`` (``named``'s first names) stated; all facts when it names none."""
         if not named:
             return self.facts
         return [f for f in self.facts if f.speaker and f.speaker.lower().split()[0] in named]
