@@ -23,7 +23,10 @@ import os
 import sys
 import time as _time
 
-DAYS = int(os.environ.get("SHIFT_DAYS", "0") or 0)
+try:
+    DAYS = int(os.environ.get("SHIFT_DAYS", "0") or 0)
+except ValueError:
+    raise SystemExit(f"SHIFT_DAYS must be a whole number of days, got {os.environ['SHIFT_DAYS']!r}") from None
 OFFSET = DAYS * 86400
 TARGETS = ("localpager.core.dates", "localpager.store.export_formats", "localpager.memory.history")
 # SHIFT_DAYS_TRACE=1: also record, per test, the day labels the prompts show (format_day / format_time as
