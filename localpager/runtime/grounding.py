@@ -29,8 +29,9 @@ from typing import Collection, Sequence
 
 from ..core import lexicon
 from ..core.answer_types import asks_when, asks_when_past
+from ..core.dates import annotate
 from ..core.records import Turn
-from ..core.text import NAME_MID_SENTENCE, content_words, tokenize_words
+from ..core.text import NAME_MID_SENTENCE, content_words, sentences, tokenize_words
 from .prompts import turn_line
 from .selector import Injection
 
@@ -101,12 +102,47 @@ def _said_by(turn: Turn, firsts: set[str]) -> bool:
     return bool(turn.speaker) and turn.speaker.lower().split()[0] in firsts
 
 
+def _terms(text: str) -> set[str]:
+    """What ``takes_from`` compares: the content words (lightly stemmed) and the values' digits ("UA792": 792)."""
+    return set(content_words(text, "light")) | {d.lstrip("0") for d in _DIGITS.findall(text)}
+
+
 def takes_from(answer: str, notes: str, question: str) -> bool:
     """Whether ``answer`` uses a word of ``notes`` (what was recalled) that ``question`` does not hold: a content
     word (lightly stemmed) or a value's digits."""
-    def terms(text: str) -> set[str]:
-        return set(content_words(text, "light")) | {d.lstrip("0") for d in _DIGITS.findall(text)}  # "UA792": 792
-    return bool((terms(answer) - terms(question)) & terms(notes))
+    return bool((_terms(answer) - _terms(question)) & _terms(notes))
+
+
+def sources(answer: str, turns: Sequence[Turn], injections: Sequence[Injection], question: str,
+            most: int = 2) -> list[int]:
+    """The recalled turns a person said that ``answer`` took its words from (those of its words ``question`` does
+    not hold), most first, at most ``most``; ties in the order the selector ranked them. A yes or a no takes
+    nothing: none."""
+    if _POLAR.match(answer):
+        return []
+    taken = _terms(answer) - _terms(question)
+    shared = []
+    for rank, i in enumerate(i for inj in injections for i in inj.turns):
+        turn = turns[i]
+        if turn.role == "assistant" and not turn.speaker:
+            continue
+        count = len(taken & _terms(annotate(turn.text, turn.time)))
+        if count:
+            shared.append((-count, rank, i))
+    return [i for _, _, i in sorted(shared)[:most]]
+
+
+QUOTED_CHARS = 300  # a source turn longer than this is quoted by its sentences that ``answer`` took words from
+
+
+def excerpt(text: str, answer: str, question: str) -> str:
+    """``text`` (a source turn's words), or when longer than ``QUOTED_CHARS`` its sentences that ``answer`` took
+    words from (``sources``), joined by an ellipsis: a pasted page is not quoted whole."""
+    if len(text) <= QUOTED_CHARS:
+        return text
+    taken = _terms(answer) - _terms(question)
+    kept = [s.strip() for s in sentences(text) if taken & _terms(s)]
+    return " \u2026 ".join(kept) if kept else text[:QUOTED_CHARS].rstrip() + "\u2026"
 
 
 def check(answer: str, notes: str, question: str, value: bool = False, told_by: str | None = None) -> Grounding:

@@ -116,6 +116,21 @@ def fact_lead(fact: StandingFact, *also: StandingFact) -> str:
     return f"{who}: " + " and ".join(f'"{f.text}"' for f in (fact, *also))
 
 
+def recall_quote(said: Sequence[tuple[str, str | None]]) -> str:
+    """An answer about the user's own life from a recall, as the words they said that it took its words from,
+    quoted as said: 'You told me: "..."'. ``said``: each text and the time to show it was said at (None: none),
+    'You told me on 3 December 2026: "..."'. A small model's answer restates the question around a value of the
+    notes, and when the notes hold another thing's value ("Who is my electrician?" with "My plumber is Nadia
+    Petrova.") its answer says it of the thing asked ("Your electrician is Nadia Petrova."); the words quoted show
+    what memory holds. They are the turn's words unchanged, so that erasing them (``fact_edits.holding``, a
+    forget's ``controls.quotes``) finds the answer too; the day tells what "tomorrow" meant."""
+    parts = []
+    for text, when in said:
+        day = f" on {format_day(when)}" if when else ""
+        parts.append(f'{day}: "{text}"' if not parts else f' and{day}: "{text}"' if day else f' and "{text}"')
+    return QUOTE_OPENING + "".join(parts)
+
+
 def overview_text(chosen: Sequence[StandingFact]) -> str:
     """The answer to "what do you remember about me?": the ``chosen`` standing facts (current ones only), each
     quoted as said ("You told me: ...", a transcript's "Caroline said: ...") with its day. Nothing else: the topics

@@ -20,7 +20,7 @@ from typing import Callable, Sequence
 from ..backends.base import ChatBackend, Message, TextCallback
 from ..backends.constraints import OneOf, RecallChoice, expresses
 from ..core.answer_types import asks_when, asks_when_past
-from ..core.dates import turn_dates
+from ..core.dates import annotate, turn_dates
 from ..core.facts import StandingFact, asks_what_is_remembered
 from ..core.pager import Pager
 from ..core.text import is_question
@@ -31,7 +31,7 @@ from .fact_answers import answer_from_facts, answer_overview, fact_hits
 from .grammar import Decision, is_recall_prefix, parse_decision
 from .guard import earlier_replies
 from .prompts import (NOT_IN_WHAT_I_FOUND, NOT_REMEMBERED, answer_messages, chat_messages, inline_message,
-                      recalled_notes, recent_exchange, system_text, turn_line, wants_clock)
+                      recall_quote, recalled_notes, recent_exchange, system_text, turn_line, wants_clock)
 from .selector import Injection, ModelChoiceSelector, PageSelector
 from .settings import RecallSettings
 from .trace import Candidate, Citation, Trace
@@ -304,10 +304,25 @@ class Runtime:
             if not found.grounded:  # the turns were injected and read: only the answer is not memory
                 self._not_remembered(a, [], NOT_IN_WHAT_I_FOUND)
                 return True
+            if s.quote_recalls and not named and not a.selector.is_task(question):
+                text = self._quoted(pager, injections, question, text)
             a.say(text)
         trace.answer, trace.stopped = text, gen.stopped
         trace.cite(trace.answer)
         return True
+
+    @staticmethod
+    def _quoted(pager: Pager, injections: Sequence[Injection], question: str, text: str) -> str:
+        """``text``, a checked answer about the user's own life, as the words of theirs it took its words from
+        (``grounding.sources``), quoted with the day each was said when that matters: the question asks when
+        something happened, or the words speak of a day relative to it ("tomorrow"); ``text`` itself when it took
+        none (a yes or a no, or a day the model read from when a line was said)."""
+        said = [pager.turns[i] for i in grounding.sources(text, pager.turns, injections, question)]
+        if not said:
+            return text
+        when = asks_when_past(question)
+        return recall_quote([(grounding.excerpt(t.text, text, question),
+                              t.time if when or annotate(t.text, t.time) != t.text else None) for t in said])
 
     def _recall_inline(self, a: Answering, named: list[int]) -> bool:
         """Inject the selected turns after the user turn, in the chat's own prompt.

@@ -34,6 +34,9 @@ class RecallSettings:
     fact_share: float = 0.12
     fact_lead: bool = True
     abstain: bool = True
+    # A recall's answer about the user's own life is the words of theirs it took its words from, quoted
+    # (``prompts.recall_quote``), once it is checked (``grounding``); without it, the model's answer itself.
+    quote_recalls: bool = True
 
     def __post_init__(self) -> None:
         self.mode = choose(RecallMode, self.mode, "recall mode", offered=OFFERED_RECALL_MODES)

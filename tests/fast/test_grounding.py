@@ -8,10 +8,13 @@ import pytest
 from fakes import ScriptedBackend
 
 from localpager.core.pager import PagingConfig
+from localpager.core.records import Turn
 from localpager.retrieval.gate import GateModel
 from localpager.retrieval.rerank import RerankSettings
 from localpager.runtime import grounding
 from localpager.runtime.prompts import NOT_IN_WHAT_I_FOUND
+from localpager.runtime.selector import Injection
+from localpager.runtime.settings import RecallSettings
 
 ALWAYS = GateModel(weights={}, bias=10.0, threshold=0.5)  # the relevance floor lets everything through
 NEVER = GateModel(weights={}, bias=-10.0, threshold=0.5)  # no standing fact bears on anything
@@ -42,12 +45,13 @@ GARDEN = ["We spent a week in Porto last spring.", "The food there was wonderful
 
 
 def _pager_and_chat(fake_pager, reply: str, replies: str = "Noted.", said: list[str] = GARDEN,
-                    time: str | None = None):
+                    time: str | None = None, recall: RecallSettings | None = None):
     """A chat whose user said ``said`` (each turn on the day ``time``; without it, unstamped), its first pages
-    evicted; the model answers ``reply`` to anything."""
+    evicted; the model answers ``reply`` to anything (``recall``: the settings it answers under)."""
     backend = ScriptedBackend()
     backend.fallback = lambda prompt, grammar: reply
-    lp = fake_pager(backend=backend, rerank=RerankSettings(facts=NEVER, answerable=ALWAYS, gate=ALWAYS))
+    lp = fake_pager(backend=backend, rerank=RerankSettings(facts=NEVER, answerable=ALWAYS, gate=ALWAYS),
+                    **({"recall": recall} if recall is not None else {}))
     chat = lp.conversation("c", create=True, config=PagingConfig(boundary="fixed_2", budget=120))
     for text in said:
         chat.add_turn("user", text, time=time, stamp=time is not None)
@@ -66,13 +70,50 @@ def test_an_answer_about_the_user_that_makes_a_value_up_is_not_remembered(fake_p
     assert "".join(streamed) == NOT_IN_WHAT_I_FOUND  # the made-up answer never reached the client
 
 
-def test_an_answer_about_the_user_from_what_was_recalled_is_given(fake_pager):
+def test_an_answer_about_the_user_from_what_was_recalled_is_their_words_quoted(fake_pager):
     chat = _chat(fake_pager, "You spent a week in Porto.")
     streamed: list[str] = []
     result = chat.ask("What city did I visit last spring?", on_text=streamed.append)
-    assert result.trace.decision == "recall" and result.answer == "You spent a week in Porto."
+    assert result.trace.decision == "recall" and result.answer == 'You told me: "We spent a week in Porto last spring."'
     assert result.trace.grounding == {"grounded": True, "unsupported": [], "takes_from_notes": True}
     assert "".join(streamed) == result.answer
+
+
+def test_an_answer_that_puts_another_things_value_on_the_thing_asked_shows_what_was_said(fake_pager):
+    """The value is in the notes, so the check passes, but it is the plumber's: quoted, the answer says so."""
+    said = ["My plumber is Nadia Petrova.", "She fixed the boiler.", *GARDEN[2:]]
+    chat = _chat(fake_pager, "Your electrician is Nadia Petrova.", said=said)
+    result = chat.ask("Who is my electrician?")
+    assert result.trace.grounding["grounded"]
+    assert result.answer == 'You told me: "My plumber is Nadia Petrova."'
+
+
+def test_a_quoted_answer_says_the_day_its_words_were_said_when_they_count_from_it(fake_pager):
+    """Quoted as said (an erasure finds the words), with the day that tells what "tomorrow" meant."""
+    said = ["My dentist appointment is tomorrow at 3pm.", *GARDEN[1:]]
+    chat = _chat(fake_pager, "Your dentist appointment is tomorrow at 3pm.", said=said, time="2026-12-06T09:00:00",
+                 recall=RecallSettings(date_answers=False))  # with them, one of the dates is chosen under a grammar
+    assert chat.ask("When is my dentist appointment?").answer == (
+        'You told me on 6 December 2026: "My dentist appointment is tomorrow at 3pm."')
+
+
+def test_without_quote_recalls_the_checked_answer_is_the_models(fake_pager):
+    chat = _chat(fake_pager, "You spent a week in Porto.", recall=RecallSettings(quote_recalls=False))
+    assert chat.ask("What city did I visit last spring?").answer == "You spent a week in Porto."
+
+
+@pytest.mark.parametrize("answer, picked", [
+    ("Your plumber is Nadia.", [1]),  # the turn holding what the question does not
+    ("Yes, you did.", []),  # a yes or a no takes nothing
+    ("Your sister lives in Osaka and your plumber is Nadia.", [0, 1]),  # the turn it took most words from first
+    ("I am not sure.", []),
+])
+def test_sources_are_the_turns_an_answer_took_its_words_from(answer, picked):
+    turns = [Turn(role="user", text="My sister lives in Osaka.", index=0),
+             Turn(role="user", text="My plumber is Nadia.", index=1),
+             Turn(role="assistant", text="Nadia is a good plumber, Osaka is lovely.", index=2)]
+    injections = [Injection(page=None, turns=[0, 1, 2])]
+    assert grounding.sources(answer, turns, injections, "Who is my plumber?") == picked
 
 
 def _transcript(fake_pager, reply: str):

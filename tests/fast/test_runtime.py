@@ -74,7 +74,7 @@ def test_nothing_evicted_a_question_about_the_past_is_answered_from_its_turn_not
     t = chat.ask(DOG).trace
     (call,) = lp.backend.calls
     assert call.backend != "main" and "From earlier in this conversation:" in call.text and FACT in call.text
-    assert (t.decision, t.trigger, t.answer) == ("recall", "gate", "Biscuit.") and t.bookmarks == []
+    assert (t.decision, t.trigger, t.answer) == ("recall", "gate", f'You told me: "{FACT}"') and t.bookmarks == []
 
 
 # -- the retrieval trigger -----------------------------------------------------------------------------------

@@ -183,6 +183,7 @@ def test_an_answer_for_a_date_never_told_takes_no_value_from_the_day_a_line_was_
     hallway painter is coming on December 26.", its month from the day the hallway line was said). That day backs
     only an answer about when something happened (``grounding.stamps_answer``): any value of a recall's answer
     here is in the user's words or the question (the first two reach a recall of the hallway turns)."""
+    from localpager.core.dates import annotate, format_day
     from localpager.runtime.grounding import values
 
     lp, chat = chat
@@ -190,8 +191,14 @@ def test_an_answer_for_a_date_never_told_takes_no_value_from_the_day_a_line_was_
     if t.decision != "recall":
         assert t.decision in ("unknown", "fact", "answer")
         return
-    said = " ".join(c.text for c in t.citations) + " " + question
-    assert all(v.casefold() in said.casefold() or v.lstrip("0") in said for v in values(t.answer)), t.answer
+    # the user's words as the model read them, relative dates resolved ("tomorrow [7 December 2026]"); a quoted
+    # answer may say which day words like "tomorrow" were said ('You told me on 6 December 2026: "..."'): that day
+    # is what it says it is, and no other value may come from it
+    said = " ".join(annotate(c.text, c.time) for c in t.citations) + " " + question
+    answer = t.answer
+    for c in t.citations:
+        answer = answer.replace(f" on {format_day(c.time)}:", ":") if c.time else answer
+    assert all(v.casefold() in said.casefold() or v.lstrip("0") in said for v in values(answer)), t.answer
 
 
 def test_a_change_told_as_an_event_replaces_the_older_value(tmp_path, backend):
