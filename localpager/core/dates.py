@@ -11,7 +11,10 @@ The injected line shows it beside the expression (``annotate``) and the lexical 
 Rules, not a general date parser: the expressions people use in chat are a short, closed list, and a
 rule gives LoCoMo's wording (a parser gives a timestamp). Measured on LoCoMo conversations 1-5 (tests):
 every "yesterday", "last week", "last Friday", "last weekend", "this month", "next month", "last year",
-"N years ago" of the temporal questions' evidence resolves to its answer. Stdlib only, linear in the text.
+"N years ago" of the temporal questions' evidence resolves to its answer. Linear in the text; a weekday that
+says neither "last" nor "next" ("on Friday", "this Friday") is the coming one or a past one by the tense of its
+clause, read from its parse (``syntax.tells_past``: "The dentist is on Friday.", "I saw her on Friday."), the
+only expressions that need one.
 """
 
 from __future__ import annotations
@@ -20,6 +23,8 @@ import re
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta
 from functools import lru_cache
+
+from .syntax import tells_past
 
 MONTHS = ("January", "February", "March", "April", "May", "June", "July", "August", "September", "October",
           "November", "December")
@@ -157,14 +162,19 @@ def _label(m: re.Match, day: date) -> str | None:
         return day_label(day + timedelta(days=1))
     if m["count"]:  # "two weeks ago", "in three days"; "twice a day" says no time
         return _count_label(m, day, ago=bool(m["ago"])) if bool(m["ago"]) != bool(m["in"]) else None
-    if m["on_day"]:  # "on Friday": the past one (chat tells of what happened far more than of plans)
-        return f"the {WEEKDAYS[_WEEKDAY_FORMS[m['day2'].lower()]]} before {anchor}"
+    if m["on_day"]:  # "on Friday": the coming one when its clause is not in the past tense, else the past one
+        weekday = _WEEKDAY_FORMS[m["day2"].lower()]
+        if tells_past(m.string, m.start()) is False:  # "The dentist is on Friday."
+            return day_label(day + timedelta(days=(weekday - day.weekday() - 1) % 7 + 1))
+        return f"the {WEEKDAYS[weekday]} before {anchor}"  # chat tells of what happened far more than of plans
     which, what = m["which"].lower(), m["what"].lower().rstrip(".")
     past, future = which in ("last", "this past", "past"), which in ("next", "coming")
     if m["day"]:
         weekday = _WEEKDAY_FORMS[m["day"].lower().rstrip(".")]
-        if not (past or future):  # "this Friday": that day of the anchor's week
-            return day_label(day + timedelta(days=weekday - day.weekday()))
+        if not (past or future):  # "this Friday": that day of the anchor's week, or the coming one when its clause
+            ahead = tells_past(m.string, m.start()) is False  # is not in the past tense ("My appointment is ...")
+            return day_label(day + timedelta(days=(weekday - day.weekday()) % 7 if ahead
+                                             else weekday - day.weekday()))
         return f"the {WEEKDAYS[weekday]} {'before' if past else 'after'} {anchor}"
     if what in ("week", "weekend"):
         return f"the {what} {'before' if past else 'after' if future else 'of'} {anchor}"

@@ -40,10 +40,12 @@ CLAUSES = frozenset({"ccomp", "parataxis", "conj"})  # a clause of its own besid
 ASKING = frozenset({"whether", "if"})  # what makes a wrapped clause a question, not a statement
 OPENING = 2  # the root verb's place in its sentence at most: "Book ...", "Please book ...", "Now just book ..."
 PARTICULAR = frozenset({"NNP", "NNPS", "CD"})  # a name, a number
+COMPLEMENTS = frozenset({"xcomp", "acomp", "oprd"})  # a verb completing another's sense: its tense is the other's
 HABIT_CLAUSES = frozenset({"ccomp", "xcomp"})  # "I think [Paris sounds lovely]", "I want [to repaint]"
 SPEAKER = frozenset(lexicon.words("speaker_subject"))  # "I bank with ...", "we rent ..."
 BE = frozenset(lexicon.words("present_be"))  # "I'm on a tight schedule": a passing state
 DO = frozenset(lexicon.words("present_do"))  # "I don't eat ...": "do" carries the present
+PERFECT = frozenset(lexicon.words("perfect_have"))  # "I've sent it": a present perfect tells of the past
 MAX_CHARS = 600  # a request, not a pasted page: longer text is not parsed
 _FIRST_PERSON = lexicon.pattern("first_person")
 _PARSING = threading.Lock()
@@ -117,6 +119,31 @@ def states_habit(text: str) -> bool:
                 and any(_particular(o) for o in _objects(children))):
             return True
     return False
+
+
+@lru_cache(maxsize=1 << 12)
+def tells_past(text: str, at: int) -> bool | None:
+    """Whether the clause of ``text`` holding the character at ``at`` tells of the past: its verb in the past tense
+    ("I saw her on Friday", "My sister got married on Saturday"); False for any other tense ("The dentist is on
+    Friday", "I will call on Wednesday", "I'm seeing her on Friday"); None where no verb governs it, for a perfect
+    ("I've booked it for Friday": done, for a day that may be to come), or when the text is too long to parse."""
+    if not text or len(text) > MAX_CHARS or not 0 <= at < len(text):
+        return None
+    with _PARSING:
+        parsed = pipeline()(text)
+    token = next((t for t in parsed if t.idx <= at < t.idx + len(t.text)), None)
+    while token is not None and not token.tag_.startswith("VB"):
+        token = None if token.head.i == token.i else token.head
+    if token is None:
+        return None
+    while token.dep_ in COMPLEMENTS and token.head.tag_.startswith("VB"):  # "got [married]", "was going to [call]"
+        token = token.head
+    helpers = [c for c in token.children if c.dep_ in ("aux", "auxpass")]
+    if any(c.tag_ == "MD" for c in helpers):
+        return False  # "will", "'ll", "can": what is to come
+    if token.tag_ == "VBN" and any(c.lower_ in PERFECT for c in helpers):
+        return None  # "I've booked it for Friday": done, for a day that may be to come
+    return token.tag_ == "VBD" or any(c.tag_ == "VBD" for c in helpers)
 
 
 def _objects(children: list[Any]) -> list[Any]:

@@ -40,6 +40,22 @@ def test_relative_expressions_resolve_as_locomo_writes_them(text: str, when: str
     assert [r.label for r in resolve(text, when)] == [label]
 
 
+SUNDAY = "2026-12-06T10:00:00+00:00"
+
+
+@pytest.mark.parametrize(("text", "label"), [
+    ("The dentist is on Friday.", "11 December 2026"),  # told of what is to come: the coming one
+    ("My dentist appointment is this Friday at 3pm.", "11 December 2026"),  # not the Friday of the week said in
+    ("I will call him on Wednesday.", "9 December 2026"),
+    ("We are flying out on Sunday.", "13 December 2026"),  # said on a Sunday: the next one
+    ("I saw the dentist on Friday.", "the Friday before 6 December 2026"),  # told of the past: the past one
+    ("My sister got married on Saturday and it was lovely.", "the Saturday before 6 December 2026"),
+    ("I saw her this Friday.", "4 December 2026"),
+])
+def test_a_weekday_with_no_last_or_next_is_read_by_the_tense_of_its_clause(text: str, label: str) -> None:
+    assert [r.label for r in resolve(text, SUNDAY)] == [label]
+
+
 def test_no_time_no_expression_or_no_date_resolves_nothing() -> None:
     assert resolve("I went yesterday.", None) == []
     assert resolve("I went yesterday.", "sometime") == []
