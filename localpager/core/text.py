@@ -177,10 +177,11 @@ def is_question(text: str) -> bool:
 def asks_nothing(text: str) -> bool:
     """No sentence of ``text`` has a question's form (a question mark, or a wh-word or auxiliary first; a
     lead-in such as "Before I forget, one thing." asks nothing)."""
-    return not any(_has_question_form(s) for s in sentences(text[:4 * _MAX_SENTENCE]))
+    return not any(has_question_form(s) for s in sentences(text[:4 * _MAX_SENTENCE]))
 
 
-def _has_question_form(sentence: str) -> bool:
+def has_question_form(sentence: str) -> bool:
+    """Whether one sentence has a question's form: a question mark, or a wh-word or an auxiliary first."""
     stripped = sentence.strip().rstrip("\"')]}»” ")
     return stripped.endswith(("?", "？")) or bool(_QUESTION_START.match(stripped))
 

@@ -24,14 +24,14 @@ a unique and special guitar.") is made of the question's words and the model's, 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Collection, Sequence
 
 from ..core import lexicon
 from ..core.answer_types import asks_when, asks_when_past
 from ..core.dates import annotate
 from ..core.records import Turn
-from ..core.text import NAME_MID_SENTENCE, content_words, sentences, tokenize_words
+from ..core.text import NAME_MID_SENTENCE, content_words, has_question_form, sentences, tokenize_words
 from .prompts import turn_line
 from .selector import Injection
 
@@ -75,15 +75,23 @@ def values(answer: str) -> list[str]:
 
 
 def evidence(turns: Sequence[Turn], injections: Sequence[Injection], clock: bool = False,
-             speakers: Collection[str] = (), stamped: bool = True) -> str:
+             speakers: Collection[str] = (), stamped: bool = True, told: bool = False) -> str:
     """The recalled lines a person said (a user's turn, or a transcript's named speaker's), as the notes show them:
     what an answer about the user may take a value from. ``speakers`` (lower case): only the lines these people
     said (a full name's by its first name too). Without ``stamped``, each line without the day it was said
-    (``stamps_answer``): what they said, its relative dates resolved, is the evidence then."""
+    (``stamps_answer``): what they said, its relative dates resolved, is the evidence then. With ``told``, only
+    what they told: each line's sentences that have no question's form ("Is it worth renting a car in Cape
+    Town?" tells nothing of who the rent is paid to)."""
     firsts = {n.split()[0] for n in speakers if n}
-    return "\n".join(turn_line(turns[i], inj.labels.get(i, ""), clock, stamped) for inj in injections for i in inj.turns
-                     if (turns[i].role != "assistant" or turns[i].speaker)
-                     and (not firsts or _said_by(turns[i], firsts)))
+    said = [turns[i] if not told else _told_part(turns[i]) for inj in injections for i in inj.turns
+            if (turns[i].role != "assistant" or turns[i].speaker) and (not firsts or _said_by(turns[i], firsts))]
+    labels = {i: inj.labels.get(i, "") for inj in injections for i in inj.turns}
+    return "\n".join(turn_line(t, labels.get(t.index, ""), clock, stamped) for t in said if t.text)
+
+
+def _told_part(turn: Turn) -> Turn:
+    """``turn`` with only its sentences that have no question's form."""
+    return replace(turn, text=" ".join(s.strip() for s in sentences(turn.text) if not has_question_form(s)))
 
 
 def stamps_answer(question: str, told: bool) -> bool:
@@ -116,8 +124,8 @@ def takes_from(answer: str, notes: str, question: str) -> bool:
 def sources(answer: str, turns: Sequence[Turn], injections: Sequence[Injection], question: str,
             most: int = 2) -> list[int]:
     """The recalled turns a person said that ``answer`` took its words from (those of its words ``question`` does
-    not hold), most first, at most ``most``; ties in the order the selector ranked them. A yes or a no takes
-    nothing: none."""
+    not hold) in what they told (their sentences without a question's form), most first, at most ``most``; ties
+    in the order the selector ranked them. A yes or a no takes nothing: none."""
     if _POLAR.match(answer):
         return []
     taken = _terms(answer) - _terms(question)
@@ -126,7 +134,8 @@ def sources(answer: str, turns: Sequence[Turn], injections: Sequence[Injection],
         turn = turns[i]
         if turn.role == "assistant" and not turn.speaker:
             continue
-        count = len(taken & _terms(annotate(turn.text, turn.time)))
+        told = _told_part(turn)  # a question tells nothing to quote
+        count = len(taken & _terms(annotate(told.text, told.time)))
         if count:
             shared.append((-count, rank, i))
     return [i for _, _, i in sorted(shared)[:most]]
@@ -145,14 +154,15 @@ def excerpt(text: str, answer: str, question: str) -> str:
     return " \u2026 ".join(kept) if kept else text[:QUOTED_CHARS].rstrip() + "\u2026"
 
 
-def check(answer: str, notes: str, question: str, value: bool = False, told_by: str | None = None) -> Grounding:
+def check(answer: str, notes: str, question: str, value: bool = False, told_by: str | None = None,
+          told: str | None = None) -> Grounding:
     """Which values of ``answer`` neither ``notes`` (what the model read) nor ``question`` holds (``check_values``);
-    with ``value`` (the question asks for something told), whether it takes anything from the notes too; with
-    ``told_by`` (the lines of the people the question names, ``evidence``'s ``speakers``), whether it takes
-    anything from those."""
+    with ``value`` (the question asks for something told), whether it takes anything from what the notes told
+    too (``told``: ``evidence``'s ``told`` lines; the notes when not given); with ``told_by`` (the lines of the
+    people the question names, ``evidence``'s ``speakers``), whether it takes anything from those."""
     found = check_values(answer, notes, question)
     if value:
-        found.takes = takes_from(answer, notes, question)
+        found.takes = takes_from(answer, notes if told is None else told, question)
     if told_by is not None:  # a yes or a no answers whether, in no word of anyone's
         found.told_by = takes_from(answer, told_by, question) or bool(_POLAR.match(answer))
     return found

@@ -299,7 +299,9 @@ class Runtime:
             clock, stamped = wants_clock(question), grounding.stamps_answer(question, told)
             found = grounding.check(text, grounding.evidence(pager.turns, injections, clock, stamped=stamped), question,
                                     value=told, told_by=grounding.evidence(pager.turns, injections, clock, named, stamped)
-                                    if named else None)
+                                    if named else None,
+                                    told=grounding.evidence(pager.turns, injections, clock, stamped=stamped, told=True)
+                                    if told else None)
             trace.grounding = found.to_dict()
             if not found.grounded:  # the turns were injected and read: only the answer is not memory
                 self._not_remembered(a, [], NOT_IN_WHAT_I_FOUND)

@@ -203,6 +203,29 @@ def test_an_answer_to_a_question_for_a_told_value_must_take_something_from_what_
     assert grounding.check("UA792.", "I'm on UA 792 on Friday.", "Which flight am I on?", value=True).grounded
 
 
+def test_an_answer_for_a_told_value_taken_from_the_users_own_question_is_not_remembered(fake_pager):
+    """The user's question tells nothing: "Is it worth renting a car in Cape Town?" says nothing of who the rent
+    is paid to, and an answer made of its words ("Renting a car in Cape Town is a luxury.") answers from nothing."""
+    said = ["Is it worth renting a car in Cape Town?", *GARDEN[1:]]
+    chat = _chat(fake_pager, "Renting a car in Cape Town is a luxury.", said=said)
+    result = chat.ask("Who do I pay my rent to?")
+    assert result.answer == NOT_IN_WHAT_I_FOUND
+    assert result.trace.grounding == {"grounded": False, "unsupported": [], "takes_from_notes": False}
+
+
+def test_a_turn_that_tells_something_beside_its_question_is_evidence_for_what_it_tells(fake_pager):
+    said = ["My landlord is Mr Okafor. Is it worth renting a car in Cape Town?", *GARDEN[1:]]
+    chat = _chat(fake_pager, "You pay Mr Okafor.", said=said)
+    assert chat.ask("Who do I pay my rent to?").answer == 'You told me: "' + said[0] + '"'
+
+
+def test_evidence_told_keeps_a_lines_sentences_that_ask_nothing():
+    turns = [Turn(role="user", text="My landlord is Mr Okafor. Should I ask him about the heating?", index=0),
+             Turn(role="user", text="Is it worth renting a car?", index=1)]
+    injections = [Injection(page=None, turns=[0, 1])]
+    assert grounding.evidence(turns, injections, told=True) == "user: My landlord is Mr Okafor."
+
+
 @pytest.mark.parametrize("question, told, stamped", [
     ("When did I call the plumber?", False, True),  # when something happened: the day it was told of answers
     ("What did we talk about on Friday?", False, True),  # nothing told asked for: the day may be restated
