@@ -218,6 +218,11 @@ def _month(word: str) -> int | None:
     return None
 
 
+def relative(text: str, when: str | None) -> bool:
+    """Whether ``text``, said at ``when``, speaks of a day relative to it ("tomorrow", "last year")."""
+    return bool(resolve(text, when))
+
+
 def annotate(text: str, when: str | None) -> str:
     """``text`` with each resolved expression followed by its date in brackets:
     "I went there yesterday [7 May 2023]"."""

@@ -18,7 +18,7 @@ from typing import Sequence
 
 from ..backends.base import Message
 from ..core.answer_types import asked_types, asks_when_past
-from ..core.dates import annotate, format_day, format_time
+from ..core.dates import annotate, format_day, format_time, relative
 from ..core.facts import StandingFact
 from ..core.pager import Pager
 from ..core.records import Turn
@@ -109,26 +109,34 @@ def fact_turn(fact: StandingFact) -> Turn:
 QUOTE_OPENING = "You told me"
 
 
-def fact_lead(fact: StandingFact, *also: StandingFact) -> str:
+def fact_lead(fact: StandingFact, *also: StandingFact, dated: bool = True) -> str:
     """How a fact answer begins: the fact quoted, as said ("You told me: ..."; a transcript's "Caroline said: ..."),
-    and any other facts of the same speaker that answer too (``also``: 'You told me: "..." and "..."')."""
+    and any other facts of the same speaker that answer too (``also``: 'You told me: "..." and "..."'); with
+    ``dated``, the day each was said when its words count from it ("My dentist appointment is tomorrow at 3pm.":
+    'You told me on 6 December 2026: "..."'), asked about days later."""
     who = f"{fact.speaker} said" if fact.speaker else QUOTE_OPENING
-    return f"{who}: " + " and ".join(f'"{f.text}"' for f in (fact, *also))
+    return quoted(who, [(f.text, f.time if dated and relative(f.text, f.time) else None) for f in (fact, *also)])
 
 
 def recall_quote(said: Sequence[tuple[str, str | None]]) -> str:
     """An answer about the user's own life from a recall, as the words they said that it took its words from,
-    quoted as said: 'You told me: "..."'. ``said``: each text and the time to show it was said at (None: none),
-    'You told me on 3 December 2026: "..."'. A small model's answer restates the question around a value of the
-    notes, and when the notes hold another thing's value ("Who is my electrician?" with "My plumber is Nadia
-    Petrova.") its answer says it of the thing asked ("Your electrician is Nadia Petrova."); the words quoted show
-    what memory holds. They are the turn's words unchanged, so that erasing them (``fact_edits.holding``, a
-    forget's ``controls.quotes``) finds the answer too; the day tells what "tomorrow" meant."""
+    quoted as said (``quoted``). A small model's answer restates the question around a value of the notes, and
+    when the notes hold another thing's value ("Who is my electrician?" with "My plumber is Nadia Petrova.") its
+    answer says it of the thing asked ("Your electrician is Nadia Petrova."); the words quoted show what memory
+    holds."""
+    return quoted(QUOTE_OPENING, said)
+
+
+def quoted(who: str, said: Sequence[tuple[str, str | None]]) -> str:
+    """``who`` and what they said, quoted: 'You told me: "..." and "..."'. ``said``: each text and the time to show
+    it was said at (None: none), 'You told me on 3 December 2026: "..."'. The words are the turn's, unchanged, so
+    that erasing them (``fact_edits.holding``, a forget's ``controls.quotes``) finds the answer too; the day
+    tells what "tomorrow" meant."""
     parts = []
     for text, when in said:
         day = f" on {format_day(when)}" if when else ""
         parts.append(f'{day}: "{text}"' if not parts else f' and{day}: "{text}"' if day else f' and "{text}"')
-    return QUOTE_OPENING + "".join(parts)
+    return who + "".join(parts)
 
 
 def overview_text(chosen: Sequence[StandingFact]) -> str:
@@ -138,7 +146,7 @@ def overview_text(chosen: Sequence[StandingFact]) -> str:
     if not chosen:
         return OVERVIEW_EMPTY
     header = OVERVIEW_ABOUT_YOU if any(not f.speaker for f in chosen) else OVERVIEW_TRANSCRIPT
-    return "\n".join([header] + [f"- {fact_lead(f)}" + (f" ({format_day(f.time)})" if f.time else "")
+    return "\n".join([header] + [f"- {fact_lead(f, dated=False)}" + (f" ({format_day(f.time)})" if f.time else "")
                                  for f in chosen])
 
 

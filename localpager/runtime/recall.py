@@ -20,7 +20,7 @@ from typing import Callable, Sequence
 from ..backends.base import ChatBackend, Message, TextCallback
 from ..backends.constraints import OneOf, RecallChoice, expresses
 from ..core.answer_types import asks_when, asks_when_past
-from ..core.dates import annotate, turn_dates
+from ..core.dates import relative, turn_dates
 from ..core.facts import StandingFact, asks_what_is_remembered
 from ..core.pager import Pager
 from ..core.text import is_question
@@ -324,7 +324,7 @@ class Runtime:
             return text
         when = asks_when_past(question)
         return recall_quote([(grounding.excerpt(t.text, text, question),
-                              t.time if when or annotate(t.text, t.time) != t.text else None) for t in said])
+                              t.time if when or relative(t.text, t.time) else None) for t in said])
 
     def _recall_inline(self, a: Answering, named: list[int]) -> bool:
         """Inject the selected turns after the user turn, in the chat's own prompt.

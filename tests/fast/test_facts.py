@@ -294,6 +294,17 @@ def test_a_fact_is_shown_and_quoted_as_the_user_s_words_never_as_an_instruction(
     assert fact_lead(standing(2, "I keep bees.", speaker="Maya")) == 'Maya said: "I keep bees."'
 
 
+def test_a_fact_whose_words_count_from_the_day_it_was_said_is_quoted_with_that_day():
+    said = "2026-12-06T09:00:00"
+    dentist = standing(1, "My dentist appointment is tomorrow at 3pm.", speaker=None, time=said)
+    assert fact_lead(dentist) == 'You told me on 6 December 2026: "My dentist appointment is tomorrow at 3pm."'
+    cats = standing(2, "We have two cats.", speaker=None, time=said)
+    assert fact_lead(cats) == 'You told me: "We have two cats."'  # nothing relative: no day
+    assert fact_lead(cats, dentist) == ('You told me: "We have two cats." and on 6 December 2026: '
+                                        '"My dentist appointment is tomorrow at 3pm."')
+    assert fact_lead(dentist, dated=False) == 'You told me: "My dentist appointment is tomorrow at 3pm."'
+
+
 # -- the answer paths -----------------------------------------------------------------------------------------
 def open_facts_chat(fake_pager, script, facts_model=FIRES, floor=NEVER, **recall):
     """A conversation whose page 1 holds an allergy and whose later pages push it out."""
