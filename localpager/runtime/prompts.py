@@ -112,10 +112,12 @@ QUOTE_OPENING = "You told me"
 def fact_lead(fact: StandingFact, *also: StandingFact, dated: bool = True) -> str:
     """How a fact answer begins: the fact quoted, as said ("You told me: ..."; a transcript's "Caroline said: ..."),
     and any other facts of the same speaker that answer too (``also``: 'You told me: "..." and "..."'); with
-    ``dated``, the day each was said when its words count from it ("My dentist appointment is tomorrow at 3pm.":
-    'You told me on 6 December 2026: "..."'), asked about days later."""
-    who = f"{fact.speaker} said" if fact.speaker else QUOTE_OPENING
-    return quoted(who, [(f.text, f.time if dated and relative(f.text, f.time) else None) for f in (fact, *also)])
+    ``dated``, the user's with the day each was said when its words count from it ("My dentist appointment is
+    tomorrow at 3pm.": 'You told me on 6 December 2026: "..."'), asked about days later."""
+    if fact.speaker:  # a transcript's: quoted as said, without a day (LoCoMo scores its answers word by word)
+        return quoted(f"{fact.speaker} said", [(f.text, None) for f in (fact, *also)])
+    return quoted(QUOTE_OPENING, [(f.text, f.time if dated and relative(f.text, f.time) else None)
+                                  for f in (fact, *also)])
 
 
 def recall_quote(said: Sequence[tuple[str, str | None]]) -> str:

@@ -298,7 +298,7 @@ class Runtime:
                     and not asks_when(question))
             clock, stamped = wants_clock(question), grounding.stamps_answer(question, told)
             found = grounding.check(text, grounding.evidence(pager.turns, injections, clock, stamped=stamped), question,
-                                    value=told, told_by=grounding.evidence(pager.turns, injections, clock, named, stamped)
+                                    value=told, told_by=grounding.evidence(pager.turns, injections, clock, named, stamped, told=True)
                                     if named else None,
                                     told=grounding.evidence(pager.turns, injections, clock, stamped=stamped, told=True)
                                     if told else None)
@@ -318,9 +318,10 @@ class Runtime:
         """``text``, a checked answer about the user's own life, as the words of theirs it took its words from
         (``grounding.sources``), quoted with the day each was said when that matters: the question asks when
         something happened, or the words speak of a day relative to it ("tomorrow"); ``text`` itself when it took
-        none (a yes or a no, or a day the model read from when a line was said)."""
+        none (a yes or a no, or a day the model read from when a line was said), or took a transcript's person's
+        words (a question the personal model took for the user's, about someone it did not find named: "Mel")."""
         said = [pager.turns[i] for i in grounding.sources(text, pager.turns, injections, question)]
-        if not said:
+        if not said or any(t.speaker for t in said):  # a transcript's person is not the user who asks
             return text
         when = asks_when_past(question)
         return recall_quote([(grounding.excerpt(t.text, text, question),

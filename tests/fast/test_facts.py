@@ -303,6 +303,8 @@ def test_a_fact_whose_words_count_from_the_day_it_was_said_is_quoted_with_that_d
     assert fact_lead(cats, dentist) == ('You told me: "We have two cats." and on 6 December 2026: '
                                         '"My dentist appointment is tomorrow at 3pm."')
     assert fact_lead(dentist, dated=False) == 'You told me: "My dentist appointment is tomorrow at 3pm."'
+    told = standing(3, "I went to the support group yesterday.", speaker="Caroline", time=said)
+    assert fact_lead(told) == 'Caroline said: "I went to the support group yesterday."'  # a transcript's: as said
 
 
 # -- the answer paths -----------------------------------------------------------------------------------------

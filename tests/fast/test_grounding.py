@@ -145,6 +145,20 @@ def test_an_answer_about_a_transcript_s_person_that_makes_a_value_up_is_not_reme
     assert told.trace.grounding == {"grounded": True, "unsupported": [], "takes_from_named": True}
 
 
+def test_an_answer_about_a_transcript_s_person_from_their_own_question_is_not_remembered(fake_pager):
+    """Dave only asked about the paint ("Did the paint hold up?"): what he asked tells nothing of what he said."""
+    result = _transcript(fake_pager, "Dave said the paint held up.").ask("What did Dave say about the paint?")
+    assert result.answer == NOT_IN_WHAT_I_FOUND and result.trace.grounding["takes_from_named"] is False
+
+
+def test_an_answer_from_a_transcript_s_lines_is_not_quoted_as_the_user_s_words(fake_pager):
+    """A question in the first person to a transcript names none of its people: its held answer stays the model's,
+    for the lines are Calvin's, not the words of the user who asks."""
+    result = _transcript(fake_pager, "You fixed an old Mustang.").ask("What car did I fix at the workshop?")
+    assert result.trace.grounding["grounded"]  # held back and checked: a question about the one who asks
+    assert result.answer == "You fixed an old Mustang."
+
+
 def test_an_answer_about_a_transcript_s_person_from_what_the_other_told_is_not_remembered(fake_pager):
     """LoCoMo's questions about something never said name one of its two people for what the other told ("What
     design is featured on Dave's guitar?" of Calvin's guitar): an answer taking nothing from the named person's own
