@@ -13,6 +13,7 @@ instead, for that answer only. Every answer runs under a repetition guard (``gua
 
 from __future__ import annotations
 
+import functools
 import time
 from dataclasses import replace
 from typing import Callable, Sequence
@@ -297,11 +298,11 @@ class Runtime:
             told = (a.selector.asks_about_self(question) and a.selector.asks_for_value(question)
                     and not asks_when(question))
             clock, stamped = wants_clock(question), grounding.stamps_answer(question, told)
-            found = grounding.check(text, grounding.evidence(pager.turns, injections, clock, stamped=stamped), question,
-                                    value=told, told_by=grounding.evidence(pager.turns, injections, clock, named, stamped, told=True)
-                                    if named else None,
-                                    told=grounding.evidence(pager.turns, injections, clock, stamped=stamped, told=True)
-                                    if told else None)
+            shown = functools.partial(grounding.evidence, pager.turns, injections, clock, stamped=stamped)
+            # what the user, or the people named, told: their lines without the sentences that ask
+            found = grounding.check(text, shown(), question, value=told,
+                                    told_by=shown(named, told=True) if named else None,
+                                    told=shown(told=True) if told else None)
             trace.grounding = found.to_dict()
             if not found.grounded:  # the turns were injected and read: only the answer is not memory
                 self._not_remembered(a, [], NOT_IN_WHAT_I_FOUND)
