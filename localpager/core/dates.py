@@ -223,10 +223,11 @@ def relative(text: str, when: str | None) -> bool:
     return bool(resolve(text, when))
 
 
-def annotate(text: str, when: str | None) -> str:
+def annotate(text: str, when: str | None, quoted: bool = True) -> str:
     """``text`` with each resolved expression followed by its date in brackets:
-    "I went there yesterday [7 May 2023]"."""
-    resolved = resolve(text, when)
+    "I went there yesterday [7 May 2023]". Without ``quoted``, not an expression inside quotation marks: a reply
+    quoting the user ('You told me on 6 December 2026: "... tomorrow ..."') repeats words said on another day."""
+    resolved = [r for r in resolve(text, when) if quoted or not _inside_quotes(text, r.start)]
     if not resolved:
         return text
     parts, last = [], 0
@@ -235,6 +236,12 @@ def annotate(text: str, when: str | None) -> str:
         last = r.end
     parts.append(text[last:])
     return "".join(parts)
+
+
+def _inside_quotes(text: str, at: int) -> bool:
+    """Whether position ``at`` of ``text`` lies between an opening and a closing quotation mark."""
+    before = text[:at]
+    return before.count('"') % 2 == 1 or before.count("\u201c") > before.count("\u201d")
 
 
 def date_terms(text: str, when: str | None) -> str:

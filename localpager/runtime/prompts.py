@@ -154,12 +154,15 @@ def overview_text(chosen: Sequence[StandingFact]) -> str:
 
 def turn_line(turn: Turn, label: str = "", clock: bool = False, stamped: bool = True) -> str:
     """One recalled turn as the model reads it: ``[1 December 2026] speaker: text (label)``, each relative date
-    in the text followed by the date it means ("yesterday [7 May 2023]", ``dates.annotate``). The clock time
+    in the text followed by the date it means ("yesterday [7 May 2023]", ``dates.annotate``; in a chat assistant's
+    reply, not inside quotation marks: a quoted answer repeats the user's words). The clock time
     only with ``clock`` (``wants_clock``): beside a number, a small model answers with the time. Without
     ``stamped``, no day it was said (the relative dates are still resolved)."""
     when = f"[{(format_time if clock else format_day)(turn.time)}] " if turn.time and stamped else ""
     mark = f" ({label})" if label else ""
-    return f"{when}{turn.speaker or turn.role}: {annotate(turn.text, turn.time)}{mark}"
+    # a chat assistant's reply quotes the user's words said on another day: those are not resolved against it
+    words = annotate(turn.text, turn.time, quoted=turn.role != "assistant" or bool(turn.speaker))
+    return f"{when}{turn.speaker or turn.role}: {words}{mark}"
 
 
 def recalled_notes(turns: Sequence[Turn], injections: Sequence[Injection], clock: bool = False) -> str:

@@ -75,6 +75,23 @@ def test_annotate_puts_the_date_beside_the_expression_and_search_reads_it() -> N
     assert scores[0] > scores[1]  # the resolved date is searchable
 
 
+def test_a_chat_reply_quoting_the_user_is_not_resolved_inside_the_quote() -> None:
+    """A quoted answer stored as the reply repeats words said on another day: read against the reply's own time,
+    "tomorrow" would name the wrong day."""
+    from localpager.runtime.prompts import turn_line
+
+    reply = 'You told me on 6 December 2026: "My dentist appointment is tomorrow at 3pm." See you tomorrow.'
+    later = "2026-12-09T10:00:00+00:00"
+    assert annotate(reply, later, quoted=False) == reply.replace("you tomorrow.", "you tomorrow [10 December 2026].")
+    assert turn_line(Turn("assistant", reply, 5, time=later)).endswith(
+        '"My dentist appointment is tomorrow at 3pm." See you tomorrow [10 December 2026].')
+    said = Turn("user", "My dentist appointment is tomorrow at 3pm.", 4, time="2026-12-06T09:00:00+00:00")
+    assert "tomorrow [7 December 2026]" in turn_line(said)  # the user's own words are resolved as ever
+    # a transcript's second speaker is an "assistant" turn with a name: resolved as any speaker's, quotes too
+    assert 'said "see you tomorrow [9 May 2023]"' in turn_line(
+        Turn("assistant", 'She said "see you tomorrow" and left.', 6, time=SAID, speaker="Dave"))
+
+
 def test_times_are_parsed_and_shown_in_one_style() -> None:
     assert parse_time(SAID).isoformat() == "2023-05-08T13:56:00"
     assert parse_time("2026-12-01T14:05:00+00:00").hour == 14
