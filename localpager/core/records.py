@@ -37,6 +37,11 @@ class Turn:
         """A forgotten turn keeps its place (indices, pages) but not its text."""
         return not self.text
 
+    @property
+    def by_person(self) -> bool:
+        """Said by a person: a user's turn, or any named speaker's in a transcript; not a chat assistant's reply."""
+        return self.role != "assistant" or bool(self.speaker)
+
     def render(self) -> str:
         """The line this turn contributes to a page's text."""
         who = self.speaker or self.role

@@ -83,10 +83,16 @@ def evidence(turns: Sequence[Turn], injections: Sequence[Injection], clock: bool
     what they told: each line's sentences that have no question's form ("Is it worth renting a car in Cape
     Town?" tells nothing of who the rent is paid to)."""
     firsts = {n.split()[0] for n in speakers if n}
-    said = [turns[i] if not told else _told_part(turns[i]) for inj in injections for i in inj.turns
-            if (turns[i].role != "assistant" or turns[i].speaker) and (not firsts or _said_by(turns[i], firsts))]
-    labels = {i: inj.labels.get(i, "") for inj in injections for i in inj.turns}
-    return "\n".join(turn_line(t, labels.get(t.index, ""), clock, stamped) for t in said if t.text)
+    lines = []
+    for inj in injections:
+        for i in inj.turns:
+            turn = turns[i]
+            if not turn.by_person or (firsts and not _said_by(turn, firsts)):
+                continue
+            turn = _told_part(turn) if told else turn
+            if turn.text:
+                lines.append(turn_line(turn, inj.labels.get(i, ""), clock, stamped))
+    return "\n".join(lines)
 
 
 def _told_part(turn: Turn) -> Turn:
@@ -131,10 +137,9 @@ def sources(answer: str, turns: Sequence[Turn], injections: Sequence[Injection],
     taken = _terms(answer) - _terms(question)
     shared = []
     for rank, i in enumerate(i for inj in injections for i in inj.turns):
-        turn = turns[i]
-        if turn.role == "assistant" and not turn.speaker:
+        if not turns[i].by_person:
             continue
-        told = _told_part(turn)  # a question tells nothing to quote
+        told = _told_part(turns[i])  # a question tells nothing to quote
         count = len(taken & _terms(annotate(told.text, told.time)))
         if count:
             shared.append((-count, rank, i))

@@ -161,7 +161,7 @@ def turn_line(turn: Turn, label: str = "", clock: bool = False, stamped: bool = 
     when = f"[{(format_time if clock else format_day)(turn.time)}] " if turn.time and stamped else ""
     mark = f" ({label})" if label else ""
     # a chat assistant's reply quotes the user's words said on another day: those are not resolved against it
-    words = annotate(turn.text, turn.time, quoted=turn.role != "assistant" or bool(turn.speaker))
+    words = annotate(turn.text, turn.time, quoted=turn.by_person)
     return f"{when}{turn.speaker or turn.role}: {words}{mark}"
 
 
