@@ -613,8 +613,13 @@ def test_a_later_fact_telling_a_change_answers_in_place_of_an_alike_older_one():
     assert newer_alike(question, facts, 0, np.array([0.80, 0.10, 0.50]), vectors) is None
     far, far_vectors = _alike_case(facts[2].text, fact_cosine=0.2)
     assert newer_alike(question, far, 0, np.array([0.60, 0.10, 0.50]), far_vectors) is None
+    # of another kind (the extractor's guess) only when the pair model reads the two as one thing
     other_kind, _ = _alike_case(facts[2].text, kind="person")
-    assert newer_alike(question, other_kind, 0, np.array([0.60, 0.10, 0.50]), vectors) is None
+    assert newer_alike(question, other_kind, 0, np.array([0.60, 0.10, 0.50]), vectors) == 2
+    near, near_vectors = _alike_case(facts[2].text, kind="person", fact_cosine=0.36)
+    assert newer_alike(question, near, 0, np.array([0.60, 0.10, 0.50]), near_vectors) is None
+    same_kind, _ = _alike_case(facts[2].text, fact_cosine=0.36)
+    assert newer_alike(question, same_kind, 0, np.array([0.60, 0.10, 0.50]), near_vectors) == 2
     other_speaker, _ = _alike_case(facts[2].text, speaker="Jon")
     assert newer_alike(question, other_speaker, 0, np.array([0.60, 0.10, 0.50]), vectors) is None
     no_change, _ = _alike_case("Ines Mora does the cleaning on Fridays, 555-0187.")
