@@ -202,12 +202,13 @@ def remembered_fact(text: str) -> FactDraft:
 
 @lru_cache(maxsize=1 << 14)
 def _extract(text: str, user: bool) -> tuple[FactDraft, ...]:
-    found = []
+    found, before = [], None  # ``before``: the sentence before, when it named something and stated no fact
     for sentence in sentences(mask_quotes(text[: 4 * _MAX_SENTENCE])):  # quoted words are not the speaker's
         sentence = _after_greeting(sentence) if user else _unaddressed(sentence)
         things = _two_things(sentence) if user else []
         if things:
             found += things
+            before = None
             continue
         whole = fact_of(sentence, user)
         told = _after_label(sentence) if whole is None else None
@@ -223,8 +224,19 @@ def _extract(text: str, user: bool) -> tuple[FactDraft, ...]:
         here = here or [d for d in (stated_fact(sentence, user) or changed_fact(sentence, user)
                                     or habitual_fact(sentence, user),) if d is not None]
         if here and not (user and _asks_work(sentence)):
-            found += here
+            found += [_leaning(d, before) for d in here]
+        before = sentence if not here and _specific(sentence) and not _asks(sentence) else None
     return tuple(found)
+
+
+def _leaning(fact: FactDraft, before: str | None) -> FactDraft:
+    """``fact`` with the sentence said before it in its text when it says neither whose nor whom it is about (no
+    first person, no name: "Lucia Chen fixed our boiler last winter. Number: 555-0930.", "... Mobile: 555-0144.")
+    and that sentence named something and stated no fact: alone, "Number: 555-0930." answers for any number asked,
+    and quoted it tells nothing. The sentence-level rule of ``_clause_facts``."""
+    if before is None or _FIRST_PERSON.search(fact.text) or _NAME.search(fact.text):
+        return fact
+    return replace(fact, text=_whole(f"{before} {fact.text}"))
 
 
 def _two_things(sentence: str) -> list[FactDraft]:

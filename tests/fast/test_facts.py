@@ -586,6 +586,20 @@ def test_a_clause_that_leans_on_the_one_before_keeps_the_sentence(said, text):
     assert fact.text.rstrip(".") == text.rstrip(".")
 
 
+@pytest.mark.parametrize("said, text", [
+    # a sentence that says neither whose nor whom (no "I", no name) leans on the one before, which named someone
+    ("Tomasz Wolski rewired the whole flat in March. Mobile: 555-0144.",
+     "Tomasz Wolski rewired the whole flat in March. Mobile: 555-0144."),
+    # nothing named before it: it stands alone
+    ("What a week. Phone: 555-0144.", "Phone: 555-0144."),
+    # it says whose: it stands alone
+    ("The Hendersons next door water our plants. Our code is 4471.", "Our code is 4471."),
+])
+def test_a_sentence_that_leans_on_the_one_before_keeps_both(said, text):
+    (fact,) = extract(Turn("user", said, 0))
+    assert fact.text == text
+
+
 # --- the newer of two alike facts (``retrieval.facts.newer_alike``): its rule on hand-made vectors --------------
 def _alike_case(new_text: str, kind: str = "stated", speaker: str | None = None, fact_cosine: float = 0.5):
     """Three facts (the asked one, an unrelated one, a later one) with unit vectors at ``fact_cosine`` apart."""
