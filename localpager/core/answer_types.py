@@ -81,11 +81,18 @@ def asks_for_several(question: str) -> bool:
 
 
 _PAST_WHEN = lexicon.pattern("past_when")
+_WHEN_TOLD = lexicon.pattern("when_told")
 
 
 def asks_when(question: str) -> bool:
     """Whether ``question`` asks for a date ("when did…", "what day…", "by when…"), not a duration."""
     return any("date" in group for group in asked_groups(question))
+
+
+def asks_when_told(question: str) -> bool:
+    """Whether ``question`` asks when its speaker said something ("When did I mention my plumber?"): the answer is
+    the day they said it, not a day their words speak of ("... she fixed the boiler last year")."""
+    return bool(_WHEN_TOLD.search(question[:_MAX_CHARS]))
 
 
 def asks_when_past(question: str) -> bool:

@@ -20,7 +20,7 @@ from typing import Callable, Sequence
 
 from ..backends.base import ChatBackend, Message, TextCallback
 from ..backends.constraints import OneOf, RecallChoice, expresses
-from ..core.answer_types import asks_when, asks_when_past
+from ..core.answer_types import asks_when, asks_when_past, asks_when_told
 from ..core.dates import relative, turn_dates
 from ..core.facts import StandingFact, asks_what_is_remembered
 from ..core.pager import Pager
@@ -437,13 +437,15 @@ class Runtime:
         """For a question asking when: a constraint allowing exactly one of the dates the recalled turns speak of
         (a small model given "yesterday" and the day it was said answers "yesterday"). The day a turn was said
         is one of them only when the question asks when something happened ("when did…"); "when is my yoga
-        class?" is answered from the turn's words. None when no such date is there."""
+        class?" is answered from the turn's words. A question asking when its speaker said something ("When did I
+        mention my plumber?") has the days the people's recalled turns were said, and no day their words speak of.
+        None when no such date is there."""
         if not asks_when(question):
             return None
-        past = asks_when_past(question)
-        dates = [d for i in injections for t in i.turns
-                 for d in turn_dates(pager.turns[t].text, pager.turns[t].time, said=past)]
-        return OneOf(tuple(dates)) if dates else None
+        past, told = asks_when_past(question), asks_when_told(question)
+        dates = [d for i in injections for t in i.turns if not told or pager.turns[t].by_person
+                 for d in turn_dates("" if told else pager.turns[t].text, pager.turns[t].time, said=past or told)]
+        return OneOf(tuple(dict.fromkeys(dates))) if dates else None
 
     def _continue(self, a: Answering, prompt: Sequence[int], decided_tokens: Sequence[int], answer_start: str,
                   prefill_stage: str) -> None:

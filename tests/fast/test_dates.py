@@ -133,3 +133,16 @@ def test_a_turn_that_says_when_speaks_of_that_day_not_of_the_day_it_was_said() -
     assert turn_dates("I got my passport renewed at the town hall.", when, said=False) == []
     assert turn_dates("Today I sold the piano, and yesterday the desk.", when) == ["5 March 2024", "4 March 2024"]
     assert turn_dates("Yesterday I got my passport renewed.", None) == []
+
+
+@pytest.mark.parametrize("question, told", [
+    ("When did I mention my plumber?", True),
+    ("What day did I tell you about the party?", True),
+    ("When did I last say I was tired?", True),
+    ("When did I move to Utrecht?", False),  # when it happened
+    ("When did I tell my boss?", False),  # telling someone else is an event too
+])
+def test_a_question_asking_when_its_speaker_said_something(question, told):
+    from localpager.core.answer_types import asks_when_told
+
+    assert asks_when_told(question) is told

@@ -93,6 +93,16 @@ def test_recalled_turns_show_their_date(tmp_path, backend):
     # (whether the 135M model then answers with the date is measured, not asserted: LoCoMo's temporal F1)
 
 
+def test_asked_when_they_mentioned_something_the_answer_is_the_day_they_said_it(tmp_path, backend):
+    # the turn speaks of last year; the question asks when it was said, so that day is the only date offered
+    times = {i: ("1:56 pm on 8 May, 2023" if i < 30 else "10:37 am on 27 June, 2023") for i in range(60)}
+    lp, chat = chat_with(tmp_path, backend, {12: "My plumber is Nadia Petrova, she fixed the boiler last year."},
+                         times=times)
+    result = chat.ask("When did I mention my plumber?")
+    assert result.trace.injected_turns == [12]
+    assert "8 May 2023" in result.answer and "2022" not in result.answer
+
+
 def test_the_newest_statement_of_a_fact_wins(tmp_path, backend):
     lp, chat = chat_with(tmp_path, backend, {8: "My yoga class is on Mondays at 6pm.",
                                              30: "Actually my yoga class moved to Thursdays at 7pm."})
