@@ -80,10 +80,13 @@ def test_small_talk_is_not_paged_in_and_a_question_is(tmp_path, backend):
     assert probe.trace.trigger == "gate" and probe.trace.injected_turns == [12]
 
 
+# the 60 turns of ``chat_with``: the first 30 said on one day, the rest on another
+TWO_DAYS = {i: ("1:56 pm on 8 May, 2023" if i < 30 else "10:37 am on 27 June, 2023") for i in range(60)}
+
+
 def test_recalled_turns_show_their_date(tmp_path, backend):
-    times = {i: ("1:56 pm on 8 May, 2023" if i < 30 else "10:37 am on 27 June, 2023") for i in range(60)}
     lp, chat = chat_with(tmp_path, backend, {12: "I ran my first half marathon yesterday, in under two hours!"},
-                         times=times)
+                         times=TWO_DAYS)
     result = chat.ask("When did I run my first half marathon?")
     assert result.trace.injected_turns == [12]
     assert result.citations[0].time == "1:56 pm on 8 May, 2023"
@@ -95,9 +98,8 @@ def test_recalled_turns_show_their_date(tmp_path, backend):
 
 def test_asked_when_they_mentioned_something_the_answer_is_the_day_they_said_it(tmp_path, backend):
     # the turn speaks of last year; the question asks when it was said, so that day is the only date offered
-    times = {i: ("1:56 pm on 8 May, 2023" if i < 30 else "10:37 am on 27 June, 2023") for i in range(60)}
     lp, chat = chat_with(tmp_path, backend, {12: "My plumber is Nadia Petrova, she fixed the boiler last year."},
-                         times=times)
+                         times=TWO_DAYS)
     result = chat.ask("When did I mention my plumber?")
     assert result.trace.injected_turns == [12]
     assert "8 May 2023" in result.answer and "2022" not in result.answer
