@@ -59,7 +59,7 @@ def lab():
               help="probes asked during the conversation / at the end (default: alternate)")
 @click.option("--phrasing", type=ChoiceOf(Phrasing, "phrasing"), default=Phrasing.TUNING.value,
               show_default=True, help="the templates facts are stated and asked in: tuning (settings were chosen on "
-                                      "it, with dev), or heldout (written apart, never tuned on)")
+                                      "it, with dev), or heldout and check (each written apart, never tuned on)")
 @click.option("--general", type=click.IntRange(min=0), default=None,
               help="general questions asked at the end of each conversation, which should page nothing in (default 6)")
 @click.option("--questions", type=ChoiceOf(QuestionStyle, "question style"), default=QuestionStyle.EXPLICIT.value,

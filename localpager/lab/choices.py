@@ -44,6 +44,7 @@ class Phrasing(StrEnum):
     DEV = "dev"  # written apart, tuned on beside tuning so that settings generalize
     DEV2 = "dev2"  # a second development set written apart
     HELDOUT = "heldout"  # written apart, never tuned on
+    CHECK = "check"  # written apart on 2026-12-06, never tuned on: the check set
 
 
 class QuestionStyle(StrEnum):
