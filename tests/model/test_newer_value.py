@@ -46,3 +46,21 @@ def test_a_change_in_other_words_answers_with_the_newer_value(embed):
 def test_two_different_things_never_replace_each_other(said, question, embed):
     hit = _ranker(said, embed).best(question)
     assert hit.fact.text == said[0] and hit.replaced == []
+
+
+BANK = "My debit card is from Barclays, the blue one."
+
+
+def test_a_later_fact_the_pair_bank_says_the_question_needs_answers_when_it_tells_a_change(embed):
+    # the two share no word, and neither pair model reads them as one thing; messages like the question needed
+    # both kinds of sentence (``newer_needed``)
+    said = [BANK, "I'm allergic to penicillin.", "I switched everything over to Nationwide this spring; the old account is closed."]
+    hit = _ranker(said, embed).best("Which bank am I with?")
+    assert hit.fact.text == said[2]
+    assert [f.text for f in hit.replaced] == [BANK]
+
+
+@pytest.mark.parametrize("later", ["I switched gyms, I go to PureGym now.", "I switched my phone contract to Vodafone."])
+def test_a_later_change_of_another_thing_leaves_the_answer(later, embed):
+    hit = _ranker([BANK, later], embed).best("Which bank am I with?")
+    assert hit.fact.text == BANK and hit.replaced == []
