@@ -634,7 +634,10 @@ FENCE = re.compile(r"```(?P<lang>\w*)\n(?P<code>.*?)```", re.S)
 
 def run_examples(path: Path, workdir: Path) -> str:
     """``path``'s text with every run block's output replaced by what its commands print now."""
-    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
+    # no progress bars: one shows only once a stage has run a second, so whether the output holds one would depend
+    # on how busy the machine is (tqdm reads TQDM_DISABLE since 4.66)
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
+           "TQDM_DISABLE": "1"}
 
     def run(argv: list[str], shown: str) -> str:
         done = subprocess.run(argv, cwd=workdir, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
