@@ -121,10 +121,15 @@ def _terms(text: str) -> set[str]:
     return set(content_words(text, "light")) | {d.lstrip("0") for d in _DIGITS.findall(text)}
 
 
+def _taken(answer: str, question: str) -> set[str]:
+    """The terms of ``answer`` that ``question`` does not hold: what it may have taken from the notes."""
+    return _terms(answer) - _terms(question)
+
+
 def takes_from(answer: str, notes: str, question: str) -> bool:
     """Whether ``answer`` uses a word of ``notes`` (what was recalled) that ``question`` does not hold: a content
     word (lightly stemmed) or a value's digits."""
-    return bool((_terms(answer) - _terms(question)) & _terms(notes))
+    return bool(_taken(answer, question) & _terms(notes))
 
 
 def sources(answer: str, turns: Sequence[Turn], injections: Sequence[Injection], question: str,
@@ -134,7 +139,7 @@ def sources(answer: str, turns: Sequence[Turn], injections: Sequence[Injection],
     in the order the selector ranked them. A yes or a no takes nothing: none."""
     if _POLAR.match(answer):
         return []
-    taken = _terms(answer) - _terms(question)
+    taken = _taken(answer, question)
     shared = []
     for rank, i in enumerate(i for inj in injections for i in inj.turns):
         if not turns[i].by_person:
@@ -154,7 +159,7 @@ def excerpt(text: str, answer: str, question: str) -> str:
     words from (``sources``), joined by an ellipsis: a pasted page is not quoted whole."""
     if len(text) <= QUOTED_CHARS:
         return text
-    taken = _terms(answer) - _terms(question)
+    taken = _taken(answer, question)
     kept = [s.strip() for s in sentences(text) if taken & _terms(s)]
     return " \u2026 ".join(kept) if kept else text[:QUOTED_CHARS].rstrip() + "\u2026"
 

@@ -7,6 +7,7 @@ import re
 import pytest
 from helpers import LOCOMO
 
+from localpager.core.answer_types import asks_when_told
 from localpager.core.dates import annotate, date_terms, format_time, parse_time, resolve, turn_dates
 from localpager.core.records import Turn
 from localpager.retrieval.ranking import LexicalIndex
@@ -143,6 +144,4 @@ def test_a_turn_that_says_when_speaks_of_that_day_not_of_the_day_it_was_said() -
     ("When did I tell my boss?", False),  # telling someone else is an event too
 ])
 def test_a_question_asking_when_its_speaker_said_something(question, told):
-    from localpager.core.answer_types import asks_when_told
-
     assert asks_when_told(question) is told
