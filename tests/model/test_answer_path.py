@@ -11,11 +11,12 @@ import pytest
 from helpers import Recording
 
 from localpager.backends.constraints import OneOf
+from localpager.core.dates import format_day
 from localpager.core.pager import PagingConfig
 from localpager.memory.api import LocalPager
 from localpager.runtime.settings import RecallSettings
 from localpager.runtime.guard import RepetitionGuard, loop_start, repeated_sentence
-from localpager.runtime.prompts import LATEST, answer_messages
+from localpager.runtime.prompts import LATEST, NOT_IN_WHAT_I_FOUND, answer_messages
 
 pytestmark = [pytest.mark.model, pytest.mark.embedder]
 
@@ -69,6 +70,18 @@ def test_a_question_about_an_evicted_fact_is_answered_from_a_focused_prompt(tmp_
     assert focused.count("Who is handling my taxes this year?") == 1 and "Bookmarks" not in focused
     assert result.answer and repeated_sentence(result.answer) is None  # the guard lets no sentence come twice
     assert chat.turns[-1].text == result.answer  # what was said is what is stored
+
+
+def test_a_checked_answer_about_the_user_is_their_words_quoted(tmp_path, backend):
+    # the answer is held back and checked (``abstain``); once it passes, it is the user's turn it took its words
+    # from, quoted as said, whatever the model wrote (``RecallSettings.quote_recalls``); or "not remembered" when
+    # the check finds it took nothing from that turn
+    said = "My accountant this year is Ingrid Novak; she handles all my taxes."
+    lp, chat = chat_with(tmp_path, backend, {12: said}, recall=RecallSettings(max_answer_tokens=24, facts=False))
+    result = chat.ask("Who is handling my taxes this year?")
+    assert result.trace.decision in ("recall", "unknown") and result.trace.injected_turns == [12]
+    day = format_day(chat.turns[12].time)  # "this year" counts from the day it was said: the quote names it
+    assert result.answer in (f'You told me on {day}: "{said}"', NOT_IN_WHAT_I_FOUND), result.answer
 
 
 def test_small_talk_is_not_paged_in_and_a_question_is(tmp_path, backend):
