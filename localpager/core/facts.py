@@ -234,7 +234,7 @@ def _leaning(fact: FactDraft, before: str | None) -> FactDraft:
     first person, no name: "Lucia Chen fixed our boiler last winter. Number: 555-0930.", "... Mobile: 555-0144.")
     and that sentence named something and stated no fact: alone, "Number: 555-0930." answers for any number asked,
     and quoted it tells nothing. The sentence-level rule of ``_clause_facts``."""
-    if before is None or _FIRST_PERSON.search(fact.text) or _NAME.search(fact.text):
+    if before is None or _owned(fact.text):
         return fact
     return replace(fact, text=_whole(f"{before} {fact.text}"))
 
@@ -269,19 +269,27 @@ def _asks_work(sentence: str) -> bool:
 
 
 def _clause_facts(sentence: str, user: bool) -> list[FactDraft]:
-    """The facts the clauses of ``sentence`` state. A clause that names nothing particular after one that does
-    and states no fact itself ("When you write code for me, use Rust; it's the only language I work in.") leans on
-    it: its fact's text is the whole sentence, or the value it is about would be lost."""
+    """The facts the clauses of ``sentence`` state. A clause after one that names something particular and states
+    no fact itself leans on it, its fact's text the whole sentence, when it names nothing particular itself ("When
+    you write code for me, use Rust; it's the only language I work in.": the value it is about would be lost) or
+    says neither whose nor whom ("Henrik Mensah sorted out our boiler last winter; number's 555-0985.": alone, a
+    number of no one's, as ``_leaning`` says of a sentence)."""
     clauses = _CLAUSES.split(sentence)
     drafts = [fact_of(clause, user) for clause in clauses]
     found = []
     for i, (clause, fact) in enumerate(zip(clauses, drafts)):
         if fact is None:
             continue
-        if i and not _specific(clause) and _specific(clauses[i - 1]) and drafts[i - 1] is None:
+        if (i and (not _specific(clause) or not _owned(clause)) and _specific(clauses[i - 1])
+                and drafts[i - 1] is None):
             fact = replace(fact, text=_whole(sentence))
         found.append(fact)
     return found
+
+
+def _owned(line: str) -> bool:
+    """Whether ``line`` says whose or whom it is about: a first person or a name."""
+    return bool(_FIRST_PERSON.search(line) or _NAME.search(line))
 
 
 def _whole(sentence: str) -> str:

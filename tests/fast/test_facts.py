@@ -580,6 +580,11 @@ def test_a_question_that_states_a_situation_first_is_still_answered_from_the_fac
      "When you send me snippets, write them in Elixir; it's the only language my team reads."),
     # a clause that names its own value stands alone
     ("I need the tax forms done by March 6; should I use software?", "I need the tax forms done by March 6"),
+    # a clause that says neither whose nor whom (a number, no "I", no name) leans on the one naming someone
+    ("Dana Okafor fixed our boiler last winter; number's 555-0412.",
+     "Dana Okafor fixed our boiler last winter; number's 555-0412."),
+    # ... but says whose, it stands alone
+    ("Dana Okafor fixed our boiler last winter; my code for the shed is 2231.", "my code for the shed is 2231."),
 ])
 def test_a_clause_that_leans_on_the_one_before_keeps_the_sentence(said, text):
     (fact,) = extract(Turn("user", said, 0))
