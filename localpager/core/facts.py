@@ -47,8 +47,9 @@ from .text import CONTACT, NAME_MID_SENTENCE, content_words, fold_plural, senten
 # a quotation after a colon is someone's words (``claims.mask_quotes``). 13: a request by its parse states no fact
 # (``syntax.asks_for_work``). 14: a user's plain present naming something particular is a fact by its parse
 # (``habitual_fact``). 15: a user's sentence telling two things, each with its speaker as subject, is two facts
-# (``_two_things``).
-FACTS_VERSION = 15
+# (``_two_things``). 16: a sentence or clause that says neither whose nor whom keeps the one before it, when that one
+# named someone and stated no fact (``_leaning``, ``_clause_facts``).
+FACTS_VERSION = 16
 KINDS = ("avoid", "diet", "medicine", "constraint", "preference", "person", "pet", "family", "schedule", "plan",
          "number", "budget", "identity", "stated")
 # A fact the cues below have no words for, found by the fact model (``claims.states_fact``): whatever it is about.
