@@ -253,9 +253,15 @@ def turn_dates(text: str, when: str | None, said: bool = True) -> list[str]:
     """The dates a turn speaks of: its relative expressions resolved, or, when it has none (``said``), the day it
     was said: what it tells happened that day unless it says otherwise ("Yesterday I sold the piano", said on
     5 March 2024, speaks of 4 March only). Empty for a turn without a time."""
-    anchor = parse_time(when)
-    if anchor is None:
+    if parse_time(when) is None:
         return []
     resolved = [r.label for r in resolve(text, when)]
-    return list(dict.fromkeys(resolved if resolved else [day_label(anchor.date())] if said else []))
+    return list(dict.fromkeys(resolved)) if resolved else said_day(when) if said else []
+
+
+def said_day(when: str | None) -> list[str]:
+    """The day a turn was said, as ``turn_dates`` labels it (none for a turn without a time): what answers "When
+    did I mention ...?", whatever day its words speak of."""
+    anchor = parse_time(when)
+    return [day_label(anchor.date())] if anchor is not None else []
 

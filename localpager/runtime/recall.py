@@ -21,7 +21,7 @@ from typing import Callable, Sequence
 from ..backends.base import ChatBackend, Message, TextCallback
 from ..backends.constraints import OneOf, RecallChoice, expresses
 from ..core.answer_types import asks_when, asks_when_past, asks_when_told
-from ..core.dates import relative, turn_dates
+from ..core.dates import relative, said_day, turn_dates
 from ..core.facts import StandingFact, asks_what_is_remembered
 from ..core.pager import Pager
 from ..core.text import is_question
@@ -443,8 +443,9 @@ class Runtime:
         if not asks_when(question):
             return None
         past, told = asks_when_past(question), asks_when_told(question)
-        dates = [d for i in injections for t in i.turns if not told or pager.turns[t].by_person
-                 for d in turn_dates("" if told else pager.turns[t].text, pager.turns[t].time, said=past or told)]
+        turns = [pager.turns[t] for i in injections for t in i.turns]
+        dates = [d for turn in turns if not told or turn.by_person
+                 for d in (said_day(turn.time) if told else turn_dates(turn.text, turn.time, said=past))]
         return OneOf(tuple(dict.fromkeys(dates))) if dates else None
 
     def _continue(self, a: Answering, prompt: Sequence[int], decided_tokens: Sequence[int], answer_start: str,
