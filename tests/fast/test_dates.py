@@ -8,7 +8,7 @@ import pytest
 from helpers import LOCOMO
 
 from localpager.core.answer_types import asks_when_told
-from localpager.core.dates import annotate, date_terms, format_time, parse_time, resolve, turn_dates
+from localpager.core.dates import annotate, date_terms, format_time, parse_time, resolve, said_day, turn_dates
 from localpager.core.records import Turn
 from localpager.retrieval.ranking import LexicalIndex
 
@@ -134,6 +134,12 @@ def test_a_turn_that_says_when_speaks_of_that_day_not_of_the_day_it_was_said() -
     assert turn_dates("I got my passport renewed at the town hall.", when, said=False) == []
     assert turn_dates("Today I sold the piano, and yesterday the desk.", when) == ["5 March 2024", "4 March 2024"]
     assert turn_dates("Yesterday I got my passport renewed.", None) == []
+
+
+def test_the_day_a_turn_was_said_is_its_own_whatever_its_words_speak_of() -> None:
+    # "When did I mention ...?" is answered with it (runtime.recall's date choice)
+    assert said_day("2024-03-05T12:03:00+00:00") == ["5 March 2024"]
+    assert said_day(None) == []
 
 
 @pytest.mark.parametrize("question, told", [
