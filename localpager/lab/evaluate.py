@@ -112,6 +112,7 @@ class ProbeResult:
     decision: str = ""  # the trace's: answer, recall, fact, unknown, overview
     fact_shown: bool | None = None  # a planted fact: its standing fact was in front of the answer
     abstained: bool = False  # the answer says nothing about it is remembered
+    abstained_by: str | None = None  # what said so (``abstention_cause``); None: it was not said
     mentions: bool | None = None  # general, never-said or forgotten: the answer brings up a planted fact's value
 
 
@@ -338,6 +339,7 @@ def _ask(lp, chat, conv_id: str, probe: Probe, config: EvalConfig, planted: list
         gate_probability=(trace.gate or {}).get("probability"),
         style=probe.extra.get("style", "explicit"), decision=trace.decision,
         fact_shown=_fact_shown(chat, trace, probe), abstained=says_not_mentioned(result.answer),
+        abstained_by=abstention_cause(trace) if says_not_mentioned(result.answer) else None,
         mentions=contains_answer(result.answer, planted) if probe.type in (*UNANSWERED_PROBES, FORGOTTEN_PROBE)
         else None,
     )
@@ -398,6 +400,26 @@ def keyword_covers(keyword: str, answers: Sequence[str]) -> bool:
         if any(c.isdigit() for c in kw) and re.search(rf"(?<!\w){re.escape(kw)}(?!\w)", answer):
             return True
     return False
+
+
+# What answered "not remembered" (``abstention_cause``), in the order an answer meets them
+NEVER_TOLD, FLOOR, GROUNDING, MODEL = "never told", "floor", "grounding", "model"
+ABSTENTION_CAUSES = (NEVER_TOLD, FLOOR, GROUNDING, MODEL)
+
+
+def abstention_cause(trace) -> str:
+    """What answered "not remembered", by the trace: the pair bank before any recall (``never told``: no fact meets
+    what such questions need), the relevance floor on what a recall found, the check of the answer against what it
+    was shown (``grounding``), or the model's own words (``model``). A fact question's cause says which part to
+    look at: on new kinds of fact, the recall's answer, not the floor, said most of them."""
+    answerable, grounding = trace.answerable or {}, trace.grounding or {}
+    if answerable.get("features", {}).get("never_told"):
+        return NEVER_TOLD
+    if answerable and not answerable.get("answer", True):
+        return FLOOR
+    if grounding and not grounding.get("grounded", True):
+        return GROUNDING
+    return MODEL
 
 
 def _gives_latest(output: str, probe: Probe) -> bool | None:
@@ -463,6 +485,9 @@ def summarize(results: Sequence[ProbeResult]) -> dict[str, Any]:
         "abstention_forgotten": _mean([float(r.abstained) for r in unknowable if r.type == FORGOTTEN_PROBE]),
         "unknown_answered_with_a_value": _mean([float(bool(r.mentions)) for r in unknowable if r.mentions is not None]),
         "false_abstention_rate": _mean([float(r.abstained) for r in results]),
+        # ... by what said it, each a share of the fact probes (``abstention_cause``)
+        "false_abstention_by": {cause: _mean([float(r.abstained_by == cause) for r in results])
+                                for cause in ABSTENTION_CAUSES} if results else {},
         "latency_ms": {
             "p50": round(statistics.median(latencies), 1) if latencies else None,
             "p95": round(latencies[min(len(latencies) - 1, int(0.95 * len(latencies)))], 1) if latencies else None,

@@ -131,6 +131,28 @@ def test_general_questions_answered_not_remembered_are_counted_apart():
     assert summarize([result()])["general_abstention"] is None
 
 
+def test_what_answered_not_remembered_is_told_apart():
+    from dataclasses import replace
+
+    from localpager.lab.evaluate import abstention_cause
+    from localpager.runtime.trace import Trace
+
+    def trace(**parts) -> Trace:
+        found = Trace(turn=0, question="Which bank am I with?")
+        for name, value in parts.items():
+            setattr(found, name, value)
+        return found
+
+    assert abstention_cause(trace(answerable={"answer": False, "features": {"never_told": 1.0}})) == "never told"
+    assert abstention_cause(trace(answerable={"answer": False, "features": {"dense": 0.2}})) == "floor"
+    assert abstention_cause(trace(answerable={"answer": True, "features": {}},
+                                  grounding={"grounded": False, "unsupported": ["Monzo"]})) == "grounding"
+    assert abstention_cause(trace()) == "model"
+    said = [replace(result(), abstained=True, abstained_by=cause) for cause in ("floor", "floor", "grounding")]
+    by = summarize([*said, result()])["false_abstention_by"]
+    assert by == {"never told": 0.0, "floor": 0.5, "grounding": 0.25, "model": 0.0}
+
+
 def test_latency_percentiles():
     s = summarize([result(latency=float(ms)) for ms in range(1, 21)])
     assert s["latency_ms"] == {"p50": 10.5, "p95": 20.0}
