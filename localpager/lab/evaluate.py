@@ -29,7 +29,7 @@ from ..runtime.guard import repeated_sentence
 from ..runtime.choices import DEFAULT_LAYOUT, DEFAULT_TRIGGER, OFFERED_RECALL_MODES, Fired, Layout, RecallMode, Trigger
 from ..runtime.selector import Injection, PageSelector, fit_turns, inject_in_order
 from ..runtime.settings import RecallSettings, check_layout
-from ..runtime.trace import Candidate
+from ..runtime.trace import Candidate, Trace
 from .metrics import contains_answer, says_not_mentioned, score_answer
 from .choices import EvalStrategy, RetrieverName
 from .retrievers import DEFAULT_TOP_PAGES, get_retriever
@@ -327,7 +327,7 @@ def _ask(lp, chat, conv_id: str, probe: Probe, config: EvalConfig, planted: list
     evidence_pages = sorted({pager.page_of_turn(i).page_id for i in probe.evidence if i < len(pager.turns)})
     needs_recall = any(pager.page(pid).evicted for pid in evidence_pages)
     result = chat.ask(probe.question, remember=False, selector=_selector(lp, conv_id, config))
-    trace = result.trace
+    trace, abstained = result.trace, says_not_mentioned(result.answer)
     out = ProbeResult(
         conversation=conv_id, question=probe.question, type=probe.type, answers=probe.answers,
         output=result.answer, score=score_answer(result.answer, probe.answers, probe.extra),
@@ -338,8 +338,8 @@ def _ask(lp, chat, conv_id: str, probe: Probe, config: EvalConfig, planted: list
         bookmark_covered=_bookmark_covers(pager, probe),
         gate_probability=(trace.gate or {}).get("probability"),
         style=probe.extra.get("style", "explicit"), decision=trace.decision,
-        fact_shown=_fact_shown(chat, trace, probe), abstained=says_not_mentioned(result.answer),
-        abstained_by=abstention_cause(trace) if says_not_mentioned(result.answer) else None,
+        fact_shown=_fact_shown(chat, trace, probe), abstained=abstained,
+        abstained_by=abstention_cause(trace) if abstained else None,
         mentions=contains_answer(result.answer, planted) if probe.type in (*UNANSWERED_PROBES, FORGOTTEN_PROBE)
         else None,
     )
@@ -407,7 +407,7 @@ NEVER_TOLD, FLOOR, GROUNDING, MODEL = "never told", "floor", "grounding", "model
 ABSTENTION_CAUSES = (NEVER_TOLD, FLOOR, GROUNDING, MODEL)
 
 
-def abstention_cause(trace) -> str:
+def abstention_cause(trace: Trace) -> str:
     """What answered "not remembered", by the trace: the pair bank before any recall (``never told``: no fact meets
     what such questions need), the relevance floor on what a recall found, the check of the answer against what it
     was shown (``grounding``), or the model's own words (``model``). A fact question's cause says which part to
