@@ -17,7 +17,13 @@ from localpager.lab.synthetic import generate_conversation
 @pytest.mark.model
 @pytest.mark.embedder
 def test_end_to_end_eval_on_a_ci_sized_subset(tmp_path):
+    from dataclasses import replace
+
+    from localpager.core.records import ABSENT_PROBE, Probe
+
     conv = generate_conversation(seed=21, n_turns=120)
+    # a question about something never said: here the relevance floor answers it "not remembered"
+    conv = replace(conv, probes=[*conv.probes, Probe("Which bank am I with?", [], [], ABSENT_PROBE)])
     config = EvalConfig(limit=3, paging=PagingConfig(budget=384))
     report = evaluate([conv], config)
     data = report.to_dict()
@@ -27,6 +33,12 @@ def test_end_to_end_eval_on_a_ci_sized_subset(tmp_path):
     assert data["probes"] == 3 and data["needs_recall"] >= 1
     assert 0 <= data["e2e_accuracy"] <= 1 and 0 <= data["oracle_e2e_accuracy"] <= 1
     assert all(r["output"] for r in data["results"])
+    # each "not remembered" says what said it, and the causes share out the fact probes' false abstentions
+    from localpager.lab.evaluate import ABSTENTION_CAUSES
+
+    assert any(r["abstained"] for r in data["results"])
+    assert all((r["abstained_by"] in ABSTENTION_CAUSES) == r["abstained"] for r in data["results"])
+    assert sum(data["false_abstention_by"].values()) == pytest.approx(data["false_abstention_rate"], abs=1e-3)
     truncation = evaluate([conv], EvalConfig(strategy="truncation", limit=3, oracle=False,
                                             paging=PagingConfig(budget=384))).to_dict()
     assert truncation["recall_triggered"] == 0.0 and all(not r["injected_pages"] for r in truncation["results"])
