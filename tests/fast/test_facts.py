@@ -188,6 +188,15 @@ def test_a_correction_after_its_label_is_the_user_s_fact_without_an_i():
     assert not extract(Turn("user", "Change of plan: only ten minutes left in the film.", 0))  # names nothing
 
 
+def test_a_change_told_without_an_i_is_the_user_s_fact_when_it_names_what_it_is_now():
+    # what a user tells changed is theirs (``facts._changes_own``); a saying of change names nothing
+    for line in ("New dentist: Dr Amara Osei at Parkside, since the old one retired.",
+                 "Scan results are back: it's actually Crohn's, not IBS."):
+        assert [d.kind for d in extract(Turn("user", line, 0))] == ["stated"], line
+    assert extract(Turn("user", "Trying new things takes guts.", 0)) == []
+    assert extract(Turn("user", "The Bank of Scotland just raised its mortgage rates again.", 0)) == []
+
+
 def test_a_newer_budget_replaces_the_older_unannounced_but_not_a_number_of_another_form():
     old, new = fact_of("Laptop shopping: hard limit $800."), fact_of(
         "After talking it over with my partner, $1,700 is the most I'll spend on a laptop.")
