@@ -351,7 +351,8 @@ def stated_fact(sentence: str, user: bool = True, corrects: bool = False) -> Fac
     one when the line names something particular (``_specific``); so may a user whose line opens with a label
     saying it corrects what they told (``corrects``: "Change of plan on code: Rust only from here on."), or that
     gives a way to reach someone (a phone number, an e-mail: "From May the rent goes to Ravi Mensah, 555-0906."): a
-    contact given is kept to be used, whoever it belongs to; or that says something changed (``_changes_own``)."""
+    contact given is kept to be used, whoever it belongs to; or that says something of theirs changed and names what
+    it is now (``_changes_own``)."""
     line = _statement(sentence)
     if (not line or not (_FIRST_PERSON.search(line) or ((not user or corrects) and _specific(line))
                          or (user and (_CONTACT.search(line) or _changes_own(line))))
