@@ -220,6 +220,25 @@ def test_a_change_told_as_an_event_replaces_the_older_value(tmp_path, backend):
     lp.close()
 
 
+def test_a_change_told_without_an_i_is_a_fact_and_the_newer_value_answers(tmp_path, backend):
+    """"New dentist: Dr Amara Osei at Parkside, since the old one retired." has no first person, but tells that
+    something changed and names what it is now (``facts._changes_own``): it is the user's fact, and the older
+    dentist no longer answers. Without the rule it was no fact, and the question quoted the old dentist."""
+    lp = LocalPager(tmp_path / "s.db", backend=Recording(backend), recall=RecallSettings(max_answer_tokens=24))
+    chat = lp.conversation("c", create=True, config=PagingConfig(boundary="fixed_4", budget=256))
+    old, new = ("My dentist is Dr Priya Kaur on the high street.",
+                "New dentist: Dr Amara Osei at Parkside, since the old one retired.")
+    for text in [old, *[u for u, _ in SMALL_TALK], new]:
+        chat.add_turn("user", text)
+        chat.add_turn("assistant", "Noted.")
+    assert new in [f.text for f in chat.facts()]
+    t = chat.ask("Who is my dentist?").trace
+    assert "Kaur" not in t.answer
+    if t.decision == "fact":
+        assert t.facts[0]["text"] == new
+    lp.close()
+
+
 def test_two_things_of_one_kind_both_answer_and_one_changed_value_answers_alone(tmp_path, backend):
     """Two allergies both stand and "What am I allergic to?" quotes both; a flight changed in words supersession
     reads ("Change of plans: ... now ...") quotes the newer only, and a question about one allergy only that one."""
