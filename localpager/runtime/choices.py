@@ -55,4 +55,4 @@ class Fired(StrEnum):
     MODEL = "model"  # the model asked (recall mode auto)
     FORCED = "forced"  # the model had to name pages (recall mode always)
     SELECTOR = "selector"  # a selector with a rule of its own, not a Trigger (the lab's baselines and oracle)
-    PERSONAL = "personal"  # a question about the user's own life no standing fact answered: memory or nothing
+    PERSONAL = "personal"  # about the user's own life, or what a transcript's person told, no standing fact answered

@@ -153,3 +153,21 @@ def test_an_answer_from_the_chats_own_prompt_does_not_go_on_into_memorys_verdict
     answer = lp.conversation("c", create=True).ask("How do I descale a kettle?", on_text=streamed.append)
     assert answer.trace.decision == "answer" and answer.trace.repeated == "verdict dropped"
     assert answer.answer == "".join(streamed) == "Boil water and vinegar in it, then rinse."
+
+
+def test_a_question_naming_someone_who_speaks_is_never_the_models_own_answer(chatty):
+    """A question naming one of a transcript's people asks what they told: when the recall gate stays shut it still
+    goes through a recall and the floor (trigger ``personal``), as a question about the user does, never straight
+    to the model. Before, LoCoMo's "Why did Jon combine his clothing business with dance?" (Gina had) was the
+    model's: "Jon: I think it's because of the creative freedom ...", spoken for him from nothing."""
+    lp, backend = chatty
+    conv = lp.conversation("t", create=True)
+    conv.add_turn("user", "I opened a clothing store last spring and I run dance classes in the back.", speaker="Gina")
+    conv.add_turn("assistant", "That sounds like a lot of fun, Gina!", speaker="Jon")
+    question = "Why did Jon combine his clothing business with dance?"
+    assert not asks_about_self(question) and lp.selector("t").names_speaker(question, conv.pager)
+    answer = conv.ask(question, remember=False)
+    assert answer.trace.trigger == "personal"
+    assert answer.trace.decision in ("unknown", "recall") and "Ethan" not in answer.answer
+    # a general question in the same transcript names nobody who speaks: still the model's
+    assert conv.ask("How do I boil an egg?", remember=False).trace.trigger == "none"

@@ -93,3 +93,15 @@ def test_a_recalled_answer_about_a_person_uses_their_own_words(transcript, quest
     own = "\n".join(c.text for c in t.citations if c.speaker == name)
     assert t.grounding["takes_from_named"] and (takes_from(t.answer, own, question)
                                                 or lexicon.pattern("polar").match(t.answer)), t.answer
+
+
+@pytest.mark.parametrize("question", ["Why did Dave rebuild an old Mustang?",  # Calvin did: never said of Dave
+                                      "Why did Calvin start learning Portuguese?"])
+def test_a_question_naming_a_transcript_s_person_goes_to_memory_even_when_the_gate_stays_shut(transcript, question):
+    """The recall gate reads these "why" questions as needing nothing said before (its probability is far below
+    its threshold here, from the real embedder's cosines: deterministic). Before, the model then answered them from
+    its own prompt, speaking for the person named from nothing; now such a question goes through a recall and the
+    relevance floor, as one about the user does (trigger ``personal``): recalled, or "not remembered"."""
+    t = transcript.ask(question, remember=False).trace
+    assert t.gate is not None and not t.gate["recall"]
+    assert t.trigger == "personal" and t.decision in ("recall", "unknown"), (t.trigger, t.decision)
