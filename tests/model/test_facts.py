@@ -201,16 +201,23 @@ def test_an_answer_for_a_date_never_told_takes_no_value_from_the_day_a_line_was_
     assert all(v.casefold() in said.casefold() or v.lstrip("0") in said for v in values(answer)), t.answer
 
 
+def _told(tmp_path, backend, first: list[str], then: list[str]):
+    """A new store and chat in which the user tells ``first``, the small talk, then ``then``, each line answered
+    "Noted."; the caller closes the store."""
+    lp = LocalPager(tmp_path / "s.db", backend=Recording(backend), recall=RecallSettings(max_answer_tokens=24))
+    chat = lp.conversation("c", create=True, config=PagingConfig(boundary="fixed_4", budget=256))
+    for text in [*first, *[u for u, _ in SMALL_TALK], *then]:
+        chat.add_turn("user", text)
+        chat.add_turn("assistant", "Noted.")
+    return lp, chat
+
+
 def test_a_change_told_as_an_event_replaces_the_older_value(tmp_path, backend):
     """"I cancelled that membership and joined PureGym instead." is an event to the fact model; it is the newest
     value of the gym all the same, and the older one no longer answers."""
-    lp = LocalPager(tmp_path / "s.db", backend=Recording(backend), recall=RecallSettings(max_answer_tokens=24))
-    chat = lp.conversation("c", create=True, config=PagingConfig(boundary="fixed_4", budget=256))
     old, new = ("The only gym membership I keep paying for is at Anytime Fitness.",
                 "I cancelled that membership and joined PureGym instead.")
-    for text in [old, *[u for u, _ in SMALL_TALK], new]:
-        chat.add_turn("user", text)
-        chat.add_turn("assistant", "Noted.")
+    lp, chat = _told(tmp_path, backend, [old], [new])
     current = [f.text for f in chat.facts()]
     assert new in current and old not in current
     t = chat.ask("Which gym am I a member of?").trace
@@ -224,13 +231,9 @@ def test_a_change_told_without_an_i_is_a_fact_and_the_newer_value_answers(tmp_pa
     """"New dentist: Dr Amara Osei at Parkside, since the old one retired." has no first person, but tells that
     something changed and names what it is now (``facts._changes_own``): it is the user's fact, and the older
     dentist no longer answers. Without the rule it was no fact, and the question quoted the old dentist."""
-    lp = LocalPager(tmp_path / "s.db", backend=Recording(backend), recall=RecallSettings(max_answer_tokens=24))
-    chat = lp.conversation("c", create=True, config=PagingConfig(boundary="fixed_4", budget=256))
     old, new = ("My dentist is Dr Priya Kaur on the high street.",
                 "New dentist: Dr Amara Osei at Parkside, since the old one retired.")
-    for text in [old, *[u for u, _ in SMALL_TALK], new]:
-        chat.add_turn("user", text)
-        chat.add_turn("assistant", "Noted.")
+    lp, chat = _told(tmp_path, backend, [old], [new])
     assert new in [f.text for f in chat.facts()]
     t = chat.ask("Who is my dentist?").trace
     assert "Kaur" not in t.answer
@@ -242,13 +245,9 @@ def test_a_change_told_without_an_i_is_a_fact_and_the_newer_value_answers(tmp_pa
 def test_two_things_of_one_kind_both_answer_and_one_changed_value_answers_alone(tmp_path, backend):
     """Two allergies both stand and "What am I allergic to?" quotes both; a flight changed in words supersession
     reads ("Change of plans: ... now ...") quotes the newer only, and a question about one allergy only that one."""
-    lp = LocalPager(tmp_path / "s.db", backend=Recording(backend), recall=RecallSettings(max_answer_tokens=24))
-    chat = lp.conversation("c", create=True, config=PagingConfig(boundary="fixed_4", budget=256))
     peanuts, penicillin = "I'm allergic to peanuts.", "I'm also allergic to penicillin."
     flight, changed = "My flight is BA 117 on Friday.", "Change of plans: I'm now on flight KL 119 on Friday."
-    for text in [peanuts, *[u for u, _ in SMALL_TALK], penicillin, flight, changed]:
-        chat.add_turn("user", text)
-        chat.add_turn("assistant", "Noted.")
+    lp, chat = _told(tmp_path, backend, [peanuts], [penicillin, flight, changed])
     t = chat.ask("What am I allergic to?").trace
     assert t.decision == "fact" and sorted(f["text"] for f in t.facts) == sorted([peanuts, penicillin])
     assert t.answer.startswith("You told me: ") and peanuts in t.answer and penicillin in t.answer
