@@ -579,6 +579,7 @@ def test_a_task_that_bears_on_a_fact_gets_the_quote_then_the_model_s_work(fake_p
     assert "".join(streamed) == t.answer
     (call,) = lp.backend.calls
     assert "I'm seriously allergic to sesame." in call.text.split("From earlier in this conversation:\n", 1)[1]
+    assert "You told me" not in call.text  # the quote is sent first, not given the model: it read as a whole turn
 
 
 def test_a_question_that_states_a_situation_first_is_still_answered_from_the_fact(fake_pager):

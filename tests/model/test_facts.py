@@ -61,7 +61,14 @@ def test_a_request_in_words_no_list_names_is_answered_with_the_fact_and_the_mode
     lp, chat = chat
     t = chat.ask("Plan a snack box for my long flight, skipping whatever I should stay away from.").trace
     assert t.decision == "fact" and t.facts[0]["text"] == SESAME and t.facts[0]["probability"] >= 0.6
-    assert t.answer.startswith(f'You told me: "{SESAME}"')  # then what the model writes for the task, if anything
+    quote = f'You told me: "{SESAME}"'
+    assert t.answer.startswith(quote)
+    # then the model's work: the quote is sent first, not put in its prompt, where the turn read as done and the
+    # model ended it at once (no work at all)
+    assert t.tokens["answer"]["generated"] > 0 and len(t.answer) > len(quote) + 1
+    quoted = lp.backend.tokenize(quote)
+    answered = lp.backend.side or lp.backend  # the context that answers recalls, when it has its own
+    assert answered.prompts[-1][-len(quoted):] != quoted
     assert [c.turn for c in t.citations] == [2]
     assert not chat.facts()[-1].text.startswith("Plan")  # and the request itself is no fact
 
