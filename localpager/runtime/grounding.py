@@ -31,6 +31,7 @@ from ..core import lexicon
 from ..core.answer_types import asks_when, asks_when_past
 from ..core.dates import annotate
 from ..core.records import Turn
+from ..core.syntax import asks_for_work
 from ..core.text import NAME_MID_SENTENCE, content_words, has_question_form, sentences, tokenize_words
 from .prompts import turn_line
 from .selector import Injection
@@ -93,6 +94,14 @@ def evidence(turns: Sequence[Turn], injections: Sequence[Injection], clock: bool
             if turn.text:
                 lines.append(turn_line(turn, inj.labels.get(i, ""), clock, stamped))
     return "\n".join(lines)
+
+
+def asks_only(text: str) -> bool:
+    """Whether ``text`` (a user's turn) only asks: each of its sentences is a question or a request by its parse
+    (``syntax.asks_for_work``: "Suggest a dinner for tonight."), so that quoted it is what they asked for, not what
+    they told. A sentence the parse does not read as a request ("Hi!", "I'm vegan.") tells."""
+    said = [s.strip() for s in sentences(text) if not has_question_form(s)]
+    return bool(said) and all(asks_for_work(s) for s in said)
 
 
 def _told_part(turn: Turn) -> Turn:

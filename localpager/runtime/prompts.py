@@ -107,6 +107,9 @@ def fact_turn(fact: StandingFact) -> Turn:
 
 # How an answer quoting the user's own words opens: only a fact answer may (``guard.RepetitionGuard.claims``)
 QUOTE_OPENING = "You told me"
+# ... and one quoting what they asked for: a request tells nothing, yet names what it was for ("Write me a cover
+# letter for the data analyst job at Acme Foods." answers "Which job did I apply for?")
+ASKED_OPENING = "You asked me"
 
 
 def fact_lead(fact: StandingFact, *also: StandingFact, dated: bool = True) -> str:
@@ -120,13 +123,14 @@ def fact_lead(fact: StandingFact, *also: StandingFact, dated: bool = True) -> st
                                   for f in (fact, *also)])
 
 
-def recall_quote(said: Sequence[tuple[str, str | None]]) -> str:
+def recall_quote(said: Sequence[tuple[str, str | None]], asked: bool = False) -> str:
     """An answer about the user's own life from a recall, as the words they said that it took its words from,
     quoted as said (``quoted``). A small model's answer restates the question around a value of the notes, and
     when the notes hold another thing's value ("Who is my electrician?" with "My plumber is Nadia Petrova.") its
     answer says it of the thing asked ("Your electrician is Nadia Petrova."); the words quoted show what memory
-    holds."""
-    return quoted(QUOTE_OPENING, said)
+    holds. ``asked``: the words are requests, which told nothing ('You asked me: "Suggest a dinner for tonight."'),
+    not 'You told me'."""
+    return quoted(ASKED_OPENING if asked else QUOTE_OPENING, said)
 
 
 def quoted(who: str, said: Sequence[tuple[str, str | None]]) -> str:

@@ -333,7 +333,8 @@ class Runtime:
             return text
         when = asks_when_past(question)
         return recall_quote([(grounding.excerpt(t.text, text, question),
-                              t.time if when or relative(t.text, t.time) else None) for t in said])
+                              t.time if when or relative(t.text, t.time) else None) for t in said],
+                            asked=all(grounding.asks_only(t.text) for t in said))
 
     def _recall_inline(self, a: Answering, named: list[int]) -> bool:
         """Inject the selected turns after the user turn, in the chat's own prompt.

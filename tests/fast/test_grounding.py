@@ -88,6 +88,28 @@ def test_an_answer_that_puts_another_things_value_on_the_thing_asked_shows_what_
     assert result.answer == 'You told me: "My plumber is Nadia Petrova."'
 
 
+def test_an_answer_taken_from_a_request_quotes_it_as_asked_not_told(fake_pager):
+    """A request tells nothing, yet names what it was for: quoted, it is what the user asked for."""
+    said = ["Write me a cover letter for the data analyst job at Acme Foods.", *GARDEN[1:]]
+    chat = _chat(fake_pager, "You applied for the data analyst job at Acme Foods.", said=said)
+    result = chat.ask("Which job did I apply for?")
+    assert result.trace.decision == "recall" and result.trace.grounding["grounded"]
+    assert result.answer == 'You asked me: "Write me a cover letter for the data analyst job at Acme Foods."'
+
+
+@pytest.mark.parametrize("text, asks", [
+    ("Suggest a dinner for tonight.", True),
+    ("Plan a trip to Kyoto for my 40th birthday in April.", True),
+    ("Can you suggest a dinner? Write it down.", True),  # a question and a request: nothing told
+    ("I'm vegan. Suggest a dinner.", False),  # it tells too
+    ("Hi! Suggest a dinner.", False),  # what the parse does not read as a request is told
+    ("Remember that my code is 4411.", False),
+    ("Been drinking in the Nag's Head for years.", False),
+])
+def test_a_turn_that_only_asks_is_told_apart_from_one_that_tells(text, asks):
+    assert grounding.asks_only(text) is asks
+
+
 def test_a_quoted_answer_says_the_day_its_words_were_said_when_they_count_from_it(fake_pager):
     """Quoted as said (an erasure finds the words), with the day that tells what "tomorrow" meant."""
     said = ["My dentist appointment is tomorrow at 3pm.", *GARDEN[1:]]

@@ -84,6 +84,17 @@ def test_a_checked_answer_about_the_user_is_their_words_quoted(tmp_path, backend
     assert result.answer in (f'You told me on {day}: "{said}"', NOT_IN_WHAT_I_FOUND), result.answer
 
 
+def test_an_answer_taken_from_a_request_quotes_what_the_user_asked_for(tmp_path, backend):
+    # a request tells nothing, yet names what it was for; the model is made to take its words from it (its own
+    # answer differs between builds), and the checked answer quotes the request as asked, not as told
+    asked = "Write me a cover letter for the data analyst job at Acme Foods."
+    lp, chat = chat_with(tmp_path, backend, {12: asked}, recall=RecallSettings(max_answer_tokens=24, facts=False))
+    lp.backend.force = OneOf(("You applied for the data analyst job at Acme Foods.",))
+    result = chat.ask("Which job did I apply for?")
+    assert result.trace.decision == "recall" and result.trace.injected_turns == [12]
+    assert result.answer == f'You asked me: "{asked}"'
+
+
 def test_small_talk_is_not_paged_in_and_a_question_is(tmp_path, backend):
     lp, chat = chat_with(tmp_path, backend, {12: "I'm seriously allergic to peanuts, I always carry an EpiPen."})
     assert chat.pager.evicted
