@@ -122,16 +122,17 @@ def _without_opening(text: str, opening: str) -> str:
 
 def spaced_after(sink: TextCallback) -> TextCallback:
     """``sink``, given a space before the first text when that text does not begin with one: what the model writes
-    after a quoted fact reads 'You told me: "..." Here is the note.', not '..."Here is the note.'."""
+    after a quoted fact reads 'You told me: "..." Here is the note.', not '..."Here is the note.'. What ``sink``
+    returns is returned: the guard's stop (a loop after a quote went on to the token limit when it was dropped)."""
     started = False
 
-    def feed(text: str) -> None:
+    def feed(text: str) -> bool | None:
         nonlocal started
         if not started and text:
             started = True
             if not text[0].isspace():
                 text = " " + text
-        sink(text)
+        return sink(text)
 
     return feed
 

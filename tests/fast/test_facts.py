@@ -582,6 +582,16 @@ def test_a_task_that_bears_on_a_fact_gets_the_quote_then_the_model_s_work(fake_p
     assert "You told me" not in call.text  # the quote is sent first, not given the model: it read as a whole turn
 
 
+def test_the_models_work_after_a_quote_is_stopped_when_it_loops(fake_pager):
+    """The repetition guard stops a loop in the work after the quote as in any answer: the stop reaches the model
+    (when the space after the quote was added, the guard's stop was dropped and a list ran to the token limit)."""
+    loop = "Here is a list:\n- EpiPen\n" + "- Cinnamon\n" * 12
+    lp, chat = open_facts_chat(fake_pager, [loop])
+    t = chat.ask("Can you help me write a snack list for my flight?").trace
+    assert t.decision == "fact" and t.stopped == "caller"
+    assert t.answer == 'You told me: "I\'m seriously allergic to sesame." Here is a list:\n- EpiPen\n- Cinnamon'
+
+
 def test_a_question_that_states_a_situation_first_is_still_answered_from_the_fact(fake_pager):
     lp, chat = open_facts_chat(fake_pager, [])
     t = chat.ask("I'm packing snacks for a flight. Anything I should stay away from?").trace

@@ -12,6 +12,7 @@ from __future__ import annotations
 import pytest
 from helpers import Recording
 
+from localpager.backends.constraints import OneOf
 from localpager.core.pager import PagingConfig
 from localpager.memory.api import LocalPager
 from localpager.runtime.prompts import NOT_REMEMBERED
@@ -71,6 +72,16 @@ def test_a_request_in_words_no_list_names_is_answered_with_the_fact_and_the_mode
     assert answered.prompts[-1][-len(quoted):] != quoted
     assert [c.turn for c in t.citations] == [2]
     assert not chat.facts()[-1].text.startswith("Plan")  # and the request itself is no fact
+
+
+def test_the_models_work_after_the_quote_is_stopped_when_it_loops(chat):
+    # the model is made to loop (its own greedy output differs between builds); the repetition guard stops it
+    # at the third copy, and the stop reaches llama.cpp
+    lp, chat = chat
+    lp.backend.force = OneOf((" Pack: " + ", ".join(["rice crackers"] * 4),))
+    t = chat.ask("Plan a snack box for my long flight, skipping whatever I should stay away from.").trace
+    assert t.decision == "fact" and t.stopped == "caller"
+    assert t.answer == f'You told me: "{SESAME}" Pack: rice crackers'
 
 
 def test_a_request_full_of_the_users_details_is_no_memory(chat):
