@@ -100,13 +100,18 @@ def asks_only(text: str) -> bool:
     """Whether ``text`` (a user's turn) only asks: each of its sentences is a question or a request by its parse
     (``syntax.asks_for_work``: "Suggest a dinner for tonight."), so that quoted it is what they asked for, not what
     they told. A sentence the parse does not read as a request ("Hi!", "I'm vegan.") tells."""
-    said = [s.strip() for s in sentences(text) if not has_question_form(s)]
+    said = _unasked(text)
     return bool(said) and all(asks_for_work(s) for s in said)
+
+
+def _unasked(text: str) -> list[str]:
+    """The sentences of ``text`` that have no question's form."""
+    return [s.strip() for s in sentences(text) if not has_question_form(s)]
 
 
 def _told_part(turn: Turn) -> Turn:
     """``turn`` with only its sentences that have no question's form."""
-    return replace(turn, text=" ".join(s.strip() for s in sentences(turn.text) if not has_question_form(s)))
+    return replace(turn, text=" ".join(_unasked(turn.text)))
 
 
 def stamps_answer(question: str, told: bool) -> bool:
