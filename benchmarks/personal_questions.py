@@ -161,6 +161,10 @@ def rates(model, rows: list[tuple[str, int]]) -> dict:
             "missed": [q for got, y, q in personal if not got][:6], "wrongly": [q for got, y, q in general if got][:6]}
 
 
+def _share(says, questions: list[str]) -> float:
+    return round(float(np.mean([says(mask_quotes(q)) for q in questions])), 3)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--fit", action="store_true", help=f"fit again and write {MODEL_PATH.relative_to(ROOT)}")
@@ -187,19 +191,22 @@ def main() -> None:
                                                                         for q in implicit])), 3)
     reader = PersonalQuestions(embed, vectors)
     rng = random.Random(1)
+    written = _load("personal_check")
     result["vectors"] = {"threshold": vectors.threshold if vectors else None,
-                         "check_written": rates(reader, written_rows("personal_check"))}
+                         "check_written": rates(reader, written_rows("personal_check")),
+                         # the check's advice in the asker's own voice: general, and no value asked for
+                         "check_advice_called_personal": _share(reader.asks_about_self, written["advice"])}
     for name in ("phrasing_heldout", "kinds_heldout"):
         held, implicit = phrasing_rows(name, rng)
         result["vectors"][name] = rates(reader, held)
         result["vectors"][name]["implicit_called_personal"] = round(float(np.mean(
             [reader.asks_about_self(q) for q in implicit])), 3)
-    written = _load("personal_check")
     result["value_questions"] = {
         "threshold": values.threshold,
         **{name: value_rates(values, name, random.Random(1)) for name in ("phrasing_heldout", "kinds_heldout")},
         "check_general_called_value": round(float(np.mean([values.is_claim(q) for q in written["general"]])), 3),
-        "check_personal_kept": round(float(np.mean([values.is_claim(q) for q in written["personal"]])), 3)}
+        "check_personal_kept": round(float(np.mean([values.is_claim(q) for q in written["personal"]])), 3),
+        "check_advice_called_value": _share(values.is_claim, written["advice"])}
     text = json.dumps(result, indent=2, ensure_ascii=False)
     print(text)
     if args.json:

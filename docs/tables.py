@@ -43,10 +43,12 @@ MARKER = re.compile(r"(<!-- table:(?P<kind>[a-z0-9-]+)(?P<args>[^>]*?)-->\n)(?P<
 # per-item rows a results file carries beside its summary; the docs show summaries only
 # (a dotted key is one inside another: ``chatgpt.answers.rows``)
 DETAIL_KEYS = {"eval": ("results",), "bench": ("turns",), "server-load": ("requests_detail",),
-               "mcp-recall": ("heldout_rows",), "import-memory": ("chatgpt.answers.rows", "claude.answers.rows")}
+               "mcp-recall": ("heldout_rows",), "import-memory": ("chatgpt.answers.rows", "claude.answers.rows"),
+               "new-chat": tuple(f"{chat}/{kind}.answers" for chat in ("empty", "told")
+                                 for kind in ("advice", "personal"))}
 KINDS = ("eval", "bench", "faults", "recall-gate", "bookmark-coverage", "threads", "server-load", "mcp-recall",
          "replicas", "embed-speed", "ingest-speed", "scale", "standing-facts", "abstention", "heldout-kinds",
-         "import-memory", "import-speed", "user-scale", "fact-pairs")
+         "import-memory", "import-speed", "user-scale", "fact-pairs", "new-chat")
 
 
 # -- data ----------------------------------------------------------------------------------------------
@@ -439,6 +441,18 @@ def abstention(datas: list[dict]) -> str:
                   "\"not remembered\" (of every one; the floor is asked when no fact answers it)", "paged in",
                   "\"not remembered\" of those paged in"], rows)
 
+def new_chat(datas: list[dict]) -> str:
+    """``benchmarks/new_chat.py``: a new user's first questions, per chat and kind of question, the share answered
+    "not remembered"."""
+    (d,) = datas
+    chats = {"empty": "new user, nothing said", "told": "new chat of a user who told six facts in an earlier one"}
+    kinds = {"advice": "advice in their own voice (should get help)",
+             "personal": "about themselves, never said (should get \"not remembered\")"}
+    rows = [[chats[key.split("/")[0]], kinds[key.split("/")[1]], v["n"], frac(v["not_remembered"])]
+            for key, v in d["result"].items()]
+    return table(["chat", "questions", "n", "answered \"not remembered\""], rows, right_from=2)
+
+
 def heldout_kinds(datas: list[dict]) -> str:
     """``benchmarks/heldout_kinds.py``: one column per split (kinds trained on, held-out kinds), one row per
     figure: extraction, the newest value, the fact model, the "not remembered" floor, and answers if measured."""
@@ -598,7 +612,7 @@ RENDERERS = {
     "standing-facts-model": ("standing-facts", standing_facts_model), "abstention": ("abstention", abstention),
     "heldout-kinds": ("heldout-kinds", heldout_kinds), "fact-pairs": ("fact-pairs", fact_pairs),
     "fact-pairs-never-told": ("fact-pairs", fact_pairs_never_told),
-    "user-scale": ("user-scale", user_scale),
+    "user-scale": ("user-scale", user_scale), "new-chat": ("new-chat", new_chat),
     "import-memory": ("import-memory", import_memory), "import-speed": ("import-speed", import_speed),
 }
 

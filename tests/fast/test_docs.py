@@ -139,6 +139,8 @@ def test_every_table_kind_renders_its_format():
                            "ranked_turns": 1020, "facts": 42},
                        "cold": {"runs": [], "nobody_ms_p50": 420.0, "user_ms_p50": 3000.0},
                        "targets": {"outside_model_ratio<=1.1": True, "rank_ms_p50<=50": True}},
+        "new-chat": {"empty/advice": {"n": 50, "not_remembered": 0.42, "paths": {"none/answer": 29}},
+                     "told/personal": {"n": 41, "not_remembered": 0.68, "paths": {"gate/unknown": 28}}},
     }
     for kind, (want, renderer) in t.RENDERERS.items():
         if want == "eval":

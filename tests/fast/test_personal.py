@@ -171,3 +171,11 @@ def test_a_question_naming_someone_who_speaks_is_never_the_models_own_answer(cha
     assert answer.trace.decision in ("unknown", "recall") and "Ethan" not in answer.answer
     # a general question in the same transcript names nobody who speaks: still the model's
     assert conv.ask("How do I boil an egg?", remember=False).trace.trigger == "none"
+
+
+def test_the_check_advice_is_written_apart_from_the_training_questions():
+    """The new-chat check (``benchmarks/new_chat.py``) measures advice no model was fitted on."""
+    advice = set(_check()["advice"])
+    train = json.loads(resources.files("localpager.lab").joinpath("data", "personal_train.json").read_text("utf-8"))
+    assert len(advice) >= 40 and not advice & {*train["personal"], *train["general"]}
+    assert not advice & {*_check()["personal"], *_check()["general"]}
