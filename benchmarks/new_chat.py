@@ -1,6 +1,7 @@
 """A new user's first questions: advice in their own voice has the model's help, a question about themselves has
 "I don't remember that". Both on the real models, in a chat with nothing said before, and in a new chat of a user
-whose earlier chat told some facts (``--told``), as an app that opens a new chat each day has them.
+whose earlier chat told some facts (``TOLD``), as an app that opens a new chat each day has them; and in that
+earlier chat itself, after the facts (asked without being stored: each question follows the facts alone).
 
 The questions are the hand-written check set ``lab/data/personal_check.json``: its ``advice`` (a choice to be made
 now: "What should I eat for dinner?", whose answer is help) and its ``personal`` (what only the user could have
@@ -14,16 +15,19 @@ counts it (``lab.metrics.says_not_mentioned``).
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import tempfile
 import time
 from collections import Counter
 from importlib import resources
 from pathlib import Path
+from typing import Callable
 
 from tqdm import tqdm
 
 from localpager import LocalPager
+from localpager.memory.conversation import Conversation
 from localpager.lab.metrics import says_not_mentioned
 
 # What the user of the second chat told in their first one: things no check question asks about
@@ -32,16 +36,20 @@ TOLD = ["I live in Leeds with my partner Sam.", "I work as a pharmacist at a hos
         "My mother's birthday is on 12 May."]
 
 
+CHATS = {"empty": "new user, nothing said", "told": "new chat of a user who told six facts in an earlier one",
+         "said": "the same chat, after six facts told in it"}
+
+
 def check_questions() -> dict[str, list[str]]:
     data = json.loads(resources.files("localpager.lab").joinpath("data", "personal_check.json").read_text("utf-8"))
     return {"advice": data["advice"], "personal": data["personal"]}
 
 
-def ask_each(lp: LocalPager, questions: list[str], user: str | None, tag: str) -> list[dict]:
-    """Each question in a chat of its own (``user``'s, when given), not stored: its answer and how it was reached."""
+def ask_each(questions: list[str], chat: Callable[[int], Conversation], tag: str) -> list[dict]:
+    """Each question in the chat ``chat`` opens for it, not stored: its answer and how it was reached."""
     rows = []
     for i, question in enumerate(tqdm(questions, desc=tag, leave=False)):
-        conv = lp.conversation(f"{tag}-{i}", create=True, user=user)
+        conv = chat(i)
         start = time.perf_counter()
         answer = conv.ask(question, remember=False)
         trace = answer.trace.to_dict()
@@ -71,17 +79,20 @@ def main() -> None:
             for line in TOLD:
                 first.add_turn("user", line)
                 first.add_turn("assistant", "Noted.")
-            for scenario, user in (("empty", None), ("told", "told")):
+            chats = {"empty": lambda tag, i: lp.conversation(f"{tag}-{i}", create=True),
+                     "told": lambda tag, i: lp.conversation(f"{tag}-{i}", create=True, user="told"),
+                     "said": lambda tag, i: first}  # the same chat: the questions follow the facts in it
+            for scenario, opens in chats.items():
                 for kind, qs in questions.items():
-                    rows = ask_each(lp, qs, user, f"{scenario}-{kind}")
+                    tag = f"{scenario}-{kind}"
+                    rows = ask_each(qs, functools.partial(opens, tag), tag)
                     result[f"{scenario}/{kind}"] = {**summary(rows), "answers": rows}
         finally:
             lp.close()
     print("| chat | questions | n | answered \"not remembered\" |\n|---|---|---:|---:|")
     for key, r in result.items():
         scenario, kind = key.split("/")
-        print(f"| {'new user' if scenario == 'empty' else 'new chat of a user who told facts'} | {kind} | {r['n']} | "
-              f"{r['not_remembered']:.2f} |")
+        print(f"| {CHATS[scenario]} | {kind} | {r['n']} | {r['not_remembered']:.2f} |")
     if args.json:
         args.json.write_text(json.dumps(result, indent=1, ensure_ascii=False))
 

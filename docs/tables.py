@@ -44,7 +44,7 @@ MARKER = re.compile(r"(<!-- table:(?P<kind>[a-z0-9-]+)(?P<args>[^>]*?)-->\n)(?P<
 # (a dotted key is one inside another: ``chatgpt.answers.rows``)
 DETAIL_KEYS = {"eval": ("results",), "bench": ("turns",), "server-load": ("requests_detail",),
                "mcp-recall": ("heldout_rows",), "import-memory": ("chatgpt.answers.rows", "claude.answers.rows"),
-               "new-chat": tuple(f"{chat}/{kind}.answers" for chat in ("empty", "told")
+               "new-chat": tuple(f"{chat}/{kind}.answers" for chat in ("empty", "told", "said")
                                  for kind in ("advice", "personal"))}
 KINDS = ("eval", "bench", "faults", "recall-gate", "bookmark-coverage", "threads", "server-load", "mcp-recall",
          "replicas", "embed-speed", "ingest-speed", "scale", "standing-facts", "abstention", "heldout-kinds",
@@ -445,7 +445,8 @@ def new_chat(datas: list[dict]) -> str:
     """``benchmarks/new_chat.py``: a new user's first questions, per chat and kind of question, the share answered
     "not remembered"."""
     (d,) = datas
-    chats = {"empty": "new user, nothing said", "told": "new chat of a user who told six facts in an earlier one"}
+    chats = {"empty": "new user, nothing said", "told": "new chat of a user who told six facts in an earlier one",
+             "said": "the same chat, after six facts told in it"}
     kinds = {"advice": "advice in their own voice (should get help)",
              "personal": "about themselves, never said (should get \"not remembered\")"}
     rows = [[chats[key.split("/")[0]], kinds[key.split("/")[1]], v["n"], frac(v["not_remembered"])]
