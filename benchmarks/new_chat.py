@@ -27,8 +27,8 @@ from typing import Callable
 from tqdm import tqdm
 
 from localpager import LocalPager
-from localpager.memory.conversation import Conversation
 from localpager.lab.metrics import says_not_mentioned
+from localpager.memory.conversation import Conversation
 
 # What the user of the second chat told in their first one: things no check question asks about
 TOLD = ["I live in Leeds with my partner Sam.", "I work as a pharmacist at a hospital.",
