@@ -49,8 +49,9 @@ from .text import CONTACT, NAME_MID_SENTENCE, content_words, fold_plural, senten
 # (``habitual_fact``). 15: a user's sentence telling two things, each with its speaker as subject, is two facts
 # (``_two_things``). 16: a sentence or clause that says neither whose nor whom keeps the one before it, when that one
 # named someone and stated no fact (``_leaning``, ``_clause_facts``). 17: a user's line telling that something changed
-# and naming what it is now needs no first person (``_changes_own``).
-FACTS_VERSION = 17
+# and naming what it is now needs no first person (``_changes_own``). 18: a clause whose subject is in the object
+# case states nothing of its own: "Let me see a recipe for my vegan sister." is a request (``syntax._states``).
+FACTS_VERSION = 18
 KINDS = ("avoid", "diet", "medicine", "constraint", "preference", "person", "pet", "family", "schedule", "plan",
          "number", "budget", "identity", "stated")
 # A fact the cues below have no words for, found by the fact model (``claims.states_fact``): whatever it is about.

@@ -43,6 +43,7 @@ PARTICULAR = frozenset({"NNP", "NNPS", "CD"})  # a name, a number
 COMPLEMENTS = frozenset({"xcomp", "acomp", "oprd"})  # a verb completing another's sense: its tense is the other's
 HABIT_CLAUSES = frozenset({"ccomp", "xcomp"})  # "I think [Paris sounds lovely]", "I want [to repaint]"
 SPEAKER = frozenset(lexicon.words("speaker_subject"))  # "I bank with ...", "we rent ..."
+OBJECT_CASE = frozenset(lexicon.words("object_case"))  # "Let [me see ...]": a subject in the object case
 BE = frozenset(lexicon.words("present_be"))  # "I'm on a tight schedule": a passing state
 DO = frozenset(lexicon.words("present_do"))  # "I don't eat ...": "do" carries the present
 PERFECT = frozenset(lexicon.words("perfect_have"))  # "I've sent it": a present perfect tells of the past
@@ -164,7 +165,12 @@ def _particular(noun: Any) -> bool:
 
 
 def _states(clause: Any) -> bool:
-    """A clause with a subject of its own that does not ask whether."""
+    """A clause with a subject of its own that does not ask whether. A subject in the object case is what the verb
+    above it acts on ("Let [me see a recipe for my vegan sister]", "Help [me write a note to my landlord]"): such a
+    clause says nothing of its own, though a clause under it may ("Let me tell you, [my favourite colour is
+    teal]")."""
     children = list(clause.children)
-    return (any(c.dep_ in SUBJECTS for c in children)
-            and not any(c.dep_ == "mark" and c.lower_ in ASKING for c in children))
+    subjects = [c for c in children if c.dep_ in SUBJECTS]
+    if subjects and all(s.lower_ in OBJECT_CASE for s in subjects):
+        return any(_states(c) for c in children if c.dep_ in CLAUSES)
+    return bool(subjects) and not any(c.dep_ == "mark" and c.lower_ in ASKING for c in children)

@@ -108,6 +108,15 @@ def test_what_follows_a_label_asking_for_work_is_no_fact_and_replaces_none(sente
     assert [f.text for f in facts if f.current] == ["My number is 555-0199."]
 
 
+@pytest.mark.parametrize("sentence", ["Let me see a recipe for my vegan sister.",
+                                      "Let me know if you need anything else."])
+def test_a_request_let_acts_on_is_no_fact(sentence):
+    # "me" is the subject of "see" by the parse, in the object case: before, the clause read as a statement of its
+    # own under "let", so the request was no request and the claim model took it for a fact
+    assert extract(user(sentence)) == []
+    assert extract(user("Let me tell you, my favourite colour is teal.")) != []  # the statement under it counts
+
+
 @pytest.mark.parametrize("sentence", ["Worth knowing before any recipe ideas: I keep kosher.",
                                       "Note for the translation work later: I live in Ghent."])
 def test_a_note_s_label_that_only_mentions_work_still_states_its_fact(sentence):

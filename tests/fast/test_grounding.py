@@ -100,6 +100,7 @@ def test_an_answer_taken_from_a_request_quotes_it_as_asked_not_told(fake_pager):
 @pytest.mark.parametrize("text, asks", [
     ("Suggest a dinner for tonight.", True),
     ("Plan a trip to Kyoto for my 40th birthday in April.", True),
+    ("Help me write a toast for my brother Ian's wedding.", True),  # "me" is what "help" acts on, no statement
     ("Can you suggest a dinner? Write it down.", True),  # a question and a request: nothing told
     ("I'm vegan. Suggest a dinner.", False),  # it tells too
     ("Hi! Suggest a dinner.", False),  # what the parse does not read as a request is told

@@ -17,6 +17,10 @@ from localpager.core.syntax import asks_for_work, states_habit
     "Please describe the water cycle for a ten-year-old.",
     "Text my son directions to the car.",
     "Check whether my train at 7:40 is still on time.",  # the clause under it asks; it states nothing
+    # the clause's subject is what "let" or "help" acts on, in the object case: the clause states nothing
+    "Let me see a recipe for my vegan sister.",
+    "Help me write a note to my landlord Bob about the leak.",
+    "Just let me know if you need anything else.",
 ])
 def test_a_sentence_opening_with_a_bare_verb_and_no_subject_asks_for_work(sentence):
     assert asks_for_work(sentence)
@@ -27,6 +31,7 @@ def test_a_sentence_opening_with_a_bare_verb_and_no_subject_asks_for_work(senten
     "My sister lives in Kraków.",
     "Don't forget I'm in Singapore, eight hours ahead of you.",  # it wraps a statement of its own
     "Keep my replies short; I read them on my phone.",
+    "Let me tell you, my favourite colour is teal.",  # a statement under the clause "let" acts on
     "",
 ])
 def test_a_statement_or_a_request_wrapping_one_does_not(sentence):
