@@ -9,7 +9,8 @@ no frame to it. English grammar says it in any words: the sentence's root is a v
 start, with no subject. Unless the verb wraps a statement, a clause of its own with a subject ("Don't forget I'm
 in Singapore.", "Note that our boiler is a Vaillant.", "Put on jazz and I'll be happy all day."): what that says
 is a claim, and the claim model reads it. A clause asking whether ("Check whether my train is on time.") wraps
-none.
+none; nor does one whose subject is what "let" or "help" acts on, in the object case ("Let me see a recipe for
+my vegan sister.").
 
 A speaker's plain present ("I bank with Monzo.", "We rent a flat in Leith.") says what stays true of them, in any
 verb: the root a present-tense verb (not "be": "I'm on a tight schedule tonight" is a passing state) whose subject is
