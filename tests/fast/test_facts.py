@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import pytest
 from fakes import HashEmbedder
 
@@ -669,3 +670,22 @@ def test_a_later_fact_telling_a_change_answers_in_place_of_an_alike_older_one():
     assert newer_alike(question, no_change, 0, np.array([0.60, 0.10, 0.50]), vectors) is None
     # the older one said later is never taken for the newer
     assert newer_alike(question, facts, 2, np.array([0.50, 0.10, 0.60]), vectors) is None
+
+
+def test_the_gap_of_a_fact_is_read_against_the_facts_of_other_things():
+    """Two values of one thing (the later says it changed, and is close to the earlier: ``one_thing``) are not each
+    other's rival in the fact model's ``gap``; two values of different things are."""
+    from localpager.retrieval.facts import FactScoring
+
+    def scoring(newer: str) -> FactScoring:
+        facts = [StandingFact(1, 0, "stated", "", "I live in Rotterdam."),
+                 StandingFact(2, 2, "stated", "", "I drive a red Fiat Panda."),
+                 StandingFact(3, 4, "stated", "", newer)]
+        vectors = np.array([[1.0, 0.0], [0.0, 1.0], [0.8, 0.6]])  # the first and the last: cosine 0.8
+        return FactScoring.of("Where do I live?", facts, np.array([0.50, 0.10, 0.52]), vectors=vectors)
+
+    changed = scoring("Actually we moved again, we live in Utrecht now.")
+    assert changed.features(2).gap == pytest.approx(0.42) and changed.features(0).gap == pytest.approx(0.40)
+    assert changed.features(1).gap == pytest.approx(0.10 - 0.52)
+    both = scoring("My sister lives in Utrecht.")  # says no change: a second thing
+    assert both.features(2).gap == pytest.approx(0.02)

@@ -64,3 +64,14 @@ def test_a_later_fact_the_pair_bank_says_the_question_needs_answers_when_it_tell
 def test_a_later_change_of_another_thing_leaves_the_answer(later, embed):
     hit = _ranker([BANK, later], embed).best("Which bank am I with?")
     assert hit.fact.text == BANK and hit.replaced == []
+
+
+def test_an_older_value_of_its_own_thing_is_no_rival_to_the_newer(embed):
+    # the supersession models kept both current (a move told twice, the second "Actually ... now"); the fact model's
+    # gap read the older value as a rival and took the newer to 0.37, under its threshold: without the pair bank
+    # (another embedder), "Which city do I live in?" got no fact at all
+    said = ["I just moved to Rotterdam for a job at Vopak.", "I drive a red Fiat Panda.",
+            "Actually we moved again, we live in Utrecht now."]
+    ranker = FactRanker(facts_of([Turn("user", text, i) for i, text in enumerate(said)]), embed, use_pairs=False)
+    hit = ranker.best("Which city do I live in?")
+    assert hit.fact.text == said[2] and ranker.gives(hit), hit.probability
