@@ -162,6 +162,7 @@ def rates(model, rows: list[tuple[str, int]]) -> dict:
 
 
 def _share(says, questions: list[str]) -> float:
+    """The share of ``questions`` (quotations masked) that ``says`` says yes to."""
     return round(float(np.mean([says(mask_quotes(q)) for q in questions])), 3)
 
 
@@ -204,8 +205,8 @@ def main() -> None:
     result["value_questions"] = {
         "threshold": values.threshold,
         **{name: value_rates(values, name, random.Random(1)) for name in ("phrasing_heldout", "kinds_heldout")},
-        "check_general_called_value": round(float(np.mean([values.is_claim(q) for q in written["general"]])), 3),
-        "check_personal_kept": round(float(np.mean([values.is_claim(q) for q in written["personal"]])), 3),
+        "check_general_called_value": _share(values.is_claim, written["general"]),
+        "check_personal_kept": _share(values.is_claim, written["personal"]),
         "check_advice_called_value": _share(values.is_claim, written["advice"])}
     text = json.dumps(result, indent=2, ensure_ascii=False)
     print(text)
