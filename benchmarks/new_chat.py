@@ -69,6 +69,10 @@ def main() -> None:
     parser.add_argument("--limit", type=int, help="the first N questions of each list")
     parser.add_argument("--json", type=Path, help="write every answer and figure to this file")
     args = parser.parse_args()
+    if args.json and not args.json.parent.is_dir():  # found out before minutes of answers, not after
+        parser.error(f"--json: no such folder: {args.json.parent}")
+    if args.limit is not None and args.limit < 1:
+        parser.error("--limit must be 1 or more")
     questions = {k: v[: args.limit] for k, v in check_questions().items()}
     result: dict = {}
     with tempfile.TemporaryDirectory() as folder:
