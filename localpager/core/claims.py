@@ -19,7 +19,9 @@ states something that stays true (a standing fact: "We keep chickens on our allo
 passing state ("I'm making risotto tonight."). It finds the facts the extractor's cues (``facts.fact_of``) have no
 words for, whatever they are about: fitted on the phrasing sets' statements, the statements of two kind sets of
 their own (``lab generate --kinds dev`` and ``--kinds train``: 32 kinds no cue names, in frames of their own), the
-development statements and the filler and questions around them, with no list of kinds. Fitted on the generator's
+development statements, statements written for training in frames the generated ones seldom use
+(``lab/data/statements_train.json``: "Left-handed, which is why ...", "Nobody believes me when I say ...") and the
+filler and questions around them, with no list of kinds. Fitted on the generator's
 13 kinds alone, content words taught it those kinds and it read the frame only; with the 32 more, the words say
 less of any one kind and more of what a fact is: it found more statements of kinds it never saw, at the same
 precision on statements written apart (``benchmarks/claims.py``, ``FACT_WORDED``).

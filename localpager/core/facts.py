@@ -51,7 +51,8 @@ from .text import CONTACT, NAME_MID_SENTENCE, content_words, fold_plural, senten
 # named someone and stated no fact (``_leaning``, ``_clause_facts``). 17: a user's line telling that something changed
 # and naming what it is now needs no first person (``_changes_own``). 18: a clause whose subject is in the object
 # case states nothing of its own: "Let me see a recipe for my vegan sister." is a request (``syntax._states``).
-FACTS_VERSION = 18
+# 19: the claim and fact models refitted with written training statements (``lab/data/statements_train.json``).
+FACTS_VERSION = 19
 KINDS = ("avoid", "diet", "medicine", "constraint", "preference", "person", "pet", "family", "schedule", "plan",
          "number", "budget", "identity", "stated")
 # A fact the cues below have no words for, found by the fact model (``claims.states_fact``): whatever it is about.

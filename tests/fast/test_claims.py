@@ -256,3 +256,26 @@ def test_a_request_the_parse_reads_is_a_task_though_the_claim_model_reads_a_clai
 ])
 def test_a_request_for_the_speakers_own_thing_asks_as_a_question_does(message, asks):
     assert asks_own(message) == asks
+
+
+def test_the_written_training_statements_are_labelled_and_share_no_sentence_with_a_check_set():
+    """``statements_train.json`` (the fact model's written training statements) holds facts and non-facts of a
+    chat's user, and none of its messages is in a set the models are checked on: a shared one would count as
+    found on data never seen."""
+    import json
+    from importlib import resources
+
+    data_dir = resources.files("localpager.lab").joinpath("data")
+
+    def load(name: str) -> dict:
+        return json.loads(data_dir.joinpath(f"{name}.json").read_text(encoding="utf-8"))
+
+    chat = load("statements_train")["chat"]
+    assert all(set(item) == {"text", "fact"} and isinstance(item["fact"], bool) for item in chat)
+    facts = sum(item["fact"] for item in chat)
+    assert facts >= 50 and len(chat) - facts >= 40
+    checked = {item["text"] for name in ("statements_heldout", "statements_plain_check")
+               for part in ("chat", "transcript") for item in load(name).get(part, [])}
+    check = load("claims_check")
+    checked |= set(check["claims"]) | set(check["not_claims"])
+    assert not {item["text"] for item in chat} & checked

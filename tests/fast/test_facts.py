@@ -75,7 +75,7 @@ def test_the_fact_model_takes_a_habit_of_a_kind_no_cue_names_and_leaves_a_dated_
     assert extract(Turn("user", "We repotted the cactus on Sunday afternoon.", 0)) == []
 
 
-@pytest.mark.parametrize("sentence", ["I shop at the Lidl on Leith Walk.", "We insure the car with Aviva."])
+@pytest.mark.parametrize("sentence", ["I bank with Monzo.", "We insure the car with Aviva."])
 def test_a_plain_present_naming_something_particular_is_a_fact_the_fact_model_alone_missed(sentence):
     """The fact model reads "I + verb + object" as a remark as often as a habit; the parse says it is the speaker's
     habit (``syntax.states_habit``) and the object names something of theirs (``facts.habitual_fact``)."""
