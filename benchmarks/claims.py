@@ -84,12 +84,13 @@ def _filled(template: str, pool: tuple, rng: random.Random) -> str:
     return template.replace("{v}", rng.choice(pool)[0])
 
 
-def labelled(name: str, phrasings: tuple[str, ...], seed: int = 0) -> list[tuple[str, int]]:
-    """(sentence, 1 if a claim) of a claims file and the phrasing sets' templates, quotations masked."""
+def labelled(name: str, phrasings: tuple[str, ...], seed: int = 0, written: bool = False) -> list[tuple[str, int]]:
+    """(sentence, 1 if a claim) of a claims file and the phrasing sets' templates, quotations masked; with
+    ``written``, the facts of the written training statements too (their non-facts may be claims: not taken)."""
     rng = random.Random(seed)
     data = json.loads((DATA / f"{name}.json").read_text(encoding="utf-8"))
     rows = [(s, 1) for s in data["claims"] + data.get("passing", [])] + [(s, 0) for s in data["not_claims"]]
-    if phrasings:  # fitting: the written training statements' facts are claims too (their non-facts may be claims)
+    if written:
         rows += [(s, 1) for s in _written_statements(True)]
     for phrasing in phrasings:
         sets = json.loads((DATA / f"phrasing_{phrasing}.json").read_text(encoding="utf-8"))
@@ -203,7 +204,7 @@ def main() -> None:
     parser.add_argument("--fit", action="store_true", help="fit again and write " + str(MODEL_PATH.relative_to(ROOT)))
     parser.add_argument("--json", type=Path, help="write the figures here too")
     args = parser.parse_args()
-    train = labelled("claims_train", TRAIN_PHRASINGS)
+    train = labelled("claims_train", TRAIN_PHRASINGS, written=True)
     check = labelled("claims_check", CHECK_PHRASINGS)
     model, facts = default_model(), fact_model()
     if args.fit:
