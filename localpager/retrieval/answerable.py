@@ -73,6 +73,7 @@ class Answerability:
     probability: float
     threshold: float
     features: dict[str, float]
+    turn: int | None = None  # the turn judged (the ranking's best), when known
 
     def to_dict(self) -> dict:
         return verdict_dict(self)

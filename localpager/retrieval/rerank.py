@@ -21,7 +21,7 @@ alone, pages compared by their bookmark or their whole text, the question-form t
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from operator import attrgetter
 from typing import Sequence
 
@@ -323,7 +323,8 @@ class RerankSelector(PageSelector):
         turn = pager.turns[hit.turn] if hit is not None else pager.turns[injections[0].turns[0]]
         leads = (ranking_leads(hit.score, hit.dense, ranked.scores, ranked.dense)
                  if hit is not None and isinstance(ranked, Ranking) else None)
-        return self._floor(question, pager, turn, hit.dense if hit else 0.0, hit.lexical if hit else 0.0, leads)
+        verdict = self._floor(question, pager, turn, hit.dense if hit else 0.0, hit.lexical if hit else 0.0, leads)
+        return replace(verdict, turn=turn.index)
 
     def _floor(self, question: str, pager: Pager, turn, dense: float, lexical: float,
                leads: tuple[float, float] | None = None) -> Answerability:

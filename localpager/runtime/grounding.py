@@ -104,6 +104,12 @@ def asks_only(text: str) -> bool:
     return bool(said) and all(asks_for_work(s) for s in said)
 
 
+def tells(text: str) -> bool:
+    """Whether ``text`` (a user's turn) tells something: a sentence of it has no question's form and is no request
+    by its parse ("Any tips for keeping basil alive on a windowsill?" and "Suggest a dinner." tell nothing)."""
+    return any(not asks_for_work(s) for s in _unasked(text))
+
+
 def _unasked(text: str) -> list[str]:
     """The sentences of ``text`` that have no question's form."""
     return [s.strip() for s in sentences(text) if not has_question_form(s)]

@@ -16,7 +16,9 @@ from localpager.runtime.prompts import NOT_IN_WHAT_I_FOUND
 from localpager.runtime.selector import Injection
 from localpager.runtime.settings import RecallSettings
 
-ALWAYS = GateModel(weights={}, bias=10.0, threshold=0.5)  # the relevance floor lets everything through
+# the relevance floor lets everything through, sure of none of it (below ``recall.SURE_FLOOR``)
+ALWAYS = GateModel(weights={}, bias=0.2, threshold=0.5)
+SURE = GateModel(weights={}, bias=10.0, threshold=0.5)  # ... and sure of all of it
 NEVER = GateModel(weights={}, bias=-10.0, threshold=0.5)  # no standing fact bears on anything
 
 
@@ -45,12 +47,13 @@ GARDEN = ["We spent a week in Porto last spring.", "The food there was wonderful
 
 
 def _pager_and_chat(fake_pager, reply: str, replies: str = "Noted.", said: list[str] = GARDEN,
-                    time: str | None = None, recall: RecallSettings | None = None):
+                    time: str | None = None, recall: RecallSettings | None = None, floor: GateModel = ALWAYS):
     """A chat whose user said ``said`` (each turn on the day ``time``; without it, unstamped), its first pages
-    evicted; the model answers ``reply`` to anything (``recall``: the settings it answers under)."""
+    evicted; the model answers ``reply`` to anything (``recall``: the settings it answers under; ``floor``: the
+    relevance floor's model)."""
     backend = ScriptedBackend()
     backend.fallback = lambda prompt, grammar: reply
-    lp = fake_pager(backend=backend, rerank=RerankSettings(facts=NEVER, answerable=ALWAYS, gate=ALWAYS),
+    lp = fake_pager(backend=backend, rerank=RerankSettings(facts=NEVER, answerable=floor, gate=SURE),
                     **({"recall": recall} if recall is not None else {}))
     chat = lp.conversation("c", create=True, config=PagingConfig(boundary="fixed_2", budget=120))
     for text in said:
@@ -68,6 +71,33 @@ def test_an_answer_about_the_user_that_makes_a_value_up_is_not_remembered(fake_p
     assert result.trace.decision == "unknown" and result.answer == NOT_IN_WHAT_I_FOUND
     assert result.trace.grounding == {"grounded": False, "unsupported": ["Lisbon"], "takes_from_notes": False}
     assert "".join(streamed) == NOT_IN_WHAT_I_FOUND  # the made-up answer never reached the client
+
+
+def test_where_the_floor_is_sure_of_the_users_line_an_answer_that_fails_the_check_quotes_it(fake_pager):
+    """The model's words fail the check, but the floor is sure of the turn it judged: the user's own words answer,
+    quoted, and the made-up value never reaches the client. An assistant's line is never quoted so."""
+    lp, chat = _pager_and_chat(fake_pager, "Your sister lives in Lisbon.", floor=SURE)
+    streamed: list[str] = []
+    result = chat.ask("Where does my sister live?", on_text=streamed.append)
+    assert result.trace.grounding["grounded"] is False and result.trace.decision == "recall"
+    judged = chat.pager.turns[result.trace.answerable["turn"]]
+    assert judged.role == "user" and result.answer == f'You told me: "{judged.text}"'
+    assert "Lisbon" not in "".join(streamed)
+    chat = _chat(fake_pager, "Your husband is called Ethan.", replies="Your husband is called Ethan.", floor=SURE,
+                 said=["Noted."] * 6)
+    result = chat.ask("What is my husband's name?")
+    assert chat.pager.turns[result.trace.answerable["turn"]].role == "assistant"
+    assert result.answer == NOT_IN_WHAT_I_FOUND
+
+
+@pytest.mark.parametrize("text, told", [
+    ("Any tips for keeping basil alive on a windowsill?", False),  # a question tells nothing
+    ("Suggest a dinner for tonight.", False),  # nor does a request
+    ("I'm vegan. Suggest a dinner.", True),
+    ("Our place is a thatched cottage, which is why we never have enough storage.", True),
+])
+def test_a_line_quoted_in_place_of_an_answer_must_tell_something(text, told):
+    assert grounding.tells(text) == told
 
 
 def test_an_answer_about_the_user_from_what_was_recalled_is_their_words_quoted(fake_pager):
