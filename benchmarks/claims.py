@@ -91,7 +91,7 @@ def labelled(name: str, phrasings: tuple[str, ...], seed: int = 0, written: bool
     data = json.loads((DATA / f"{name}.json").read_text(encoding="utf-8"))
     rows = [(s, 1) for s in data["claims"] + data.get("passing", [])] + [(s, 0) for s in data["not_claims"]]
     if written:
-        rows += [(s, 1) for s in _written_statements(True)]
+        rows += [(s, 1) for s in _written_statements()[0]]
     for phrasing in phrasings:
         sets = json.loads((DATA / f"phrasing_{phrasing}.json").read_text(encoding="utf-8"))
         for kind in sets["kinds"].values():  # by sentence, as the extractor reads them
@@ -103,11 +103,11 @@ def labelled(name: str, phrasings: tuple[str, ...], seed: int = 0, written: bool
     return [(mask_quotes(s), y) for s, y in rows]
 
 
-def _written_statements(fact: bool) -> list[str]:
+def _written_statements() -> tuple[list[str], list[str]]:
     """The chat messages of ``statements_train.json`` (written for training, in frames the generated sets seldom
-    use) that state a standing fact (``fact``), or that do not."""
-    data = json.loads((DATA / "statements_train.json").read_text(encoding="utf-8"))
-    return [item["text"] for item in data["chat"] if item["fact"] == fact]
+    use) that state a standing fact, and those that do not."""
+    chat = json.loads((DATA / "statements_train.json").read_text(encoding="utf-8"))["chat"]
+    return [i["text"] for i in chat if i["fact"]], [i["text"] for i in chat if not i["fact"]]
 
 
 def scores(model: ClaimModel, rows: list[tuple[str, int]]) -> dict:
@@ -180,8 +180,9 @@ def fact_rows(seed: int = 0) -> list[tuple[str, int]]:
     dev = json.loads((DATA / "statements_dev.json").read_text(encoding="utf-8"))
     for item in dev["chat"] + dev["transcript"]:
         (facts.append(item["text"]) if item["fact"] else other.extend(sentences(item["text"])))
-    facts += _written_statements(True)
-    other += [s for text in _written_statements(False) for s in sentences(text)]
+    told, untold = _written_statements()
+    facts += told
+    other += [s for text in untold for s in sentences(text)]
     written = json.loads((DATA / "claims_train.json").read_text(encoding="utf-8"))
     other += written["not_claims"] + written["passing"]
     return [(mask_quotes(s), 1) for s in facts] + [(mask_quotes(s), 0) for s in other]

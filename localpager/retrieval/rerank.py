@@ -323,8 +323,7 @@ class RerankSelector(PageSelector):
         turn = pager.turns[hit.turn] if hit is not None else pager.turns[injections[0].turns[0]]
         leads = (ranking_leads(hit.score, hit.dense, ranked.scores, ranked.dense)
                  if hit is not None and isinstance(ranked, Ranking) else None)
-        verdict = self._floor(question, pager, turn, hit.dense if hit else 0.0, hit.lexical if hit else 0.0, leads)
-        return replace(verdict, turn=turn.index)
+        return self._floor(question, pager, turn, hit.dense if hit else 0.0, hit.lexical if hit else 0.0, leads)
 
     def _floor(self, question: str, pager: Pager, turn, dense: float, lexical: float,
                leads: tuple[float, float] | None = None) -> Answerability:
@@ -343,7 +342,7 @@ class RerankSelector(PageSelector):
         features = answer_features(question, turn, dense, lexical, speakers, gate,
                                    best.probability if best is not None else 0.0, gap, self.facts.need_of(question),
                                    leads)
-        return decide_answer(features, self.settings.answerable)
+        return replace(decide_answer(features, self.settings.answerable), turn=turn.index)
 
     # -- selection -----------------------------------------------------------------------------
     def _page_hits(self, question: str, pager: Pager, named: Sequence[int] = ()) -> dict[int, TurnHit | Hit]:

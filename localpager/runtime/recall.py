@@ -323,16 +323,14 @@ class Runtime:
                                     told_by=shown(named, told=True) if named else None,
                                     told=shown(told=True) if told else None)
             trace.grounding = found.to_dict()
-            sure = (None if found.grounded or named or a.selector.is_task(question)
-                    else self._sure_turn(a, pager, injections))
+            own = not named and not a.selector.is_task(question)  # the user's own life, not work nor a person's
+            sure = None if found.grounded or not own else self._sure_turn(a, pager, injections)
             if not found.grounded and sure is None:  # the turns were injected and read: only the answer is not memory
                 self._not_remembered(a, [], NOT_IN_WHAT_I_FOUND)
                 return True
             if sure is not None:  # the user's own words the floor is sure of, not the model's that no note holds
-                text = recall_quote([(grounding.excerpt(sure.text, sure.text, question),
-                                      sure.time if asks_when_past(question) or relative(sure.text, sure.time)
-                                      else None)])
-            elif s.quote_recalls and not named and not a.selector.is_task(question):
+                text = self._quote([sure], sure.text, question)
+            elif s.quote_recalls and own:
                 text = self._quoted(pager, injections, question, text)
             a.say(text)
         trace.answer, trace.stopped = text, gen.stopped
@@ -364,6 +362,13 @@ class Runtime:
         said = [pager.turns[i] for i in grounding.sources(text, pager.turns, injections, question)]
         if not said or any(t.speaker for t in said):  # a transcript's person is not the user who asks
             return text
+        return Runtime._quote(said, text, question)
+
+    @staticmethod
+    def _quote(said: Sequence[Turn], text: str, question: str) -> str:
+        """The user's turns ``said`` quoted as the answer (``recall_quote``): of a long one, the sentences ``text``
+        took words from; with the day each was said when ``question`` asks when something happened or the words
+        count from that day."""
         when = asks_when_past(question)
         return recall_quote([(grounding.excerpt(t.text, text, question),
                               t.time if when or relative(t.text, t.time) else None) for t in said],
