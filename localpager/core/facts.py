@@ -31,7 +31,7 @@ from .answer_types import stated_types
 from .claims import fact_model, is_claim, is_request, mask_quotes, states_fact
 from .dates import format_day
 from .records import Turn
-from .syntax import asks_for_work, states_habit
+from .syntax import asks_for_work, relays_other, states_habit
 from .text import CONTACT, NAME_MID_SENTENCE, content_words, fold_plural, sentences
 
 # The extractor's version: a conversation whose facts an older one made gets them made again. 2: quotations and
@@ -52,7 +52,9 @@ from .text import CONTACT, NAME_MID_SENTENCE, content_words, fold_plural, senten
 # and naming what it is now needs no first person (``_changes_own``). 18: a clause whose subject is in the object
 # case states nothing of its own: "Let me see a recipe for my vegan sister." is a request (``syntax._states``).
 # 19: the claim and fact models refitted with written training statements (``lab/data/statements_train.json``).
-FACTS_VERSION = 19
+# 20: a fact relaying someone else's claim replaces none (``syntax.relays_other``: "My friend said she's no longer
+# allergic to sesame.").
+FACTS_VERSION = 20
 KINDS = ("avoid", "diet", "medicine", "constraint", "preference", "person", "pet", "family", "schedule", "plan",
          "number", "budget", "identity", "stated")
 # A fact the cues below have no words for, found by the fact model (``claims.states_fact``): whatever it is about.
@@ -530,16 +532,17 @@ def supersedes(new: FactDraft | StandingFact, old: FactDraft | StandingFact) -> 
     written rule (``_by_slot``) or, sharing a word that says what they are about (``supersede.Shape.keys``: a slot
     word in any of its forms, a name), the supersession model judges them one thing (``supersede``: fitted on generated pairs, a correction against what it corrects and against other
     things of its kind: the plumber's number is not the accountant's). Two allergies, two friends or two classes
-    share no slot word and are two things to the model, so both stand."""
+    share no slot word and are two things to the model, so both stand. A newer fact that relays someone else's
+    claim ("My friend said she's no longer allergic to sesame.": ``syntax.relays_other``) replaces nothing: the
+    speaker did not say it changed."""
     if new.text == old.text or new.speaker != old.speaker:
         return False
-    if _by_slot(new, old):
-        return True
-    a, b = _shape(new), _shape(old)
-    if not a.keys & b.keys:
-        return False
-    model = supersede.default_model()
-    return model.probability(supersede.pair_features(a, b)) >= model.threshold
+    if not _by_slot(new, old):
+        a, b = _shape(new), _shape(old)
+        model = supersede.default_model()
+        if not a.keys & b.keys or model.probability(supersede.pair_features(a, b)) < model.threshold:
+            return False
+    return not relays_other(new.text)
 
 
 def _keys(fact: FactDraft | StandingFact) -> frozenset[str]:

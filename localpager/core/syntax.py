@@ -20,6 +20,13 @@ and an object that names something particular, direct or after a preposition ("M
 verb + object" is as often a remark about the conversation ("I take your point about Brexit.", "I get the bit
 about Python."), whose object names nothing of the speaker's.
 
+A sentence whose main verb has someone else as its subject and a statement of its own under it ("My friend said
+[she's no longer allergic to sesame].", "Tom reckons [I'm allergic to sesame].", "You said [the code is 4471].")
+relays another's claim (``relays_other``): its words may read as a fact, but the speaker does not assert them, so
+it never replaces what the speaker told (``facts.supersedes``). Quotation marks make a quotation plain
+(``claims.mask_quotes``); reported speech has none, and the verb that reports it may be any ("swears", "insists",
+"reckons"), so the parse, not a list of such verbs, tells it.
+
 The parse is spaCy's English pipeline, its tagger and parser (``models/manifest.toml``'s parser), loaded on first
 use, once a process: a few milliseconds a sentence, asked only of a chat user's sentence something else already
 took for a fact, of one in the first person naming something that nothing else took, or of a message the answer
@@ -48,6 +55,8 @@ OBJECT_CASE = frozenset(lexicon.words("object_case"))  # "Let [me see ...]": a s
 BE = frozenset(lexicon.words("present_be"))  # "I'm on a tight schedule": a passing state
 DO = frozenset(lexicon.words("present_do"))  # "I don't eat ...": "do" carries the present
 PERFECT = frozenset(lexicon.words("perfect_have"))  # "I've sent it": a present perfect tells of the past
+BE_PAST = frozenset(lexicon.words("past_be"))  # "The problem was that ...": no one's saying
+DUMMY = frozenset(lexicon.words("dummy_subject"))  # "It turns out I'm ...": the speaker's own claim
 MAX_CHARS = 600  # a request, not a pasted page: longer text is not parsed
 _FIRST_PERSON = lexicon.pattern("first_person")
 _PARSING = threading.Lock()
@@ -146,6 +155,39 @@ def tells_past(text: str, at: int) -> bool | None:
     if token.tag_ == "VBN" and any(c.lower_ in PERFECT for c in helpers):
         return None  # "I've booked it for Friday": done, for a day that may be to come
     return token.tag_ == "VBD" or any(c.tag_ == "VBD" for c in helpers)
+
+
+@lru_cache(maxsize=1 << 12)
+def relays_other(text: str) -> bool:
+    """Whether a sentence of ``text`` relays someone else's claim: its root a verb other than "be", its subject a
+    person or thing other than the speaker (a noun, or a pronoun that is neither "I", "we" nor a dummy "it"), and
+    after it a clause under it with a subject of its own that does not ask whether (see the module docstring): what
+    was said follows the one who said it ("My new accountant is Ravi Shah; the old one retired." parses with the
+    first clause under "retired", and relays nothing). Asked only
+    of a fact about to replace another: a parse costs milliseconds."""
+    if not text or len(text) > MAX_CHARS:
+        return False
+    with _PARSING:
+        parsed = pipeline()(text)
+    for sentence in parsed.sents:
+        root, children = sentence.root, list(sentence.root.children)
+        if not root.tag_.startswith("VB") or root.lower_ in BE or root.lower_ in BE_PAST:
+            continue
+        if (any(_other(c) for c in children if c.dep_ in ("nsubj", "nsubjpass") and c.i < root.i)
+                and any(c.dep_ == "ccomp" and c.i > root.i and _states(c) for c in children)):
+            return True
+    return False
+
+
+def _other(subject: Any) -> bool:
+    """A subject that is someone or something other than the speaker: a noun ("my friend", "Tom", "the vet") or a
+    personal pronoun other than "I", "we" and a dummy "it" ("she", "you", "they"); one with the speaker beside it
+    is the speaker's ("The wife and I agreed: ...")."""
+    if any(c.lower_ in SPEAKER for c in subject.conjuncts):
+        return False
+    if subject.tag_.startswith("NN"):
+        return True
+    return subject.tag_ == "PRP" and subject.lower_ not in SPEAKER and subject.lower_ not in DUMMY
 
 
 def _objects(children: list[Any]) -> list[Any]:

@@ -30,6 +30,7 @@ from ..core.answer_types import asked_types, asks_when_past, stated_types
 from ..core.answer_types import match as type_match
 from ..core import lexicon, supersede
 from ..core.facts import CHANGE_CUE, STATED, StandingFact
+from ..core.syntax import relays_other
 from ..core.text import NAME_MID_SENTENCE, content_words, is_question, sentences
 from .answerable import speakers_named
 from .fact_pairs import PairBank, shipped_bank
@@ -253,7 +254,8 @@ def newer_value(facts: Sequence[StandingFact], index: int, vectors: np.ndarray) 
     the pair's words and their vectors' cosine) judges a new value of the same thing, if any. Ingest compares a new
     fact only with facts it shares a word with; "I cancelled that and pay for Apple TV now instead." shares none
     with "I watch everything on Netflix.", and both stay current, so the older would answer. ``facts`` in the order
-    they were said; ``vectors``: theirs, normalized."""
+    they were said; ``vectors``: theirs, normalized. One that relays someone else's claim replaces nothing
+    (``syntax.relays_other``), as at ingest (``facts.supersedes``)."""
     model = supersede.dense_model()
     if model is None or index == len(facts) - 1:
         return None
@@ -263,7 +265,7 @@ def newer_value(facts: Sequence[StandingFact], index: int, vectors: np.ndarray) 
         new = facts[index + 1 + offset]
         if new.speaker != old.speaker or cosines[offset] < NEWER_MIN_COSINE:
             continue
-        if _replacing(model, new, old, float(cosines[offset])) >= model.threshold:
+        if _replacing(model, new, old, float(cosines[offset])) >= model.threshold and not relays_other(new.text):
             return index + 1 + offset
     return None
 
@@ -319,14 +321,16 @@ def newer_alike(message: str, facts: Sequence[StandingFact], index: int, cosines
 def one_thing(facts: Sequence[StandingFact], a: int, b: int, vectors: np.ndarray) -> bool:
     """Whether ``facts[a]`` and ``facts[b]`` are two values of one thing, by ``newer_alike``'s test: the later one,
     by the same speaker, says that something changed, and is of the earlier one's kind within ``ALIKE_COSINE`` of
-    it, or a new value of it by the pair model's ``ALIKE_PROBABILITY`` (``vectors``: the facts', normalized)."""
+    it, or a new value of it by the pair model's ``ALIKE_PROBABILITY`` (``vectors``: the facts', normalized); and
+    the later one is the speaker's own claim, not one relayed (``syntax.relays_other``)."""
     old, new = facts[min(a, b)], facts[max(a, b)]
     if a == b or new.speaker != old.speaker or not CHANGE_CUE.search(new.text):
         return False
     cosine, model = float(vectors[a] @ vectors[b]), supersede.dense_model()
-    if new.kind == old.kind and cosine >= ALIKE_COSINE:
-        return True
-    return model is not None and _replacing(model, new, old, cosine) >= ALIKE_PROBABILITY
+    if not (new.kind == old.kind and cosine >= ALIKE_COSINE) and (
+            model is None or _replacing(model, new, old, cosine) < ALIKE_PROBABILITY):
+        return False
+    return not relays_other(new.text)
 
 
 # A later fact the pair bank says a message like this one needs as much as the chosen one answers in its place when it
@@ -346,13 +350,13 @@ def newer_needed(message: str, facts: Sequence[StandingFact], index: int, scores
                  threshold: float) -> int | None:
     """The newest fact said after ``facts[index]`` by the same speaker whose pair-bank score (``scores``: each
     fact's, ``PairBank.scores``) clears the bank's ``threshold`` and is within ``NEEDED_GAP`` of the chosen
-    fact's, that says something changed (``CHANGE_CUE``) and states what ``message`` asks for at least as well;
-    else None."""
+    fact's, that says something changed (``CHANGE_CUE``), states what ``message`` asks for at least as well and
+    relays no one else's claim (``syntax.relays_other``); else None."""
     asked = type_match(message, facts[index].text)
     later = [j for j in range(index + 1, len(facts))
              if facts[j].speaker == facts[index].speaker and scores[j] >= threshold
              and scores[j] >= scores[index] - NEEDED_GAP and CHANGE_CUE.search(facts[j].text)
-             and type_match(message, facts[j].text) >= asked]
+             and type_match(message, facts[j].text) >= asked and not relays_other(facts[j].text)]
     return later[-1] if later else None
 
 

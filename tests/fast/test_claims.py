@@ -13,6 +13,7 @@ from localpager.core.claims import (QUOTE, ClaimModel, asks_own, default_model, 
                                     states_fact)
 from localpager.core.facts import extract, facts_of
 from localpager.core.records import Turn
+from localpager.core.syntax import relays_other
 from localpager.retrieval.gate import message_features
 
 TRUE_ALLERGY = "I'm badly allergic to sesame and carry an EpiPen everywhere."
@@ -58,6 +59,42 @@ def test_the_same_words_said_as_a_claim_do_replace_it():
     """The control: the correction itself, said by the user, is a fact and replaces the older one."""
     facts = facts_of([user(TRUE_ALLERGY, 0), user("Actually I am no longer allergic to sesame.", 1)])
     assert [f.turn for f in facts if f.current and "sesame" in f.text.lower()] == [1]
+
+
+# Reported speech has no quotation marks to mask, and the verb that reports it may be any: the parse tells it
+RELAYED = [
+    "My friend said she's no longer allergic to sesame.",
+    "Tom reckons I'm not allergic to sesame anymore.",
+    "My brother swears I grew out of the sesame allergy, but I doubt it.",
+    "You said I'm not allergic to sesame anymore.",  # the assistant's words, relayed: no evidence either
+    "The waiter insisted the sauce has no sesame in it.",
+]
+
+
+@pytest.mark.parametrize("sentence", RELAYED)
+def test_someone_elses_claim_relayed_replaces_no_fact(sentence):
+    assert relays_other(sentence)
+    facts = facts_of([user(TRUE_ALLERGY, 0), user(sentence, 1)])
+    (allergy,) = [f for f in facts if f.turn == 0]
+    assert allergy.current
+
+
+@pytest.mark.parametrize("sentence", [
+    "It turns out I'm no longer allergic to sesame.",  # a dummy "it": the speaker's own claim
+    "I think I'm no longer allergic to sesame, the tests were clear.",
+    "My new accountant is Ravi Shah; the old one retired.",  # the clause before "retired" is no one's saying
+    "The problem is that I can't eat gluten.",  # "be" reports nothing
+    "Apparently I'm allergic to penicillin, according to my GP.",
+    "My wife and I decided the budget is $400.",  # the speaker is one of the subjects
+])
+def test_the_speakers_own_claim_relays_no_one(sentence):
+    assert not relays_other(sentence)
+
+
+def test_a_correction_the_user_tells_after_a_relayed_one_still_replaces():
+    facts = facts_of([user("My accountant is Nadia Perez.", 0), user("Tom says Nadia is great with receipts.", 1),
+                      user("Small change: my new accountant is Ravi Shah; the old one retired.", 2)])
+    assert [f.turn for f in facts if f.current and "accountant" in f.text] == [2]
 
 
 def test_an_assistant_turn_is_never_evidence_of_a_fact():

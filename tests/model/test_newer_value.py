@@ -75,3 +75,12 @@ def test_an_older_value_of_its_own_thing_is_no_rival_to_the_newer(embed):
     ranker = FactRanker(facts_of([Turn("user", text, i) for i, text in enumerate(said)]), embed, use_pairs=False)
     hit = ranker.best("Which city do I live in?")
     assert hit.fact.text == said[2] and ranker.gives(hit), hit.probability
+
+
+@pytest.mark.parametrize("relayed", ["My flatmate says she cancelled Netflix and pays for Apple TV now instead.",
+                                     "You said I cancelled that and pay for Apple TV now instead."])
+def test_someone_elses_claim_of_a_change_leaves_the_answer(relayed, embed):
+    # what another person said changed (``syntax.relays_other``) is no new value of the user's, at read time as at
+    # ingest
+    hit = _ranker([OLD, "I'm allergic to penicillin.", relayed], embed).best("Which streaming service do I pay for?")
+    assert hit.fact.text == OLD and hit.replaced == []
