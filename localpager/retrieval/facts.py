@@ -318,6 +318,23 @@ def newer_alike(message: str, facts: Sequence[StandingFact], index: int, cosines
     return runner if one_thing(facts, index, runner, vectors) else None
 
 
+def own_word(message: str, facts: Sequence[StandingFact], index: int, cosines: np.ndarray) -> int:
+    """``index``, unless ``facts[index]`` relays someone else's claim ("Tom reckons I'm not allergic to sesame
+    anymore.": ``syntax.relays_other``) and the runner-up for ``message`` (by ``cosines``) is the speaker's own word,
+    within ``ALIKE_GAP`` of it and stating what the message asks for as well: then the runner-up. What the user
+    told of themselves answers before what they heard from others, when both bear on the message alike."""
+    if len(facts) < 2 or not relays_other(facts[index].text):
+        return index
+    others = cosines.copy()
+    others[index] = -np.inf
+    runner = int(np.argmax(others))
+    if (cosines[index] - cosines[runner] > ALIKE_GAP or facts[runner].speaker != facts[index].speaker
+            or type_match(message, facts[runner].text) < type_match(message, facts[index].text)
+            or relays_other(facts[runner].text)):
+        return index
+    return runner
+
+
 def one_thing(facts: Sequence[StandingFact], a: int, b: int, vectors: np.ndarray) -> bool:
     """Whether ``facts[a]`` and ``facts[b]`` are two values of one thing, by ``newer_alike``'s test: the later one,
     by the same speaker, says that something changed, and is of the earlier one's kind within ``ALIKE_COSINE`` of
@@ -427,6 +444,9 @@ class FactRanker:
         found = best_match(message, facts, self.embed)
         self._scorings[message] = found.scoring
         index, features, vectors = found.index, found.features, found.facts
+        own = own_word(message, facts, index, found.part_cosines[:, 0])
+        if own != index:
+            index, features = own, found.scoring.features(own)
         probability, paired, by_pairs, missed = self.model.probability(features), None, False, False
         bank, scores = None, None
         if self.reads(message):

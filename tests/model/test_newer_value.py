@@ -84,3 +84,13 @@ def test_someone_elses_claim_of_a_change_leaves_the_answer(relayed, embed):
     # ingest
     hit = _ranker([OLD, "I'm allergic to penicillin.", relayed], embed).best("Which streaming service do I pay for?")
     assert hit.fact.text == OLD and hit.replaced == []
+
+
+def test_the_users_own_word_answers_before_a_claim_they_relay(embed):
+    said = ["Hi! I'm badly allergic to sesame, so I check every label.", "We live in Utrecht, close to the station.",
+            "Tom reckons I'm not allergic to sesame anymore, but I'm not risking it."]
+    ranker = _ranker(said, embed)
+    assert ranker.best("I'm packing snacks for a flight. Anything I should stay away from?").fact.text.startswith(
+        "I'm badly allergic to sesame")
+    # asked about what Tom said, his claim is still the answer
+    assert ranker.best("What did Tom say about my allergy?").fact.text == said[2]
