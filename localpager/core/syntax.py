@@ -23,14 +23,15 @@ about Python."), whose object names nothing of the speaker's.
 A sentence whose main verb has someone else as its subject and a statement of its own under it ("My friend said
 [she's no longer allergic to sesame].", "Tom reckons [I'm allergic to sesame].", "You said [the code is 4471].")
 relays another's claim (``relays_other``): its words may read as a fact, but the speaker does not assert them, so
-it never replaces what the speaker told (``facts.supersedes``). Quotation marks make a quotation plain
+it never replaces what the speaker told (``facts.supersedes``), and the speaker's own word bearing on a message as
+well answers first (``retrieval.facts.own_word``). Quotation marks make a quotation plain
 (``claims.mask_quotes``); reported speech has none, and the verb that reports it may be any ("swears", "insists",
 "reckons"), so the parse, not a list of such verbs, tells it.
 
 The parse is spaCy's English pipeline, its tagger and parser (``models/manifest.toml``'s parser), loaded on first
 use, once a process: a few milliseconds a sentence, asked only of a chat user's sentence something else already
-took for a fact, of one in the first person naming something that nothing else took, or of a message the answer
-must classify. One parse at a time: a pipeline is not shared between
+took for a fact, of one in the first person naming something that nothing else took, of a fact about to replace
+another or best matching a message, or of a message the answer must classify. One parse at a time: a pipeline is not shared between
 threads. English only, as the rest of the facts layer.
 """
 
@@ -163,8 +164,8 @@ def relays_other(text: str) -> bool:
     person or thing other than the speaker (a noun, or a pronoun that is neither "I", "we" nor a dummy "it"), and
     after it a clause under it with a subject of its own that does not ask whether (see the module docstring): what
     was said follows the one who said it ("My new accountant is Ravi Shah; the old one retired." parses with the
-    first clause under "retired", and relays nothing). Asked only
-    of a fact about to replace another: a parse costs milliseconds."""
+    first clause under "retired", and relays nothing). Asked only of a fact about to replace another and of the
+    fact that best matches a message (``retrieval.facts.own_word``), once a text: a parse costs milliseconds."""
     if not text or len(text) > MAX_CHARS:
         return False
     with _PARSING:
