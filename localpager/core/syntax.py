@@ -115,12 +115,7 @@ def states_habit(text: str) -> bool:
     other than "be" (or one that "do" puts in the present: "I don't eat ..."), its subject "I" or "we", no modal and
     no clause under it, and an object naming something particular that is not the listener's (see the module
     docstring)."""
-    if not text or len(text) > MAX_CHARS:
-        return False
-    with _PARSING:
-        parsed = pipeline()(text)
-    for sentence in parsed.sents:
-        root, children = sentence.root, list(sentence.root.children)
+    for root, children in _roots(text):
         present = root.tag_ in ("VBP", "VBZ") or (  # "I bank with ...", or "I don't eat ..." ("do" carries it)
             root.tag_ == "VB" and any(c.dep_ == "aux" and c.lower_ in DO for c in children))
         if not present or root.lower_ in BE:
@@ -166,18 +161,23 @@ def relays_other(text: str) -> bool:
     was said follows the one who said it ("My new accountant is Ravi Shah; the old one retired." parses with the
     first clause under "retired", and relays nothing). Asked only of a fact about to replace another and of the
     fact that best matches a message (``retrieval.facts.own_word``), once a text: a parse costs milliseconds."""
-    if not text or len(text) > MAX_CHARS:
-        return False
-    with _PARSING:
-        parsed = pipeline()(text)
-    for sentence in parsed.sents:
-        root, children = sentence.root, list(sentence.root.children)
+    for root, children in _roots(text):
         if not root.tag_.startswith("VB") or root.lower_ in BE or root.lower_ in BE_PAST:
             continue
         if (any(_other(c) for c in children if c.dep_ in ("nsubj", "nsubjpass") and c.i < root.i)
                 and any(c.dep_ == "ccomp" and c.i > root.i and _states(c) for c in children)):
             return True
     return False
+
+
+def _roots(text: str) -> list[tuple[Any, list[Any]]]:
+    """Each sentence of ``text`` as its root and the root's children, by the parse; none for an empty text or one
+    too long to parse."""
+    if not text or len(text) > MAX_CHARS:
+        return []
+    with _PARSING:
+        parsed = pipeline()(text)
+    return [(sentence.root, list(sentence.root.children)) for sentence in parsed.sents]
 
 
 def _other(subject: Any) -> bool:
