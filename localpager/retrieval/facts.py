@@ -344,10 +344,9 @@ def one_thing(facts: Sequence[StandingFact], a: int, b: int, vectors: np.ndarray
     if a == b or new.speaker != old.speaker or not CHANGE_CUE.search(new.text):
         return False
     cosine, model = float(vectors[a] @ vectors[b]), supersede.dense_model()
-    if not (new.kind == old.kind and cosine >= ALIKE_COSINE) and (
-            model is None or _replacing(model, new, old, cosine) < ALIKE_PROBABILITY):
-        return False
-    return not relays_other(new.text)
+    alike = (new.kind == old.kind and cosine >= ALIKE_COSINE) or (
+        model is not None and _replacing(model, new, old, cosine) >= ALIKE_PROBABILITY)
+    return alike and not relays_other(new.text)
 
 
 # A later fact the pair bank says a message like this one needs as much as the chosen one answers in its place when it
