@@ -200,19 +200,37 @@ def extraction(name: str = "statements_heldout") -> dict:
     return result
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--fit", action="store_true", help="fit again and write " + str(MODEL_PATH.relative_to(ROOT)))
+def arguments(doc: str, model_path: Path) -> argparse.Namespace:
+    """A fitting benchmark's options: ``--fit`` (fit again and write ``model_path``) and ``--json``."""
+    parser = argparse.ArgumentParser(description=doc.splitlines()[0])
+    parser.add_argument("--fit", action="store_true", help="fit again and write " + str(model_path.relative_to(ROOT)))
     parser.add_argument("--json", type=Path, help="write the figures here too")
-    args = parser.parse_args()
+    return parser.parse_args()
+
+
+def write_model(path: Path, fitted: dict, script: str) -> None:
+    """A fitted model's JSON, saying which script wrote it."""
+    path.write_text(json.dumps({"about": [f"Written by benchmarks/{script} --fit."], **fitted}, indent=0,
+                               sort_keys=True, ensure_ascii=False) + "\n", encoding="utf-8")
+
+
+def report(result: dict, path: Path | None) -> None:
+    """Print the figures, and write them to ``path`` too when given."""
+    text = json.dumps(result, indent=2)
+    print(text)
+    if path:
+        path.write_text(text + "\n", encoding="utf-8")
+
+
+def main() -> None:
+    args = arguments(__doc__, MODEL_PATH)
     train = labelled("claims_train", TRAIN_PHRASINGS, written=True)
     check = labelled("claims_check", CHECK_PHRASINGS)
     model, facts = default_model(), fact_model()
     if args.fit:
         model, facts = fit(train), fit_facts(fact_rows())
         for path, fitted in ((MODEL_PATH, model), (FACT_MODEL_PATH, facts)):
-            path.write_text(json.dumps({"about": ["Written by benchmarks/claims.py --fit."], **fitted.to_json()},
-                                       indent=0, sort_keys=True, ensure_ascii=False) + "\n", encoding="utf-8")
+            write_model(path, fitted.to_json(), "claims.py")
         claims_module.shipped_model.cache_clear()
     written = labelled("claims_check", ())
     result = {"claim_model": {"threshold": model.threshold, "features": len(model.weights),
@@ -220,10 +238,7 @@ def main() -> None:
                               "check_written": scores(model, written)},
               "fact_model": {"threshold": facts.threshold, "features": len(facts.weights)},
               "extraction_heldout": extraction()}
-    text = json.dumps(result, indent=2)
-    print(text)
-    if args.json:
-        args.json.write_text(text + "\n", encoding="utf-8")
+    report(result, args.json)
 
 
 if __name__ == "__main__":

@@ -58,6 +58,7 @@ DO = frozenset(lexicon.words("present_do"))  # "I don't eat ...": "do" carries t
 PERFECT = frozenset(lexicon.words("perfect_have"))  # "I've sent it": a present perfect tells of the past
 BE_PAST = frozenset(lexicon.words("past_be"))  # "The problem was that ...": no one's saying
 DUMMY = frozenset(lexicon.words("dummy_subject"))  # "It turns out I'm ...": the speaker's own claim
+LISTENER = frozenset(lexicon.words("second_person"))  # "you've probably seen": a doubt about the listener
 MAX_CHARS = 600  # a request, not a pasted page: longer text is not parsed
 _FIRST_PERSON = lexicon.pattern("first_person")
 _PARSING = threading.Lock()
@@ -218,3 +219,91 @@ def _states(clause: Any) -> bool:
     if subjects and all(s.lower_ in OBJECT_CASE for s in subjects):
         return any(_states(c) for c in children if c.dep_ in CLAUSES)
     return bool(subjects) and not any(c.dep_ == "mark" and c.lower_ in ASKING for c in children)
+
+
+# What a clause's frame is read from for ``hedge_features``: a modal, an adverb, a marker ("if", "unless", "though")
+FRAME_MODIFIERS = frozenset({"advmod", "npadvmod"})
+FRAME_OBJECTS = frozenset({"dobj", "prep", "attr", "pobj", "dative", "oprd"})  # a clause that says something itself
+FRAME_CLAUSES = frozenset({"ccomp", "xcomp"})  # "I think [...]", "I seem [to be ...]"
+CLAIM_CLAUSES = frozenset({"ROOT", "ccomp"})  # a sentence's main clause, and one it states
+
+
+@lru_cache(maxsize=1 << 12)
+def hedge_features(text: str) -> frozenset[str]:
+    """The words that frame the claims of ``text``, each in the place the parse gives it, for the hedge model
+    (``hedges``): a modal with the "be" or "have" it carries, or any other verb (``md:could:be``,
+    ``md:could:do``: "could be" doubts, "could eat" does not), an adverb of a verb (``adv:probably``, ``adv:always``; an adjective's says how much, and counts
+    only in a frame: "pretty sure"), and each clause whose
+    subject is the speaker, a dummy "it" or none (a fragment's root) read as a frame when it names nothing (no
+    object, no preposition): "[I think] ...", "[I'm not certain]", "[if I remember right]", "[No idea] if ...".
+    A frame is its markers, a negation, its verb (any "be" read as ``be``, "seems" as "seem"), the adjective
+    completing it with that adjective's adverbs ("pretty sure"), and whether it wraps a clause (``+c``) or stands
+    alone (``+0``): ``sp:not:be:sure+c``, ``sp:think+0``, ``sp:if:remember+0``. Which of them doubt a claim is
+    learned from labelled sentences, not listed. None for an empty or overlong text."""
+    found: set[str] = set()
+    if not text or len(text) > MAX_CHARS:
+        return frozenset()
+    with _PARSING:
+        parsed = pipeline()(text)
+    for token in parsed:
+        if not _frames_claim(token.head):
+            continue
+        if token.tag_ == "MD":  # "could be", "might have" apart from "could eat": two readings of one word
+            carried = _verb_word(token.head)
+            found.add(f"md:{token.lower_}:{carried if carried in ('be', 'have') else 'do'}")
+        elif token.dep_ in FRAME_MODIFIERS and token.tag_.startswith("RB") and token.head.tag_.startswith("VB"):
+            found.add(f"adv:{token.lower_}")
+    for sentence in parsed.sents:
+        found.update(f for f in (_frame(token, token.i == sentence.root.i) for token in sentence) if f)
+    return frozenset(found)
+
+
+def _frames_claim(verb: Any) -> bool:
+    """Whether a modal or an adverb of ``verb`` bears on what the sentence claims: ``verb`` heads its main clause
+    or a clause it states, not one describing a noun ("Triodos, the bright one [you've probably seen]"), saying why
+    or what follows ("We moved [so the kids could go to Oakfield]") or added beside it ("I'm vegetarian, but [I
+    might try fish]"), and its subject is not the listener."""
+    if verb.dep_ == "ROOT" and any(c.dep_ == "mark" for c in verb.children):
+        return False  # "..., [so Japan might be a stretch]": a clause saying why or what follows, parsed as the root
+    return verb.dep_ in CLAIM_CLAUSES and not any(c.dep_ in SUBJECTS and c.lower_ in LISTENER for c in verb.children)
+
+
+def _verb_word(verb: Any) -> str:
+    """A verb's word as a frame reads it: "be" for any form of it, "have" for "has", "'ve", a present's "-s" off."""
+    word = verb.lower_
+    if word in BE or word in BE_PAST or word == "be":
+        return "be"
+    if word in PERFECT or word in ("has", "had"):
+        return "have"
+    return word[:-1] if verb.tag_ == "VBZ" and word.endswith("s") else word
+
+
+def _frame(verb: Any, root: bool) -> str | None:
+    """``verb``'s clause as a frame (see ``hedge_features``): its subject the speaker (``sp``), a dummy "it"
+    (``it``), or none when it is its sentence's root (``frag``: "Not sure, but ...", "No idea if ..."); None for
+    a clause of anyone else's, or one that names something (an object or a preposition that is no adjective or
+    adverb: "I remember [right]" names nothing)."""
+    children = list(verb.children)
+    subjects = [c for c in children if c.dep_ in SUBJECTS]
+    if not subjects:
+        who = "frag" if root else None
+    elif all(s.lower_ in SPEAKER for s in subjects):
+        who = "sp"
+    else:
+        who = "it" if all(s.lower_ in DUMMY for s in subjects) else None
+    if who is None or (who != "frag" and not verb.tag_.startswith(("VB", "JJ"))):
+        return None
+    said = [c for c in children if c.dep_ in ("acomp", "attr") and c.tag_.startswith("JJ")]
+    if any(c.dep_ in FRAME_OBJECTS and c not in said and not c.tag_.startswith(("JJ", "RB")) for c in children) or any(
+            c.dep_ in FRAME_OBJECTS or c.dep_ == "xcomp" for s in said for c in s.children):
+        # "I'm not sure [about fancy restaurants]": it says something. An adjective's "to" is a preposition
+        # the parser may read as a verb's ("allergic [to shellfish]" as "to" + a verb): not a clause it wraps.
+        return None
+    parts = [c.lower_ for c in children if c.dep_ in ("mark", "det")]
+    parts += ["not"] if any(c.dep_ == "neg" for c in children) else []
+    parts.append(_verb_word(verb))
+    for adjective in said:
+        parts += [c.lower_ for c in adjective.children if c.dep_ == "advmod"] + [adjective.lower_]
+    wraps = any(c.dep_ in FRAME_CLAUSES or (c.dep_ == "advcl" and any(m.lower_ in ASKING for m in c.children))
+                for c in children) or any(c.dep_ == "ccomp" for s in said for c in s.children)
+    return f"{who}:{':'.join(parts)}{'+c' if wraps else '+0'}"
