@@ -30,6 +30,7 @@ from . import lexicon, supersede
 from .answer_types import stated_types
 from .claims import fact_model, is_claim, is_request, mask_quotes, states_fact
 from .dates import format_day
+from .hedges import hedged
 from .records import Turn
 from .syntax import asks_for_work, relays_other, states_habit
 from .text import CONTACT, NAME_MID_SENTENCE, content_words, fold_plural, sentences
@@ -53,8 +54,9 @@ from .text import CONTACT, NAME_MID_SENTENCE, content_words, fold_plural, senten
 # case states nothing of its own: "Let me see a recipe for my vegan sister." is a request (``syntax._states``).
 # 19: the claim and fact models refitted with written training statements (``lab/data/statements_train.json``).
 # 20: a fact relaying someone else's claim replaces none (``syntax.relays_other``: "My friend said she's no longer
-# allergic to sesame.").
-FACTS_VERSION = 20
+# allergic to sesame."). 21: a chat user's statement they hedge is no fact (``hedges``: "I might be gluten
+# intolerant.", "My code is 4471, I think.").
+FACTS_VERSION = 21
 KINDS = ("avoid", "diet", "medicine", "constraint", "preference", "person", "pet", "family", "schedule", "plan",
          "number", "budget", "identity", "stated")
 # A fact the cues below have no words for, found by the fact model (``claims.states_fact``): whatever it is about.
@@ -231,7 +233,7 @@ def _extract(text: str, user: bool) -> tuple[FactDraft, ...]:
             here = []
         here = here or [d for d in (stated_fact(sentence, user) or changed_fact(sentence, user)
                                     or habitual_fact(sentence, user),) if d is not None]
-        if here and not (user and _asks_work(sentence)):
+        if here and not (user and _asks_work(sentence)) and not hedged(sentence):
             found += [_leaning(d, before) for d in here]
         before = sentence if not here and _specific(sentence) and not _asks(sentence) else None
     return tuple(found)
