@@ -225,6 +225,9 @@ def _states(clause: Any) -> bool:
 FRAME_MODIFIERS = frozenset({"advmod", "npadvmod"})
 FRAME_OBJECTS = frozenset({"dobj", "prep", "attr", "pobj", "dative", "oprd"})  # a clause that says something itself
 FRAME_CLAUSES = frozenset({"ccomp", "xcomp"})  # "I think [...]", "I seem [to be ...]"
+# An object that names nothing: "I remember [right]", "I doubt [it]", "I doubt [that]" (not "my", "your": their
+# noun names something)
+NAMING_NOTHING = ("JJ", "RB", "PRP", "DT")
 CLAIM_CLAUSES = frozenset({"ROOT", "ccomp"})  # a sentence's main clause, and one it states
 
 
@@ -281,8 +284,8 @@ def _verb_word(verb: Any) -> str:
 def _frame(verb: Any, root: bool) -> str | None:
     """``verb``'s clause as a frame (see ``hedge_features``): its subject the speaker (``sp``), a dummy "it"
     (``it``), or none when it is its sentence's root (``frag``: "Not sure, but ...", "No idea if ..."); None for
-    a clause of anyone else's, or one that names something (an object or a preposition that is no adjective or
-    adverb: "I remember [right]" names nothing)."""
+    a clause of anyone else's, or one that names something (an object or a preposition that is no adjective, adverb
+    or pronoun: "I remember [right]" and "I doubt [it]" name nothing)."""
     children = list(verb.children)
     subjects = [c for c in children if c.dep_ in SUBJECTS]
     if not subjects:
@@ -294,7 +297,7 @@ def _frame(verb: Any, root: bool) -> str | None:
     if who is None or (who != "frag" and not verb.tag_.startswith(("VB", "JJ"))):
         return None
     said = [c for c in children if c.dep_ in ("acomp", "attr") and c.tag_.startswith("JJ")]
-    if any(c.dep_ in FRAME_OBJECTS and c not in said and not c.tag_.startswith(("JJ", "RB")) for c in children) or any(
+    if any(c.dep_ in FRAME_OBJECTS and c not in said and not c.tag_.startswith(NAMING_NOTHING) for c in children) or any(
             c.dep_ in FRAME_OBJECTS or c.dep_ == "xcomp" for s in said for c in s.children):
         # "I'm not sure [about fancy restaurants]": it says something. An adjective's "to" is a preposition
         # the parser may read as a verb's ("allergic [to shellfish]" as "to" + a verb): not a clause it wraps.

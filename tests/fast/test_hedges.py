@@ -30,6 +30,7 @@ HEDGED = [
     "We might move to Lyon in the spring.",
     "My sister could be pregnant.",
     "I'm fairly sure my passport number ends in 4471.",
+    "My friend swears she's allergic to cats, but I doubt it.",  # a doubt about a claim relayed
 ]
 FIRM = [
     "I can't eat gluten.",
