@@ -162,13 +162,29 @@ def relays_other(text: str) -> bool:
     was said follows the one who said it ("My new accountant is Ravi Shah; the old one retired." parses with the
     first clause under "retired", and relays nothing). Asked only of a fact about to replace another and of the
     fact that best matches a message (``retrieval.facts.own_word``), once a text: a parse costs milliseconds."""
+    return bool(_relayers(text))
+
+
+@lru_cache(maxsize=1 << 12)
+def relays_listener(text: str) -> bool:
+    """Whether a sentence of ``text`` relays what the one it is said to said ("You said my husband's name is
+    Ethan.", "Earlier you told me I'm allergic to peanuts."): in a chat, the assistant's words, which are no
+    evidence of a fact about the user, whoever repeats them. "As you said, ..." is the speaker's own claim (its
+    root is theirs)."""
+    return any(subject.lower_ in LISTENER for subject in _relayers(text))
+
+
+def _relayers(text: str) -> list[Any]:
+    """The subjects of the sentences of ``text`` that relay a claim (``relays_other``)."""
+    found = []
     for root, children in _roots(text):
         if not root.tag_.startswith("VB") or root.lower_ in BE or root.lower_ in BE_PAST:
             continue
-        if (any(_other(c) for c in children if c.dep_ in ("nsubj", "nsubjpass") and c.i < root.i)
-                and any(c.dep_ == "ccomp" and c.i > root.i and _states(c) for c in children)):
-            return True
-    return False
+        subjects = [c for c in children if c.dep_ in ("nsubj", "nsubjpass") and c.i < root.i and _other(c)]
+        asked = root.sent[-1].text == "?" or any(c.dep_ == "aux" and c.i < s.i for c in children for s in subjects)
+        if subjects and not asked and any(c.dep_ == "ccomp" and c.i > root.i and _states(c) for c in children):
+            found += subjects  # not "Do you think the Hawks will make the playoffs?": a question relays nothing
+    return found
 
 
 def _roots(text: str) -> list[tuple[Any, list[Any]]]:

@@ -31,13 +31,14 @@ from ..core import lexicon
 from ..core.answer_types import asks_when, asks_when_past
 from ..core.dates import annotate
 from ..core.records import Turn
-from ..core.syntax import asks_for_work
+from ..core.syntax import asks_for_work, relays_listener
 from ..core.text import NAME_MID_SENTENCE, content_words, has_question_form, sentences, tokenize_words
 from .prompts import turn_line
 from .selector import Injection
 
 _DIGITS = re.compile(r"\d+")
 _POLAR = lexicon.pattern("polar")  # "No, they are not."
+_SECOND_PERSON = lexicon.pattern("second_person")  # a sentence that speaks to someone
 # a list's numbering ("Basil: 1. Water it ... 2. ..."), at the start or after a line break or a sentence's end
 _ENUMERATOR = re.compile(r"(?:^|(?<=[\n:;.!?]))\s*\d{1,2}[.)]\s+")
 # a quotation mark: what follows it after a sentence's end opens a sentence (". \"This")
@@ -90,6 +91,7 @@ def evidence(turns: Sequence[Turn], injections: Sequence[Injection], clock: bool
             turn = turns[i]
             if not turn.by_person or (firsts and not _said_by(turn, firsts)):
                 continue
+            turn = _own_part(turn)
             turn = _told_part(turn) if told else turn
             if turn.text:
                 lines.append(turn_line(turn, inj.labels.get(i, ""), clock, stamped))
@@ -105,9 +107,25 @@ def asks_only(text: str) -> bool:
 
 
 def tells(text: str) -> bool:
-    """Whether ``text`` (a user's turn) tells something: a sentence of it has no question's form and is no request
-    by its parse ("Any tips for keeping basil alive on a windowsill?" and "Suggest a dinner." tell nothing)."""
-    return any(not asks_for_work(s) for s in _unasked(text))
+    """Whether ``text`` (a chat user's turn) tells something: a sentence of it has no question's form, is no
+    request by its parse ("Any tips for keeping basil alive on a windowsill?" and "Suggest a dinner." tell nothing)
+    and does not pass on what the assistant said (``passes_on``)."""
+    return any(not asks_for_work(s) and not passes_on(s) for s in _unasked(text))
+
+
+def passes_on(sentence: str) -> bool:
+    """Whether a chat user's ``sentence`` passes on what the assistant said ("You said my husband's name is
+    Ethan.": ``syntax.relays_listener``): the assistant's words are no evidence of the user's, and taken as
+    theirs, a made-up answer would come back as memory. Parsed only when it speaks to someone."""
+    return bool(_SECOND_PERSON.search(sentence)) and relays_listener(sentence)
+
+
+def _own_part(turn: Turn) -> Turn:
+    """A chat user's ``turn`` without its sentences that pass on the assistant's words (``passes_on``); any other
+    turn as it is (a transcript's "you" is another speaker)."""
+    if turn.role != "user" or turn.speaker or not _SECOND_PERSON.search(turn.text):
+        return turn
+    return replace(turn, text=" ".join(s.strip() for s in sentences(turn.text) if not passes_on(s)))
 
 
 def _unasked(text: str) -> list[str]:
@@ -164,7 +182,7 @@ def sources(answer: str, turns: Sequence[Turn], injections: Sequence[Injection],
     for rank, i in enumerate(i for inj in injections for i in inj.turns):
         if not turns[i].by_person:
             continue
-        told = _told_part(turns[i])  # a question tells nothing to quote
+        told = _told_part(_own_part(turns[i]))  # a question tells nothing to quote, nor the assistant's words
         count = len(taken & _terms(annotate(told.text, told.time)))
         if count:
             shared.append((-count, rank, i))

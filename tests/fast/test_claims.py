@@ -11,9 +11,10 @@ import pytest
 
 from localpager.core.claims import (QUOTE, ClaimModel, asks_own, default_model, features, is_request, mask_quotes,
                                     states_fact)
+from localpager.core import facts as facts_module
 from localpager.core.facts import extract, facts_of
 from localpager.core.records import Turn
-from localpager.core.syntax import relays_other
+from localpager.core.syntax import relays_listener, relays_other
 from localpager.retrieval.gate import message_features
 
 TRUE_ALLERGY = "I'm badly allergic to sesame and carry an EpiPen everywhere."
@@ -89,6 +90,34 @@ def test_someone_elses_claim_relayed_replaces_no_fact(sentence):
 ])
 def test_the_speakers_own_claim_relays_no_one(sentence):
     assert not relays_other(sentence)
+
+
+# What the assistant said, passed back by the user: no evidence of a fact about them (issue 38, item 5)
+ASSISTANT_RELAYED = [
+    "You said my husband's name is Ethan.",
+    "Earlier you told me I'm allergic to peanuts.",
+    "You mentioned my door code is 4471.",
+    "You reckon my flight is at 6am.",
+]
+
+
+@pytest.mark.parametrize("sentence", ASSISTANT_RELAYED)
+def test_what_the_assistant_said_passed_back_is_no_fact(sentence, monkeypatch):
+    assert relays_listener(sentence)
+    assert extract(user(sentence)) == []
+    monkeypatch.setattr(facts_module, "_relays_assistant", lambda s: False)
+    facts_module._extract.cache_clear()
+    try:
+        assert extract(user(sentence))  # a fact by every other reading: the test could fail
+    finally:
+        facts_module._extract.cache_clear()
+
+
+@pytest.mark.parametrize("sentence", ["As you said, my blood type is O negative.",  # the speaker's own claim
+                                      "I told you my husband is Ethan.",
+                                      "Tom reckons I'm not allergic to sesame anymore."])  # relayed, not the assistant's
+def test_a_claim_of_the_speakers_own_or_a_third_persons_relays_no_listener(sentence):
+    assert not relays_listener(sentence)
 
 
 def test_a_correction_the_user_tells_after_a_relayed_one_still_replaces():

@@ -95,6 +95,8 @@ def test_where_the_floor_is_sure_of_the_users_line_an_answer_that_fails_the_chec
     ("Suggest a dinner for tonight.", False),  # nor does a request
     ("I'm vegan. Suggest a dinner.", True),
     ("Our place is a thatched cottage, which is why we never have enough storage.", True),
+    ("You said my husband's name is Ethan.", False),  # the assistant's words, passed back: no evidence
+    ("As you said, my husband's name is Ethan.", True),  # the user's own claim
 ])
 def test_a_line_quoted_in_place_of_an_answer_must_tell_something(text, told):
     assert grounding.tells(text) == told
@@ -284,6 +286,17 @@ def test_a_turn_that_tells_something_beside_its_question_is_evidence_for_what_it
     said = ["My landlord is Mr Okafor. Is it worth renting a car in Cape Town?", *GARDEN[1:]]
     chat = _chat(fake_pager, "You pay Mr Okafor.", said=said)
     assert chat.ask("Who do I pay my rent to?").answer == 'You told me: "' + said[0] + '"'
+
+
+def test_evidence_leaves_out_what_a_chat_user_passes_on_from_the_assistant():
+    """"You said my husband's name is Ethan." is the assistant's word: "Ethan" in an answer is backed by nothing
+    the user told, so the made-up name cannot come back as memory; a transcript's "you" is another speaker."""
+    turns = [Turn(role="user", text="You said my husband's name is Ethan. My sister is Freya.", index=0),
+             Turn(role="user", text="You said the lake was frozen.", index=1, speaker="Caroline")]
+    injections = [Injection(page=None, turns=[0, 1])]
+    for told in (False, True):
+        shown = grounding.evidence(turns, injections, told=told)
+        assert "Ethan" not in shown and "My sister is Freya." in shown and "the lake was frozen" in shown
 
 
 def test_evidence_told_keeps_a_lines_sentences_that_ask_nothing():
