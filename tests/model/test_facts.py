@@ -279,3 +279,20 @@ def test_two_things_of_one_kind_both_answer_and_one_changed_value_answers_alone(
     t = chat.ask("What's my flight number?").trace
     assert t.decision == "fact" and [f["text"] for f in t.facts] == [changed] and "BA 117" not in t.answer
     lp.close()
+
+
+def test_the_assistants_words_passed_back_never_answer_as_memory(tmp_path, backend):
+    """Issue 38's "a made-up answer must never come back as memory": a user passing back what the assistant said
+    ("You said my husband's name is Ethan.") gives no fact, and "Ethan" in the model's answer is backed by nothing
+    the user told. Before, the line was a fact and both questions were answered with it quoted as the user's."""
+    lp = LocalPager(tmp_path / "relay.db", backend=backend)
+    chat = lp.conversation("relay", create=True)
+    for text in ["My sister is called Freya and she lives in Porto.", "You said my husband's name is Ethan.",
+                 "Any tips for keeping basil alive on a windowsill?"]:
+        chat.add_turn("user", text)
+    assert not [f for f in chat.facts() if "Ethan" in f.text]
+    for question in ("What is my husband's name?", "Who is my husband?"):
+        answer = chat.ask(question)
+        assert "ethan" not in answer.answer.lower() and answer.trace.decision != "fact"
+    assert "Freya" in chat.ask("What's my sister called?").answer  # the user's own word still answers
+    lp.close()
