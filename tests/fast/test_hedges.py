@@ -13,6 +13,8 @@ import json
 from importlib import resources
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from localpager.core import facts as facts_module
 from localpager.core.facts import extract, facts_of
@@ -126,3 +128,14 @@ def test_the_training_and_check_sentences_are_apart_and_labelled_once():
     train = set(data["train"]["hedged"] + data["train"]["firm"])
     assert not train & set(data["check"]["hedged"] + data["check"]["firm"])
     assert not train & set(HEDGED + FIRM)
+
+
+_WORDS = st.sampled_from(["I", "might", "be", "think", "not", "sure", ",", "my", "code", "is", "4471", "you", "said",
+                          "maybe", "could", "?", "probably", "doubt", "it", "if", "remember", "right", "\n", "\u00e9"])
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.one_of(st.text(max_size=200), st.lists(_WORDS, max_size=30).map(" ".join)))
+def test_any_text_reads_as_hedged_or_not_and_extracts_without_error(text):
+    assert hedged(text) in (True, False)
+    assert isinstance(extract(user(text)), list)
