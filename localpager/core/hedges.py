@@ -46,8 +46,8 @@ class HedgeModel:
     def _doubting(self) -> tuple[tuple[float, tuple[re.Pattern[str], ...]], ...]:
         """Each frame weighing toward doubt, with a pattern for each word of the text it needs: "sp:not:be:sure+c"
         needs "not" and "sure" ("be" is any of its forms, read from the parse)."""
-        def needs(word: str) -> re.Pattern[str]:
-            return re.compile(r"(?<![a-z'])" + re.escape(word), re.IGNORECASE)  # "ca" is how "can't" opens
+        def needs(word: str) -> re.Pattern[str]:  # "ca" is how "can't" opens; "'d" follows a word ("I'd")
+            return re.compile(("" if word.startswith("'") else r"(?<![a-z'])") + re.escape(word), re.IGNORECASE)
         return tuple((weight, tuple(needs(w) for w in re.split(r"[:+]", name) if w and w not in _NOT_WORDS))
                      for name, weight in self.weights.items() if weight > 0)
 
