@@ -323,6 +323,7 @@ def _frame(verb: Any, root: bool) -> str | None:
     parts.append(_verb_word(verb))
     for adjective in said:
         parts += [c.lower_ for c in adjective.children if c.dep_ == "advmod"] + [adjective.lower_]
-    wraps = any(c.dep_ in FRAME_CLAUSES or (c.dep_ == "advcl" and any(m.lower_ in ASKING for m in c.children))
-                for c in children) or any(c.dep_ == "ccomp" for s in said for c in s.children)
+    wraps = verb.dep_ == "parataxis" or any(  # "My code is 4471, [I think]": a side clause frames its head's
+        c.dep_ in FRAME_CLAUSES or (c.dep_ == "advcl" and any(m.lower_ in ASKING for m in c.children))
+        for c in children) or any(c.dep_ == "ccomp" for s in said for c in s.children)
     return f"{who}:{':'.join(parts)}{'+c' if wraps else '+0'}"

@@ -33,6 +33,7 @@ HEDGED = [
     "My sister could be pregnant.",
     "I'm fairly sure my passport number ends in 4471.",
     "My friend swears she's allergic to cats, but I doubt it.",  # a doubt about a claim relayed
+    "My door code is 4471 now, I think, or maybe 4417.",  # "I think" parsed as a side clause
 ]
 FIRM = [
     "I can't eat gluten.",
@@ -77,6 +78,7 @@ def test_each_hedged_sentence_here_reads_as_a_fact_without_the_hedge_model(monke
     ("I'm badly allergic to sesame.", "Perhaps I'm not allergic to sesame anymore.", "sesame"),
     ("I'm badly allergic to sesame.", "I guess I'm no longer allergic to sesame.", "sesame"),
     ("My door code is 1942.", "My door code is 4471, I think.", "code"),
+    ("My door code is 1942.", "My door code is 4471 now, I think, or maybe 4417.", "code"),
 ])
 def test_a_hedged_change_replaces_no_fact(older, hedge, word):
     facts = facts_of([user(older, 0), user(hedge, 1)])
