@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import json
 import math
-import re
 from dataclasses import dataclass, field
 from functools import cached_property, lru_cache
 from importlib import resources
@@ -43,18 +42,17 @@ class HedgeModel:
         return 1.0 / (1.0 + math.exp(-max(-50.0, min(50.0, z))))
 
     @cached_property
-    def _doubting(self) -> tuple[tuple[float, tuple[re.Pattern[str], ...]], ...]:
-        """Each frame weighing toward doubt, with a pattern for each word of the text it needs: "sp:not:be:sure+c"
-        needs "not" and "sure" ("be" is any of its forms, read from the parse)."""
-        def needs(word: str) -> re.Pattern[str]:  # "ca" is how "can't" opens; "'d" follows a word ("I'd")
-            return re.compile(("" if word.startswith("'") else r"(?<![a-z'])") + re.escape(word), re.IGNORECASE)
-        return tuple((weight, tuple(needs(w) for w in re.split(r"[:+]", name) if w and w not in _NOT_WORDS))
+    def _doubting(self) -> tuple[tuple[float, tuple[str, ...]], ...]:
+        """Each frame weighing toward doubt, with the words of the text it needs: "sp:not:be:sure+c" needs "sure"
+        ("be" is any of its forms and "not" may be "n't", read from the parse)."""
+        return tuple((weight, tuple(w for w in name.replace("+", ":").split(":") if w and w not in _NOT_WORDS))
                      for name, weight in self.weights.items() if weight > 0)
 
     def may_hedge(self, text: str) -> bool:
         """Whether ``text`` holds the words of enough doubting frames for their weights to reach the threshold:
         without them, no parse can read it as hedged, so none is asked for."""
-        z = self.bias + sum(weight for weight, words in self._doubting if all(w.search(text) for w in words))
+        lower = text.lower()
+        z = self.bias + sum(weight for weight, words in self._doubting if all(_holds(lower, w) for w in words))
         return z >= math.log(self.threshold / (1 - self.threshold))
 
     def hedged(self, text: str) -> bool:
@@ -62,6 +60,19 @@ class HedgeModel:
 
     def to_json(self) -> dict:
         return {"bias": self.bias, "threshold": self.threshold, "weights": self.weights}
+
+
+def _holds(lower: str, word: str) -> bool:
+    """Whether the lower-case ``lower`` holds a token the parse would read as ``word``: one opening with it ("ca" is
+    how "can't" opens), or, for a clitic, anywhere ("'d" in "I'd")."""
+    if word.startswith("'"):
+        return word in lower
+    at = lower.find(word)
+    while at >= 0:
+        if at == 0 or not (lower[at - 1].isalpha() or lower[at - 1] == "'"):
+            return True
+        at = lower.find(word, at + 1)
+    return False
 
 
 @lru_cache(maxsize=1)
