@@ -56,7 +56,7 @@ from .text import CONTACT, NAME_MID_SENTENCE, content_words, fold_plural, senten
 # 20: a fact relaying someone else's claim replaces none (``syntax.relays_other``: "My friend said she's no longer
 # allergic to sesame."). 21: a chat user's statement they hedge is no fact (``hedges``: "I might be gluten
 # intolerant.", "My code is 4471, I think."). 22: a chat user's line passing on what the assistant said is no fact
-# (``_relays_assistant``: "You said my husband's name is Ethan.").
+# (``syntax.relays_listener``: "You said my husband's name is Ethan.").
 FACTS_VERSION = 22
 KINDS = ("avoid", "diet", "medicine", "constraint", "preference", "person", "pet", "family", "schedule", "plan",
          "number", "budget", "identity", "stated")
@@ -234,7 +234,9 @@ def _extract(text: str, user: bool) -> tuple[FactDraft, ...]:
             here = []
         here = here or [d for d in (stated_fact(sentence, user) or changed_fact(sentence, user)
                                     or habitual_fact(sentence, user),) if d is not None]
-        if here and not (user and (_asks_work(sentence) or _relays_assistant(sentence))) and not hedged(sentence):
+        # what the assistant said, passed back by the user ("You said my husband's name is Ethan."), is no evidence
+        # of a fact about them: kept as one, a made-up answer repeated back would answer as memory
+        if here and not (user and (_asks_work(sentence) or relays_listener(sentence))) and not hedged(sentence):
             found += [_leaning(d, before) for d in here]
         before = sentence if not here and _specific(sentence) and not _asks(sentence) else None
     return tuple(found)
@@ -277,14 +279,6 @@ def _asks_work(sentence: str) -> bool:
     head, colon, rest = sentence.partition(": ")  # a label's colon, not a time's ("7:40")
     said = rest.strip() if colon and len(rest.split()) >= 3 else sentence
     return not _STANDING.search(said) and not _MEMORY_CUE.search(said) and asks_for_work(said)
-
-
-def _relays_assistant(sentence: str) -> bool:
-    """Whether a chat user's ``sentence`` passes on what the assistant said ("You said my husband's name is Ethan.",
-    ``syntax.relays_listener``): the assistant's words are no evidence of a fact about the user, and kept as one, a
-    made-up answer repeated back would answer as memory (``runtime.grounding`` keeps them out of a recall's
-    evidence too). Parsed only when it speaks to someone (``_SECOND_PERSON``)."""
-    return bool(_SECOND_PERSON.search(sentence)) and relays_listener(sentence)
 
 
 def _clause_facts(sentence: str, user: bool) -> list[FactDraft]:

@@ -1,5 +1,5 @@
-"""Whether a sentence asks for work to be done (an imperative), or tells what its speaker habitually does: read from
-its parse.
+"""Whether a sentence asks for work to be done (an imperative), tells what its speaker habitually does, relays
+someone else's claim or frames its own with doubt: read from its parse.
 
 A request is no claim about the speaker. "Book my usual table at the Italian place for Friday at 8pm." and
 "Schedule my piano lesson for Tuesdays at 5pm." are full of the user's own details, and the claim model
@@ -26,13 +26,20 @@ relays another's claim (``relays_other``): its words may read as a fact, but the
 it never replaces what the speaker told (``facts.supersedes``), and the speaker's own word bearing on a message as
 well answers first (``retrieval.facts.own_word``). Quotation marks make a quotation plain
 (``claims.mask_quotes``); reported speech has none, and the verb that reports it may be any ("swears", "insists",
-"reckons"), so the parse, not a list of such verbs, tells it.
+"reckons"), so the parse, not a list of such verbs, tells it. When the one who said it is the listener ("You said
+[my husband's name is Ethan].", ``relays_listener``), in a chat it is the assistant's word passed back: no fact, and
+no evidence for an answer (``facts``, ``runtime.grounding``).
+
+Where a sentence's framing words sit, for the hedge model (``hedge_features``, ``hedges``): a modal and the verb it
+carries, the adverbs of its main verb, and the clauses of the speaker's own that name nothing ("I think", "if I
+remember right"), each as the parse places it.
 
 The parse is spaCy's English pipeline, its tagger and parser (``models/manifest.toml``'s parser), loaded on first
 use, once a process: a few milliseconds a sentence, asked only of a chat user's sentence something else already
 took for a fact, of one in the first person naming something that nothing else took, of a fact about to replace
-another or best matching a message, or of a message the answer must classify. One parse at a time: a pipeline is not shared between
-threads. English only, as the rest of the facts layer.
+another or best matching a message, of a fact holding words of doubt or speaking to someone, or of a message the
+answer must classify. One parse at a time: a pipeline is not shared between threads. English only, as the rest of
+the facts layer.
 """
 
 from __future__ import annotations
@@ -61,6 +68,7 @@ DUMMY = frozenset(lexicon.words("dummy_subject"))  # "It turns out I'm ...": the
 LISTENER = frozenset(lexicon.words("second_person"))  # "you've probably seen": a doubt about the listener
 MAX_CHARS = 600  # a request, not a pasted page: longer text is not parsed
 _FIRST_PERSON = lexicon.pattern("first_person")
+_SECOND_PERSON = lexicon.pattern("second_person")
 _PARSING = threading.Lock()
 
 
@@ -170,8 +178,8 @@ def relays_listener(text: str) -> bool:
     """Whether a sentence of ``text`` relays what the one it is said to said ("You said my husband's name is
     Ethan.", "Earlier you told me I'm allergic to peanuts."): in a chat, the assistant's words, which are no
     evidence of a fact about the user, whoever repeats them. "As you said, ..." is the speaker's own claim (its
-    root is theirs)."""
-    return any(subject.lower_ in LISTENER for subject in _relayers(text))
+    root is theirs). Parsed only when it speaks to someone."""
+    return bool(_SECOND_PERSON.search(text)) and any(subject.lower_ in LISTENER for subject in _relayers(text))
 
 
 def _relayers(text: str) -> list[Any]:
@@ -237,7 +245,7 @@ def _states(clause: Any) -> bool:
     return bool(subjects) and not any(c.dep_ == "mark" and c.lower_ in ASKING for c in children)
 
 
-# What a clause's frame is read from for ``hedge_features``: a modal, an adverb, a marker ("if", "unless", "though")
+# What ``hedge_features`` reads: a verb's adverbs ("probably"), ...
 FRAME_MODIFIERS = frozenset({"advmod", "npadvmod"})
 FRAME_OBJECTS = frozenset({"dobj", "prep", "attr", "pobj", "dative", "oprd"})  # a clause that says something itself
 FRAME_CLAUSES = frozenset({"ccomp", "xcomp"})  # "I think [...]", "I seem [to be ...]"
@@ -250,9 +258,9 @@ CLAIM_CLAUSES = frozenset({"ROOT", "ccomp"})  # a sentence's main clause, and on
 @lru_cache(maxsize=1 << 12)
 def hedge_features(text: str) -> frozenset[str]:
     """The words that frame the claims of ``text``, each in the place the parse gives it, for the hedge model
-    (``hedges``): a modal with the "be" or "have" it carries, or any other verb (``md:could:be``,
-    ``md:could:do``: "could be" doubts, "could eat" does not), an adverb of a verb (``adv:probably``, ``adv:always``; an adjective's says how much, and counts
-    only in a frame: "pretty sure"), and each clause whose
+    (``hedges``): a modal with the "be" or "have" it carries, or with any other verb (``md:could:be``,
+    ``md:could:do``: "could be" doubts, "could eat" does not); an adverb of a verb (``adv:probably``,
+    ``adv:always``; an adjective's says how much, and counts only in a frame: "pretty sure"); and each clause whose
     subject is the speaker, a dummy "it" or none (a fragment's root) read as a frame when it names nothing (no
     object, no preposition): "[I think] ...", "[I'm not certain]", "[if I remember right]", "[No idea] if ...".
     A frame is its markers, a negation, its verb (any "be" read as ``be``, "seems" as "seem"), the adjective
@@ -313,7 +321,8 @@ def _frame(verb: Any, root: bool) -> str | None:
     if who is None or (who != "frag" and not verb.tag_.startswith(("VB", "JJ"))):
         return None
     said = [c for c in children if c.dep_ in ("acomp", "attr") and c.tag_.startswith("JJ")]
-    if any(c.dep_ in FRAME_OBJECTS and c not in said and not c.tag_.startswith(NAMING_NOTHING) for c in children) or any(
+    objects = [c for c in children if c.dep_ in FRAME_OBJECTS and c not in said]
+    if any(not c.tag_.startswith(NAMING_NOTHING) for c in objects) or any(
             c.dep_ in FRAME_OBJECTS or c.dep_ == "xcomp" for s in said for c in s.children):
         # "I'm not sure [about fancy restaurants]": it says something. An adjective's "to" is a preposition
         # the parser may read as a verb's ("allergic [to shellfish]" as "to" + a verb): not a clause it wraps.

@@ -109,23 +109,18 @@ def asks_only(text: str) -> bool:
 def tells(text: str) -> bool:
     """Whether ``text`` (a chat user's turn) tells something: a sentence of it has no question's form, is no
     request by its parse ("Any tips for keeping basil alive on a windowsill?" and "Suggest a dinner." tell nothing)
-    and does not pass on what the assistant said (``passes_on``)."""
-    return any(not asks_for_work(s) and not passes_on(s) for s in _unasked(text))
-
-
-def passes_on(sentence: str) -> bool:
-    """Whether a chat user's ``sentence`` passes on what the assistant said ("You said my husband's name is
-    Ethan.": ``syntax.relays_listener``): the assistant's words are no evidence of the user's, and taken as
-    theirs, a made-up answer would come back as memory. Parsed only when it speaks to someone."""
-    return bool(_SECOND_PERSON.search(sentence)) and relays_listener(sentence)
+    and does not pass on what the assistant said (``_own_part``)."""
+    return any(not asks_for_work(s) and not relays_listener(s) for s in _unasked(text))
 
 
 def _own_part(turn: Turn) -> Turn:
-    """A chat user's ``turn`` without its sentences that pass on the assistant's words (``passes_on``); any other
-    turn as it is (a transcript's "you" is another speaker)."""
+    """A chat user's ``turn`` without its sentences that pass on what the assistant said ("You said my husband's
+    name is Ethan.": ``syntax.relays_listener``): the assistant's words are no evidence of the user's, and taken as
+    theirs, a made-up answer would come back as memory. Any other turn as it is (a transcript's "you" is another
+    speaker)."""
     if turn.role != "user" or turn.speaker or not _SECOND_PERSON.search(turn.text):
         return turn
-    return replace(turn, text=" ".join(s.strip() for s in sentences(turn.text) if not passes_on(s)))
+    return replace(turn, text=" ".join(s.strip() for s in sentences(turn.text) if not relays_listener(s)))
 
 
 def _unasked(text: str) -> list[str]:

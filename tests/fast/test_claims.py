@@ -105,7 +105,7 @@ ASSISTANT_RELAYED = [
 def test_what_the_assistant_said_passed_back_is_no_fact(sentence, monkeypatch):
     assert relays_listener(sentence)
     assert extract(user(sentence)) == []
-    monkeypatch.setattr(facts_module, "_relays_assistant", lambda s: False)
+    monkeypatch.setattr(facts_module, "relays_listener", lambda s: False)
     facts_module._extract.cache_clear()
     try:
         assert extract(user(sentence))  # a fact by every other reading: the test could fail

@@ -91,7 +91,8 @@ def test_the_same_change_said_firmly_replaces_it():
     assert [f.turn for f in facts if f.current and "code" in f.text] == [1]
 
 
-@pytest.mark.parametrize("line", ["My sister is probably moving to Leeds in May.", "Maybe my brother lives in Leeds now."])
+@pytest.mark.parametrize("line", ["My sister is probably moving to Leeds in May.",
+                                  "Maybe my brother lives in Leeds now."])
 def test_a_transcripts_speaker_hedging_states_no_fact_either(line, monkeypatch):
     said = Turn(role="user", text=line, index=0, speaker="Caroline")
     assert extract(said) == []
