@@ -98,6 +98,17 @@ def warm() -> None:
         pipeline()
 
 
+PARSES_KEPT = 256  # the last parses, by text: a sentence an ingest reads for a request, a habit, a relay and a doubt
+
+
+@lru_cache(maxsize=PARSES_KEPT)
+def _parse(text: str) -> Any:
+    """``text``'s parse, once: the readings below ask of the same sentence in turn (a chat user's fact is read for a
+    request, a relay to the listener and a doubt). A parse is read, never changed."""
+    with _PARSING:
+        return pipeline()(text)
+
+
 @lru_cache(maxsize=1 << 14)
 def asks_for_work(text: str) -> bool:
     """Whether a sentence of ``text`` is a request: its root a base-form verb among its first words, with no
@@ -105,8 +116,7 @@ def asks_for_work(text: str) -> bool:
     words = text.split(maxsplit=1)
     if not words or len(text) > MAX_CHARS or _FIRST_PERSON.match(words[0]):
         return False  # a sentence that opens with its speaker ("I ...", "My sister ...") has its subject: no parse
-    with _PARSING:
-        parsed = pipeline()(text)
+    parsed = _parse(text)
     for sentence in parsed.sents:
         root = sentence.root
         if (root.tag_ != "VB" or root.i - sentence.start > OPENING
@@ -145,8 +155,7 @@ def tells_past(text: str, at: int) -> bool | None:
     ("I've booked it for Friday": done, for a day that may be to come), or when the text is too long to parse."""
     if not text or len(text) > MAX_CHARS or not 0 <= at < len(text):
         return None
-    with _PARSING:
-        parsed = pipeline()(text)
+    parsed = _parse(text)
     token = next((t for t in parsed if t.idx <= at < t.idx + len(t.text)), None)
     while token is not None and not token.tag_.startswith("VB"):
         token = None if token.head.i == token.i else token.head
@@ -162,7 +171,6 @@ def tells_past(text: str, at: int) -> bool | None:
     return token.tag_ == "VBD" or any(c.tag_ == "VBD" for c in helpers)
 
 
-@lru_cache(maxsize=1 << 12)
 def relays_other(text: str) -> bool:
     """Whether a sentence of ``text`` relays someone else's claim: its root a verb other than "be", its subject a
     person or thing other than the speaker (a noun, or a pronoun that is neither "I", "we" nor a dummy "it"), and
@@ -173,26 +181,26 @@ def relays_other(text: str) -> bool:
     return bool(_relayers(text))
 
 
-@lru_cache(maxsize=1 << 12)
 def relays_listener(text: str) -> bool:
     """Whether a sentence of ``text`` relays what the one it is said to said ("You said my husband's name is
     Ethan.", "Earlier you told me I'm allergic to peanuts."): in a chat, the assistant's words, which are no
     evidence of a fact about the user, whoever repeats them. "As you said, ..." is the speaker's own claim (its
     root is theirs). Parsed only when it speaks to someone."""
-    return bool(_SECOND_PERSON.search(text)) and any(subject.lower_ in LISTENER for subject in _relayers(text))
+    return bool(_SECOND_PERSON.search(text)) and any(subject in LISTENER for subject in _relayers(text))
 
 
-def _relayers(text: str) -> list[Any]:
-    """The subjects of the sentences of ``text`` that relay a claim (``relays_other``)."""
-    found = []
+@lru_cache(maxsize=1 << 12)
+def _relayers(text: str) -> tuple[str, ...]:
+    """The subjects (lower case) of the sentences of ``text`` that relay a claim (``relays_other``)."""
+    found: list[str] = []
     for root, children in _roots(text):
         if not root.tag_.startswith("VB") or root.lower_ in BE or root.lower_ in BE_PAST:
             continue
         subjects = [c for c in children if c.dep_ in ("nsubj", "nsubjpass") and c.i < root.i and _other(c)]
         asked = root.sent[-1].text == "?" or any(c.dep_ == "aux" and c.i < s.i for c in children for s in subjects)
         if subjects and not asked and any(c.dep_ == "ccomp" and c.i > root.i and _states(c) for c in children):
-            found += subjects  # not "Do you think the Hawks will make the playoffs?": a question relays nothing
-    return found
+            found += [s.lower_ for s in subjects]  # not "Do you think the Hawks will ...?": a question relays nothing
+    return tuple(found)
 
 
 def _roots(text: str) -> list[tuple[Any, list[Any]]]:
@@ -200,8 +208,7 @@ def _roots(text: str) -> list[tuple[Any, list[Any]]]:
     too long to parse."""
     if not text or len(text) > MAX_CHARS:
         return []
-    with _PARSING:
-        parsed = pipeline()(text)
+    parsed = _parse(text)
     return [(sentence.root, list(sentence.root.children)) for sentence in parsed.sents]
 
 
@@ -270,8 +277,7 @@ def hedge_features(text: str) -> frozenset[str]:
     found: set[str] = set()
     if not text or len(text) > MAX_CHARS:
         return frozenset()
-    with _PARSING:
-        parsed = pipeline()(text)
+    parsed = _parse(text)
     for token in parsed:
         if not _frames_claim(token.head):
             continue

@@ -307,15 +307,24 @@ def newer_alike(message: str, facts: Sequence[StandingFact], index: int, cosines
     message and, of its kind, ``ALIKE_COSINE`` of it in itself (``vectors``: the facts', normalized), or else is a
     new value of it by the pair model's ``ALIKE_PROBABILITY``; else None. The runner-up:
     the closest to the message of the facts but ``facts[index]`` (which the asked type may have put first)."""
+    runner = _close_runner(message, facts, index, cosines)
+    if runner is None or runner < index:
+        return None
+    return runner if one_thing(facts, index, runner, vectors) else None
+
+
+def _close_runner(message: str, facts: Sequence[StandingFact], index: int, cosines: np.ndarray) -> int | None:
+    """The runner-up for ``message`` (the closest to it by ``cosines`` of the facts but ``facts[index]``) when it is
+    within ``ALIKE_GAP`` of ``facts[index]`` and states what the message asks for as well; else None."""
     if len(facts) < 2:
         return None
     others = cosines.copy()
     others[index] = -np.inf
     runner = int(np.argmax(others))
-    if (runner < index or cosines[index] - cosines[runner] > ALIKE_GAP
+    if (cosines[index] - cosines[runner] > ALIKE_GAP
             or type_match(message, facts[runner].text) < type_match(message, facts[index].text)):
         return None
-    return runner if one_thing(facts, index, runner, vectors) else None
+    return runner
 
 
 def own_word(message: str, facts: Sequence[StandingFact], index: int, cosines: np.ndarray) -> int:
@@ -325,12 +334,8 @@ def own_word(message: str, facts: Sequence[StandingFact], index: int, cosines: n
     told of themselves answers before what they heard from others, when both bear on the message alike."""
     if len(facts) < 2 or not relays_other(facts[index].text):
         return index
-    others = cosines.copy()
-    others[index] = -np.inf
-    runner = int(np.argmax(others))
-    if (cosines[index] - cosines[runner] > ALIKE_GAP or facts[runner].speaker != facts[index].speaker
-            or type_match(message, facts[runner].text) < type_match(message, facts[index].text)
-            or relays_other(facts[runner].text)):
+    runner = _close_runner(message, facts, index, cosines)
+    if runner is None or facts[runner].speaker != facts[index].speaker or relays_other(facts[runner].text):
         return index
     return runner
 

@@ -38,7 +38,6 @@ from .selector import Injection
 
 _DIGITS = re.compile(r"\d+")
 _POLAR = lexicon.pattern("polar")  # "No, they are not."
-_SECOND_PERSON = lexicon.pattern("second_person")  # a sentence that speaks to someone
 # a list's numbering ("Basil: 1. Water it ... 2. ..."), at the start or after a line break or a sentence's end
 _ENUMERATOR = re.compile(r"(?:^|(?<=[\n:;.!?]))\s*\d{1,2}[.)]\s+")
 # a quotation mark: what follows it after a sentence's end opens a sentence (". \"This")
@@ -118,9 +117,11 @@ def _own_part(turn: Turn) -> Turn:
     name is Ethan.": ``syntax.relays_listener``): the assistant's words are no evidence of the user's, and taken as
     theirs, a made-up answer would come back as memory. Any other turn as it is (a transcript's "you" is another
     speaker)."""
-    if turn.role != "user" or turn.speaker or not _SECOND_PERSON.search(turn.text):
+    if turn.role != "user" or turn.speaker:
         return turn
-    return replace(turn, text=" ".join(s.strip() for s in sentences(turn.text) if not relays_listener(s)))
+    said = sentences(turn.text)
+    own = [s.strip() for s in said if not relays_listener(s)]
+    return turn if len(own) == len(said) else replace(turn, text=" ".join(own))
 
 
 def _unasked(text: str) -> list[str]:
