@@ -279,7 +279,7 @@ def hedge_features(text: str) -> frozenset[str]:
         return frozenset()
     parsed = _parse(text)
     for token in parsed:
-        if not _frames_claim(token.head):
+        if not _frames_claim(_framed(token.head)):
             continue
         if token.tag_ == "MD":  # "could be", "might have" apart from "could eat": two readings of one word
             carried = _verb_word(token.head)
@@ -289,6 +289,15 @@ def hedge_features(text: str) -> frozenset[str]:
     for sentence in parsed.sents:
         found.update(f for f in (_frame(token, token.i == sentence.root.i) for token in sentence) if f)
     return frozenset(found)
+
+
+def _framed(verb: Any) -> Any:
+    """The verb whose claim ``verb`` frames when it is a participle with no subject of its own set before it
+    ("[Hypothetically speaking], I live in Oslo."): its words frame that claim; else ``verb`` itself."""
+    while (verb.dep_ == "advcl" and verb.tag_ in ("VBG", "VBN") and verb.i < verb.head.i
+           and not any(c.dep_ in SUBJECTS for c in verb.children)):
+        verb = verb.head
+    return verb
 
 
 def _frames_claim(verb: Any) -> bool:
