@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 import sys
 import time
+from collections.abc import Callable
 
 import numpy as np
 
@@ -77,17 +78,20 @@ def fit(train: list[tuple[str, int]], folds: int = 5) -> HedgeModel:
     return HedgeModel({n: w for n, w in weights.items() if abs(w) >= MIN_WEIGHT}, bias, round(threshold, 4))
 
 
-def scores(model: HedgeModel, data: list[tuple[str, int]], examples: bool = True) -> dict:
-    """Hedges found and firm statements kept; with ``examples``, the sentences read wrongly (not of a held-out set:
-    counts only)."""
-    said = [(model.hedged(s), y) for s, y in data]
-    hedged = sum(y for _, y in data)
-    result = {"sentences": len(data), "hedged": hedged,
-              "hedges_found": round(sum(1 for h, y in said if h and y) / max(1, hedged), 3),
-              "firm_kept": round(sum(1 for h, y in said if not h and not y) / max(1, len(data) - hedged), 3)}
+def scores(read: Callable[[str], bool], data: list[tuple[str, int]], examples: bool = True,
+           names: tuple[str, str, str] = ("hedged", "hedges", "firm")) -> dict:
+    """Hedges found by ``read`` and firm statements kept; with ``examples``, the sentences read wrongly (not of a
+    held-out set: counts only). ``names``: what the labelled sentences, those found and those kept are called
+    (the scene model's figures are named its own way: ``benchmarks/scenes.py``)."""
+    positive, found, kept = names
+    said = [(read(s), y) for s, y in data]
+    count = sum(y for _, y in data)
+    result = {"sentences": len(data), positive: count,
+              f"{found}_found": round(sum(1 for h, y in said if h and y) / max(1, count), 3),
+              f"{kept}_kept": round(sum(1 for h, y in said if not h and not y) / max(1, len(data) - count), 3)}
     if examples:
-        result["hedges_missed"] = [s for (s, y), (h, _) in zip(data, said) if y and not h][:10]
-        result["firm_hedged"] = [s for (s, y), (h, _) in zip(data, said) if not y and h][:10]
+        result[f"{found}_missed"] = [s for (s, y), (h, _) in zip(data, said) if y and not h][:10]
+        result[f"{kept}_{positive}"] = [s for (s, y), (h, _) in zip(data, said) if not y and h][:10]
     return result
 
 
@@ -102,10 +106,10 @@ def main() -> None:
     hedge_features.cache_clear()
     warm()  # the parser's load is no statement's cost
     started = time.perf_counter()
-    held = scores(model, heldout, examples=False)
+    held = scores(model.hedged, heldout, examples=False)
     took = 1000 * (time.perf_counter() - started) / max(1, len(heldout))
     report({"threshold": model.threshold, "features": len(model.weights),
-            "train": scores(model, train), "check": scores(model, rows("hedges_check")),
+            "train": scores(model.hedged, train), "check": scores(model.hedged, rows("hedges_check")),
             "heldout_phrasing_statements": held,
             "heldout_parsed": round(sum(map(model.may_hedge, (s for s, _ in heldout))) / max(1, len(heldout)), 3),
             "heldout_ms_per_statement": round(took, 3)}, args.json)

@@ -32,6 +32,7 @@ from .claims import fact_model, is_claim, is_request, mask_quotes, states_fact
 from .dates import format_day
 from .hedges import hedged
 from .records import Turn
+from .scenes import imagined
 from .syntax import asks_for_work, relays_listener, relays_other, states_habit
 from .text import CONTACT, NAME_MID_SENTENCE, content_words, fold_plural, sentences
 
@@ -56,8 +57,9 @@ from .text import CONTACT, NAME_MID_SENTENCE, content_words, fold_plural, senten
 # 20: a fact relaying someone else's claim replaces none (``syntax.relays_other``: "My friend said she's no longer
 # allergic to sesame."). 21: a chat user's statement they hedge is no fact (``hedges``: "I might be gluten
 # intolerant.", "My code is 4471, I think."). 22: a chat user's line passing on what the assistant said is no fact
-# (``syntax.relays_listener``: "You said my husband's name is Ethan.").
-FACTS_VERSION = 22
+# (``syntax.relays_listener``: "You said my husband's name is Ethan."). 23: a statement set in a made-up world is no
+# fact (``scenes``: "In my novel, the heroine is allergic to sesame.").
+FACTS_VERSION = 23
 KINDS = ("avoid", "diet", "medicine", "constraint", "preference", "person", "pet", "family", "schedule", "plan",
          "number", "budget", "identity", "stated")
 # A fact the cues below have no words for, found by the fact model (``claims.states_fact``): whatever it is about.
@@ -235,8 +237,10 @@ def _extract(text: str, user: bool) -> tuple[FactDraft, ...]:
         here = here or [d for d in (stated_fact(sentence, user) or changed_fact(sentence, user)
                                     or habitual_fact(sentence, user),) if d is not None]
         # what the assistant said, passed back by the user ("You said my husband's name is Ethan."), is no evidence
-        # of a fact about them: kept as one, a made-up answer repeated back would answer as memory
-        if here and not (user and (_asks_work(sentence) or relays_listener(sentence))) and not hedged(sentence):
+        # of a fact about them: kept as one, a made-up answer repeated back would answer as memory; nor is what
+        # they doubt, or set in a made-up world
+        if (here and not (user and (_asks_work(sentence) or relays_listener(sentence))) and not hedged(sentence)
+                and not imagined(sentence, user)):
             found += [_leaning(d, before) for d in here]
         before = sentence if not here and _specific(sentence) and not _asks(sentence) else None
     return tuple(found)

@@ -66,6 +66,13 @@ def embedder_path(path: str | os.PathLike | None = None) -> Path:
     return _model_directory("embedder", path, "modules.json", "config.json", "a sentence-transformers model")
 
 
+def default_embedder_path() -> Path:
+    """The default embedder's directory (the manifest's package), whatever ``$LOCALPAGER_EMBEDDER`` says: what
+    models fitted on its word vectors read (``word_vectors``)."""
+    spec = manifest()["embedder"]
+    return _package_file(spec["package"], lambda f: str(f) == f"{spec['directory']}/modules.json").parent
+
+
 def parser_path(path: str | os.PathLike | None = None) -> Path:
     """The spaCy pipeline directory: ``path``, else ``$LOCALPAGER_PARSER``, else the manifest default."""
     return _model_directory("parser", path, "config.cfg", "config.cfg", "a spaCy pipeline")

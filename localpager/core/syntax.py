@@ -47,7 +47,7 @@ from __future__ import annotations
 import sys
 import threading
 from functools import cache, lru_cache
-from typing import Any
+from typing import Any, NamedTuple
 
 from . import lexicon
 
@@ -298,6 +298,53 @@ def _framed(verb: Any) -> Any:
            and not any(c.dep_ in SUBJECTS for c in verb.children)):
         verb = verb.head
     return verb
+
+
+class Scene(NamedTuple):
+    """A preposition setting the scene of a claim (``scenes``): its words ("In my novel"), its noun with the words
+    compounded into it or describing it ("novel", "murder mystery party"), and how it is set (``marks``: the
+    preposition, the noun's determiner, a plural noun, a clause describing it, the sentence opening with it)."""
+
+    words: str
+    noun: str
+    marks: frozenset[str]
+
+
+def scenes(text: str) -> tuple[Scene, ...]:
+    """Each preposition of ``text`` that sets the scene of a claim (``_scene``). Which scenes are made up is the
+    scene model's to say (``core.scenes``). None for an empty or overlong text."""
+    if not text or len(text) > MAX_CHARS:
+        return ()
+    parsed = _parse(text)
+    found = []
+    for token in parsed:
+        if token.dep_ == "prep" and (noun := _scene(token)) is not None:
+            named = [c.text for c in noun.lefts if c.dep_ in ("compound", "amod")] + [noun.text]
+            determiner = next((c.lower_ for c in noun.children if c.dep_ in ("det", "poss")), None)
+            marks = {f"prep:{token.lower_}", f"det:{determiner}"}
+            marks |= {"plural"} if noun.tag_ in ("NNS", "NNPS") else set()
+            marks |= {"described"} if any(c.dep_ in ("relcl", "acl") for c in noun.children) or (
+                token.head.dep_ == "advcl" and token.head.i > noun.i) else set()  # "In the game [I'm playing], ..."
+            marks |= {"first"} if token.i == token.sent.start else set()
+            found.append(Scene(parsed[token.i:noun.i + 1].text, " ".join(named), frozenset(marks)))
+    return tuple(found)
+
+
+def _scene(preposition: Any) -> Any:
+    """The noun of a preposition setting the scene of a claim: one set before the verb of the main clause ("[In my
+    novel], the heroine is ...", "[At work], I'm ...") or describing its subject ("My character [in the campaign]
+    is ..."). Which scenes are a made-up world and which the speaker's own is learned (``core.scenes``), not
+    listed. None for any other preposition ("I live [in Oslo]")."""
+    head = preposition.head
+    verb = head.head if head.dep_ in SUBJECTS else head
+    # a clause set before the main one that the preposition opens: "[In the game] I'm playing, my character ..."
+    # (a relative clause read as the main verb's), "[In the film] made last year, ..."
+    while verb.dep_ == "advcl" and verb.i < verb.head.i and all(
+            preposition.i < c.i for c in verb.children if c.dep_ in SUBJECTS):
+        verb = verb.head
+    if not _frames_claim(verb) or not (head.i != verb.i or preposition.i < verb.i):
+        return None
+    return next((c for c in preposition.children if c.dep_ == "pobj"), None)
 
 
 def _frames_claim(verb: Any) -> bool:

@@ -296,3 +296,19 @@ def test_the_assistants_words_passed_back_never_answer_as_memory(tmp_path, backe
         assert "ethan" not in answer.answer.lower() and answer.trace.decision != "fact"
     assert "Freya" in chat.ask("What's my sister called?").answer  # the user's own word still answers
     lp.close()
+
+
+def test_a_statement_set_in_a_made_up_world_never_answers_as_memory(tmp_path, backend):
+    """Issue 38 item 2's "a hypothetical": a statement set in a story or a game ("For the improv game tonight, I'm
+    allergic to sesame.") is no fact, so the user's own allergy is the one the answer quotes. Before, both lines
+    were facts and the answer quoted all three, the screenplay's "I'm not allergic to anything." first."""
+    lp = LocalPager(tmp_path / "scene.db", backend=backend)
+    chat = lp.conversation("scene", create=True)
+    for text in ["I'm allergic to penicillin.", "In the screenplay I'm writing, I'm not allergic to anything.",
+                 "For the improv game tonight, I'm allergic to sesame.",
+                 "Any tips for keeping basil alive on a windowsill?"]:
+        chat.add_turn("user", text)
+    assert [f.text for f in chat.facts() if f.current] == ["I'm allergic to penicillin."]
+    trace = chat.ask("What am I allergic to?").trace
+    assert trace.decision == "fact" and [f["text"] for f in trace.facts] == ["I'm allergic to penicillin."]
+    lp.close()
