@@ -28,6 +28,7 @@ from functools import lru_cache
 
 from . import lexicon, supersede
 from .answer_types import stated_types
+from .changes import CHANGE_CUE  # the newer statement says its value changed: "actually", "moved", "now", "new"
 from .claims import fact_model, is_claim, is_request, mask_quotes, states_fact
 from .dates import format_day
 from .hedges import hedged
@@ -113,8 +114,6 @@ _MEMORY_CUE = lexicon.pattern("memory_cue")  # "remember", "don't forget": askin
 _ELIDED = lexicon.pattern("elided")
 # Words that only say which kind a statement is (or that it changed): not which slot it fills
 _GENERIC = frozenset(fold_plural(w) for w in lexicon.words("generic"))
-# The newer statement says its value changed: "actually", "moved", "now", "new", "raised"
-CHANGE_CUE = lexicon.pattern("change_cue")
 # ... in words that say nothing else ("now" and "new" say a lot else: "I'm now mentoring", "a new recipe"): what a
 # statement of another kind than the one it changes needs
 _CHANGED = lexicon.pattern("changed")

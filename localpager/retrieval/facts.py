@@ -29,7 +29,8 @@ import numpy as np
 from ..core.answer_types import asked_types, asks_when_past, stated_types
 from ..core.answer_types import match as type_match
 from ..core import lexicon, supersede
-from ..core.facts import CHANGE_CUE, STATED, StandingFact
+from ..core.changes import says_changed
+from ..core.facts import STATED, StandingFact
 from ..core.syntax import relays_other
 from ..core.text import NAME_MID_SENTENCE, content_words, is_question, sentences
 from .answerable import speakers_named
@@ -278,9 +279,9 @@ def _replacing(model: supersede.SupersedeModel, new: StandingFact, old: Standing
 
 # The runner-up for a message, said later than its best fact, answers in its place when it is nearly as close to the
 # message, close to the best fact itself and of its kind (or a new value of it by the pair model: below), and says
-# that something changed ("actually", "switched", "now": the lexicon's ``change_cue``): the newer value of one thing,
-# which the supersession models, reading the pair alone, took for a second thing; the message asking for one of them
-# tells that they are one. Without the change said, two
+# that something changed (``changes.says_changed``: "actually", "switched", "now", or words the change model
+# learned): the newer value of one thing, which the supersession models, reading the pair alone, took for a second
+# thing; the message asking for one of them tells that they are one. Without the change said, two
 # values that both stand (two allergies) would give way to each other. Chosen on generated conversations (40 each) of
 # the trained kinds (seed 0) and the development and training kind sets (700, 900): questions about a changed fact
 # answered with an older statement while the newest stood went 6 -> 4, 32 -> 31 and 7 -> 7, and no question about a
@@ -346,7 +347,7 @@ def one_thing(facts: Sequence[StandingFact], a: int, b: int, vectors: np.ndarray
     it, or a new value of it by the pair model's ``ALIKE_PROBABILITY`` (``vectors``: the facts', normalized); and
     the later one is the speaker's own claim, not one relayed (``syntax.relays_other``)."""
     old, new = facts[min(a, b)], facts[max(a, b)]
-    if a == b or new.speaker != old.speaker or not CHANGE_CUE.search(new.text):
+    if a == b or new.speaker != old.speaker or not says_changed(new.text):
         return False
     cosine, model = float(vectors[a] @ vectors[b]), supersede.dense_model()
     alike = (new.kind == old.kind and cosine >= ALIKE_COSINE) or (
@@ -371,12 +372,12 @@ def newer_needed(message: str, facts: Sequence[StandingFact], index: int, scores
                  threshold: float) -> int | None:
     """The newest fact said after ``facts[index]`` by the same speaker whose pair-bank score (``scores``: each
     fact's, ``PairBank.scores``) clears the bank's ``threshold`` and is within ``NEEDED_GAP`` of the chosen
-    fact's, that says something changed (``CHANGE_CUE``), states what ``message`` asks for at least as well and
-    relays no one else's claim (``syntax.relays_other``); else None."""
+    fact's, that says something changed (``changes.says_changed``), states what ``message`` asks for at least as
+    well and relays no one else's claim (``syntax.relays_other``); else None."""
     asked = type_match(message, facts[index].text)
     later = [j for j in range(index + 1, len(facts))
              if facts[j].speaker == facts[index].speaker and scores[j] >= threshold
-             and scores[j] >= scores[index] - NEEDED_GAP and CHANGE_CUE.search(facts[j].text)
+             and scores[j] >= scores[index] - NEEDED_GAP and says_changed(facts[j].text)
              and type_match(message, facts[j].text) >= asked and not relays_other(facts[j].text)]
     return later[-1] if later else None
 
@@ -574,13 +575,13 @@ class FactRanker:
         is), or when either says that something changed (an older and a newer value of one thing that supersession
         took for two: the newer answers alone); never a value the best replaced."""
         best, scoring = hit.fact, self._scorings.get(message)
-        if hit.by_pairs or scoring is None or best.kind == STATED or CHANGE_CUE.search(best.text):
+        if hit.by_pairs or scoring is None or best.kind == STATED or says_changed(best.text):
             return []
         skip = {id(best), *(id(f) for f in hit.replaced)}
         also = []
         for j, fact in enumerate(scoring.facts):  # the facts the best was chosen among (``of_named``)
             if (id(fact) in skip or fact.kind != best.kind or fact.speaker != best.speaker
-                    or CHANGE_CUE.search(fact.text)):
+                    or says_changed(fact.text)):
                 continue
             features = scoring.features(j)
             probability = self.model.probability(features)

@@ -29,7 +29,7 @@ def test_every_entry_is_used_and_every_name_in_a_pattern_is_an_entry() -> None:
         for ref in re.findall(r"<([a-z][a-z0-9_]*)>", text):
             assert ref == "words" and "words" in entry or ref in entries, f"{name} names <{ref}>"
             named.add(ref)
-    readers = ("facts.py", "answer_types.py", "claims.py", "text.py", "syntax.py", "../retrieval/gate.py",
+    readers = ("facts.py", "answer_types.py", "changes.py", "claims.py", "text.py", "syntax.py", "../retrieval/gate.py",
                "../retrieval/facts.py", "../runtime/grounding.py")
     source = "".join((CORE / f).read_text(encoding="utf-8") for f in readers)
     by_code = {n for n in entries if f'"{n}"' in source or n.split("_")[0] in ("cue", "asks", "states")}

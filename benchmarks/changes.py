@@ -1,0 +1,95 @@
+"""The change model (``core.changes``): fitted on the training sets' corrections, measured on sets never fitted on.
+
+Rows are the templates of the phrasing sets (tuning, dev, dev2) and of the development and training kind sets: a
+kind's first statements (``says``) against its corrections (``updates``), the value's slot left out. A feature seen
+in fewer than ``MIN_SUPPORT`` rows is not learned (a word of one template would weigh as a change). The threshold
+is the lowest at which, out of fold, at most ``MAX_FIRST_CHANGED`` of the first statements read as changes. Measured,
+never tuned on: the held-out and check phrasings and the held-out kinds (rates only), each beside the lexicon's
+change words alone and either of the two (``changes.says_changed``).
+
+    .venv/bin/python benchmarks/changes.py          # measure the shipped model
+    .venv/bin/python benchmarks/changes.py --fit    # fit it again and write localpager/core/data/change_model.json
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+
+import numpy as np
+
+from claims import DATA, ROOT, arguments, report, write_model
+from localpager.core import changes as changes_module
+from localpager.core.changes import CHANGE_CUE, MODEL_FILE, ChangeModel, features, shipped_model
+from localpager.lab.fitting import fit_presence_logistic
+
+MODEL_PATH = ROOT / "localpager" / "core" / "data" / MODEL_FILE
+TRAIN_SETS = ("phrasing_tuning", "phrasing_dev", "phrasing_dev2", "kinds_dev", "kinds_train")
+CHECK_SETS = ("phrasing_heldout", "phrasing_check", "kinds_heldout")
+MIN_SUPPORT = 3
+MAX_FIRST_CHANGED = 0.05
+L2 = 1.0
+
+
+def rows(names: tuple[str, ...]) -> list[tuple[str, int]]:
+    """(template, 1 if a correction) of the sets ``names``, the value's slot left out."""
+    out = []
+    for name in names:
+        for kind in json.loads((DATA / f"{name}.json").read_text(encoding="utf-8"))["kinds"].values():
+            out += [(t, 0) for t in kind["says"]] + [(t, 1) for t in kind.get("updates", [])]
+    return [(re.sub(r"\{\w+\}", " ", t), label) for t, label in out]
+
+
+def fit(train: list[tuple[str, int]], folds: int = 5) -> ChangeModel:
+    """The model on every row, its features those seen in ``MIN_SUPPORT`` rows, its threshold the lowest at which
+    at most ``MAX_FIRST_CHANGED`` of the first statements read as changes out of fold."""
+    found = [features(t) for t, _ in train]
+    seen: dict[str, int] = {}
+    for row in found:
+        for f in row:
+            seen[f] = seen.get(f, 0) + 1
+    found = [frozenset(f for f in row if seen[f] >= MIN_SUPPORT) for row in found]
+    y = np.array([label for _, label in train], dtype=float)
+    held = np.zeros(len(y))
+    for k in range(folds):
+        part = np.arange(len(y)) % folds == k
+        weights, bias = fit_presence_logistic([r for r, out in zip(found, part) if not out], y[~part], l2=L2)
+        fold = ChangeModel(weights, bias)
+        held[part] = [fold.probability_of(r) for r, out in zip(found, part) if out]
+    weights, bias = fit_presence_logistic(found, y, l2=L2)
+    first = np.sort(held[y == 0])[::-1]
+    threshold = float(first[int(MAX_FIRST_CHANGED * len(first))]) + 1e-4
+    return ChangeModel(weights, bias, round(max(threshold, 0.5), 4))
+
+
+def rates(read, data: list[tuple[str, int]]) -> dict:
+    """Corrections read as changes, and first statements read as changes."""
+    said = [(read(t), label) for t, label in data]
+    corrections = sum(label for _, label in data)
+    return {"corrections": corrections, "first_statements": len(data) - corrections,
+            "corrections_found": round(sum(s for s, label in said if label) / max(1, corrections), 3),
+            "first_read_as_changed": round(sum(s for s, label in said if not label)
+                                           / max(1, len(data) - corrections), 3)}
+
+
+def main() -> None:
+    args = arguments(__doc__, MODEL_PATH)
+    train = rows(TRAIN_SETS)
+    model = fit(train) if args.fit else shipped_model()
+    if args.fit:
+        write_model(MODEL_PATH, model.to_json(), "changes.py")
+        changes_module.shipped_model.cache_clear()
+        changes_module.says_changed.cache_clear()
+    result = {"threshold": model.threshold, "features": len(model.weights),
+              "train": rates(lambda t: model.probability(t) >= model.threshold, train)}
+    for name in CHECK_SETS:
+        data = rows((name,))
+        result[name] = {"change_words": rates(lambda t: bool(CHANGE_CUE.search(t)), data),
+                        "model": rates(lambda t: model.probability(t) >= model.threshold, data),
+                        "either": rates(changes_module.says_changed, data)}
+    report(result, args.json)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

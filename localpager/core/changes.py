@@ -1,0 +1,65 @@
+"""Whether a statement says that something changed ("I moved everything over to Monzo last month.", "Turns out
+I've been squeezing into the wrong size; a proper fitting put me at EU 38."): a newer value of what the user told
+before, which should answer in the older one's place, and not a second thing that stands beside it.
+
+The lexicon's change words (``change_cue``: "now", "switched", "no longer") are what someone wrote down; people
+say a change in words no one listed ("Got fed up with the fees and took my current account to ...", "a proper
+fitting put me at ..."). A small logistic model over a statement's words and word pairs, learned from the phrasing
+and kind sets' corrections against their first statements (``python benchmarks/changes.py --fit``, weights in
+``core/data/change_model.json``), reads those; a statement says that something changed when either does. Its
+threshold lets few first statements through: a first statement read as a change would let two values that both
+stand (two allergies) give way to each other. English only.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from functools import lru_cache
+from importlib import resources
+
+from . import lexicon
+from .text import tokenize_words
+
+MODEL_FILE = "change_model.json"
+CHANGE_CUE = lexicon.pattern("change_cue")
+
+
+def features(text: str) -> frozenset[str]:
+    """A statement's words and its pairs of neighbouring words (``tokenize_words``: lower case)."""
+    words = tokenize_words(text)
+    return frozenset(words + [f"{a}_{b}" for a, b in zip(words, words[1:])])
+
+
+@dataclass(frozen=True)
+class ChangeModel:
+    """Weights over ``features``, a bias and the threshold at or above which a statement says something changed."""
+
+    weights: dict[str, float] = field(default_factory=dict)
+    bias: float = 0.0
+    threshold: float = 0.5
+
+    def probability(self, text: str) -> float:
+        return self.probability_of(features(text))
+
+    def probability_of(self, found: frozenset[str]) -> float:
+        z = self.bias + sum(self.weights.get(f, 0.0) for f in found)
+        return 1.0 / (1.0 + math.exp(-max(-50.0, min(50.0, z))))
+
+    def to_json(self) -> dict:
+        return {"bias": self.bias, "threshold": self.threshold, "weights": self.weights}
+
+
+@lru_cache(maxsize=1)
+def shipped_model() -> ChangeModel:
+    """The fitted change model shipped with the package (``core/data/change_model.json``)."""
+    data = json.loads(resources.files("localpager.core").joinpath("data", MODEL_FILE).read_text(encoding="utf-8"))
+    return ChangeModel(data["weights"], data["bias"], data["threshold"])
+
+
+@lru_cache(maxsize=1 << 14)
+def says_changed(text: str) -> bool:
+    """Whether ``text`` says that something changed: a change word of the lexicon's, or the model's reading."""
+    model = shipped_model()
+    return bool(CHANGE_CUE.search(text)) or model.probability(text) >= model.threshold
