@@ -4,8 +4,8 @@ role-play, I'm a pilot."): it says nothing of the speaker's own life, so it is n
 Which scenes are made up cannot be listed: a user brings a screenplay, a D&D session or a thought experiment as
 readily as a novel. The parse finds the preposition that sets a claim's scene (``syntax.scenes``: one set before
 the main clause's verb, or describing its subject) and how it is set (the preposition, "my" or "the", a clause
-describing it); the default embedder's word vectors (``word_vectors``) say what its noun means, so "sitcom" lies
-near "play" and "screenplay" near "script" though no training sentence holds them. A logistic model over both,
+describing it); the default embedder's word vectors (``word_vectors``) say what its noun means, so "screenplay"
+lies near "script" and "novel" though no training sentence holds it. A logistic model over both,
 learned from labelled sentences (``lab/data/scenes_train.json``: made-up scenes against the speaker's own, "At
 work, ...", "In my family, ...", "In real life, ...", with the scenes of every claim and fact the claim and fact
 models are fitted on), says which scenes are made up. Refit with ``python benchmarks/scenes.py --fit`` (it writes
