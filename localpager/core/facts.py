@@ -114,8 +114,9 @@ _MEMORY_CUE = lexicon.pattern("memory_cue")  # "remember", "don't forget": askin
 _ELIDED = lexicon.pattern("elided")
 # Words that only say which kind a statement is (or that it changed): not which slot it fills
 _GENERIC = frozenset(fold_plural(w) for w in lexicon.words("generic"))
-# ... in words that say nothing else ("now" and "new" say a lot else: "I'm now mentoring", "a new recipe"): what a
-# statement of another kind than the one it changes needs
+# A newer statement saying its value changed in words that say nothing else (unlike ``CHANGE_CUE``'s "now" and
+# "new", which say a lot else: "I'm now mentoring", "a new recipe"): what a statement of another kind than the one it
+# changes needs
 _CHANGED = lexicon.pattern("changed")
 # In a recall's notes (``retrieval.rerank``) a later turn replaces an earlier one only when it says that something
 # changed, in these narrower words, and ranks among the best three turns. With similarity and margin alone,
