@@ -22,7 +22,7 @@ import numpy as np
 from claims import DATA, ROOT, arguments, report, write_model
 from localpager.core import changes as changes_module
 from localpager.core.changes import CHANGE_CUE, MODEL_FILE, ChangeModel, features, shipped_model
-from localpager.lab.fitting import fit_presence_logistic
+from localpager.lab.fitting import fit_presence_logistic, threshold_above
 
 MODEL_PATH = ROOT / "localpager" / "core" / "data" / MODEL_FILE
 TRAIN_SETS = ("phrasing_tuning", "phrasing_dev", "phrasing_dev2", "kinds_dev", "kinds_train")
@@ -58,9 +58,7 @@ def fit(train: list[tuple[str, int]], folds: int = 5) -> ChangeModel:
         fold = ChangeModel(weights, bias)
         held[part] = [fold.probability_of(r) for r, out in zip(found, part) if out]
     weights, bias = fit_presence_logistic(found, y, l2=L2)
-    first = np.sort(held[y == 0])[::-1]
-    threshold = float(first[int(MAX_FIRST_CHANGED * len(first))]) + 1e-4
-    return ChangeModel(weights, bias, round(max(threshold, 0.5), 4))
+    return ChangeModel(weights, bias, round(threshold_above(held[y == 0], MAX_FIRST_CHANGED, floor=0.5), 4))
 
 
 def rates(read, data: list[tuple[str, int]]) -> dict:

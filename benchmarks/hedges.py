@@ -27,7 +27,7 @@ from claims import DATA, ROOT, TRAIN_PHRASINGS, arguments, fact_rows, labelled, 
 from localpager.core import hedges as hedges_module
 from localpager.core.hedges import MODEL_FILE, HedgeModel, shipped_model
 from localpager.core.syntax import hedge_features, warm
-from localpager.lab.fitting import fit_presence_logistic
+from localpager.lab.fitting import fit_presence_logistic, threshold_above
 
 MODEL_PATH = ROOT / "localpager" / "core" / "data" / MODEL_FILE
 MAX_FIRM_HEDGED = 0.01
@@ -73,8 +73,7 @@ def fit(train: list[tuple[str, int]], folds: int = 5) -> HedgeModel:
         fold = HedgeModel(weights, bias)
         held[part] = [fold.probability(f) for f, out in zip(found, part) if out]
     weights, bias = fit_presence_logistic(found, y)
-    firm = np.sort(held[y == 0])[::-1]
-    threshold = max(0.5, float(firm[int(MAX_FIRM_HEDGED * len(firm))]) + 1e-4)
+    threshold = threshold_above(held[y == 0], MAX_FIRM_HEDGED, floor=0.5)
     return HedgeModel({n: w for n, w in weights.items() if abs(w) >= MIN_WEIGHT}, bias, round(threshold, 4))
 
 

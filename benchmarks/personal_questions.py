@@ -37,7 +37,7 @@ from localpager.core import claims as claims_module  # noqa: E402
 from localpager.core.claims import ClaimModel, mask_quotes  # noqa: E402
 from localpager.core.personal import MODEL_FILE, VALUE_MODEL_FILE, personal_model, value_model  # noqa: E402
 from localpager.core.text import is_question  # noqa: E402
-from localpager.lab.fitting import fit_logistic  # noqa: E402
+from localpager.lab.fitting import fit_raw_logistic, threshold_above  # noqa: E402
 from localpager.retrieval import personal_vectors  # noqa: E402
 from localpager.retrieval.embedder import default_embedder  # noqa: E402
 from localpager.retrieval.personal_vectors import PersonalQuestions, VectorQuestionModel, frame_logit  # noqa: E402
@@ -112,8 +112,7 @@ def value_rates(model: ClaimModel, name: str, rng: random.Random) -> dict:
 def fit(rows: list[tuple[str, int]]) -> ClaimModel:
     """The lowest threshold at which at most ``MAX_GENERAL`` of the general questions, out of fold, are personal."""
     model, held = out_of_fold(rows, worded=False)
-    general = np.sort(held[np.array([y for _, y in rows]) == 0])[::-1]
-    threshold = float(general[int(MAX_GENERAL * len(general))]) + 1e-4
+    threshold = threshold_above(held[np.array([y for _, y in rows]) == 0], MAX_GENERAL)
     return ClaimModel(model.weights, model.bias, round(threshold, 4))
 
 
@@ -125,10 +124,8 @@ def _vector_rows(embed, rows: list[tuple[str, int]]) -> np.ndarray:
 
 
 def _logistic(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, float]:
-    """Weights over raw features and a bias (the standardisation folded in)."""
-    beta, mean, scale = fit_logistic(x, y, np.ones(len(y)))
-    weights = beta[1:] / scale
-    return weights, float(beta[0] - weights @ mean)
+    """Weights over raw features and a bias (the standardisation folded in), every row weighing one."""
+    return fit_raw_logistic(x, y, np.ones(len(y)))
 
 
 def fit_vectors(rows: list[tuple[str, int]], embed, folds: int = 5) -> VectorQuestionModel:
@@ -140,11 +137,10 @@ def fit_vectors(rows: list[tuple[str, int]], embed, folds: int = 5) -> VectorQue
         part = np.arange(len(y)) % folds == k
         w, b = _logistic(x[~part], y[~part])
         held[part] = 1 / (1 + np.exp(-(x[part] @ w + b)))
-    general = np.sort(held[y == 0])[::-1]
     w, b = _logistic(x, y)
     probe = rows[0][0]
     vector = np.asarray(embed([probe]), dtype=np.float64)[0]
-    threshold = round(float(general[int(MAX_GENERAL * len(general))]) + 1e-4, 4)
+    threshold = round(threshold_above(held[y == 0], MAX_GENERAL), 4)
     return VectorQuestionModel(w[:-1], float(w[-1]), b, threshold, probe, vector / np.linalg.norm(vector))
 
 

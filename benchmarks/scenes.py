@@ -28,7 +28,7 @@ from localpager.core import scenes as scenes_module
 from localpager.core.scenes import MODEL_FILE, SceneModel, shipped_model
 from localpager.core.syntax import scenes, warm
 from localpager.core.word_vectors import default_vectors
-from localpager.lab.fitting import fit_logistic
+from localpager.lab.fitting import fit_raw_logistic, threshold_above
 
 MODEL_PATH = ROOT / "localpager" / "core" / "data" / MODEL_FILE
 MAX_REAL_IMAGINED = 0.01
@@ -57,13 +57,11 @@ def fit(train: list[tuple[str, int]], folds: int = 5) -> SceneModel:
     held = np.zeros(len(y))
     for k in range(folds):
         part = fold == k
-        beta, mean, scale = fit_logistic(x[~part], y[~part], balance[~part], L2)
-        held[part] = 1 / (1 + np.exp(-(beta[0] + ((x[part] - mean) / scale) @ beta[1:])))
-    beta, mean, scale = fit_logistic(x, y, balance, L2)
-    weights = beta[1:] / scale
-    bias = float(beta[0] - weights @ mean)
-    real = np.sort([max(held[sentence == n]) for n in set(sentence[y == 0])])[::-1]
-    threshold = max(0.5, float(real[int(MAX_REAL_IMAGINED * len(real))]) + 1e-4)
+        weights, bias = fit_raw_logistic(x[~part], y[~part], balance[~part], L2)
+        held[part] = 1 / (1 + np.exp(-(x[part] @ weights + bias)))
+    weights, bias = fit_raw_logistic(x, y, balance, L2)
+    real = [max(held[sentence == n]) for n in set(sentence[y == 0])]
+    threshold = threshold_above(real, MAX_REAL_IMAGINED, floor=0.5)
     dense = vectors.dimensions
     marks = {name: round(float(w), 6) for name, w in zip(names, weights[dense:]) if abs(w) >= 1e-6}
     openers = {scene.words.split()[0].lower() for _, scene, label in found if label and "first" in scene.marks}

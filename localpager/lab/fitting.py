@@ -30,6 +30,21 @@ def fit_logistic(x: np.ndarray, y: np.ndarray, weight: np.ndarray, l2: float = 1
     return beta, mean, scale
 
 
+def fit_raw_logistic(x: np.ndarray, y: np.ndarray, weight: np.ndarray, l2: float = 1.0) -> tuple[np.ndarray, float]:
+    """``fit_logistic`` with its standardisation folded in: (weights over the raw features, bias), what a model
+    that reads raw values at run time keeps."""
+    beta, mean, scale = fit_logistic(x, y, weight, l2)
+    weights = beta[1:] / scale
+    return weights, float(beta[0] - weights @ mean)
+
+
+def threshold_above(negatives: np.ndarray, share: float, floor: float = 0.0) -> float:
+    """The lowest threshold at which at most ``share`` of ``negatives`` (out-of-fold scores of what must not pass)
+    reach it: just above the highest of them that may not; at least ``floor``."""
+    ranked = np.sort(np.asarray(negatives, dtype=float))[::-1]
+    return max(floor, float(ranked[int(share * len(ranked))]) + 1e-4)
+
+
 def fit_model(names: Sequence[str], x: np.ndarray, y: np.ndarray, weight: np.ndarray, threshold: float = 0.5,
               l2: float = 1.0) -> GateModel:
     """A ``GateModel`` over the features ``names`` (the columns of ``x``), fitted on (x, y) weighted."""
