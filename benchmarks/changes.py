@@ -1,4 +1,4 @@
-"""The change model (``core.changes``): fitted on the training sets' corrections, measured on sets never fitted on.
+"""The change and addition models (``core.changes``): fitted on the training sets, measured on sets never fitted on.
 
 Rows are the templates of the phrasing sets (tuning, dev, dev2) and of the development and training kind sets: a
 kind's first statements (``says``) against its corrections (``updates``), the value's slot left out. A feature seen
@@ -7,8 +7,14 @@ is the lowest at which, out of fold, at most ``MAX_FIRST_CHANGED`` of the first 
 never tuned on: the held-out and check phrasings and the held-out kinds (rates only), each beside the lexicon's
 change words alone and either of the two (``changes.says_changed``).
 
-    .venv/bin/python benchmarks/changes.py          # measure the shipped model
-    .venv/bin/python benchmarks/changes.py --fit    # fit it again and write localpager/core/data/change_model.json
+The addition model's rows are the sentences of ``lab/data/additions_train.json`` (one more of something, against a
+change) with the training sets' corrections as changes; its threshold is the lowest at which, out of fold, at most
+``MAX_CORRECTIONS_ADDED`` of the changes read as additions. Measured on ``additions_check.json`` (written apart) and
+on the held-out sets' corrections (the share read as additions).
+
+    .venv/bin/python benchmarks/changes.py          # measure the shipped models
+    .venv/bin/python benchmarks/changes.py --fit    # fit them again and write localpager/core/data/change_model.json
+                                                    # and addition_model.json
 """
 
 from __future__ import annotations
@@ -21,14 +27,17 @@ import numpy as np
 
 from claims import DATA, ROOT, arguments, report, write_model
 from localpager.core import changes as changes_module
-from localpager.core.changes import CHANGE_CUE, MODEL_FILE, ChangeModel, features, shipped_model
+from localpager.core.changes import (ADDITION_FILE, CHANGE_CUE, MODEL_FILE, ChangeModel, addition_model, features,
+                                     shipped_model)
 from localpager.lab.fitting import fit_presence_logistic, threshold_above
 
 MODEL_PATH = ROOT / "localpager" / "core" / "data" / MODEL_FILE
+ADDITION_PATH = MODEL_PATH.with_name(ADDITION_FILE)
 TRAIN_SETS = ("phrasing_tuning", "phrasing_dev", "phrasing_dev2", "kinds_dev", "kinds_train")
 CHECK_SETS = ("phrasing_heldout", "phrasing_check", "kinds_heldout")
 MIN_SUPPORT = 3
 MAX_FIRST_CHANGED = 0.05
+MAX_CORRECTIONS_ADDED = 0.02
 L2 = 1.0
 
 
@@ -41,9 +50,17 @@ def rows(names: tuple[str, ...]) -> list[tuple[str, int]]:
     return [(re.sub(r"\{\w+\}", " ", t), label) for t, label in out]
 
 
-def fit(train: list[tuple[str, int]], folds: int = 5) -> ChangeModel:
+def addition_rows(name: str, changes: list[tuple[str, int]] = ()) -> list[tuple[str, int]]:
+    """(sentence, 1 if it tells one more of something) of ``lab/data/{name}.json``, with ``changes``' corrections
+    as changes."""
+    data = json.loads((DATA / f"{name}.json").read_text(encoding="utf-8"))
+    return ([(t, 1) for t in data["added"]] + [(t, 0) for t in data["replaced"]]
+            + [(t, 0) for t, label in changes if label])
+
+
+def fit(train: list[tuple[str, int]], max_negative: float = MAX_FIRST_CHANGED, folds: int = 5) -> ChangeModel:
     """The model on every row, its features those seen in ``MIN_SUPPORT`` rows, its threshold the lowest at which
-    at most ``MAX_FIRST_CHANGED`` of the first statements read as changes out of fold."""
+    at most ``max_negative`` of the rows labelled 0 read as 1 out of fold."""
     found = [features(t) for t, _ in train]
     seen: dict[str, int] = {}
     for row in found:
@@ -58,7 +75,7 @@ def fit(train: list[tuple[str, int]], folds: int = 5) -> ChangeModel:
         fold = ChangeModel(weights, bias)
         held[part] = [fold.probability_of(r) for r, out in zip(found, part) if out]
     weights, bias = fit_presence_logistic(found, y, l2=L2)
-    return ChangeModel(weights, bias, round(threshold_above(held[y == 0], MAX_FIRST_CHANGED, floor=0.5), 4))
+    return ChangeModel(weights, bias, round(threshold_above(held[y == 0], max_negative, floor=0.5), 4))
 
 
 def rates(read, data: list[tuple[str, int]]) -> dict:
@@ -71,14 +88,27 @@ def rates(read, data: list[tuple[str, int]]) -> dict:
                                            / max(1, len(data) - corrections), 3)}
 
 
+def additions(read, data: list[tuple[str, int]]) -> dict:
+    """Additions read as additions, and changes read as additions."""
+    said = [(read(t), label) for t, label in data]
+    added = sum(label for _, label in data)
+    return {"additions": added, "changes": len(data) - added,
+            "additions_found": round(sum(s for s, label in said if label) / max(1, added), 3),
+            "changes_read_as_added": round(sum(s for s, label in said if not label) / max(1, len(data) - added), 3)}
+
+
 def main() -> None:
     args = arguments(__doc__, MODEL_PATH)
     train = rows(TRAIN_SETS)
+    added_train = addition_rows("additions_train", train)
     model = fit(train) if args.fit else shipped_model()
+    adding = fit(added_train, MAX_CORRECTIONS_ADDED) if args.fit else addition_model()
     if args.fit:
         write_model(MODEL_PATH, model.to_json(), "changes.py")
-        changes_module.shipped_model.cache_clear()
-        changes_module.says_changed.cache_clear()
+        write_model(ADDITION_PATH, adding.to_json(), "changes.py")
+        for cached in (changes_module.shipped_model, changes_module.addition_model, changes_module.adds,
+                       changes_module.says_changed):
+            cached.cache_clear()
     result = {"threshold": model.threshold, "features": len(model.weights),
               "train": rates(lambda t: model.probability(t) >= model.threshold, train)}
     for name in CHECK_SETS:
@@ -86,6 +116,12 @@ def main() -> None:
         result[name] = {"change_words": rates(lambda t: bool(CHANGE_CUE.search(t)), data),
                         "model": rates(lambda t: model.probability(t) >= model.threshold, data),
                         "either": rates(changes_module.says_changed, data)}
+    reads_added = lambda t: adding.probability(t) >= adding.threshold  # noqa: E731
+    result["addition"] = {"threshold": adding.threshold, "features": len(adding.weights),
+                          "train": additions(reads_added, added_train),
+                          "additions_check": additions(reads_added, addition_rows("additions_check"))}
+    for name in CHECK_SETS:  # the held-out sets' corrections read as additions (their first statements are no changes)
+        result["addition"][name] = additions(reads_added, [(t, 0) for t, label in rows((name,)) if label])
     report(result, args.json)
 
 

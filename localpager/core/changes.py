@@ -8,7 +8,14 @@ fitting put me at ..."). A small logistic model over a statement's words and wor
 and kind sets' corrections against their first statements (``python benchmarks/changes.py --fit``, weights in
 ``core/data/change_model.json``), reads those; a statement says that something changed when either does. Its
 threshold lets few first statements through: a first statement read as a change would let two values that both
-stand (two allergies) give way to each other. English only.
+stand (two allergies) give way to each other.
+
+A statement can say "now" or "new" and still tell one more of something, not another value of it ("I'm now allergic
+to kiwi as well.", "Now we also have a dog called Pip."): what it tells stands beside what was told before. A second
+model of the same form, fitted on sentences written for it (``lab/data/additions_train.json``) against the training
+sets' corrections (``core/data/addition_model.json``), reads that (``adds``); such a statement says no change and
+replaces nothing. Its threshold lets few corrections through: one read as an addition leaves the older value
+standing beside it. English only.
 """
 
 from __future__ import annotations
@@ -23,6 +30,7 @@ from . import lexicon
 from .text import tokenize_words
 
 MODEL_FILE = "change_model.json"
+ADDITION_FILE = "addition_model.json"
 CHANGE_CUE = lexicon.pattern("change_cue")
 
 
@@ -34,7 +42,8 @@ def features(text: str) -> frozenset[str]:
 
 @dataclass(frozen=True)
 class ChangeModel:
-    """Weights over ``features``, a bias and the threshold at or above which a statement says something changed."""
+    """Weights over ``features``, a bias and the threshold at or above which a statement says what the model reads
+    (that something changed; for the addition model, that one more of something was added)."""
 
     weights: dict[str, float] = field(default_factory=dict)
     bias: float = 0.0
@@ -51,15 +60,33 @@ class ChangeModel:
         return {"bias": self.bias, "threshold": self.threshold, "weights": self.weights}
 
 
+def _load(name: str) -> ChangeModel:
+    data = json.loads(resources.files("localpager.core").joinpath("data", name).read_text(encoding="utf-8"))
+    return ChangeModel(data["weights"], data["bias"], data["threshold"])
+
+
 @lru_cache(maxsize=1)
 def shipped_model() -> ChangeModel:
     """The fitted change model shipped with the package (``core/data/change_model.json``)."""
-    data = json.loads(resources.files("localpager.core").joinpath("data", MODEL_FILE).read_text(encoding="utf-8"))
-    return ChangeModel(data["weights"], data["bias"], data["threshold"])
+    return _load(MODEL_FILE)
+
+
+@lru_cache(maxsize=1)
+def addition_model() -> ChangeModel:
+    """The fitted addition model shipped with the package (``core/data/addition_model.json``)."""
+    return _load(ADDITION_FILE)
+
+
+@lru_cache(maxsize=1 << 14)
+def adds(text: str) -> bool:
+    """Whether ``text`` tells one more of something ("We adopted a second cat last week."): by the addition model."""
+    model = addition_model()
+    return model.probability(text) >= model.threshold
 
 
 @lru_cache(maxsize=1 << 14)
 def says_changed(text: str) -> bool:
-    """Whether ``text`` says that something changed: a change word of the lexicon's, or the model's reading."""
+    """Whether ``text`` says that something changed: a change word of the lexicon's, or the change model's reading;
+    and it tells no addition (``adds``)."""
     model = shipped_model()
-    return bool(CHANGE_CUE.search(text)) or model.probability(text) >= model.threshold
+    return (bool(CHANGE_CUE.search(text)) or model.probability(text) >= model.threshold) and not adds(text)

@@ -29,6 +29,7 @@ from functools import lru_cache
 from . import lexicon, supersede
 from .answer_types import stated_types
 from .changes import CHANGE_CUE  # the newer statement says its value changed: "actually", "moved", "now", "new"
+from .changes import adds
 from .claims import fact_model, is_claim, is_request, mask_quotes, states_fact
 from .dates import format_day
 from .hedges import hedged
@@ -543,7 +544,8 @@ def supersedes(new: FactDraft | StandingFact, old: FactDraft | StandingFact) -> 
     things of its kind: the plumber's number is not the accountant's). Two allergies, two friends or two classes
     share no slot word and are two things to the model, so both stand. A newer fact that relays someone else's
     claim ("My friend said she's no longer allergic to sesame.": ``syntax.relays_other``) replaces nothing: the
-    speaker did not say it changed."""
+    speaker did not say it changed. Nor does one that tells one more of something ("I'm now allergic to kiwi as
+    well.": ``changes.adds``): it stands beside the older."""
     if new.text == old.text or new.speaker != old.speaker:
         return False
     if not _by_slot(new, old):
@@ -551,7 +553,7 @@ def supersedes(new: FactDraft | StandingFact, old: FactDraft | StandingFact) -> 
         model = supersede.default_model()
         if not a.keys & b.keys or model.probability(supersede.pair_features(a, b)) < model.threshold:
             return False
-    return not relays_other(new.text)
+    return not relays_other(new.text) and not adds(new.text)
 
 
 def _keys(fact: FactDraft | StandingFact) -> frozenset[str]:

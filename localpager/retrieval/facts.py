@@ -29,7 +29,7 @@ import numpy as np
 from ..core.answer_types import asked_types, asks_when_past, stated_types
 from ..core.answer_types import match as type_match
 from ..core import lexicon, supersede
-from ..core.changes import says_changed
+from ..core.changes import adds, says_changed
 from ..core.facts import STATED, StandingFact
 from ..core.syntax import relays_other
 from ..core.text import NAME_MID_SENTENCE, content_words, is_question, sentences
@@ -256,7 +256,8 @@ def newer_value(facts: Sequence[StandingFact], index: int, vectors: np.ndarray) 
     fact only with facts it shares a word with; "I cancelled that and pay for Apple TV now instead." shares none
     with "I watch everything on Netflix.", and both stay current, so the older would answer. ``facts`` in the order
     they were said; ``vectors``: theirs, normalized. One that relays someone else's claim replaces nothing
-    (``syntax.relays_other``), as at ingest (``facts.supersedes``)."""
+    (``syntax.relays_other``), nor one that tells one more of something (``changes.adds``), as at ingest
+    (``facts.supersedes``)."""
     model = supersede.dense_model()
     if model is None or index == len(facts) - 1:
         return None
@@ -266,7 +267,8 @@ def newer_value(facts: Sequence[StandingFact], index: int, vectors: np.ndarray) 
         new = facts[index + 1 + offset]
         if new.speaker != old.speaker or cosines[offset] < NEWER_MIN_COSINE:
             continue
-        if _replacing(model, new, old, float(cosines[offset])) >= model.threshold and not relays_other(new.text):
+        if (_replacing(model, new, old, float(cosines[offset])) >= model.threshold and not relays_other(new.text)
+                and not adds(new.text)):
             return index + 1 + offset
     return None
 

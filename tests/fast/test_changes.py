@@ -10,7 +10,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from localpager.core.changes import CHANGE_CUE, ChangeModel, features, says_changed, shipped_model
+from localpager.core.changes import (CHANGE_CUE, ChangeModel, addition_model, adds, features, says_changed,
+                                     shipped_model)
+from localpager.core.facts import facts_of
+from localpager.core.records import Turn
 
 # told in words the lexicon's change list does not hold: before the model, none of them read as a change
 CHANGED_IN_OTHER_WORDS = [
@@ -56,6 +59,51 @@ def test_the_shipped_model_lets_few_first_statements_through():
     model = shipped_model()
     assert 0.5 <= model.threshold < 1 and model.weights
     assert sum(model.probability(s) >= model.threshold for s in FIRST_STATEMENTS) == 0
+
+
+# one more of something, told with the lexicon's change words ("now", "new"): before the addition model each read as a
+# change, and a change lets the older value give way
+ADDITIONS = [
+    "I've now become allergic to kiwi as well.",
+    "Now we've got a dog too, called Pip.",
+    "We now have a second car, an electric Mini.",
+    "I also play in a five-a-side team now.",
+]
+CHANGES = ["I moved to Lyon in May.", "My new dentist is Dr Shah; the old one retired.", "I'm now a vegan.",
+           "Now I work from home on Fridays."]
+
+
+@pytest.mark.parametrize("sentence", ADDITIONS)
+def test_one_more_of_something_says_no_change(sentence):
+    assert CHANGE_CUE.search(sentence)  # the lexicon alone reads a change
+    assert adds(sentence) and not says_changed(sentence)
+
+
+@pytest.mark.parametrize("sentence", CHANGES)
+def test_a_change_is_no_addition(sentence):
+    assert not adds(sentence) and says_changed(sentence)
+
+
+def test_the_shipped_addition_model_lets_few_changes_through():
+    model = addition_model()
+    assert 0.5 <= model.threshold < 1 and model.weights
+    assert not any(model.probability(s) >= model.threshold for s in CHANGED_IN_OTHER_WORDS + CHANGES)
+
+
+@pytest.mark.parametrize("first, more", [
+    ("My son plays football.", "My son now plays cricket as well."),
+    ("We have a cat called Miso.", "We now have another cat too, called Tofu."),
+    ("I volunteer at the food bank on Saturdays.", "I now also volunteer at the library on Saturdays."),
+])
+def test_an_addition_replaces_nothing_at_ingest(first, more):
+    # the two share their slot's words and "now" says a change: the written slot rule took the newer for the older's
+    # new value, and the older stopped standing
+    assert [f.current for f in facts_of([Turn("user", first, 0), Turn("user", more, 1)])] == [True, True]
+
+
+def test_a_change_still_replaces_at_ingest():
+    said = ["My son plays football.", "My son switched from football to cricket."]
+    assert [f.current for f in facts_of([Turn("user", text, i) for i, text in enumerate(said)])] == [False, True]
 
 
 @settings(max_examples=60, deadline=None)

@@ -42,6 +42,9 @@ def test_a_change_in_other_words_answers_with_the_newer_value(embed):
     (["I'm allergic to peanuts.", "I'm also allergic to shellfish."], "Am I allergic to peanuts?"),
     (["My sister Ana lives in Lisbon.", "My brother Tom lives in Berlin."], "Where does my sister live?"),
     (["My dentist is Dr Okafor.", "Change of plans, I'm now on flight KL 119."], "Who is my dentist?"),
+    # one more of something, told with "now": read as a change, the newer answered in the older's place
+    (["I'm allergic to walnuts.", "I've now become allergic to kiwi as well."], "What am I allergic to?"),
+    (["We have a cat called Miso.", "Now we've got a dog too, called Pip."], "What's my cat called?"),
 ])
 def test_two_different_things_never_replace_each_other(said, question, embed):
     hit = _ranker(said, embed).best(question)
