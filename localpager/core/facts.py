@@ -60,8 +60,9 @@ from .text import CONTACT, NAME_MID_SENTENCE, content_words, fold_plural, senten
 # allergic to sesame."). 21: a chat user's statement they hedge is no fact (``hedges``: "I might be gluten
 # intolerant.", "My code is 4471, I think."). 22: a chat user's line passing on what the assistant said is no fact
 # (``syntax.relays_listener``: "You said my husband's name is Ethan."). 23: a statement set in a made-up world is no
-# fact (``scenes``: "In my novel, the heroine is allergic to sesame.").
-FACTS_VERSION = 23
+# fact (``scenes``: "In my novel, the heroine is allergic to sesame."). 24: a fact telling one more of something
+# replaces none (``changes.adds``: "My son now plays cricket as well.").
+FACTS_VERSION = 24
 KINDS = ("avoid", "diet", "medicine", "constraint", "preference", "person", "pet", "family", "schedule", "plan",
          "number", "budget", "identity", "stated")
 # A fact the cues below have no words for, found by the fact model (``claims.states_fact``): whatever it is about.
