@@ -35,7 +35,7 @@ from .dates import format_day
 from .hedges import hedged
 from .records import Turn
 from .scenes import imagined
-from .syntax import asks_for_work, relays_listener, relays_other, states_habit
+from .syntax import asks_for_work, relays_listener, relays_other, speaker_left_out, states_habit
 from .text import CONTACT, NAME_MID_SENTENCE, content_words, fold_plural, sentences
 
 # The extractor's version: a conversation whose facts an older one made gets them made again. 2: quotations and
@@ -61,8 +61,9 @@ from .text import CONTACT, NAME_MID_SENTENCE, content_words, fold_plural, senten
 # intolerant.", "My code is 4471, I think."). 22: a chat user's line passing on what the assistant said is no fact
 # (``syntax.relays_listener``: "You said my husband's name is Ethan."). 23: a statement set in a made-up world is no
 # fact (``scenes``: "In my novel, the heroine is allergic to sesame."). 24: a fact telling one more of something
-# replaces none (``changes.adds``: "My son now plays cricket as well.").
-FACTS_VERSION = 24
+# replaces none (``changes.adds``: "My son now plays cricket as well."). 25: a chat user's note that leaves out its
+# subject is read with the speaker put back (``syntax.speaker_left_out``: "Been playing the oboe since primary school.").
+FACTS_VERSION = 25
 KINDS = ("avoid", "diet", "medicine", "constraint", "preference", "person", "pet", "family", "schedule", "plan",
          "number", "budget", "identity", "stated")
 # A fact the cues below have no words for, found by the fact model (``claims.states_fact``): whatever it is about.
@@ -244,8 +245,27 @@ def _extract(text: str, user: bool) -> tuple[FactDraft, ...]:
         if (here and not (user and (_asks_work(sentence) or relays_listener(sentence))) and not hedged(sentence)
                 and not imagined(sentence, user)):
             found += [_leaning(d, before) for d in here]
+        elif not here and user:
+            here = _said_of_self(sentence)
+            found += here
         before = sentence if not here and _specific(sentence) and not _asks(sentence) else None
     return tuple(found)
+
+
+def _said_of_self(sentence: str) -> list[FactDraft]:
+    """The facts of a chat user's note that leaves out its subject, the speaker ("Sold the old dinghy and bought a
+    bigger one, called Puffin.", "Tattoo update: got the old one lasered off and replaced with a koi carp.",
+    "Been drinking oat milk for years."), read with it put back (``syntax.speaker_left_out``): the extractor's
+    cues and models all want a subject, and read without one, no such sentence stated a fact. The text stays the
+    user's own. Asked last, of a claim with no first person (a parse costs milliseconds)."""
+    line = _statement(sentence)
+    if not line or _FIRST_PERSON.search(line) or not is_claim(line):
+        return []
+    head, colon, rest = line.partition(": ") if _labelled(line) else ("", "", line)
+    restored = speaker_left_out(rest)
+    if restored is None:
+        return []
+    return [replace(d, text=_whole(sentence)) for d in _extract(f"{head}{colon}{restored}", True)]
 
 
 def _leaning(fact: FactDraft, before: str | None) -> FactDraft:

@@ -147,6 +147,34 @@ def states_habit(text: str) -> bool:
     return False
 
 
+PAST_FORMS = frozenset({"VBD", "VBN"})  # "Sold the old dinghy ...", "Moved to the night shift."
+
+
+@lru_cache(maxsize=1 << 14)
+def speaker_left_out(text: str) -> str | None:
+    """``text`` with its subject put back when a note leaves out the speaker ("Sold the old dinghy and bought a
+    bigger one." -> "I sold the old dinghy ...", "Been drinking oat milk for years." -> "I've been drinking ..."):
+    its first word the root verb in the past ("Sold") or the "been" of a perfect ("Been drinking"), with no subject.
+    A present verb first is a request ("Book ...") or leaves out another subject ("Sounds good.": it); None for
+    those, a question and a text of several sentences or too long to parse."""
+    if not text or len(text) > MAX_CHARS or text.rstrip().endswith("?"):
+        return None
+    sentences = list(_parse(text).sents)
+    if len(sentences) != 1:
+        return None
+    root = sentences[0].root
+    first = sentences[0][0]
+    if any(c.dep_ in SUBJECTS for c in root.children):
+        return None
+    lower = text[:1].lower() + text[1:]
+    been = first.tag_ == "VBN" and first.lower_ == "been"  # a perfect's participle: "Been vegan for years."
+    if first.i == root.i and root.tag_ in PAST_FORMS:
+        return f"I've {lower}" if been else f"I {lower}"
+    if first.head.i == root.i and first.dep_ == "aux" and been and root.tag_ == "VBG":
+        return f"I've {lower}"
+    return None
+
+
 @lru_cache(maxsize=1 << 12)
 def tells_past(text: str, at: int) -> bool | None:
     """Whether the clause of ``text`` holding the character at ``at`` tells of the past: its verb in the past tense

@@ -1,4 +1,4 @@
-"""The English parser's reading of a request and of a habit (``core.syntax``) and where its pipeline is found
+"""The English parser's reading of a request, of a habit and of a note that leaves out its speaker (``core.syntax``) and where its pipeline is found
 (``models/manifest.toml``'s parser). Sentences written for these tests."""
 
 from __future__ import annotations
@@ -9,7 +9,9 @@ import sys
 import pytest
 
 from localpager.core.modelpaths import ModelNotFoundError, parser_path
-from localpager.core.syntax import asks_for_work, states_habit
+from localpager.core.facts import extract
+from localpager.core.records import Turn
+from localpager.core.syntax import asks_for_work, speaker_left_out, states_habit
 
 
 @pytest.mark.parametrize("sentence", [
@@ -62,6 +64,44 @@ def test_a_plain_present_of_the_speaker_with_a_particular_object_states_a_habit(
 ])
 def test_an_event_a_wish_an_opinion_a_remark_or_another_subject_is_no_habit(sentence):
     assert not states_habit(sentence)
+
+
+# notes that leave out their speaker, written for these tests: without the subject put back, none became a fact
+LEFT_OUT = [
+    ("Switched from the Vespa to an electric scooter, a Niu.", "I switched from"),
+    ("Been playing the oboe since primary school.", "I've been playing"),
+    ("Grew up in Tromsø and still ski most weekends in winter.", "I grew up"),
+]
+
+
+@pytest.mark.parametrize("sentence, restored", LEFT_OUT)
+def test_a_note_that_leaves_out_its_speaker_is_read_with_it_put_back(sentence, restored):
+    assert speaker_left_out(sentence).startswith(restored)
+    facts = extract(Turn("user", sentence, 0))
+    assert [f.text for f in facts] == [sentence]  # the user's own words, as said
+
+
+def test_after_a_label_too():
+    sentence = "Knee update: had the surgery and now wear a brace for hiking."
+    assert [f.text for f in extract(Turn("user", sentence, 0))] == [sentence]
+
+
+@pytest.mark.parametrize("sentence", [
+    "Sounds good.",  # a present verb first leaves out another subject ("it")
+    "Book me a table for two.",  # a request
+    "Went to Lisbon?",  # a question
+    "Had a great time at the party.",  # put back, an event: the extractor takes no fact from "I had a great time"
+    "Missed the bus again.",
+    "Been a long week.",
+])
+def test_a_remark_an_event_a_request_or_a_question_states_nothing(sentence):
+    assert extract(Turn("user", sentence, 0)) == []
+
+
+def test_an_assistant_or_a_transcripts_speaker_is_not_read_so():
+    sentence = LEFT_OUT[0][0]
+    assert extract(Turn("assistant", sentence, 0)) == []
+    assert extract(Turn("user", LEFT_OUT[1][0], 0, speaker="Ana")) == []  # a transcript's line is not parsed so
 
 
 def test_the_parser_loads_without_pytorch():
