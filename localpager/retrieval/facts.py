@@ -162,7 +162,8 @@ class FactScoring:
         runner = int(np.argmax(rest)) if len(cosines) > 1 else None
         second = float(rest[runner]) if runner is not None else -math.inf
         alike = None
-        if vectors is not None and runner is not None and one_thing(facts, first, runner, vectors):
+        if vectors is not None and runner is not None and (one_thing(facts, first, runner, vectors)
+                                                           or side_by_side(facts, first, runner, vectors)):
             rest[runner] = -math.inf
             alike = (runner, float(rest.max()))
         return cls(message, facts, cosines, parts, types, avoid, (first, float(cosines[first]), second),
@@ -355,6 +356,19 @@ def one_thing(facts: Sequence[StandingFact], a: int, b: int, vectors: np.ndarray
     alike = (new.kind == old.kind and cosine >= ALIKE_COSINE) or (
         model is not None and _replacing(model, new, old, cosine) >= ALIKE_PROBABILITY)
     return alike and not relays_other(new.text)
+
+
+def side_by_side(facts: Sequence[StandingFact], a: int, b: int, vectors: np.ndarray) -> bool:
+    """Whether the later of ``facts[a]`` and ``facts[b]`` tells one more of what the earlier told (``changes.adds``:
+    "We have a cat called Miso." then "Now we've got a dog too, called Pip."), by the same speaker, of its kind (or
+    of none the extractor named: ``stated``) and within ``ALIKE_COSINE`` of it: two answers to one question ("Which
+    pets do I have?"), not rivals. A chat user's facts only: in a transcript "too" more often echoes the other
+    speaker ("I love traveling too.") than adds to one's own; read so, LoCoMo's facts rose for 87 of its 1,986
+    questions, some past the fact model's threshold with a fact of another thing."""
+    old, new = facts[min(a, b)], facts[max(a, b)]
+    return (a != b and new.speaker is None and old.speaker is None
+            and (new.kind == old.kind or STATED in (new.kind, old.kind))
+            and adds(new.text) and float(vectors[a] @ vectors[b]) >= ALIKE_COSINE)
 
 
 # A later fact the pair bank says a message like this one needs as much as the chosen one answers in its place when it
@@ -580,9 +594,11 @@ class FactRanker:
         if hit.by_pairs or scoring is None or best.kind == STATED or says_changed(best.text):
             return []
         skip = {id(best), *(id(f) for f in hit.replaced)}
+        # the runner-up that tells one more of what the best told (``side_by_side``), whatever kind the extractor gave it
+        beside = scoring.alike[0] if scoring.alike is not None and adds(scoring.facts[scoring.alike[0]].text) else None
         also = []
         for j, fact in enumerate(scoring.facts):  # the facts the best was chosen among (``of_named``)
-            if (id(fact) in skip or fact.kind != best.kind or fact.speaker != best.speaker
+            if (id(fact) in skip or (fact.kind != best.kind and j != beside) or fact.speaker != best.speaker
                     or says_changed(fact.text)):
                 continue
             features = scoring.features(j)

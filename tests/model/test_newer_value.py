@@ -97,3 +97,18 @@ def test_the_users_own_word_answers_before_a_claim_they_relay(embed):
         "I'm badly allergic to sesame")
     # asked about what Tom said, his claim is still the answer
     assert ranker.best("What did Tom say about my allergy?").fact.text == said[2]
+
+
+@pytest.mark.parametrize("said, question", [
+    (["We have a cat called Miso.", "I'm allergic to walnuts.", "Now we've got a dog too, called Pip."],
+     "Which pets do I have?"),
+    (["My son plays football on Saturdays.", "I'm allergic to walnuts.", "My son now plays cricket as well, on Sundays."],
+     "What sports does my son play?"),
+])
+def test_one_more_of_something_answers_beside_the_first(said, question, embed):
+    # the two were each other's rival in the fact model's lead, which left neither sure (the pets: 0.03, and the pair
+    # bank answered with the allergy); an addition stands beside the first, and both answer
+    ranker = _ranker(said, embed)
+    hit = ranker.best(question)
+    quoted = {hit.fact.text, *(h.fact.text for h in ranker.also(question, hit))}
+    assert quoted == {said[0], said[2]} and ranker.gives(hit)
