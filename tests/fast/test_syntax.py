@@ -7,6 +7,8 @@ import subprocess
 import sys
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from localpager.core.modelpaths import ModelNotFoundError, parser_path
 from localpager.core.facts import extract
@@ -102,6 +104,13 @@ def test_an_assistant_or_a_transcripts_speaker_is_not_read_so():
     sentence = LEFT_OUT[0][0]
     assert extract(Turn("assistant", sentence, 0)) == []
     assert extract(Turn("user", LEFT_OUT[1][0], 0, speaker="Ana")) == []  # a transcript's line is not parsed so
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.text(max_size=200))
+def test_any_text_is_read_with_its_speaker_put_back_or_not(text):
+    restored = speaker_left_out(text)
+    assert restored is None or (restored.startswith(("I ", "I've ")) and restored.endswith(text[1:]))
 
 
 def test_the_parser_loads_without_pytorch():
