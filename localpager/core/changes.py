@@ -12,10 +12,11 @@ stand (two allergies) give way to each other.
 
 A statement can say "now" or "new" and still tell one more of something, not another value of it ("I'm now allergic
 to kiwi as well.", "Now we also have a dog called Pip."): what it tells stands beside what was told before. A second
-model of the same form, fitted on sentences written for it (``lab/data/additions_train.json``) against the training
-sets' corrections (``core/data/addition_model.json``), reads that (``adds``); such a statement says no change and
-replaces nothing. Its threshold lets few corrections through: one read as an addition leaves the older value
-standing beside it. English only.
+model of the same form reads that (``adds``; ``core/data/addition_model.json``), fitted on additions written for it
+(``lab/data/additions_train.json``) against the same sentences told as a first statement and against changes, and
+the training sets' first statements and corrections; such a statement says no change and replaces nothing. Its
+threshold lets few of those through: a correction read as an addition leaves the older value standing beside it.
+English only.
 """
 
 from __future__ import annotations
