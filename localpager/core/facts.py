@@ -29,7 +29,7 @@ from functools import lru_cache
 from . import lexicon, supersede
 from .answer_types import stated_types
 from .changes import CHANGE_CUE  # the newer statement says its value changed: "actually", "moved", "now", "new"
-from .changes import adds
+from .changes import adds, says_changed
 from .claims import fact_model, is_claim, is_request, mask_quotes, states_fact
 from .dates import format_day
 from .hedges import hedged
@@ -257,9 +257,11 @@ def _said_of_self(sentence: str) -> list[FactDraft]:
     bigger one, called Puffin.", "Tattoo update: got the old one lasered off and replaced with a koi carp.",
     "Been drinking oat milk for years."), read with it put back (``syntax.speaker_left_out``): the extractor's
     cues and models all want a subject, and read without one, no such sentence stated a fact. The text stays the
-    user's own. Asked last, of a claim with no first person (a parse costs milliseconds)."""
+    user's own. Asked last, of a claim with no first person that the fact model reads as a standing fact or that
+    says a change: a parse costs milliseconds, and small talk needs none ("The weather was fine today.")."""
     line = _statement(sentence)
-    if not line or _FIRST_PERSON.search(line) or not is_claim(line):
+    if (not line or _FIRST_PERSON.search(line) or not is_claim(line)
+            or not (states_fact(line) or says_changed(line))):
         return []
     head, colon, rest = line.partition(": ") if _labelled(line) else ("", "", line)
     restored = speaker_left_out(rest)

@@ -162,8 +162,9 @@ class FactScoring:
         runner = int(np.argmax(rest)) if len(cosines) > 1 else None
         second = float(rest[runner]) if runner is not None else -math.inf
         alike = None
-        if vectors is not None and runner is not None and (one_thing(facts, first, runner, vectors)
-                                                           or side_by_side(facts, first, runner, vectors)):
+        if vectors is not None and runner is not None and (
+                one_thing(facts, first, runner, vectors)
+                or (cosines[first] - second <= ALIKE_GAP and side_by_side(facts, first, runner, vectors))):
             rest[runner] = -math.inf
             alike = (runner, float(rest.max()))
         return cls(message, facts, cosines, parts, types, avoid, (first, float(cosines[first]), second),
@@ -362,7 +363,9 @@ def side_by_side(facts: Sequence[StandingFact], a: int, b: int, vectors: np.ndar
     """Whether the later of ``facts[a]`` and ``facts[b]`` tells one more of what the earlier told (``changes.adds``:
     "We have a cat called Miso." then "Now we've got a dog too, called Pip."), by the same speaker, of its kind (or
     of none the extractor named: ``stated``) and within ``ALIKE_COSINE`` of it: two answers to one question ("Which
-    pets do I have?"), not rivals. A chat user's facts only: in a transcript "too" more often echoes the other
+    pets do I have?"), not rivals, when the message is about as close to both (``FactScoring.of``: within
+    ``ALIKE_GAP``; "What's my cat called?" is much closer to the cat, "Which medicines can't I take?" to penicillin
+    than to peanuts, and the other stays a rival). A chat user's facts only: in a transcript "too" more often echoes the other
     speaker ("I love traveling too.") than adds to one's own; read so, the fact model's probability of the best fact
     rose for 87 of LoCoMo's 1,986 questions, some past its threshold with a fact of another thing."""
     old, new = facts[min(a, b)], facts[max(a, b)]
