@@ -112,3 +112,10 @@ def test_one_more_of_something_answers_beside_the_first(said, question, embed):
     hit = ranker.best(question)
     quoted = {hit.fact.text, *(h.fact.text for h in ranker.also(question, hit))}
     assert quoted == {said[0], said[2]} and ranker.gives(hit)
+
+
+def test_a_question_much_closer_to_one_of_the_two_quotes_that_one(embed):
+    said = ["We have a cat called Miso.", "I'm allergic to walnuts.", "Now we've got a dog too, called Pip."]
+    ranker = _ranker(said, embed)
+    hit = ranker.best("What's my cat called?")
+    assert hit.fact.text == said[0] and ranker.also("What's my cat called?", hit) == []
