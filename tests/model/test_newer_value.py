@@ -119,3 +119,11 @@ def test_a_question_much_closer_to_one_of_the_two_quotes_that_one(embed):
     ranker = _ranker(said, embed)
     hit = ranker.best("What's my cat called?")
     assert hit.fact.text == said[0] and ranker.also("What's my cat called?", hit) == []
+
+
+def test_a_later_fact_that_says_no_change_replaces_nothing(embed):
+    # the pair model alone judged the later sentence (the same words of hardship) a new value of the earlier one
+    said = ["Since I lost my job at the bakery, things have been tough.", "I'm allergic to cats.",
+            "I've had some tough times with my business."]
+    hit = _ranker(said, embed).best("Which job did I lose?")
+    assert hit.fact.text == said[0] and hit.replaced == []
