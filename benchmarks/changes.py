@@ -80,23 +80,25 @@ def fit(train: list[tuple[str, int]], max_negative: float = MAX_FIRST_CHANGED, f
     return ChangeModel(weights, bias, round(threshold_above(held[y == 0], max_negative, floor=0.5), 4))
 
 
+def shares(read, data: list[tuple[str, int]], names: tuple[str, str, str, str]) -> dict:
+    """How many rows are labelled 1 and 0 (``names[0]``, ``names[1]``), and the shares of each that ``read`` takes
+    (``names[2]``, ``names[3]``)."""
+    said = [(read(t), label) for t, label in data]
+    positive = sum(label for _, label in data)
+    negative = len(data) - positive
+    return {names[0]: positive, names[1]: negative,
+            names[2]: round(sum(s for s, label in said if label) / max(1, positive), 3),
+            names[3]: round(sum(s for s, label in said if not label) / max(1, negative), 3)}
+
+
 def rates(read, data: list[tuple[str, int]]) -> dict:
     """Corrections read as changes, and first statements read as changes."""
-    said = [(read(t), label) for t, label in data]
-    corrections = sum(label for _, label in data)
-    return {"corrections": corrections, "first_statements": len(data) - corrections,
-            "corrections_found": round(sum(s for s, label in said if label) / max(1, corrections), 3),
-            "first_read_as_changed": round(sum(s for s, label in said if not label)
-                                           / max(1, len(data) - corrections), 3)}
+    return shares(read, data, ("corrections", "first_statements", "corrections_found", "first_read_as_changed"))
 
 
 def additions(read, data: list[tuple[str, int]]) -> dict:
     """Additions read as additions, and other statements (changes, first statements) read as additions."""
-    said = [(read(t), label) for t, label in data]
-    added = sum(label for _, label in data)
-    return {"additions": added, "others": len(data) - added,
-            "additions_found": round(sum(s for s, label in said if label) / max(1, added), 3),
-            "others_read_as_added": round(sum(s for s, label in said if not label) / max(1, len(data) - added), 3)}
+    return shares(read, data, ("additions", "others", "additions_found", "others_read_as_added"))
 
 
 def main() -> None:
@@ -111,22 +113,21 @@ def main() -> None:
         for cached in (changes_module.shipped_model, changes_module.addition_model, changes_module.adds,
                        changes_module.says_changed):
             cached.cache_clear()
+    reads_added = lambda t: adding.probability(t) >= adding.threshold  # noqa: E731
     result = {"threshold": model.threshold, "features": len(model.weights),
               "train": rates(lambda t: model.probability(t) >= model.threshold, train)}
+    addition = {"threshold": adding.threshold, "features": len(adding.weights),
+                "train": additions(reads_added, added_train),
+                "additions_check": additions(reads_added, addition_rows("additions_check"))}
     for name in CHECK_SETS:
         data = rows((name,))
         result[name] = {"change_words": rates(lambda t: bool(CHANGE_CUE.search(t)), data),
                         "model": rates(lambda t: model.probability(t) >= model.threshold, data),
                         "either": rates(changes_module.says_changed, data)}
-    reads_added = lambda t: adding.probability(t) >= adding.threshold  # noqa: E731
-    result["addition"] = {"threshold": adding.threshold, "features": len(adding.weights),
-                          "train": additions(reads_added, added_train),
-                          "additions_check": additions(reads_added, addition_rows("additions_check"))}
-    for name in CHECK_SETS:  # the held-out sets' statements read as additions: first statements, then corrections
-        data = rows((name,))
-        result["addition"][name] = {
+        addition[name] = {  # the held-out sets' statements read as additions: first statements, then corrections
             "first_statements": additions(reads_added, [(t, 0) for t, label in data if not label]),
             "corrections": additions(reads_added, [(t, 0) for t, label in data if label])}
+    result["addition"] = addition
     report(result, args.json)
 
 

@@ -28,8 +28,8 @@ from functools import lru_cache
 
 from . import lexicon, supersede
 from .answer_types import stated_types
-from .changes import CHANGE_CUE  # the newer statement says its value changed: "actually", "moved", "now", "new"
-from .changes import adds, says_changed
+# CHANGE_CUE: the newer statement says its value changed ("actually", "moved", "now", "new")
+from .changes import CHANGE_CUE, adds, says_changed
 from .claims import fact_model, is_claim, is_request, mask_quotes, states_fact
 from .dates import format_day
 from .hedges import hedged
@@ -263,11 +263,12 @@ def _said_of_self(sentence: str) -> list[FactDraft]:
     if (not line or _FIRST_PERSON.search(line) or not is_claim(line)
             or not (states_fact(line) or says_changed(line))):
         return []
-    head, colon, rest = line.partition(": ") if _labelled(line) else ("", "", line)
+    label = _labelled(line)
+    head, rest = (f"{label[0]}: ", label[1]) if label else ("", line)
     restored = speaker_left_out(rest)
     if restored is None:
         return []
-    return [replace(d, text=_whole(sentence)) for d in _extract(f"{head}{colon}{restored}", True)]
+    return [replace(d, text=_whole(sentence)) for d in _extract(head + restored, True)]
 
 
 def _leaning(fact: FactDraft, before: str | None) -> FactDraft:
@@ -576,7 +577,7 @@ def supersedes(new: FactDraft | StandingFact, old: FactDraft | StandingFact) -> 
         model = supersede.default_model()
         if not a.keys & b.keys or model.probability(supersede.pair_features(a, b)) < model.threshold:
             return False
-    return not relays_other(new.text) and not adds(new.text)
+    return not adds(new.text) and not relays_other(new.text)  # the model's word reading first: a parse costs more
 
 
 def _keys(fact: FactDraft | StandingFact) -> frozenset[str]:
