@@ -63,6 +63,7 @@ OBJECT_CASE = frozenset(lexicon.words("object_case"))  # "Let [me see ...]": a s
 BE = frozenset(lexicon.words("present_be"))  # "I'm on a tight schedule": a passing state
 DO = frozenset(lexicon.words("present_do"))  # "I don't eat ...": "do" carries the present
 PERFECT = frozenset(lexicon.words("perfect_have"))  # "I've sent it": a present perfect tells of the past
+BEEN = frozenset(lexicon.words("perfect_be"))  # "Been playing the oboe for years.": a perfect without its "I've"
 BE_PAST = frozenset(lexicon.words("past_be"))  # "The problem was that ...": no one's saying
 DUMMY = frozenset(lexicon.words("dummy_subject"))  # "It turns out I'm ...": the speaker's own claim
 LISTENER = frozenset(lexicon.words("second_person"))  # "you've probably seen": a doubt about the listener
@@ -167,7 +168,7 @@ def speaker_left_out(text: str) -> str | None:
     if any(c.dep_ in SUBJECTS for c in root.children):
         return None
     lower = text[:1].lower() + text[1:]
-    been = first.tag_ == "VBN" and first.lower_ == "been"  # a perfect's participle: "Been vegan for years."
+    been = first.tag_ == "VBN" and first.lower_ in BEEN  # a perfect's participle: "Been vegan for years."
     if first.i == root.i and root.tag_ in PAST_FORMS:
         return f"I've {lower}" if been else f"I {lower}"
     if first.head.i == root.i and first.dep_ == "aux" and been and root.tag_ == "VBG":
