@@ -4,9 +4,9 @@ never saw.
 The claim model:
 
 Fitted on ``lab/data/claims_train.json``, the facts of ``statements_train.json`` and the fact templates of the
-tuning, dev and dev2 phrasing sets (their
-statements' sentences are claims; the questions of their questions, implicit questions and general questions are
-not), values drawn from the generator's word pools. Measured, never tuned on: ``lab/data/claims_check.json`` (written apart, other verbs and
+tuning, dev and dev2 phrasing sets and of the kind sets ``TRAIN_KIND_SETS`` (their statements' sentences are claims;
+the questions of their questions, implicit questions and general questions are not), values drawn from the
+generator's word pools. Measured, never tuned on: ``lab/data/claims_check.json`` (written apart, other verbs and
 frames) and the held-out phrasing set's templates. The threshold is the lowest at which at most 2% of the training
 claims are refused: refusing a real fact costs more than letting a request through (the extractor still has to
 find a fact in it).
@@ -84,9 +84,11 @@ def _filled(template: str, pool: tuple, rng: random.Random) -> str:
     return template.replace("{v}", rng.choice(pool)[0])
 
 
-def labelled(name: str, phrasings: tuple[str, ...], seed: int = 0, written: bool = False) -> list[tuple[str, int]]:
+def labelled(name: str, phrasings: tuple[str, ...], seed: int = 0, written: bool = False,
+             kind_sets: tuple[str, ...] = ()) -> list[tuple[str, int]]:
     """(sentence, 1 if a claim) of a claims file and the phrasing sets' templates, quotations masked; with
-    ``written``, the facts of the written training statements too (their non-facts may be claims: not taken)."""
+    ``written``, the facts of the written training statements too (their non-facts may be claims: not taken); and
+    the templates of the kind sets ``kind_sets``, as the fact model reads them."""
     rng = random.Random(seed)
     data = json.loads((DATA / f"{name}.json").read_text(encoding="utf-8"))
     rows = [(s, 1) for s in data["claims"] + data.get("passing", [])] + [(s, 0) for s in data["not_claims"]]
@@ -100,6 +102,13 @@ def labelled(name: str, phrasings: tuple[str, ...], seed: int = 0, written: bool
             rows += [(s, 1) for s in said if not is_question(s)]  # "... Can you help me structure it?" asks
             rows += [(s, 0) for s in asked if is_question(s)]  # "I'm packing for a flight." states a situation
         rows += [(q, 0) for group in sets["general"].values() for q in group]
+    for kind_name in kind_sets:
+        kinds, pools, general = kind_set(kind_name)
+        for kind in kinds.values():
+            said = [_filled(t, pools[kind["value"][1]], rng) for t in kind["says"] + kind["updates"]]
+            rows += [(s, 1) for line in said for s in sentences(line) if not is_question(s)]
+            rows += [(s, 0) for t in kind["asks"] + kind["implicit"] for s in sentences(t) if is_question(s)]
+        rows += [(q, 0) for q in general]
     return [(mask_quotes(s), y) for s, y in rows]
 
 
@@ -224,7 +233,7 @@ def report(result: dict, path: Path | None) -> None:
 
 def main() -> None:
     args = arguments(__doc__, MODEL_PATH)
-    train = labelled("claims_train", TRAIN_PHRASINGS, written=True)
+    train = labelled("claims_train", TRAIN_PHRASINGS, written=True, kind_sets=TRAIN_KIND_SETS)
     check = labelled("claims_check", CHECK_PHRASINGS)
     model, facts = default_model(), fact_model()
     if args.fit:
