@@ -149,13 +149,17 @@ def states_habit(text: str) -> bool:
 
 
 PAST_FORMS = frozenset({"VBD", "VBN"})  # "Sold the old dinghy ...", "Moved to the night shift."
+# a clause before the sentence's main one, as the parser attaches it: "Been getting up at six for years, so lie-ins
+# are a thing of the past." (its "getting" an adverbial clause of "are")
+LEADING_CLAUSES = frozenset({"advcl", "ccomp", "conj"})
 
 
 @lru_cache(maxsize=1 << 14)
 def speaker_left_out(text: str) -> str | None:
     """``text`` with its subject put back when a note leaves out the speaker ("Sold the old dinghy and bought a
     bigger one." -> "I sold the old dinghy ...", "Been drinking oat milk for years." -> "I've been drinking ..."):
-    its first word the root verb in the past ("Sold") or the "been" of a perfect ("Been drinking"), with no subject.
+    its first word the root verb in the past ("Sold") or the "been" of a perfect ("Been drinking"), with no subject;
+    the perfect's clause may come before the main one ("Been getting up at six for years, so lie-ins are over.").
     A present verb first is a request ("Book ...") or leaves out another subject ("Sounds good.": it); None for
     those, a question and a text of several sentences or too long to parse."""
     if not text or len(text) > MAX_CHARS or text.rstrip().endswith("?"):
@@ -165,13 +169,14 @@ def speaker_left_out(text: str) -> str | None:
         return None
     root = sentences[0].root
     first = sentences[0][0]
-    if any(c.dep_ in SUBJECTS for c in root.children):
-        return None
     lower = text[:1].lower() + text[1:]
-    been = first.tag_ == "VBN" and first.lower_ in BEEN  # a perfect's participle: "Been vegan for years."
+    been = first.tag_.startswith("VB") and first.lower_ in BEEN  # a perfect's participle: "Been vegan for years."
+    verb = first.head if been and first.dep_ == "aux" else first  # "Been [getting] up at six for years, so ..."
+    if any(c.dep_ in SUBJECTS for c in verb.children):
+        return None
     if first.i == root.i and root.tag_ in PAST_FORMS:
         return f"I've {lower}" if been else f"I {lower}"
-    if first.head.i == root.i and first.dep_ == "aux" and been and root.tag_ == "VBG":
+    if verb is not first and verb.tag_ == "VBG" and (verb.i == root.i or verb.dep_ in LEADING_CLAUSES):
         return f"I've {lower}"
     return None
 

@@ -73,6 +73,8 @@ LEFT_OUT = [
     ("Switched from the Vespa to an electric scooter, a Niu.", "I switched from"),
     ("Been playing the oboe since primary school.", "I've been playing"),
     ("Grew up in Tromsø and still ski most weekends in winter.", "I grew up"),
+    # the perfect's clause before the main one, which has a subject of its own (no fact before 'LEADING_CLAUSES')
+    ("Been cycling to work since the office moved, so the car mostly stays in the garage.", "I've been cycling"),
 ]
 
 
