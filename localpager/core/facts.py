@@ -65,8 +65,9 @@ from .text import CONTACT, NAME_MID_SENTENCE, content_words, fold_plural, senten
 # subject is read with the speaker put back (``syntax.speaker_left_out``: "Been playing the oboe since primary school.").
 # 26: the claim model learns the kind sets' frames too ("We met when my partner was training to be a firefighter, and
 # that's still what they do." is a claim), and a perfect's clause may come before the main one ("Been cycling to work
-# since the office moved, so the car mostly stays in the garage.").
-FACTS_VERSION = 26
+# since the office moved, so the car mostly stays in the garage."). 27: a change that names only its kind replaces the
+# one standing fact of that kind ("I changed the code, it's 7734 now." after "The door code is 4471.": names_kind_only).
+FACTS_VERSION = 27
 KINDS = ("avoid", "diet", "medicine", "constraint", "preference", "person", "pet", "family", "schedule", "plan",
          "number", "budget", "identity", "stated")
 # A fact the cues below have no words for, found by the fact model (``claims.states_fact``): whatever it is about.
@@ -627,30 +628,60 @@ def asks_what_is_remembered(message: str) -> bool:
 class CurrentFacts:
     """The facts that still stand, by speaker and slot word (``_keys``). ``supersedes`` needs the same speaker and
     such a word shared, so a newer fact is compared only with the standing facts that share one with it (found
-    here), never with all of them: thousands of facts of other slots cost nothing to a new one."""
+    here), never with all of them: thousands of facts of other slots cost nothing to a new one. And by the words
+    that name their kind (``supersede.Shape.heads``: "code", "class"), for a newer fact that names nothing else
+    (``names_kind_only``)."""
 
     def __init__(self) -> None:
         self.facts: dict[int, FactDraft | StandingFact] = {}
         self._by_word: dict[tuple[str | None, str], set[int]] = {}
+        self._by_head: dict[tuple[str | None, str], set[int]] = {}
 
     def add(self, fact_id: int, fact: FactDraft | StandingFact) -> None:
         self.facts[fact_id] = fact
-        for word in _keys(fact):
-            self._by_word.setdefault((fact.speaker, word), set()).add(fact_id)
+        for index, words in ((self._by_word, _keys(fact)), (self._by_head, _shape(fact).heads)):
+            for word in words:
+                index.setdefault((fact.speaker, word), set()).add(fact_id)
 
     def remove(self, ids: Iterable[int]) -> None:
         for fact_id in ids:
             fact = self.facts.pop(fact_id)
-            for word in _keys(fact):
-                near = self._by_word[(fact.speaker, word)]
-                near.discard(fact_id)
-                if not near:
-                    del self._by_word[(fact.speaker, word)]
+            for index, words in ((self._by_word, _keys(fact)), (self._by_head, _shape(fact).heads)):
+                for word in words:
+                    near = index[(fact.speaker, word)]
+                    near.discard(fact_id)
+                    if not near:
+                        del index[(fact.speaker, word)]
 
     def replaced_by(self, fact: FactDraft | StandingFact) -> list[int]:
-        """The ids of the standing facts ``fact`` supersedes (``supersedes``), in order."""
+        """The ids of the standing facts ``fact`` supersedes (``supersedes``, or ``names_kind_only``), in order."""
+        if names_kind_only(fact):
+            same = set()  # at most two: one is the thing meant, two leave it unsaid
+            for i in (i for w in _shape(fact).heads for i in self._by_head.get((fact.speaker, w), ())):
+                if self.facts[i].kind == fact.kind and i not in same:
+                    same.add(i)
+                    if len(same) > 1:
+                        return []
+            return sorted(same) if same and _changes_alone(fact) else []
         near = set().union(*(self._by_word.get((fact.speaker, w), ()) for w in _keys(fact)))
         return sorted(i for i in near if supersedes(fact, self.facts[i]))
+
+
+def names_kind_only(fact: FactDraft | StandingFact) -> bool:
+    """Whether a fact names nothing but what kind of thing it is ("I changed the code, it's 7734 now.", "The class
+    moved to Thursdays at 7."): no slot word and no other content word, only the words that name a kind
+    (``supersede.Shape.heads``). Such a definite mention points at the one thing of that kind already told ("The
+    door code is 4471."): ``CurrentFacts.replaced_by`` replaces it when it is the only standing fact of that kind
+    with that word, and the newer says that something changed; with two (a door code and a bike lock's), which one
+    changed is not said, and both stand. No shared slot word led it to any before, and the old code answered."""
+    shape = _shape(fact)
+    return not fact.subject.strip() and not shape.keys and bool(shape.heads)
+
+
+def _changes_alone(fact: FactDraft | StandingFact) -> bool:
+    """A fact that names its kind only (``names_kind_only``) replaces the one of that kind when it says a change,
+    tells no addition and is the speaker's own claim (as in ``supersedes``)."""
+    return says_changed(fact.text) and not adds(fact.text) and not relays_other(fact.text)
 
 
 def superseded(facts: Sequence[FactDraft | StandingFact], ids: Sequence[int]) -> dict[int, int]:

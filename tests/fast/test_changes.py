@@ -106,6 +106,26 @@ def test_a_change_still_replaces_at_ingest():
     assert [f.current for f in facts_of([Turn("user", text, i) for i, text in enumerate(said)])] == [False, True]
 
 
+@pytest.mark.parametrize("first, changed", [
+    ("The door code is 4471.", "I changed the code, it's 7734 now."),
+    ("My salsa class is on Wednesdays at 8pm.", "The class got moved to Fridays at 6."),
+    ("The garage code is 1290.", "New code: 5531."),
+])
+def test_a_change_that_names_only_its_kind_replaces_the_one_of_that_kind(first, changed):
+    # "the code" names no slot word, so it shared none with the door code: both stood and the old code answered
+    said = [first, "Can you recommend a podcast?", changed]
+    facts = facts_of([Turn("user", text, i) for i, text in enumerate(said)])
+    assert [(f.text, f.current) for f in facts] == [(first, False), (changed, True)]
+
+
+def test_a_change_that_names_only_its_kind_replaces_nothing_when_two_of_that_kind_stand():
+    said = ["The door code is 4471.", "My bike lock code is 1234.", "I changed the code, it's 7734 now."]
+    assert all(f.current for f in facts_of([Turn("user", text, i) for i, text in enumerate(said)]))
+    # nor when it says no change: a second code told alone is one more of the kind
+    said = ["The door code is 4471.", "The code is 7734."]
+    assert all(f.current for f in facts_of([Turn("user", text, i) for i, text in enumerate(said)]))
+
+
 @settings(max_examples=60, deadline=None)
 @given(st.text(max_size=300))
 def test_any_text_reads_as_changed_or_not(text):

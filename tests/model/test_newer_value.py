@@ -127,3 +127,12 @@ def test_a_later_fact_that_says_no_change_replaces_nothing(embed):
             "I've had some tough times with my business."]
     hit = _ranker(said, embed).best("Which job did I lose?")
     assert hit.fact.text == said[0] and hit.replaced == []
+
+
+def test_a_change_that_names_only_its_kind_answers_in_place_of_the_one_it_changed(embed):
+    # "the code" shares no word with "The door code is 4471." but the kind's: ingest left both current, and the
+    # message, nearer the door code's words, got the old code
+    said = ["The door code is 4471.", "I'm allergic to penicillin.", "I changed the code, it's 7734 now."]
+    hit = _ranker(said, embed).best("What's the door code?")
+    assert "7734" in hit.fact.text
+    assert [f.text for f in hit.replaced] == [said[0]]
