@@ -67,7 +67,8 @@ from .text import CONTACT, NAME_MID_SENTENCE, content_words, fold_plural, senten
 # that's still what they do." is a claim), and a perfect's clause may come before the main one ("Been cycling to work
 # since the office moved, so the car mostly stays in the garage."). 27: a change that names only its kind replaces the
 # one standing fact of that kind ("I changed the code, it's 7734 now." after "The door code is 4471.": names_kind_only).
-FACTS_VERSION = 27
+# 28: a word ending in digits is a value, a password ("I changed the wifi password to greenfrog9.").
+FACTS_VERSION = 28
 KINDS = ("avoid", "diet", "medicine", "constraint", "preference", "person", "pet", "family", "schedule", "plan",
          "number", "budget", "identity", "stated")
 # A fact the cues below have no words for, found by the fact model (``claims.states_fact``): whatever it is about.

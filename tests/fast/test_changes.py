@@ -118,6 +118,13 @@ def test_a_change_that_names_only_its_kind_replaces_the_one_of_that_kind(first, 
     assert [(f.text, f.current) for f in facts] == [(first, False), (changed, True)]
 
 
+def test_a_password_of_letters_and_digits_is_a_value_a_change_names():
+    # "greenfrog9" was no value (the lexicon's codes began with capitals), so the change named none and stated no fact
+    said = ["Our wifi password is bluefish22.", "I changed the wifi password to greenfrog9."]
+    facts = facts_of([Turn("user", text, i) for i, text in enumerate(said)])
+    assert [(f.text, f.current) for f in facts] == [(said[0], False), (said[1], True)]
+
+
 def test_a_change_that_names_only_its_kind_replaces_nothing_when_two_of_that_kind_stand():
     said = ["The door code is 4471.", "My bike lock code is 1234.", "I changed the code, it's 7734 now."]
     assert all(f.current for f in facts_of([Turn("user", text, i) for i, text in enumerate(said)]))
