@@ -35,7 +35,7 @@ from .dates import format_day
 from .hedges import hedged
 from .records import Turn
 from .scenes import imagined
-from .syntax import asks_for_work, relays_listener, relays_other, speaker_left_out, states_habit
+from .syntax import asks_for_work, owned_apart, relays_listener, relays_other, speaker_left_out, states_habit
 from .text import CONTACT, NAME_MID_SENTENCE, content_words, fold_plural, sentences
 
 # The extractor's version: a conversation whose facts an older one made gets them made again. 2: quotations and
@@ -67,8 +67,9 @@ from .text import CONTACT, NAME_MID_SENTENCE, content_words, fold_plural, senten
 # that's still what they do." is a claim), and a perfect's clause may come before the main one ("Been cycling to work
 # since the office moved, so the car mostly stays in the garage."). 27: a change that names only its kind replaces the
 # one standing fact of that kind ("I changed the code, it's 7734 now." after "The door code is 4471.": names_kind_only).
-# 28: a word ending in digits is a value, a password ("I changed the wifi password to greenfrog9.").
-FACTS_VERSION = 28
+# 28: a word ending in digits is a value, a password ("I changed the wifi password to greenfrog9."). 29: two of the
+# speaker's people never replace each other ("My brother lives in Leeds." after "My sister lives in Leeds.").
+FACTS_VERSION = 29
 KINDS = ("avoid", "diet", "medicine", "constraint", "preference", "person", "pet", "family", "schedule", "plan",
          "number", "budget", "identity", "stated")
 # A fact the cues below have no words for, found by the fact model (``claims.states_fact``): whatever it is about.
@@ -574,7 +575,10 @@ def supersedes(new: FactDraft | StandingFact, old: FactDraft | StandingFact) -> 
     share no slot word and are two things to the model, so both stand. A newer fact that relays someone else's
     claim ("My friend said she's no longer allergic to sesame.": ``syntax.relays_other``) replaces nothing: the
     speaker did not say it changed. Nor does one that tells one more of something ("I'm now allergic to kiwi as
-    well.": ``changes.adds``): it stands beside the older."""
+    well.": ``changes.adds``): it stands beside the older; nor one about someone else of the speaker's (``_SOMEONE``
+    kinds, ``syntax.owned_apart``: "My brother lives in Leeds." had replaced "My sister lives in Leeds.", the
+    model reading their shared "lives" and "Leeds"). Of things, two names may be one ("my ceiling for the laptop",
+    "my budget for the laptop"): those are the model's to tell."""
     if new.text == old.text or new.speaker != old.speaker:
         return False
     if not _by_slot(new, old):
@@ -582,7 +586,12 @@ def supersedes(new: FactDraft | StandingFact, old: FactDraft | StandingFact) -> 
         model = supersede.default_model()
         if not a.keys & b.keys or model.probability(supersede.pair_features(a, b)) < model.threshold:
             return False
-    return not adds(new.text) and not relays_other(new.text)  # the model's word reading first: a parse costs more
+    # the model's word reading first: a parse costs more
+    return not adds(new.text) and not relays_other(new.text) and not (
+        new.kind in _SOMEONE and old.kind in _SOMEONE and owned_apart(new.text, old.text))
+
+
+_SOMEONE = frozenset({"family", "person", "pet"})  # the kinds whose facts are about someone (a sister, a dentist, a dog)
 
 
 def _keys(fact: FactDraft | StandingFact) -> frozenset[str]:

@@ -50,6 +50,7 @@ from functools import cache, lru_cache
 from typing import Any, NamedTuple
 
 from . import lexicon
+from .text import fold_plural
 
 SUBJECTS = frozenset({"nsubj", "nsubjpass", "expl", "csubj", "csubjpass"})
 CLAUSES = frozenset({"ccomp", "parataxis", "conj"})  # a clause of its own beside or under the verb
@@ -67,6 +68,7 @@ BEEN = frozenset(lexicon.words("perfect_be"))  # "Been playing the oboe for year
 BE_PAST = frozenset(lexicon.words("past_be"))  # "The problem was that ...": no one's saying
 DUMMY = frozenset(lexicon.words("dummy_subject"))  # "It turns out I'm ...": the speaker's own claim
 LISTENER = frozenset(lexicon.words("second_person"))  # "you've probably seen": a doubt about the listener
+SPEAKERS_OWN = frozenset(lexicon.words("asks_my"))  # "my sister", "our dog": who is the speaker's
 MAX_CHARS = 600  # a request, not a pasted page: longer text is not parsed
 _FIRST_PERSON = lexicon.pattern("first_person")
 _SECOND_PERSON = lexicon.pattern("second_person")
@@ -179,6 +181,23 @@ def speaker_left_out(text: str) -> str | None:
     if verb is not first and verb.tag_ == "VBG" and (verb.i == root.i or verb.dep_ in LEADING_CLAUSES):
         return f"I've {lower}"
     return None
+
+
+@lru_cache(maxsize=1 << 12)
+def owned(text: str) -> frozenset[str]:
+    """What ``text`` says is the speaker's, as its parse finds it: the nouns "my" or "our" determines, plurals folded
+    ("My sister lives in Leeds." -> sister, "My niece's name is Ana." -> niece); none in a text too long to parse."""
+    if not text or len(text) > MAX_CHARS:
+        return frozenset()
+    return frozenset(fold_plural(t.head.lower_) for t in _parse(text)
+                     if t.dep_ == "poss" and t.lower_ in SPEAKERS_OWN and t.head.tag_.startswith("NN"))
+
+
+def owned_apart(new: str, old: str) -> bool:
+    """Whether two statements name two different ones of the speaker's: each names one ("my sister", "my brother")
+    and they name none in common."""
+    theirs, ours = owned(new), owned(old)
+    return bool(theirs and ours and not theirs & ours)
 
 
 @lru_cache(maxsize=1 << 12)

@@ -118,6 +118,20 @@ def test_a_change_that_names_only_its_kind_replaces_the_one_of_that_kind(first, 
     assert [(f.text, f.current) for f in facts] == [(first, False), (changed, True)]
 
 
+@pytest.mark.parametrize("first, other", [
+    ("My aunt lives in Leeds.", "My cousin lives in Leeds."),
+    ("My grandson's name is Theo.", "My nephew's name is Theo."),
+])
+def test_two_of_the_speakers_people_never_replace_each_other(first, other):
+    said = [first, other]
+    assert all(f.current for f in facts_of([Turn("user", text, i) for i, text in enumerate(said)]))
+
+
+def test_a_new_value_of_one_of_the_speakers_people_still_replaces_the_old():
+    said = ["My aunt lives in Leeds.", "My aunt moved to York last spring."]
+    assert [f.current for f in facts_of([Turn("user", text, i) for i, text in enumerate(said)])] == [False, True]
+
+
 def test_a_password_of_letters_and_digits_is_a_value_a_change_names():
     # "greenfrog9" was no value (the lexicon's codes began with capitals), so the change named none and stated no fact
     said = ["Our wifi password is bluefish22.", "I changed the wifi password to greenfrog9."]
