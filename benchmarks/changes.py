@@ -60,10 +60,11 @@ def addition_rows(name: str, statements: list[tuple[str, int]] = ()) -> list[tup
 
 
 def fit(train: list[tuple[str, int]], max_negative: float = MAX_FIRST_CHANGED, folds: int = 5,
-        min_support: int = MIN_SUPPORT) -> ChangeModel:
+        min_support: int = MIN_SUPPORT, unchanged: bool = False) -> ChangeModel:
     """The model on every row, its features those seen in ``min_support`` rows, its threshold the lowest at which
-    at most ``max_negative`` of the rows labelled 0 read as 1 out of fold."""
-    found = [features(t) for t, _ in train]
+    at most ``max_negative`` of the rows labelled 0 read as 1 out of fold; with ``unchanged``, read without the
+    change words (the addition model: ``ChangeModel.unchanged``)."""
+    found = [features(t, unchanged) for t, _ in train]
     seen: dict[str, int] = {}
     for row in found:
         for f in row:
@@ -77,7 +78,7 @@ def fit(train: list[tuple[str, int]], max_negative: float = MAX_FIRST_CHANGED, f
         fold = ChangeModel(weights, bias)
         held[part] = [fold.probability_of(r) for r, out in zip(found, part) if out]
     weights, bias = fit_presence_logistic(found, y, l2=L2)
-    return ChangeModel(weights, bias, round(threshold_above(held[y == 0], max_negative, floor=0.5), 4))
+    return ChangeModel(weights, bias, round(threshold_above(held[y == 0], max_negative, floor=0.5), 4), unchanged)
 
 
 def shares(read, data: list[tuple[str, int]], names: tuple[str, str, str, str]) -> dict:
@@ -106,7 +107,8 @@ def main() -> None:
     train = rows(TRAIN_SETS)
     added_train = addition_rows("additions_train", train)
     model = fit(train) if args.fit else shipped_model()
-    adding = fit(added_train, MAX_READ_AS_ADDED, min_support=ADDITION_MIN_SUPPORT) if args.fit else addition_model()
+    adding = (fit(added_train, MAX_READ_AS_ADDED, min_support=ADDITION_MIN_SUPPORT, unchanged=True) if args.fit
+              else addition_model())
     if args.fit:
         write_model(MODEL_PATH, model.to_json(), "changes.py")
         write_model(ADDITION_PATH, adding.to_json(), "changes.py")

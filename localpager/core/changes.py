@@ -14,8 +14,9 @@ A statement can say "now" or "new" and still tell one more of something, not ano
 to kiwi as well.", "Now we also have a dog called Pip."): what it tells stands beside what was told before. A second
 model of the same form reads that (``adds``; ``core/data/addition_model.json``), fitted on additions written for it
 (``lab/data/additions_train.json``) against the same sentences told as a first statement and against changes, and
-the training sets' first statements and corrections; such a statement says no change and replaces nothing. Its
-threshold lets few of those through: a correction read as an addition leaves the older value standing beside it.
+the training sets' first statements and corrections; such a statement says no change and replaces nothing. It reads
+a statement without the change words ("now", "new"), which tell a change as often as an addition. Its threshold lets
+few of those through: a correction read as an addition leaves the older value standing beside it.
 English only.
 """
 
@@ -35,9 +36,10 @@ ADDITION_FILE = "addition_model.json"
 CHANGE_CUE = lexicon.pattern("change_cue")
 
 
-def features(text: str) -> frozenset[str]:
-    """A statement's words and its pairs of neighbouring words (``tokenize_words``: lower case)."""
-    words = tokenize_words(text)
+def features(text: str, unchanged: bool = False) -> frozenset[str]:
+    """A statement's words and its pairs of neighbouring words (``tokenize_words``: lower case); with ``unchanged``,
+    read without the lexicon's change words (``CHANGE_CUE``)."""
+    words = tokenize_words(CHANGE_CUE.sub(" ", text) if unchanged else text)
     return frozenset(words + [f"{a}_{b}" for a, b in zip(words, words[1:])])
 
 
@@ -49,21 +51,27 @@ class ChangeModel:
     weights: dict[str, float] = field(default_factory=dict)
     bias: float = 0.0
     threshold: float = 0.5
+    # reads a statement without its change words (``features``' ``unchanged``): the addition model. "Now" says a
+    # change as often as one more of something ("My brother lives in York now." / "I'm now allergic to kiwi as
+    # well."); learned from the additions, where it often stands, it weighed as an addition's word (1.7) and "My
+    # brother lives in York now." replaced nothing
+    unchanged: bool = False
 
     def probability(self, text: str) -> float:
-        return self.probability_of(features(text))
+        return self.probability_of(features(text, self.unchanged))
 
     def probability_of(self, found: frozenset[str]) -> float:
         z = self.bias + sum(self.weights.get(f, 0.0) for f in found)
         return 1.0 / (1.0 + math.exp(-max(-50.0, min(50.0, z))))
 
     def to_json(self) -> dict:
-        return {"bias": self.bias, "threshold": self.threshold, "weights": self.weights}
+        return {"bias": self.bias, "threshold": self.threshold, "weights": self.weights,
+                **({"unchanged": True} if self.unchanged else {})}
 
 
 def _load(name: str) -> ChangeModel:
     data = json.loads(resources.files("localpager.core").joinpath("data", name).read_text(encoding="utf-8"))
-    return ChangeModel(data["weights"], data["bias"], data["threshold"])
+    return ChangeModel(data["weights"], data["bias"], data["threshold"], data.get("unchanged", False))
 
 
 @lru_cache(maxsize=1)
