@@ -568,6 +568,9 @@ def _by_slot(new: FactDraft | StandingFact, old: FactDraft | StandingFact) -> bo
     return bool(_CHANGED.search(new.text))
 
 
+_SOMEONE = frozenset({"family", "person", "pet"})  # the kinds whose facts are about someone (a sister, a dentist, a dog)
+
+
 def supersedes(new: FactDraft | StandingFact, old: FactDraft | StandingFact) -> bool:
     """Whether a newer fact replaces an older one: the same speaker's, and either they fill the same slot by the
     written rule (``_by_slot``) or, sharing a word that says what they are about (``supersede.Shape.keys``: a slot
@@ -591,8 +594,6 @@ def supersedes(new: FactDraft | StandingFact, old: FactDraft | StandingFact) -> 
     return not adds(new.text) and not relays_other(new.text) and not (
         new.kind in _SOMEONE and old.kind in _SOMEONE and owned_apart(new.text, old.text))
 
-
-_SOMEONE = frozenset({"family", "person", "pet"})  # the kinds whose facts are about someone (a sister, a dentist, a dog)
 
 
 def _keys(fact: FactDraft | StandingFact) -> frozenset[str]:

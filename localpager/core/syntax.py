@@ -196,8 +196,8 @@ def owned(text: str) -> frozenset[str]:
 def owned_apart(new: str, old: str) -> bool:
     """Whether two statements name two different ones of the speaker's: each names one ("my sister", "my brother")
     and they name none in common."""
-    theirs, ours = owned(new), owned(old)
-    return bool(theirs and ours and not theirs & ours)
+    newer, older = owned(new), owned(old)
+    return bool(newer and older and not newer & older)
 
 
 @lru_cache(maxsize=1 << 12)
