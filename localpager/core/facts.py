@@ -580,7 +580,7 @@ def supersedes(new: FactDraft | StandingFact, old: FactDraft | StandingFact) -> 
     claim ("My friend said she's no longer allergic to sesame.": ``syntax.relays_other``) replaces nothing: the
     speaker did not say it changed. Nor does one that tells one more of something ("I'm now allergic to kiwi as
     well.": ``changes.adds``): it stands beside the older; nor one about someone else of the speaker's (``_SOMEONE``
-    kinds, ``syntax.owned_apart``: "My brother lives in Leeds." had replaced "My sister lives in Leeds.", the
+    kinds, ``of_two_people``: "My brother lives in Leeds." had replaced "My sister lives in Leeds.", the
     model reading their shared "lives" and "Leeds"). Of things, two names may be one ("my ceiling for the laptop",
     "my budget for the laptop"): those are the model's to tell."""
     if new.text == old.text or new.speaker != old.speaker:
@@ -591,9 +591,14 @@ def supersedes(new: FactDraft | StandingFact, old: FactDraft | StandingFact) -> 
         if not a.keys & b.keys or model.probability(supersede.pair_features(a, b)) < model.threshold:
             return False
     # the model's word reading first: a parse costs more
-    return not adds(new.text) and not relays_other(new.text) and not (
-        new.kind in _SOMEONE and old.kind in _SOMEONE and owned_apart(new.text, old.text))
+    return not adds(new.text) and not relays_other(new.text) and not of_two_people(new, old)
 
+
+def of_two_people(new: FactDraft | StandingFact, old: FactDraft | StandingFact) -> bool:
+    """Whether two facts are about two different ones of the speaker's people (or animals): both of a kind about
+    someone (``_SOMEONE``), each naming one of the speaker's and not the same one (``syntax.owned_apart``: "my
+    sister", "my brother"). Neither is the other's new value, at ingest or answering (``retrieval.facts``)."""
+    return new.kind in _SOMEONE and old.kind in _SOMEONE and owned_apart(new.text, old.text)
 
 
 def _keys(fact: FactDraft | StandingFact) -> frozenset[str]:

@@ -43,6 +43,9 @@ def test_a_change_in_other_words_answers_with_the_newer_value(embed):
     (["My sister Ana lives in Lisbon.", "My brother Tom lives in Berlin."], "Where does my sister live?"),
     # two of the speaker's people sharing a town: the supersession model read one thing in "lives" and "Leeds"
     (["My aunt lives in Leeds.", "My cousin lives in Leeds."], "Where does my aunt live?"),
+    # ... or told with a word of change: answering, all three read-time tests took the later for a new value
+    (["My aunt works at the bank.", "My uncle works at the post office now."], "Where does my aunt work?"),
+    (["My niece is called Ana.", "My nephew is called Leo now."], "What's my niece called?"),
     (["My dentist is Dr Okafor.", "Change of plans, I'm now on flight KL 119."], "Who is my dentist?"),
     # one more of something, told with "now": read as a change, the newer answered in the older's place
     (["I'm allergic to walnuts.", "I've now become allergic to kiwi as well."], "What am I allergic to?"),
