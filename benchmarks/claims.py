@@ -103,13 +103,22 @@ def labelled(name: str, phrasings: tuple[str, ...], seed: int = 0, written: bool
             rows += [(s, 0) for s in asked if is_question(s)]  # "I'm packing for a flight." states a situation
         rows += [(q, 0) for group in sets["general"].values() for q in group]
     for kind_name in kind_sets:
-        kinds, pools, general = kind_set(kind_name)
-        for kind in kinds.values():
-            said = [_filled(t, pools[kind["value"][1]], rng) for t in kind["says"] + kind["updates"]]
-            rows += [(s, 1) for line in said for s in sentences(line) if not is_question(s)]
-            rows += [(s, 0) for t in kind["asks"] + kind["implicit"] for s in sentences(t) if is_question(s)]
+        said, asked, general = kind_set_sentences(kind_name, rng)
+        rows += [(s, 1) for s in said if not is_question(s)] + [(s, 0) for s in asked if is_question(s)]
         rows += [(q, 0) for q in general]
     return [(mask_quotes(s), y) for s, y in rows]
+
+
+def kind_set_sentences(name: str, rng: random.Random) -> tuple[list[str], list[str], tuple[str, ...]]:
+    """Kind set ``name``'s statements (each template with a value of its kind's pool) and its questions and implicit
+    questions, sentence by sentence, and its general questions: what the claim and fact models are fitted on."""
+    kinds, pools, general = kind_set(name)
+    said, asked = [], []
+    for kind in kinds.values():
+        lines = [_filled(t, pools[kind["value"][1]], rng) for t in kind["says"] + kind["updates"]]
+        said += [s for line in lines for s in sentences(line)]
+        asked += [s for t in kind["asks"] + kind["implicit"] for s in sentences(t)]
+    return said, asked, general
 
 
 def _written_statements() -> tuple[list[str], list[str]]:
@@ -180,12 +189,9 @@ def fact_rows(seed: int = 0) -> list[tuple[str, int]]:
             line = re.sub(r"\{(\w+)\}", lambda m: rng.choice(topic["slots"].get(m[1], ["it"])), exchange["user"])
             other += sentences(line)
     for name in TRAIN_KIND_SETS:
-        kinds, pools, general = kind_set(name)
-        for kind in kinds.values():
-            said = [_filled(t, pools[kind["value"][1]], rng) for t in kind["says"] + kind["updates"]]
-            facts += [s for line in said for s in sentences(line) if not is_question(s)]
-            other += [s for t in kind["asks"] + kind["implicit"] for s in sentences(t)]
-        other += list(general)
+        said, asked, general = kind_set_sentences(name, rng)
+        facts += [s for s in said if not is_question(s)]
+        other += asked + list(general)
     dev = json.loads((DATA / "statements_dev.json").read_text(encoding="utf-8"))
     for item in dev["chat"] + dev["transcript"]:
         (facts.append(item["text"]) if item["fact"] else other.extend(sentences(item["text"])))

@@ -696,9 +696,10 @@ def names_kind_only(fact: FactDraft | StandingFact) -> bool:
 
 
 def _changes_alone(fact: FactDraft | StandingFact) -> bool:
-    """A fact that names its kind only (``names_kind_only``) replaces the one of that kind when it says a change,
-    tells no addition and is the speaker's own claim (as in ``supersedes``)."""
-    return says_changed(fact.text) and not adds(fact.text) and not relays_other(fact.text)
+    """A fact that names its kind only (``names_kind_only``) replaces the one of that kind when it says a change
+    (which one telling an addition never does: ``changes.says_changed``) and is the speaker's own claim (as in
+    ``supersedes``)."""
+    return says_changed(fact.text) and not relays_other(fact.text)
 
 
 def superseded(facts: Sequence[FactDraft | StandingFact], ids: Sequence[int]) -> dict[int, int]:

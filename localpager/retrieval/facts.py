@@ -259,9 +259,8 @@ def newer_value(facts: Sequence[StandingFact], index: int, vectors: np.ndarray) 
     with "I watch everything on Netflix.", and both stay current, so the older would answer. ``facts`` in the order
     they were said; ``vectors``: theirs, normalized. One that relays someone else's claim replaces nothing
     (``syntax.relays_other``), as at ingest (``facts.supersedes``), nor one about another of the speaker's people
-    (``facts.of_two_people``); nor one that says no change
-    (``changes.says_changed``: one more of something says none), as for ``one_thing`` and ``newer_needed``. The
-    pair model alone took later sentences of the same speaker for new values of earlier ones for about half of
+    (``facts.of_two_people``); nor one that says no change (``changes.says_changed``: one more of something says
+    none), as for ``one_thing`` and ``newer_needed``. The pair model alone took later sentences of the same speaker for new values of earlier ones for about half of
     LoCoMo's questions ("I've had some tough times with my business." answered "When did Gina lose her job at Door
     Dash?" in place of "Since I lost my job at Door Dash, things have been tough.")."""
     model = supersede.dense_model()
