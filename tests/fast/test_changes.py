@@ -163,3 +163,18 @@ def test_a_change_that_names_only_its_kind_replaces_nothing_when_two_of_that_kin
 @given(st.text(max_size=300))
 def test_any_text_reads_as_changed_or_not(text):
     assert says_changed(text) in (True, False)
+
+
+def test_a_store_replaces_the_kind_only_change_and_keeps_two_people_across_a_reopen(fake_pager, tmp_path):
+    # the store keeps its standing facts turn by turn (its own CurrentFacts), and a reopened store reads them back
+    path = tmp_path / "kinds.db"
+    chat = fake_pager(path=path).conversation("c", create=True)
+    for text in ["The door code is 4471.", "My aunt lives in Leeds.", "I changed the code, it's 7734 now.",
+                 "My cousin lives in Leeds."]:
+        chat.add_turn("user", text, stamp=False)
+    current = {f.text for f in chat.facts()}
+    assert current == {"My aunt lives in Leeds.", "I changed the code, it's 7734 now.", "My cousin lives in Leeds."}
+    again = fake_pager(path=path).conversation("c")
+    again.add_turn("user", "New code: 9120.", stamp=False)
+    assert {f.text for f in again.facts()} == {"My aunt lives in Leeds.", "My cousin lives in Leeds.",
+                                               "New code: 9120."}
