@@ -62,6 +62,14 @@ def test_the_same_words_said_as_a_claim_do_replace_it():
     assert [f.turn for f in facts if f.current and "sesame" in f.text.lower()] == [1]
 
 
+@pytest.mark.parametrize("said", ["The wifi password is greenfrog9.", "Wifi password: greenfrog9.",
+                                  "The garage PIN is plum42."])
+def test_a_code_that_is_a_word_ending_in_digits_is_a_fact(said):
+    # "greenfrog9" was no number to the lexicon: the sentence stated no fact, and no password could be recalled
+    (fact,) = extract(user(said))
+    assert fact.text == said
+
+
 # Reported speech has no quotation marks to mask, and the verb that reports it may be any: the parse tells it
 RELAYED = [
     "My friend said she's no longer allergic to sesame.",
