@@ -91,7 +91,8 @@ def labelled(name: str, phrasings: tuple[str, ...], seed: int = 0, written: bool
     the templates of the kind sets ``kind_sets``, as the fact model reads them."""
     rng = random.Random(seed)
     data = json.loads((DATA / f"{name}.json").read_text(encoding="utf-8"))
-    rows = [(s, 1) for s in data["claims"] + data.get("passing", [])] + [(s, 0) for s in data["not_claims"]]
+    rows = [(s, 1) for s in data["claims"] + data.get("passing", [])]
+    rows += [(s, 0) for s in data["not_claims"] + data.get("supposed", [])]
     if written:
         rows += [(s, 1) for s in _written_statements()[0]]
     for phrasing in phrasings:

@@ -70,8 +70,9 @@ from .text import CONTACT, NAME_MID_SENTENCE, content_words, fold_plural, senten
 # 28: a word ending in digits is a value, a password ("I changed the wifi password to greenfrog9."). 29: two of the
 # speaker's people never replace each other ("My brother lives in Leeds." after "My sister lives in Leeds."). 30: the
 # addition model reads a statement without its change words ("My brother lives in York now." replaces again). 31: a
-# code's word then a word ending in digits states a number ("The wifi password is greenfrog9.").
-FACTS_VERSION = 31
+# code's word then a word ending in digits states a number ("The wifi password is greenfrog9."). 32: the claim model
+# learns values supposed of a thing ("Imagine the door code is 9083." claims nothing).
+FACTS_VERSION = 32
 KINDS = ("avoid", "diet", "medicine", "constraint", "preference", "person", "pet", "family", "schedule", "plan",
          "number", "budget", "identity", "stated")
 # A fact the cues below have no words for, found by the fact model (``claims.states_fact``): whatever it is about.

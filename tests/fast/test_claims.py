@@ -62,6 +62,24 @@ def test_the_same_words_said_as_a_claim_do_replace_it():
     assert [f.turn for f in facts if f.current and "sesame" in f.text.lower()] == [1]
 
 
+TRUE_CODE = "The door code is 4471."
+# a value supposed of a thing, not of the speaker: the claim model had learned "imagine" only before "I" and "my"
+SUPPOSED = [
+    "Imagine the door code is 9083.",
+    "Suppose the door code were 2210 from now on.",
+    "Let's pretend the code is 5150.",
+    "Picture the door code being 3308.",
+    "Hypothetically, my budget is $2,000.",  # not asserted: a hypothetical without "imagine" or "suppose"
+]
+
+
+@pytest.mark.parametrize("sentence", SUPPOSED)
+def test_a_value_supposed_of_a_thing_becomes_no_fact_and_replaces_none(sentence):
+    assert extract(user(sentence)) == []
+    facts = facts_of([user(TRUE_CODE, 0), user(sentence, 1)])
+    assert [f.turn for f in facts if f.current] == [0]
+
+
 @pytest.mark.parametrize("said", ["The wifi password is greenfrog9.", "Wifi password: greenfrog9.",
                                   "The garage PIN is plum42."])
 def test_a_code_that_is_a_word_ending_in_digits_is_a_fact(said):
@@ -316,7 +334,7 @@ def test_a_statement_a_request_wraps_is_still_a_fact(sentence):
 
 
 def test_a_request_the_parse_reads_is_a_task_though_the_claim_model_reads_a_claim():
-    message = "Describe the water cycle for a ten-year-old."
+    message = "Compare the two phone contracts on price."
     assert default_model().is_claim(message) and is_request(message)
 
 

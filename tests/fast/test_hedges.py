@@ -34,7 +34,6 @@ HEDGED = [
     "I'm fairly sure my passport number ends in 4471.",
     "My friend swears she's allergic to cats, but I doubt it.",  # a doubt about a claim relayed
     "My door code is 4471 now, I think, or maybe 4417.",  # "I think" parsed as a side clause
-    "Hypothetically, my budget is $2,000.",  # not asserted: a hypothetical without "imagine" or "suppose"
 ]
 FIRM = [
     "I can't eat gluten.",
