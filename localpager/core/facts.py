@@ -35,7 +35,8 @@ from .dates import format_day
 from .hedges import hedged
 from .records import Turn
 from .scenes import imagined
-from .syntax import asks_for_work, owned_apart, relays_listener, relays_other, speaker_left_out, states_habit
+from .syntax import (asks_for_work, owned_apart, relays_listener, relays_other, speaker_left_out, states_habit,
+                     wh_opens_clause)
 from .text import CONTACT, NAME_MID_SENTENCE, content_words, fold_plural, sentences
 
 # The extractor's version: a conversation whose facts an older one made gets them made again. 2: quotations and
@@ -71,8 +72,9 @@ from .text import CONTACT, NAME_MID_SENTENCE, content_words, fold_plural, senten
 # speaker's people never replace each other ("My brother lives in Leeds." after "My sister lives in Leeds."). 30: the
 # addition model reads a statement without its change words ("My brother lives in York now." replaces again). 31: a
 # code's word then a word ending in digits states a number ("The wifi password is greenfrog9."). 32: the claim model
-# learns values supposed of a thing ("Imagine the door code is 9083." claims nothing).
-FACTS_VERSION = 32
+# learns values supposed of a thing ("Imagine the door code is 9083." claims nothing). 33: a wh-word opening a clause
+# inside the sentence asks nothing ("What I drink when I get up is always rooibos.": syntax.wh_opens_clause).
+FACTS_VERSION = 33
 KINDS = ("avoid", "diet", "medicine", "constraint", "preference", "person", "pet", "family", "schedule", "plan",
          "number", "budget", "identity", "stated")
 # A fact the cues below have no words for, found by the fact model (``claims.states_fact``): whatever it is about.
@@ -526,10 +528,14 @@ def _statement(sentence: str) -> str:
 
 
 def _asks(line: str) -> bool:
-    """A question: a question mark, or a wh-word asking first. (An auxiliary first is not enough here: "Can't do
-    Mondays, that's my dentist slot." and "Had to give up my old locker" state things.)"""
+    """A question: a question mark, or a wh-word asking first, not one opening a clause inside the sentence
+    (``syntax.wh_opens_clause``: "When I'm not working I'm usually climbing."; parsed only then, a wh-word first and
+    no question mark). (An auxiliary first is not enough here: "Can't do Mondays, that's my dentist slot." and "Had
+    to give up my old locker" state things.)"""
     stripped = line.rstrip("\"')]}»” ")
-    return stripped.endswith(("?", "？")) or bool(_WH_QUESTION.match(stripped))
+    if stripped.endswith(("?", "？")):
+        return True
+    return bool(_WH_QUESTION.match(stripped)) and not wh_opens_clause(stripped)
 
 
 _VALUE = lexicon.pattern("value")  # amounts, numbers, times, days of the month, e-mails, codes

@@ -224,6 +224,31 @@ def tells_past(text: str, at: int) -> bool | None:
     return token.tag_ == "VBD" or any(c.tag_ == "VBD" for c in helpers)
 
 
+# Clauses inside a sentence that a wh-word may open without asking: its subject ("[What I drink when I get up] is
+# rooibos"), an adverbial ("[When I'm not working], I'm climbing") or a complement ("[How I take my coffee]: black")
+INNER_CLAUSES = frozenset({"csubj", "csubjpass", "advcl", "ccomp"})
+
+
+def wh_opens_clause(text: str) -> bool:
+    """Whether the wh-word ``text`` opens with opens a clause inside the sentence rather than asking: a verb
+    between it and the main verb is a subject, adverbial or complement clause (``INNER_CLAUSES``). A question's
+    wh-word belongs to the main clause ("what should i eat tonight", "What time is my flight"). For a line a
+    wh-word opens without a question mark: typed so, "When I'm not working I'm usually climbing." and "What I
+    drink when I get up is always rooibos." read as questions and stated no fact."""
+    if not text or len(text) > MAX_CHARS:
+        return False
+    parsed = _parse(text)
+    first = next((t for t in parsed if not t.is_punct), None)
+    if first is None:
+        return False
+    verb = first.head
+    while verb.dep_ != "ROOT" and verb.i != verb.head.i:
+        if verb.dep_ in INNER_CLAUSES:
+            return True
+        verb = verb.head
+    return False
+
+
 def relays_other(text: str) -> bool:
     """Whether a sentence of ``text`` relays someone else's claim: its root a verb other than "be", its subject a
     person or thing other than the speaker (a noun, or a pronoun that is neither "I", "we" nor a dummy "it"), and

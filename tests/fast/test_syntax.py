@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from localpager.core.modelpaths import ModelNotFoundError, parser_path
 from localpager.core.facts import extract
 from localpager.core.records import Turn
-from localpager.core.syntax import asks_for_work, speaker_left_out, states_habit
+from localpager.core.syntax import asks_for_work, speaker_left_out, states_habit, wh_opens_clause
 
 
 @pytest.mark.parametrize("sentence", [
@@ -106,6 +106,25 @@ def test_an_assistant_or_a_transcripts_speaker_is_not_read_so():
     sentence = LEFT_OUT[0][0]
     assert extract(Turn("assistant", sentence, 0)) == []
     assert extract(Turn("user", LEFT_OUT[1][0], 0, speaker="Ana")) == []  # a transcript's line is not parsed so
+
+
+@pytest.mark.parametrize("sentence", [
+    "What I order at every cafe is a flat white with oat milk.",
+    "Where we spend every Christmas is my aunt's farm in Wexford.",
+    "How I get to work is the 7:40 train from Didcot.",
+])
+def test_a_wh_word_opening_a_clause_without_a_question_mark_states_a_fact(sentence):
+    # read as a question (a wh-word first, a pronoun after it), none of these stated a fact
+    assert wh_opens_clause(sentence)
+    (fact,) = extract(Turn("user", sentence, 0))
+    assert fact.text == sentence
+
+
+@pytest.mark.parametrize("question", ["what should i order at the cafe", "where we should spend christmas",
+                                      "What time is my train", "when my train leaves"])
+def test_a_question_typed_without_its_question_mark_still_asks(question):
+    assert not wh_opens_clause(question)
+    assert extract(Turn("user", question, 0)) == []
 
 
 @settings(max_examples=40, deadline=None)
