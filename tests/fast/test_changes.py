@@ -196,3 +196,13 @@ def test_a_change_the_pair_bank_scores_well_below_the_statement_it_changes_still
     assert newer_needed(question, facts, 0, np.array([0.95, 0.1, 0.5]), 0.45) is None
     # a fact between them that tells no change is passed over, however the bank scores it
     assert newer_needed(question, facts, 0, np.array([0.83, 0.8, 0.6]), 0.45) == 2
+
+
+@pytest.mark.parametrize("said", ["Pilates is Thursday at 6pm from next month.",
+                                  "Swimming is at 8am on Saturdays from next term."])
+def test_a_change_of_the_users_told_in_words_the_lexicon_lacks_is_a_fact_without_a_first_person(said):
+    # a change of theirs needs no "I" (``facts._changes_own``); it asked the lexicon's change words alone, and
+    # "from next month" is none of them: the change model reads it
+    assert not CHANGE_CUE.search(said) and says_changed(said)
+    (fact,) = facts_of([Turn("user", said, 0)])
+    assert fact.text == said
