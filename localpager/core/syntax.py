@@ -230,11 +230,11 @@ INNER_CLAUSES = frozenset({"csubj", "csubjpass", "advcl", "ccomp"})
 
 
 def wh_opens_clause(text: str) -> bool:
-    """Whether the wh-word ``text`` opens with opens a clause inside the sentence rather than asking: a verb
+    """Whether the wh-word that opens ``text`` opens a clause inside the sentence rather than asking: a verb
     between it and the main verb is a subject, adverbial or complement clause (``INNER_CLAUSES``). A question's
-    wh-word belongs to the main clause ("what should i eat tonight", "What time is my flight"). For a line a
-    wh-word opens without a question mark: typed so, "When I'm not working I'm usually climbing." and "What I
-    drink when I get up is always rooibos." read as questions and stated no fact."""
+    wh-word belongs to the main clause ("what should i eat tonight", "What time is my flight"). Asked of a line a
+    wh-word opens without a question mark: "When I'm not working I'm usually climbing." and "What I drink when I get
+    up is always rooibos." had read as questions and stated no fact."""
     if not text or len(text) > MAX_CHARS:
         return False
     parsed = _parse(text)

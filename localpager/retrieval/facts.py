@@ -388,9 +388,9 @@ def side_by_side(facts: Sequence[StandingFact], a: int, b: int, vectors: np.ndar
 # a language, a floor; 2 where the chosen fact had been another thing's) and once gave a hotel room's change for an
 # airline question on the held-out phrasing. In the facts eval one question more of dev got the sister's new city;
 # tuning, the held-out phrasing, heldout_kinds' answers and LoCoMo 1-5 and 6-10 were unchanged; the check phrasing
-# (written apart, never tuned on) got one question more. Widened from 0.05: the bank, fitted on first statements,
-# scores a change below the statement it changes ("I moved everything over to Monzo ..." 0.71 against the
-# Nationwide card's 0.83; a new instrument 0.50 against the old one's 0.80), so the older answered. On the tuning,
+# (written apart, never tuned on) got one question more. Widened from 0.05: the bank often scores a change below the
+# statement it changes ("I moved everything over to Monzo ..." 0.71 against the Nationwide card's 0.83; a new
+# instrument 0.50 against the old one's 0.80), so the older answered. On the tuning,
 # dev and kind sets' conversations (two seeds each, 120 conversations), at 0.35 13 questions more got the newest
 # value and none lost its fact; at 0.5, one more gained and one lost (a floor asked, a later move for a school
 # given). The held-out phrasing, check and held-out kinds sets' best facts were the same at 0.35 (counts only).
