@@ -75,8 +75,8 @@ from .text import CONTACT, NAME_MID_SENTENCE, content_words, fold_plural, senten
 # learns values supposed of a thing ("Imagine the door code is 9083." claims nothing). 33: a wh-word opening a clause
 # inside the sentence asks nothing ("What I drink when I get up is always rooibos.": syntax.wh_opens_clause). 34: a
 # change of the user's without a first person is read by the change model too ("Yoga's Tuesday at 3:15pm from next
-# week.").
-FACTS_VERSION = 34
+# week."). 35: the hedge model learns "I'm unsure, but ..." ("I'm unsure, but my son might be allergic to penicillin.").
+FACTS_VERSION = 35
 KINDS = ("avoid", "diet", "medicine", "constraint", "preference", "person", "pet", "family", "schedule", "plan",
          "number", "budget", "identity", "stated")
 # A fact the cues below have no words for, found by the fact model (``claims.states_fact``): whatever it is about.

@@ -34,6 +34,7 @@ HEDGED = [
     "I'm fairly sure my passport number ends in 4471.",
     "My friend swears she's allergic to cats, but I doubt it.",  # a doubt about a claim relayed
     "My door code is 4471 now, I think, or maybe 4417.",  # "I think" parsed as a side clause
+    "I'm unsure, but my son might be allergic to penicillin.",  # the doubt a clause before the claim, "unsure"
 ]
 FIRM = [
     "I can't eat gluten.",
