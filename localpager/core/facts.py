@@ -36,7 +36,7 @@ from .hedges import hedged
 from .records import Turn
 from .scenes import imagined
 from .syntax import (asks_for_work, owned_apart, relays_listener, relays_other, speaker_left_out, states_habit,
-                     wh_opens_clause)
+                     two_clauses, wh_opens_clause)
 from .text import CONTACT, NAME_MID_SENTENCE, content_words, fold_plural, sentences
 
 # The extractor's version: a conversation whose facts an older one made gets them made again. 2: quotations and
@@ -76,7 +76,9 @@ from .text import CONTACT, NAME_MID_SENTENCE, content_words, fold_plural, senten
 # inside the sentence asks nothing ("What I drink when I get up is always rooibos.": syntax.wh_opens_clause). 34: a
 # change of the user's without a first person is read by the change model too ("Yoga's Tuesday at 3:15pm from next
 # week."). 35: the hedge model learns "I'm unsure, but ..." ("I'm unsure, but my son might be allergic to penicillin.").
-FACTS_VERSION = 35
+# 36: two values told in clauses with subjects of their own are two facts ("The wifi password is bluefish22 and the
+# door code is 4471.": syntax.two_clauses).
+FACTS_VERSION = 36
 KINDS = ("avoid", "diet", "medicine", "constraint", "preference", "person", "pet", "family", "schedule", "plan",
          "number", "budget", "identity", "stated")
 # A fact the cues below have no words for, found by the fact model (``claims.states_fact``): whatever it is about.
@@ -148,6 +150,7 @@ _DATED = lexicon.pattern("dated")  # a written date ("March 6", "6th of March"),
 _ANNOTATION = re.compile(r"\s*\[[^\[\]]{0,400}\]")  # what a transcript adds: "[shares a photo: a photo of a cat]"
 _CLAUSES = re.compile(r";\s+|\s+[\u2014\u2013-]\s+")  # a statement and a question in one sentence
 _SPEAKER_CLAUSE = lexicon.pattern("speaker_clause")  # "..., and we ...": a clause with the speaker its subject
+_JOINED = lexicon.pattern("clause_joint")  # "and", "but": where a sentence may go on in a second clause
 _CLAUSE = lexicon.pattern("clause")  # where a long fact may be cut
 _TASK = lexicon.pattern("task")  # asking for work: "translate", "rewrite", "help me"
 # the one addressed: a name after a comma at the end ("..., Mel!"), or after a word and before a comma at the start
@@ -296,11 +299,16 @@ def _leaning(fact: FactDraft, before: str | None) -> FactDraft:
 
 def _two_things(sentence: str) -> list[FactDraft]:
     """The facts of a chat user's sentence that tells two things, each in a clause of its own with the speaker as
-    its subject ("I bank with Monzo and we heat the house with a Worcester boiler."), when each clause alone states
-    one; else none (the sentence is read whole). One fact for both is near neither for a question about one, and
-    unlike every labelled fact the pair bank compares it with ("Which bank am I with?" was answered "not
-    remembered")."""
+    its subject ("I bank with Monzo and we heat the house with a Worcester boiler."), or with a subject of its own
+    when the sentence names two values ("The wifi password is bluefish22 and the door code is 4471.": by its parse,
+    ``syntax.two_clauses``), when each clause alone states one; else none (the sentence is read whole). One fact
+    for both is near neither for a question about one, and unlike every labelled fact the pair bank compares it
+    with ("Which bank am I with?" was answered "not remembered"); and a change of one replaced both (a new wifi
+    password took the door code with it)."""
     clauses = _SPEAKER_CLAUSE.split(sentence)
+    if len(clauses) < 2 and _JOINED.search(sentence) and len(_VALUE.findall(sentence)) + len(
+            _NAME.findall(sentence)) >= 2:
+        clauses = list(two_clauses(sentence) or ())
     if len(clauses) < 2:
         return []
     facts = [_extract(clause.strip(), True) for clause in clauses]

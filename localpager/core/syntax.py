@@ -249,6 +249,38 @@ def wh_opens_clause(text: str) -> bool:
     return False
 
 
+def two_clauses(text: str) -> tuple[str, str] | None:
+    """``text`` cut where its main clause goes on in a second one with a subject of its own, joined by "and" or
+    "but" ("The wifi password is bluefish22 [and] the door code is 4471."): the two clauses, the second capitalized;
+    None when the parse finds no such second clause, or the second leans on the first through a pronoun of anyone
+    but the speaker or a demonstrative standing alone ("..., and the best way to reach [them] is 555-0203.",
+    "..., and [that]'s what I always order.")."""
+    if not text or len(text) > MAX_CHARS:
+        return None
+    parsed = _parse(text)
+    root = next((t for t in parsed if t.dep_ == "ROOT"), None)
+    if root is None:
+        return None
+    for clause in root.children:
+        if clause.dep_ != "conj" or not any(c.dep_ in SUBJECTS for c in clause.children):
+            continue
+        joint = [c for c in root.children if c.dep_ == "cc" and root.i < c.i < clause.i]
+        if joint and not any(_leans_back(t) for t in clause.subtree):
+            start = joint[-1].idx
+            left, right = text[:start].rstrip(" ,;"), text[start + len(joint[-1].text):].strip()
+            if left and right:
+                return left, right[:1].upper() + right[1:]
+    return None
+
+
+def _leans_back(token: Any) -> bool:
+    """Whether ``token`` refers to something said before it: a personal pronoun not the speaker's ("them", "it"),
+    or a determiner standing as a noun ("that", "this")."""
+    if token.tag_ == "PRP":
+        return not _FIRST_PERSON.fullmatch(token.text)
+    return token.tag_ == "DT" and token.dep_ != "det"
+
+
 def relays_other(text: str) -> bool:
     """Whether a sentence of ``text`` relays someone else's claim: its root a verb other than "be", its subject a
     person or thing other than the speaker (a noun, or a pronoun that is neither "I", "we" nor a dummy "it"), and

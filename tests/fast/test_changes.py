@@ -206,3 +206,19 @@ def test_a_change_of_the_users_told_in_words_the_lexicon_lacks_is_a_fact_without
     assert not CHANGE_CUE.search(said) and says_changed(said)
     (fact,) = facts_of([Turn("user", said, 0)])
     assert fact.text == said
+
+
+def test_two_values_told_in_one_sentence_are_two_facts_and_a_change_of_one_leaves_the_other():
+    # one fact for both: a new wifi password replaced it, and the door code went with it
+    said = ["Hi! The guest wifi password is tulip77 and the alarm code for the garage is 5312.",
+            "I changed the guest wifi password to orchid55."]
+    facts = facts_of([Turn("user", text, i) for i, text in enumerate(said)])
+    current = sorted(f.text for f in facts if f.current)
+    assert current == ["I changed the guest wifi password to orchid55.", "The alarm code for the garage is 5312."]
+
+
+@pytest.mark.parametrize("said", ["We rent from Tomasz Nowak, and the quickest way to reach him is 555-0143.",
+                                  "The optician measured me at minus 2.5, and that's what my glasses are."])
+def test_a_second_clause_that_leans_on_the_first_is_not_cut_from_it(said):
+    (fact,) = facts_of([Turn("user", said, 0)])
+    assert fact.text == said
