@@ -222,3 +222,18 @@ def test_two_values_told_in_one_sentence_are_two_facts_and_a_change_of_one_leave
 def test_a_second_clause_that_leans_on_the_first_is_not_cut_from_it(said):
     (fact,) = facts_of([Turn("user", said, 0)])
     assert fact.text == said
+
+
+@pytest.mark.parametrize("first, changed", [
+    ("I work as a staff nurse at the Royal Infirmary.", "New job title: ward manager."),
+    ("My hobby is knitting, mostly socks.", "New hobby since the spring: pottery, at the community centre."),
+])
+def test_a_label_saying_a_change_then_a_short_value_is_a_fact(first, changed):
+    # no first person and no capital or digit in its value ("ward manager"): it named nothing particular, and the
+    # older value stood alone
+    facts = facts_of([Turn("user", first, 0), Turn("user", changed, 1)])
+    assert changed in [f.text for f in facts if f.current]
+
+
+def test_a_label_saying_a_change_then_a_remark_is_no_fact():
+    assert facts_of([Turn("user", "Change of plan: only ten minutes left in the film.", 0)]) == []
