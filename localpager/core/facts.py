@@ -604,7 +604,8 @@ def _by_slot(new: FactDraft | StandingFact, old: FactDraft | StandingFact) -> bo
     return bool(_CHANGED.search(new.text))
 
 
-_SOMEONE = frozenset({"family", "person", "pet"})  # the kinds whose facts are about someone (a sister, a dentist, a dog)
+# the kinds whose facts are about someone (a sister, a dentist, a dog)
+_SOMEONE = frozenset({"family", "person", "pet"})
 
 
 def supersedes(new: FactDraft | StandingFact, old: FactDraft | StandingFact) -> bool:
@@ -626,8 +627,15 @@ def supersedes(new: FactDraft | StandingFact, old: FactDraft | StandingFact) -> 
         model = supersede.default_model()
         if not a.keys & b.keys or model.probability(supersede.pair_features(a, b)) < model.threshold:
             return False
-    # the model's word reading first: a parse costs more
-    return not adds(new.text) and not relays_other(new.text) and not of_two_people(new, old)
+    return not adds(new.text) and may_replace(new, old)  # the model's word reading first: a parse costs more
+
+
+def may_replace(new: FactDraft | StandingFact, old: FactDraft | StandingFact) -> bool:
+    """Whether ``new``, said later, may be a new value of ``old`` as far as whose word it is and whom it is about:
+    the speaker's own claim, not one relayed (``syntax.relays_other``), and not about another of the speaker's
+    people (``of_two_people``). Asked at ingest (``supersedes``) and by each read-time test (``retrieval.facts``),
+    so that the rules are the same in both places."""
+    return not relays_other(new.text) and not of_two_people(new, old)
 
 
 def of_two_people(new: FactDraft | StandingFact, old: FactDraft | StandingFact) -> bool:
