@@ -378,11 +378,16 @@ def _labelled(sentence: str) -> tuple[str, str] | None:
     ("At 10:30 I see the nurse" has none), and what follows is a clause of at least three words ("Evening insulin:
     26 units." has no label: it is a fact whole)."""
     head, colon, rest = sentence.partition(":")
-    words, rest = head.split(), rest.strip()
-    if (not colon or not 0 < len(words) <= _MAX_LABEL_WORDS or len(rest.split()) < 3
-            or not all(w.strip(",'").isalpha() for w in words)):
+    rest = rest.strip()
+    if not colon or not _label(head) or len(rest.split()) < 3:
         return None
     return head, rest[0].upper() + rest[1:]
+
+
+def _label(head: str) -> bool:
+    """Whether what comes before a colon is a label: at most ``_MAX_LABEL_WORDS`` words, words only."""
+    words = head.split()
+    return 0 < len(words) <= _MAX_LABEL_WORDS and all(w.strip(",'").isalpha() for w in words)
 
 
 def _after_label(sentence: str) -> str | None:
@@ -449,9 +454,8 @@ def _changed_value(line: str) -> bool:
     changed, though it names nothing with a capital or a digit. A longer clause after it is a remark of its own
     ("Change of plan: only ten minutes left in the film.")."""
     head, colon, rest = line.partition(":")
-    words, value = head.split(), rest.split(",")[0].split()
-    return (bool(colon) and 0 < len(words) <= _MAX_LABEL_WORDS and all(w.strip(",'").isalpha() for w in words)
-            and 0 < len(value) <= _MAX_VALUE_WORDS and says_changed(head))
+    value = rest.split(",")[0].split()
+    return bool(colon) and _label(head) and 0 < len(value) <= _MAX_VALUE_WORDS and says_changed(head)
 
 
 def changed_fact(sentence: str, user: bool = True) -> FactDraft | None:
