@@ -42,6 +42,7 @@ from .gate import GateFeatures, GateModel, message_features
 FACT_FEATURES = ("gap", "type", "avoid", "lexical", "my", "me", "i", "question", "request", "general_form",
                  "task", "code", "memory_cue", "need", "facts", "sentence")
 _NEED = lexicon.pattern("own_sake")  # asking for oneself: "should I", "for me", "I'm", "my"
+_ASKER = lexicon.pattern("asks_i")  # the asker as a subject: "I", "we" ("What sign was I born under?")
 
 
 @dataclass
@@ -546,8 +547,12 @@ class FactRanker:
 
     def reads(self, message: str) -> bool:
         """Whether the pair bank reads ``message``: it is there, and the message asks for the asker's own sake
-        and not when something happened (a dated recall tells the day)."""
-        return self.pairs() is not None and bool(_NEED.search(message)) and not asks_when_past(message)
+        (``own_sake``'s words, or the asker as a subject: "What sign was I born under?", "Which carrier won't I
+        travel with?") and not when something happened (a dated recall tells the day). With ``own_sake`` alone, a
+        question whose only word of its asker was a bare "I" or "we" ("did I", "was I", "have I", "won't I") got
+        neither the bank's choice nor its "never told"."""
+        return (self.pairs() is not None and bool(_NEED.search(message) or _ASKER.search(message))
+                and not asks_when_past(message))
 
     def need_of(self, message: str) -> tuple[float, float] | None:
         """The pair bank's (needed, nearest) of ``message`` (``PairBank.need_of``), whoever it is asked for (the

@@ -79,6 +79,23 @@ def test_a_question_about_someone_else_does_not_read_the_bank(rankers):
     assert hit.paired is None and not hit.by_pairs  # not for the asker's own sake: the bank's messages all are
 
 
+
+TROMBONE = "The neighbours hear me on the trombone most evenings."
+
+
+def test_a_question_whose_only_word_of_its_asker_is_a_bare_i_is_read_by_the_bank():
+    """"did I", "was I": no ``own_sake`` word, yet asked for the asker's own sake. The bank chooses the fact the
+    fact model alone is unsure of, and a question about something never told is not remembered."""
+    from localpager.retrieval.embedder import default_embedder
+
+    facts = facts_of([Turn("user", text, 2 * i) for i, text in enumerate(SAID + [TROMBONE])])
+    ranker = FactRanker(facts, default_embedder().encode)
+    hit = ranker.best("Which instrument did I take up?")
+    assert hit.fact.text == TROMBONE and hit.paired is not None and hit.paired >= ranker.pairs().threshold + 0.1
+    assert [h.fact.text for h in ranker.relevant("Which instrument did I take up?")] == [TROMBONE]
+    assert ranker.never_told("What sign was I born under?") is not None  # nothing of the kind was said
+
+
 @pytest.mark.model
 def test_the_answer_quotes_the_fact_the_bank_chose(tmp_path, backend):
     lp = LocalPager(tmp_path / "s.db", backend=Recording(backend), recall=RecallSettings(max_answer_tokens=24))
