@@ -412,6 +412,16 @@ def newer_needed(message: str, facts: Sequence[StandingFact], index: int, scores
     return later[-1] if later else None
 
 
+# Below this share of its nearest labelled messages needing a fact, the pair bank says a message needs none, and a
+# chat's recall gate that fired on it is overruled (``RerankSelector.should_recall``): the gate pages in general
+# questions in a user's words ("How do I stop my sister's balcony plants from dying?": 0.55 by the gate, 0.18
+# needed). Chosen on the facts eval's training kinds, whose messages are not in the bank (the tuning, dev and
+# development kinds' are, each with its own label): of the questions it paged in, none about a fact or about
+# something never said was below 0.4; at 0.5 one fact question answered right was. Of 60 questions written apart (30
+# general, 30 about what was said), 19 general ones and 1 about what was said are below it; that one asks with "I
+# said" (``memory_cue``), which keeps the gate's verdict.
+NOTHING_NEEDED = 0.4
+
 # The fact model's probability at or above which the pair bank does not overrule it (``FactHit.missed``): its best
 # facts above it were the right ones 104 times of 105 on the generated tuning sets (the tuning and dev phrasings and
 # the development kinds, each read with the bank's own messages of it left out), 70 to 88% below it. A fact the
@@ -553,6 +563,16 @@ class FactRanker:
         neither the bank's choice nor its "never told"."""
         return (self.pairs() is not None and bool(_NEED.search(message) or _ASKER.search(message))
                 and not asks_when_past(message))
+
+    def needs_nothing(self, message: str) -> float | None:
+        """The pair bank's share of messages like ``message`` that needed a fact (``need_of``'s needed) when it is
+        below ``NOTHING_NEEDED`` (such messages needed none: help asked for, not something told); else None, and
+        None without a bank or for a message asking when something happened (a dated recall tells the day; the
+        bank's messages ask for a value)."""
+        if self.pairs() is None or asks_when_past(message):
+            return None
+        needed = self.need_of(message)[0]
+        return round(needed, 4) if needed < NOTHING_NEEDED else None
 
     def need_of(self, message: str) -> tuple[float, float] | None:
         """The pair bank's (needed, nearest) of ``message`` (``PairBank.need_of``), whoever it is asked for (the

@@ -239,12 +239,28 @@ class RerankSelector(PageSelector):
         answered from the turn it needs in a focused prompt, or "not remembered" below the relevance floor, never
         by a small model reading the whole chat (where it invents a value nobody said)."""
         self.last_gate = None
+        recall = False
         if any(t.text for t in pager.turns[:-1]):
             hits = self._ranked(question, pager, self._searchable(pager, question))
             self.last_gate = decide(self._gate_features(question, hits, pager), self.settings.gate)
-            if self.last_gate.recall:
-                return True
-        return self._gate_on_others(question)
+            recall = self.last_gate.recall
+        if not recall:
+            recall = self._gate_on_others(question)
+        return recall and not self._needs_nothing(question, pager)
+
+    def _needs_nothing(self, question: str, pager: Pager) -> bool:
+        """Whether the pair bank overrules the gate's verdict to recall: in a chat (no transcript's speakers: the
+        bank knows chat users' messages), for a message that refers to nothing said before (no ``memory_cue``:
+        "Which book did I say I'm reading?"), when messages like it needed no fact (``FactRanker.needs_nothing``).
+        The overruled verdict is kept in ``last_gate`` with the bank's figure."""
+        gate = self.last_gate
+        if gate is None or gate.features.get("memory_cue") or self.lexical.table(pager.turns).speakers:
+            return False
+        needed = self.facts.needs_nothing(question)
+        if needed is None:
+            return False
+        self.last_gate = replace(gate, recall=False, needed=needed)
+        return True
 
     def _gate_on_others(self, question: str) -> bool:
         """The gate asked in the user's other conversation that matches ``question`` best (a new chat has no turns

@@ -173,7 +173,9 @@ def format_trace(data: dict[str, Any]) -> str:
         f"  decision {data['decision']} (trigger {data.get('trigger', 'model')}); model named "
         f"{data['model_page_ids'] or '-'}; injected {data['injected_page_ids'] or '-'}",
         *([f"  gate: memory {'relevant' if g['recall'] else 'not relevant'} (p {g['probability']:.2f}, "
-           f"threshold {g['threshold']:.2f})"] if (g := data.get("gate")) else []),
+           f"threshold {g['threshold']:.2f})"
+           + (f"; messages like it needed no fact ({g['needed']:.2f})" if g.get("needed") is not None else "")]
+          if (g := data.get("gate")) else []),
         *([f"  standing fact {f['fact_id']} (turn {f['turn']}, p {f['probability']:.2f}): {f['text'][:100]}"
            for f in data.get("facts", [])]),
         *([f"  floor: {'answered' if a['answer'] else 'not remembered'} (p {a['probability']:.2f}, threshold "

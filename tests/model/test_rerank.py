@@ -112,6 +112,28 @@ def test_every_signal_is_stored_in_sqlite(paged):
     assert index.update("c", pager.evicted, pager.turns, pager.bookmark, Signal) == 0  # nothing stale
 
 
+
+def test_a_general_question_the_gate_would_page_in_is_overruled_by_the_pair_bank(paged):
+    """Messages like it needed no fact (``facts.NOTHING_NEEDED``): nothing is paged in, and the trace says why.
+    Questions about what was said keep the gate's verdict."""
+    from localpager.retrieval.facts import NOTHING_NEEDED
+    from localpager.runtime.trace import Trace, format_trace
+
+    store, pager, index = paged
+    selector = RerankSelector(index, "c")
+    question = "How do I stop my sister's balcony plants from dying?"
+    assert not selector.should_recall(question, pager)
+    gate = selector.last_gate
+    assert gate.probability >= gate.threshold + 0.05 and not gate.recall  # the gate alone would page in
+    assert gate.needed is not None and gate.needed <= NOTHING_NEEDED - 0.1
+    trace = Trace(turn=len(pager.turns), question=question)
+    trace.gate = gate.to_dict()
+    assert "messages like it needed no fact" in format_trace(trace.to_dict())
+    for asked in ("Which snack should I avoid bringing to the party?", "How much can I spend on new cabinets?",
+                  "What did I say about peanuts?"):
+        assert selector.should_recall(asked, pager) and selector.last_gate.needed is None
+
+
 def test_no_evicted_pages_means_no_recall(tmp_path, backend):
     lp = LocalPager(tmp_path / "s.db", backend=backend)
     chat = lp.conversation("c", create=True)
