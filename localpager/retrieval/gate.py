@@ -159,7 +159,7 @@ class GateDecision:
     threshold: float
     features: dict[str, float]
     # the pair bank's share of messages like this one that needed a fact, when it overruled a verdict to recall
-    # (``PageSelector.needs_nothing``): such messages needed none
+    # (``RerankSelector._needs_nothing``): such messages needed none
     needed: float | None = None
 
     def to_dict(self) -> dict:

@@ -79,7 +79,6 @@ def test_a_question_about_someone_else_does_not_read_the_bank(rankers):
     assert hit.paired is None and not hit.by_pairs  # not for the asker's own sake: the bank's messages all are
 
 
-
 TROMBONE = "The neighbours hear me on the trombone most evenings."
 
 

@@ -112,7 +112,6 @@ def test_every_signal_is_stored_in_sqlite(paged):
     assert index.update("c", pager.evicted, pager.turns, pager.bookmark, Signal) == 0  # nothing stale
 
 
-
 def test_a_general_question_the_gate_would_page_in_is_overruled_by_the_pair_bank(paged):
     """Messages like it needed no fact (``facts.NOTHING_NEEDED``): nothing is paged in, and the trace says why.
     Questions about what was said keep the gate's verdict."""
