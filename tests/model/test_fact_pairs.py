@@ -16,7 +16,7 @@ from localpager.core.personal import asks_for_value
 from localpager.core.pager import PagingConfig
 from localpager.core.records import Turn
 from localpager.memory.api import LocalPager
-from localpager.retrieval.facts import SURE, FactRanker
+from localpager.retrieval.facts import SHARED_WORDS, SURE, FactRanker
 from localpager.runtime.prompts import NOT_REMEMBERED
 from localpager.runtime.settings import RecallSettings
 
@@ -153,6 +153,7 @@ def test_a_fact_the_bank_says_the_question_does_not_need_is_not_given(with_sync)
     cut = with_sync.pairs().unmet
     assert needed >= cut["needed"] + 0.2 and nearest >= cut["nearest"] + 0.1 and hit.paired <= cut["paired"] - 0.1
     assert hit.missed and with_sync.relevant(WEDDING) == [] and with_sync.never_told(WEDDING) is not None
+    assert hit.features["lexical"] < SHARED_WORDS  # no word of the question's in the sync: the bank's veto stands
     sync = with_sync.relevant("When is my weekly team meeting?")  # the sync itself is still given
     assert [h.fact.text for h in sync] == [SYNC] and not sync[0].missed
 
@@ -161,6 +162,19 @@ def test_the_bank_does_not_overrule_a_fact_the_model_is_sure_of(with_sync):
     hit = with_sync.best("What am I allergic to?")  # the bank's allergies are unlike it; the model is sure
     assert hit.fact.text == SAID[5] and hit.probability >= SURE and hit.paired < with_sync.pairs().unmet["paired"]
     assert not hit.missed and [h.fact.text for h in with_sync.relevant("What am I allergic to?")] == [SAID[5]]
+
+
+def test_the_bank_does_not_overrule_a_fact_that_uses_the_questions_own_words():
+    from localpager.retrieval.embedder import default_embedder
+
+    moved = "We finally moved our savings over to Starling last week."
+    ranker = FactRanker(facts_of([Turn("user", text, 2 * i) for i, text in enumerate(SAID + [moved])]),
+                        default_embedder().encode)
+    question = "Which bank did we move to?"  # banks are no kind the bank's messages needed: it scores the fact low
+    hit = ranker.best(question)
+    assert hit.fact.text == moved and ranker.model.threshold <= hit.probability < SURE
+    assert hit.paired < ranker.pairs().unmet["paired"] and hit.features["lexical"] >= SHARED_WORDS
+    assert not hit.missed and ranker.gives(hit) and ranker.never_told(question) is None
 
 
 @pytest.mark.model
