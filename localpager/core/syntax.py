@@ -104,12 +104,76 @@ def warm() -> None:
 PARSES_KEPT = 256  # the last parses, by text: a sentence an ingest reads for a request, a habit, a relay and a doubt
 
 
-@lru_cache(maxsize=PARSES_KEPT)
+class ParseNeeded(Exception):
+    """Raised, while parses are deferred (``parses_ahead``), by a reading that needs a parse not made yet."""
+
+    def __init__(self, text: str):
+        super().__init__(text)
+        self.text = text
+
+
+class _Ahead(threading.local):
+    """This thread's parses made ahead in one batch (``parse_ahead``), and whether a parse not among them waits."""
+
+    docs: dict[str, Any] | None = None
+    deferring: bool = False
+
+
+_AHEAD = _Ahead()
+AHEAD_BATCH = 64  # texts the pipeline reads at once: batched, a parse costs about a third of one made alone
+
+
 def _parse(text: str) -> Any:
+    """``text``'s parse: made ahead (``parse_ahead``), else once by itself (``_parsed``); while parses are deferred
+    (``parses_ahead``), ``ParseNeeded`` instead."""
+    docs = _AHEAD.docs
+    if docs is not None:
+        if text in docs:
+            return docs[text]
+        if _AHEAD.deferring:
+            raise ParseNeeded(text)
+    return _parsed(text)
+
+
+@lru_cache(maxsize=PARSES_KEPT)
+def _parsed(text: str) -> Any:
     """``text``'s parse, once: the readings below ask of the same sentence in turn (a chat user's fact is read for a
     request, a relay to the listener and a doubt). A parse is read, never changed."""
     with _PARSING:
         return pipeline()(text)
+
+
+class parses_ahead:
+    """Within it, on this thread, parses made in one batch (``parse_ahead``) are read from where they were kept until
+    the outermost one ends; with ``defer``, a reading that needs a parse not made yet raises ``ParseNeeded`` (its
+    text) instead of parsing. A caller that reads many sentences (an ingest's extraction) learns so which parses
+    they need and makes them together: spaCy parses a batch of short texts in about a third of the time each costs
+    alone."""
+
+    def __init__(self, defer: bool = False):
+        self.defer = defer
+
+    def __enter__(self) -> parses_ahead:
+        self._outer = _AHEAD.docs is None
+        if self._outer:
+            _AHEAD.docs = {}
+        self._was, _AHEAD.deferring = _AHEAD.deferring, self.defer
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        _AHEAD.deferring = self._was
+        if self._outer:
+            _AHEAD.docs = None
+
+
+def parse_ahead(texts: list[str]) -> None:
+    """Parse ``texts`` in batches and keep the parses for the readings within the enclosing ``parses_ahead``."""
+    docs = _AHEAD.docs
+    if docs is None or not texts:
+        return
+    with _PARSING:
+        for text, doc in zip(texts, pipeline().pipe(texts, batch_size=AHEAD_BATCH)):
+            docs[text] = doc
 
 
 @lru_cache(maxsize=1 << 14)

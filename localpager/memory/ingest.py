@@ -6,6 +6,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Callable, Iterable, Sequence
 
+from ..core.facts import extract_all
 from ..core.pager import PagingConfig, page_conversation
 from ..core.records import Transcript, Turn
 from ..store.base import Origin, check_owners, check_user
@@ -69,12 +70,32 @@ def ingest_file(held: Held, path: str | os.PathLike, options: IngestOptions = In
     counter = models.counter()
     report = IngestReport(warnings=list(loaded.warnings))
     total, paged = sum(len(c.turns) for c in loaded.conversations), 0
-    for conv in loaded.conversations if progress is None else progress(loaded.conversations):
+    conversations, ahead = loaded.conversations, 0
+    for n, conv in enumerate(conversations if progress is None else progress(conversations)):
+        if n >= ahead:
+            ahead = _extract_ahead(conversations, n)
         turns = conv.turns if on_turns is None else _counted(conv.turns, paged, total, on_turns)
         store_transcript(held, conv, turns, str(path), config, counter, replace=replace, user=users[conv.id],
                          report=report, embed=options.embed)
         paged += len(conv.turns)
     return report
+
+
+# The turns whose standing facts are read ahead together (``_extract_ahead``): far fewer distinct texts than the
+# extractor keeps readings of (``facts._extract``), so none is read twice.
+AHEAD_TURNS = 4096
+
+
+def _extract_ahead(conversations: Sequence[Transcript], start: int) -> int:
+    """Read the standing facts of the conversations from ``start`` on (as many as hold ``AHEAD_TURNS`` turns, one at
+    least) all at once (``facts.extract_all``), so that the parses they need are made in batches of the whole file,
+    not of each conversation; storing each conversation then finds its facts read. The index after the last read."""
+    end, turns = start, 0
+    while end < len(conversations) and (end == start or turns + len(conversations[end].turns) <= AHEAD_TURNS):
+        turns += len(conversations[end].turns)
+        end += 1
+    extract_all([t for conv in conversations[start:end] for t in conv.turns])
+    return end
 
 
 def store_transcript(held: Held, conv: Transcript, turns: Iterable[Turn], source: str, config: PagingConfig,

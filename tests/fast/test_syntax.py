@@ -134,6 +134,40 @@ def test_any_text_is_read_with_its_speaker_put_back_or_not(text):
     assert restored is None or (restored.startswith(("I ", "I've ")) and restored.endswith(text[1:]))
 
 
+def test_a_parse_deferred_raises_its_text_until_made_in_a_batch_then_reads_as_alone():
+    from localpager.core.syntax import ParseNeeded, parse_ahead, parses_ahead
+
+    text = "Ring my uncle about the caravan keys."  # no other test reads it: no reading of it is kept
+    with parses_ahead(defer=True):
+        with pytest.raises(ParseNeeded) as missing:
+            asks_for_work(text)
+        assert missing.value.text == text
+        parse_ahead([text])
+        assert asks_for_work(text)
+    assert asks_for_work(text + " ")  # outside, parsed alone: the same reading
+
+
+def test_extracting_many_turns_makes_every_parse_in_batches_and_reads_each_as_alone(monkeypatch):
+    from localpager.core import facts, syntax
+
+    said = ["Been playing the oboe since primary school.", "Book my usual table at the Italian place for Friday.",
+            "In my novel, the heroine is allergic to sesame.", "We keep chickens on our allotment.",
+            "I bank with Monzo.", "My friend said she's no longer allergic to sesame.", "What's my locker number?",
+            "Note that our boiler is a Vaillant.", "Honestly, my sister has lived in Kraków since May."]
+    turns = [Turn("user", f"{text} (batch test)", i) for i, text in enumerate(said)]  # texts no other test reads
+    alone = [facts.extract(t) for t in turns]
+    facts._extract.cache_clear()
+    for name in dir(syntax):  # the parser's readings of them are made again, and their parses
+        if hasattr(getattr(syntax, name), "cache_clear") and name != "pipeline":
+            getattr(syntax, name).cache_clear()
+
+    def alone_parse(text):
+        raise AssertionError(f"parsed alone: {text!r}")
+    monkeypatch.setattr(syntax, "_parsed", alone_parse)
+    assert facts.extract_all(turns) == alone
+    assert any(alone) and not all(alone)
+
+
 def test_the_parser_loads_without_pytorch():
     """thinc imports PyTorch when it can; the parser needs none of it (a new process: another test's import of
     it in this one would say nothing)."""
