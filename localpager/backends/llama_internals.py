@@ -92,6 +92,32 @@ def system_info() -> str:
     return info.decode() if isinstance(info, bytes) else str(info)
 
 
+# -- counting tokens ---------------------------------------------------------------------------------
+class _Counting(threading.local):
+    """This thread's token buffer for ``count_tokens``, grown as texts need."""
+
+    size = 0
+    buffer: Any = None
+
+
+_COUNTING = _Counting()
+
+
+def count_tokens(llm: Any, text: bytes) -> int:
+    """How many tokens ``text`` is in ``llm``'s vocabulary (no BOS, special tokens as text), as ``Llama.tokenize``
+    would list them. That allocates a buffer the size of the model's training context (8,192 tokens for
+    SmolLM2) and copies the tokens into a list on every call: most of the time of counting a turn (of an ingest's
+    9,600 turns, 2.3 s of 2.4). This reuses one buffer, as long as the text has bytes (a token is at least one)."""
+    need = len(text) + 8
+    if _COUNTING.size < need:
+        _COUNTING.size = max(need, 2 * _COUNTING.size, 1024)
+        _COUNTING.buffer = (llama_cpp.llama_token * _COUNTING.size)()
+    n = llama_cpp.llama_tokenize(llm._model.vocab, text, len(text), _COUNTING.buffer, _COUNTING.size, False, False)
+    if n < 0:  # a vocabulary whose token is shorter than a byte: what it asks for
+        return len(llm.tokenize(text, add_bos=False, special=False))
+    return n
+
+
 # -- the KV cache -------------------------------------------------------------------------------------
 def _memory(llm: Any):
     return llama_cpp.llama_get_memory(llm._ctx.ctx)

@@ -34,7 +34,9 @@ class LlamaTokenCounter:
         return self._llama.tokenize(text.encode("utf-8"), add_bos=False, special=False)
 
     def count(self, text: str) -> int:
-        return len(self.tokenize(text)) if text else 0
+        from .llama import internals
+
+        return internals().count_tokens(self._llama, text.encode("utf-8")) if text else 0
 
 
 @lru_cache(maxsize=4)
