@@ -220,12 +220,24 @@ def extract(turn: Turn) -> list[FactDraft]:
     return [replace(d, speaker=turn.speaker) for d in found] if turn.speaker else list(found)
 
 
+# Turns read together by ``extract_all``: the parses they wait on are kept until all of them are read (a spaCy
+# parse holds its tokens' vectors), so a conversation of 100,000 turns is read this many at a time.
+EXTRACT_WINDOW = 4096
+
+
 def extract_all(turns: Sequence[Turn]) -> list[list[FactDraft]]:
     """``extract`` of each of ``turns``, the parses they need made in batches (``syntax.parses_ahead``): each round
     reads the turns still waiting until each needs a parse not made yet, then makes those parses together. A turn's
     readings are the same as alone (``extract`` is read again once its parses are made), only sooner."""
+    found: list[list[FactDraft]] = []
+    for start in range(0, len(turns), EXTRACT_WINDOW):
+        found += _extract_window(turns[start:start + EXTRACT_WINDOW])
+    return found
+
+
+def _extract_window(turns: Sequence[Turn]) -> list[list[FactDraft]]:
     found: dict[int, list[FactDraft]] = {}
-    waiting = range(len(turns))
+    waiting: Sequence[int] = range(len(turns))
     with parses_ahead(defer=True):
         while waiting:
             needed: dict[str, None] = {}

@@ -6,7 +6,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Callable, Iterable, Sequence
 
-from ..core.facts import extract_all
+from ..core.facts import EXTRACT_WINDOW, extract_all
 from ..core.pager import PagingConfig, page_conversation
 from ..core.records import Transcript, Turn
 from ..store.base import Origin, check_owners, check_user
@@ -83,7 +83,7 @@ def ingest_file(held: Held, path: str | os.PathLike, options: IngestOptions = In
 
 # The turns whose standing facts are read ahead together (``_extract_ahead``): far fewer distinct texts than the
 # extractor keeps readings of (``facts._extract``), so none is read twice.
-AHEAD_TURNS = 4096
+AHEAD_TURNS = EXTRACT_WINDOW
 
 
 def _extract_ahead(conversations: Sequence[Transcript], start: int) -> int:

@@ -164,6 +164,7 @@ def test_extracting_many_turns_makes_every_parse_in_batches_and_reads_each_as_al
     def alone_parse(text):
         raise AssertionError(f"parsed alone: {text!r}")
     monkeypatch.setattr(syntax, "_parsed", alone_parse)
+    monkeypatch.setattr(facts, "EXTRACT_WINDOW", 4)  # three windows, each its own batches
     assert facts.extract_all(turns) == alone
     assert any(alone) and not all(alone)
 
