@@ -307,7 +307,7 @@ class LlamaCppBackend(ChatBackend):
         return self._llm.tokenize(text.encode("utf-8"), add_bos=False, special=False)
 
     def count_tokens(self, text: str) -> int:
-        return len(self.tokenize(text)) if text else 0
+        return internals().count_tokens(self._llm, text.encode("utf-8")) if text else 0
 
     def detokenize(self, tokens: Sequence[int]) -> str:
         return self._llm.detokenize(list(tokens)).decode("utf-8", errors="replace")

@@ -19,6 +19,11 @@ def test_a_count_is_the_length_of_the_tokenization_short_long_and_short_again(co
     assert counter.count("x" * 20000) > 1000  # past the first buffer: it grew, and counts all of it
 
 
+def test_the_loaded_model_counts_as_its_vocabulary_does(backend, counter):
+    assert [backend.count_tokens(t) for t in TEXTS] == [counter.count(t) for t in TEXTS]
+    assert [backend.count_tokens(t) for t in TEXTS] == [len(backend.tokenize(t)) for t in TEXTS]
+
+
 @settings(max_examples=200, deadline=None)
 @given(st.text(max_size=400))
 def test_any_text_counts_as_many_tokens_as_it_tokenizes_to(counter, text):
