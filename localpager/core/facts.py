@@ -236,6 +236,7 @@ def extract_all(turns: Sequence[Turn]) -> list[list[FactDraft]]:
 
 
 def _extract_window(turns: Sequence[Turn]) -> list[list[FactDraft]]:
+    """``extract_all`` of at most ``EXTRACT_WINDOW`` turns, in rounds until none waits on a parse."""
     found: dict[int, list[FactDraft]] = {}
     waiting: Sequence[int] = range(len(turns))
     with parses_ahead(defer=True):

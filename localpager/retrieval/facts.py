@@ -508,7 +508,8 @@ class FactRanker:
             scores = bank.scores(found.message / max(float(np.linalg.norm(found.message)), 1e-9), vectors)
             if probability >= self.model.threshold:  # the bank may still know this is not what it needs
                 paired = float(scores[index])
-                missed = probability < SURE and features.lexical < SHARED_WORDS and bank.misses(*self.need_of(message), paired)
+                missed = (probability < SURE and features.lexical < SHARED_WORDS
+                          and bank.misses(*self.need_of(message), paired))
             else:
                 top = int(np.argmax(scores))
                 paired, by_pairs = float(scores[top]), bool(scores[top] >= bank.threshold)
