@@ -24,19 +24,18 @@ class LlamaTokenCounter:
     """Counts tokens with a GGUF model's vocabulary (no weights loaded)."""
 
     def __init__(self, model_path: str | os.PathLike):
-        from .llama import load_llama
+        from .llama import internals, load_llama
 
         self.path = Path(model_path)
         self.name = self.path.name
         self._llama = load_llama(self.path, vocab_only=True)
+        self._count = internals().count_tokens
 
     def tokenize(self, text: str) -> list[int]:
         return self._llama.tokenize(text.encode("utf-8"), add_bos=False, special=False)
 
     def count(self, text: str) -> int:
-        from .llama import internals
-
-        return internals().count_tokens(self._llama, text.encode("utf-8")) if text else 0
+        return self._count(self._llama, text.encode("utf-8")) if text else 0
 
 
 @lru_cache(maxsize=4)

@@ -81,17 +81,14 @@ def ingest_file(held: Held, path: str | os.PathLike, options: IngestOptions = In
     return report
 
 
-# The turns whose standing facts are read ahead together (``_extract_ahead``): far fewer distinct texts than the
-# extractor keeps readings of (``facts._extract``), so none is read twice.
-AHEAD_TURNS = EXTRACT_WINDOW
-
-
 def _extract_ahead(conversations: Sequence[Transcript], start: int) -> int:
-    """Read the standing facts of the conversations from ``start`` on (as many as hold ``AHEAD_TURNS`` turns, one at
-    least) all at once (``facts.extract_all``), so that the parses they need are made in batches of the whole file,
-    not of each conversation; storing each conversation then finds its facts read. The index after the last read."""
+    """Read the standing facts of the conversations from ``start`` on (as many as hold one extraction window,
+    ``facts.EXTRACT_WINDOW`` turns, one at least) all at once (``facts.extract_all``), so that the parses they need
+    are made in batches of the whole file, not of each conversation; storing each conversation then finds its facts
+    read (a window holds far fewer texts than the extractor keeps readings of, ``facts._extract``). The index after
+    the last read."""
     end, turns = start, 0
-    while end < len(conversations) and (end == start or turns + len(conversations[end].turns) <= AHEAD_TURNS):
+    while end < len(conversations) and (end == start or turns + len(conversations[end].turns) <= EXTRACT_WINDOW):
         turns += len(conversations[end].turns)
         end += 1
     extract_all([t for conv in conversations[start:end] for t in conv.turns])
