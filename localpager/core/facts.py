@@ -30,12 +30,12 @@ from . import lexicon, supersede
 from .answer_types import stated_types
 # CHANGE_CUE: the newer statement says its value changed ("actually", "moved", "now", "new")
 from .changes import CHANGE_CUE, adds, says_changed
-from .claims import fact_model, is_claim, is_request, mask_quotes, states_fact
+from .claims import QUOTE, fact_model, is_claim, is_request, mask_quotes, states_fact
 from .dates import format_day
 from .hedges import hedged
 from .records import Turn
 from .scenes import imagined
-from .syntax import (ParseNeeded, asks_for_work, owned_apart, parse_ahead, parses_ahead, relays_listener, relays_other,
+from .syntax import (ParseNeeded, asks_for_work, introduces_speech, owned_apart, parse_ahead, parses_ahead, relays_listener, relays_other,
                      speaker_left_out, states_habit, two_clauses, wh_opens_clause)
 from .text import CONTACT, NAME_MID_SENTENCE, content_words, fold_plural, sentences
 
@@ -272,6 +272,9 @@ def _extract(text: str, user: bool) -> tuple[FactDraft, ...]:
     found, before = [], None  # ``before``: the sentence before, when it named something and stated no fact
     for sentence in sentences(mask_quotes(text[: 4 * _MAX_SENTENCE])):  # quoted words are not the speaker's
         sentence = _after_greeting(sentence) if user else _unaddressed(sentence)
+        if _frames_speech(sentence):
+            before = None
+            continue
         things = _two_things(sentence) if user else []
         if things:
             found += things
@@ -301,6 +304,18 @@ def _extract(text: str, user: bool) -> tuple[FactDraft, ...]:
             found += here
         before = sentence if not here and _specific(sentence) and not _asks(sentence) else None
     return tuple(found)
+
+
+def _frames_speech(sentence: str) -> bool:
+    """Whether ``sentence`` (quotations masked) only frames words said or written, the speaker's or another's: it
+    ends with a masked quotation ("My mum wants me to translate this: «quote»", "My sister keeps saying «quote»."),
+    or what follows its colon is someone else's words with a first person in them (``syntax.introduces_speech``:
+    "My friend wrote: I have two dogs.", where "I" is the friend). Neither the frame nor the words are a claim of
+    the speaker's about their world; a quoted name or title is no quotation here (``claims.mask_quotes``)."""
+    if sentence.rstrip(" .!?;:,)]").endswith(QUOTE):
+        return True
+    head, colon, rest = sentence.partition(": ")  # a label's colon, not a time's ("7:40")
+    return bool(colon and len(head.split()) > 1 and _FIRST_PERSON.search(rest) and introduces_speech(head.strip()))
 
 
 def _said_of_self(sentence: str) -> list[FactDraft]:

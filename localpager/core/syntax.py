@@ -355,6 +355,34 @@ def relays_other(text: str) -> bool:
     return bool(_relayers(text))
 
 
+@lru_cache(maxsize=1 << 12)
+def introduces_speech(head: str) -> bool:
+    """Whether ``head``, the words before a colon, hands over to what someone else says, writes or asks for: it
+    ends with a verb whose subject is neither the speaker nor the listener, or with that verb's pronoun object ("My
+    friend wrote: ...", "Here is the text my teacher gave me: ...", "My mum wants me to translate this: ..."). What
+    follows is their words, its "I" theirs, as inside quotation marks. A head ending otherwise goes on to its own
+    words ("My allergist confirmed it last spring: no strawberries for me.", "My writing is going well: ..."); a
+    label names no one ("Quick update: ..."), and a frame of the speaker's or the listener's own is theirs ("I've
+    got news: ...", "Just so you know: ...")."""
+    if not head or len(head) > MAX_CHARS:
+        return False
+    words = [t for t in _parse(head) if not t.is_punct]
+    if not words:
+        return False
+    last = words[-1]
+    verb = last if last.tag_.startswith("VB") else (
+        last.head if last.tag_ in ("PRP", "DT") and last.dep_ in ("dobj", "dative") else None)
+    while verb is not None and verb.dep_ in ("xcomp", "ccomp"):  # "wants me to translate this": who wants
+        verb = verb.head
+    # the head's own verb, or one saying what a thing in it is ("the text my teacher gave me"); not a clause under
+    # another ("Ever since the kids left:", "My job, since my boss retired:"), which sets the scene for the
+    # speaker's own words
+    return (verb is not None and verb.tag_.startswith("VB") and verb.dep_ in ("ROOT", "relcl")
+            and not any(c.dep_ == "mark" or c.tag_ == "WRB" for c in verb.children)
+            and verb.lower_ not in BE and verb.lower_ not in BE_PAST
+            and any(c.dep_ in ("nsubj", "nsubjpass") and _other(c) and c.lower_ not in LISTENER for c in verb.children))
+
+
 def relays_listener(text: str) -> bool:
     """Whether a sentence of ``text`` relays what the one it is said to said ("You said my husband's name is
     Ethan.", "Earlier you told me I'm allergic to peanuts."): in a chat, the assistant's words, which are no

@@ -14,7 +14,7 @@ from localpager.core.claims import (QUOTE, ClaimModel, asks_own, default_model, 
 from localpager.core import facts as facts_module
 from localpager.core.facts import extract, facts_of
 from localpager.core.records import Turn
-from localpager.core.syntax import relays_listener, relays_other
+from localpager.core.syntax import introduces_speech, relays_listener, relays_other
 from localpager.retrieval.gate import message_features
 
 TRUE_ALLERGY = "I'm badly allergic to sesame and carry an EpiPen everywhere."
@@ -174,6 +174,39 @@ def test_quoted_utterances_are_masked_and_names_kept(text, masked):
                                       'Her voicemail said: "call the garage on 555-0178 tomorrow"'])
 def test_a_quotation_after_a_colon_is_no_fact_whatever_its_words(sentence):
     assert extract(user(sentence)) == []
+
+
+@pytest.mark.parametrize("sentence", ["My mum wants me to translate this: 'I have a cat named Felix.'",
+                                      'My brother keeps saying "I am moving to Spain".',
+                                      "My friend wrote: I have two dogs and a cat.",
+                                      "Here is the text my teacher gave me: My name is Tom and I live in Paris.",
+                                      "My daughter asked me to proofread this: our cat is called Felix."])
+def test_a_sentence_that_only_frames_words_said_or_written_is_no_fact(sentence):
+    """Found by a new user's check: the frame of a translation request became a family fact, which then answered
+    "What's my sister's name?"; words handed over after a colon have their writer's "I", as inside quotes."""
+    assert extract(user(sentence)) == []
+    facts = facts_of([user("My sister is called Mira.", 0), user(sentence, 1)])
+    assert [f.text for f in facts if f.current] == ["My sister is called Mira."]
+
+
+@pytest.mark.parametrize("sentence", ["Quick update: I moved to Lyon last week.",
+                                      "Just so you know: I'm allergic to peanuts.",
+                                      "My allergist confirmed it last spring: no strawberries for me, ever.",
+                                      "Ever since the kids left home: we keep the spare room for guests.",
+                                      "I've got news: we're moving to Lyon."])
+def test_a_colon_after_the_speakers_own_frame_still_states_its_fact(sentence):
+    assert extract(user(sentence)) != []
+
+
+@pytest.mark.parametrize("head, hands_over", [
+    ("My friend wrote", True), ("For the record, my wife says", True), ("My boss sent me this", True),
+    ("Here is the text my teacher gave me", True), ("My mum wants me to translate this", True),
+    ("Quick update", False), ("Just so you know", False), ("I've got news", False), ("You told me", False),
+    ("My allergist confirmed it last spring", False), ("Since my partner retired", False),
+    ("When my husband retired", False), ("The thing is", False),
+])
+def test_a_head_hands_over_to_someone_elses_words_by_its_parse(head, hands_over):
+    assert introduces_speech(head) is hands_over
 
 
 @pytest.mark.parametrize("sentence", ["The piano tuner, Olek Nowak, is on 555-0188.",
