@@ -35,9 +35,10 @@ from .dates import format_day
 from .hedges import hedged
 from .records import Turn
 from .scenes import imagined
-from .syntax import (ParseNeeded, asks_for_work, introduces_speech, owned_apart, parse_ahead, parses_ahead, relays_listener, relays_other,
-                     speaker_left_out, states_habit, two_clauses, wh_opens_clause)
+from .syntax import (ParseNeeded, asks_for_work, introduces_speech, owned_apart, parse_ahead, parses_ahead,
+                     relays_listener, relays_other, speaker_left_out, states_habit, two_clauses, wh_opens_clause)
 from .text import CONTACT, NAME_MID_SENTENCE, content_words, fold_plural, sentences
+from .traits import describes_speaker, lasting
 
 # The extractor's version: a conversation whose facts an older one made gets them made again. 2: quotations and
 # sentences that claim nothing (``claims``) state no fact. 3: a fact is one line (``one_line``). 4: a claim the
@@ -292,7 +293,7 @@ def _extract(text: str, user: bool) -> tuple[FactDraft, ...]:
         else:
             here = []
         here = here or [d for d in (stated_fact(sentence, user) or changed_fact(sentence, user)
-                                    or habitual_fact(sentence, user),) if d is not None]
+                                    or habitual_fact(sentence, user) or trait_fact(sentence, user),) if d is not None]
         # what the assistant said, passed back by the user ("You said my husband's name is Ethan."), is no evidence
         # of a fact about them: kept as one, a made-up answer repeated back would answer as memory; nor is what
         # they doubt, or set in a made-up world
@@ -539,6 +540,17 @@ def habitual_fact(sentence: str, user: bool = True) -> FactDraft | None:
     line = _statement(sentence) if user else ""
     if (not line or not _FIRST_PERSON.search(line) or not _specific(line) or not _claims(line) or is_request(line)
             or fact_model().probability(line) < HABIT_FLOOR or not states_habit(line)):
+        return None
+    return _stated(line)
+
+
+def trait_fact(sentence: str, user: bool = True) -> FactDraft | None:
+    """A chat user's description of themselves that stays true ("I'm left-handed.", "We're both teachers.", "I'm on
+    blood thinners."): the fact model reads "I'm" and a word it was not fitted on as a passing state ("I'm
+    hungry."), whatever the word means; the trait model reads what it means (``traits``). Of kind ``stated``.
+    Asked last, and only of a line with "I'm", "we're" or the like (a parse finds the description)."""
+    line = _statement(sentence) if user else ""
+    if not line or not describes_speaker(line) or not _claims(line) or not lasting(line):
         return None
     return _stated(line)
 

@@ -358,12 +358,13 @@ def relays_other(text: str) -> bool:
 @lru_cache(maxsize=1 << 12)
 def introduces_speech(head: str) -> bool:
     """Whether ``head``, the words before a colon, hands over to what someone else says, writes or asks for: it
-    ends with a verb whose subject is neither the speaker nor the listener, or with that verb's pronoun object ("My
-    friend wrote: ...", "Here is the text my teacher gave me: ...", "My mum wants me to translate this: ..."). What
-    follows is their words, its "I" theirs, as inside quotation marks. A head ending otherwise goes on to its own
-    words ("My allergist confirmed it last spring: no strawberries for me.", "My writing is going well: ..."); a
-    label names no one ("Quick update: ..."), and a frame of the speaker's or the listener's own is theirs ("I've
-    got news: ...", "Just so you know: ...")."""
+    ends with a verb whose subject (the one doing it, not a passive's) is neither the speaker nor the listener, or
+    with that verb's pronoun object ("My friend wrote: ...", "Here is the text my teacher gave me: ...", "My mum
+    wants me to translate this: ..."). What follows is their words, its "I" theirs, as inside quotation marks. A
+    head ending otherwise goes on to its own words ("My allergist confirmed it last spring: no strawberries for
+    me.", "My writing is going well: "); so does a passive ("Two seats are booked: ..."), whose subject does
+    nothing; a label names no one ("Quick update: ..."), and a frame of the speaker's or the listener's own is
+    theirs ("I've got news: ...", "Just so you know: ...")."""
     if not head or len(head) > MAX_CHARS:
         return False
     words = [t for t in _parse(head) if not t.is_punct]
@@ -380,7 +381,48 @@ def introduces_speech(head: str) -> bool:
     return (verb is not None and verb.tag_.startswith("VB") and verb.dep_ in ("ROOT", "relcl")
             and not any(c.dep_ == "mark" or c.tag_ == "WRB" for c in verb.children)
             and verb.lower_ not in BE and verb.lower_ not in BE_PAST
-            and any(c.dep_ in ("nsubj", "nsubjpass") and _other(c) and c.lower_ not in LISTENER for c in verb.children))
+            and any(c.dep_ == "nsubj" and _other(c) and c.lower_ not in LISTENER and _someone(c) for c in verb.children))
+
+
+def _someone(subject: Any) -> bool:
+    """A subject that names one: a pronoun, a name, or a noun with a determiner or an owner ("she", "Tom", "the
+    vet", "my friend"). A bare noun is more often a label the parse read as a clause ("News habits update: ...",
+    "Camera update: ...")."""
+    return subject.tag_ in ("PRP", "NNP", "NNPS") or any(c.dep_ in ("det", "poss") for c in subject.children)
+
+
+# The most words a self-description's predicate is read to: "a season ticket holder at Leeds", "deaf in my left ear"
+DESCRIPTION_WORDS = 8
+# where a predicate ends: a clause of its own begins ("..., which makes notebooks annoying", "... so I can't drive")
+_CLAUSE_OPENERS = frozenset({"relcl", "advcl", "ccomp", "mark", "cc", "conj", "parataxis"})
+
+
+@lru_cache(maxsize=1 << 12)
+def self_description(text: str) -> str | None:
+    """What the speaker says they are, when a sentence of ``text`` describes them with "be" in the present ("I'm
+    left-handed, which makes notebooks annoying." -> "left-handed", "We're both teachers." -> "both teachers",
+    "I'm on blood thinners." -> "on blood thinners"): the words after "be" up to a clause of their own or a
+    punctuation mark, at most ``DESCRIPTION_WORDS``; None when none does, when it is denied ("I'm not diabetic.")
+    or when "be" carries a verb in "-ing" (what they are doing: "I'm running late."). Whether that stays true of
+    them is the trait model's to say (``traits``)."""
+    if len(text) > MAX_CHARS:
+        return None
+    for sentence in _parse(text).sents:
+        for be in sentence:
+            if be.lower_ not in BE or be.i == sentence.start or be.nbor(-1).lower_ not in SPEAKER:
+                continue
+            head = be if be.dep_ == "ROOT" else be.head
+            if head.tag_ == "VBG" or any(c.dep_ == "neg" for c in head.children) or (
+                    be.i + 1 < sentence.end and be.nbor(1).dep_ == "neg"):
+                return None
+            words = []
+            for token in sentence[be.i + 1 - sentence.start:]:
+                if (token.is_punct and token.text != "-") or token.dep_ in _CLAUSE_OPENERS:
+                    break
+                words.append(token.text_with_ws)
+            said = "".join(words[:DESCRIPTION_WORDS]).strip()
+            return said or None
+    return None
 
 
 def relays_listener(text: str) -> bool:

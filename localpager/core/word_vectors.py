@@ -60,5 +60,5 @@ def default_vectors() -> WordVectors | None:
     try:
         return WordVectors(default_embedder_path())
     except (ModelNotFoundError, OSError) as error:
-        _log.warning("word vectors unavailable, statements set in a made-up world are not told apart: %s", error)
+        _log.warning("word vectors unavailable, made-up scenes and lasting traits are not told apart: %s", error)
         return None

@@ -1,0 +1,163 @@
+"""What a user says they are becomes a standing fact when it stays true of them ("I'm left-handed.", "We're both
+teachers."), and not when it passes ("I'm tired.", "I'm on the train.") (issue 38, item 1: facts in any words).
+
+The sentences here were written for these tests: the trait model (``core.traits``) was fitted on
+``lab/data/traits_train.json`` and measured on ``traits_check.json``, never on these. Each lasting one was no fact
+before the model read it (``test_each_lasting_sentence_here_was_no_fact_without_the_trait_model``), so every
+assertion below could fail. The model reads the real parser and the default embedder's real word vectors.
+"""
+
+from __future__ import annotations
+
+import json
+from importlib import resources
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from localpager.core import facts as facts_module
+from localpager.core import word_vectors as word_vectors_module
+from localpager.core.facts import extract, facts_of
+from localpager.core.records import Turn
+from localpager.core.syntax import self_description
+from localpager.core.traits import TraitModel, describes_speaker, lasting, shipped_model
+from localpager.core.word_vectors import default_vectors
+
+# each no fact before the trait model read it
+NEW = [
+    "I'm left-handed, which makes notebooks annoying.",  # a new user's check
+    "I'm deaf in my right ear.",
+    "I'm hypoglycaemic.",
+    "Oh and I'm half Japanese.",
+    "I'm mildly autistic, so loud places are hard.",
+    "We're Baptists.",
+]
+# facts before it too (by a cue or the fact model), and still
+LASTING = NEW + [
+    "Oh and I'm colour blind, so the charts all look grey to me.",
+    "We're Quakers, so no alcohol at the wedding.",
+    "I'm a registered nurse.",
+]
+PASSING = [
+    "I'm shattered after that meeting.",
+    "I'm at the bakery.",
+    "We're so pleased with the new sofa.",
+    "I'm a bit lost with this spreadsheet.",
+    "I'm late for the dentist.",
+]
+
+
+def user(text: str, index: int = 0) -> Turn:
+    return Turn(role="user", text=text, index=index)
+
+
+@pytest.mark.parametrize("sentence", LASTING)
+def test_a_lasting_description_of_the_user_is_a_fact(sentence):
+    assert lasting(sentence)
+    (fact,) = extract(user(sentence))
+    assert fact.text in sentence and fact.kind
+
+
+@pytest.mark.parametrize("sentence", PASSING)
+def test_a_passing_state_is_no_fact(sentence):
+    assert not lasting(sentence)
+    assert extract(user(sentence)) == []
+
+
+def test_each_lasting_sentence_here_was_no_fact_without_the_trait_model(monkeypatch):
+    """The tests above could fail: without the trait reading, the new lasting sentences here were no fact (the
+    fact model reads "I'm" and a word it was not fitted on as a passing state)."""
+    monkeypatch.setattr(facts_module, "lasting", lambda text: False)
+    facts_module._extract.cache_clear()
+    try:
+        assert [s for s in NEW if extract(user(s))] == []
+    finally:
+        facts_module._extract.cache_clear()
+
+
+@pytest.mark.parametrize("sentence", ["I'm not diabetic.", "Imagine I'm diabetic.", "I'm not sure I'm diabetic.",
+                                      "My friend wrote: I'm diabetic.", "Am I diabetic?",
+                                      "Write a story where I'm diabetic."])
+def test_a_description_denied_imagined_doubted_quoted_or_asked_is_no_fact(sentence):
+    assert extract(user(sentence)) == []
+
+
+def test_a_transcripts_speaker_is_not_read_for_traits():
+    said = Turn(role="user", text="I'm left-handed.", index=0, speaker="Caroline")
+    assert extract(said) == []
+
+
+def test_a_lasting_description_stands_beside_the_facts_around_it():
+    facts = facts_of([user("I'm allergic to peanuts.", 0), user("I'm hypoglycaemic.", 1), user("I'm tired.", 2)])
+    assert [f.text for f in facts if f.current] == ["I'm allergic to peanuts.", "I'm hypoglycaemic."]
+
+
+@pytest.mark.parametrize("text, description", [
+    ("I'm left-handed, which makes notebooks annoying.", "left-handed"),
+    ("Oh and we're both teachers.", "both teachers"),
+    ("I'm on blood thinners.", "on blood thinners"),
+    ("I am a season ticket holder at Leeds.", "a season ticket holder at Leeds"),
+    ("I'm running late.", None),  # what they are doing
+    ("I'm not diabetic.", None),
+    ("My sister is diabetic.", None),  # not the speaker
+    ("You're a nurse.", None),
+])
+def test_the_description_is_read_from_the_parse(text, description):
+    assert self_description(text) == description
+
+
+def test_the_speaker_and_be_are_found_before_any_parse():
+    assert describes_speaker("Oh and I'm left-handed.") and describes_speaker("We are both teachers.")
+    assert not describes_speaker("My sister is left-handed.") and not describes_speaker("I think so.")
+
+
+def test_the_word_vectors_tell_a_lasting_description_from_a_passing_one_by_meaning():
+    """The same frame with another word reads the other way: the words' meaning, not the frame, decides."""
+    model, vectors = shipped_model(), default_vectors()
+    assert vectors is not None
+    assert model.lasting("I'm asthmatic.", vectors=vectors)
+    assert not model.lasting("I'm exhausted.", vectors=vectors)
+
+
+def test_without_the_word_vectors_no_description_is_read_as_lasting(monkeypatch):
+    monkeypatch.setattr(word_vectors_module, "default_vectors", lambda: None)
+    assert not shipped_model().lasting("I'm asthmatic.")
+
+
+def test_a_model_with_no_weights_reads_nothing_as_lasting():
+    vectors = default_vectors()
+    empty = TraitModel(np.zeros(2 * vectors.dimensions, dtype=np.float32), -5.0, 0.5)
+    assert not empty.lasting("I'm asthmatic.", vectors=vectors)
+
+
+def test_the_check_sentences_written_apart_read_as_labelled():
+    """Measured on sentences the model was never fitted on (``benchmarks/traits.py`` prints the figures)."""
+    check = json.loads(resources.files("localpager.lab").joinpath("data", "traits_check.json").read_text())
+    found = [lasting(s) for s in check["lasting"]]
+    kept = [lasting(s) for s in check["passing"]]
+    assert sum(found) / len(found) >= 0.9
+    assert sum(kept) / len(kept) <= 0.1
+
+
+def test_the_training_and_check_sentences_are_apart_and_labelled_once():
+    data = {name: json.loads(resources.files("localpager.lab").joinpath("data", f"traits_{name}.json").read_text())
+            for name in ("train", "check")}
+    for d in data.values():
+        assert d["about"] and d["lasting"] and d["passing"]
+        assert not set(d["lasting"]) & set(d["passing"])
+    train = set(data["train"]["lasting"] + data["train"]["passing"])
+    assert not train & set(data["check"]["lasting"] + data["check"]["passing"])
+    assert not train & set(LASTING + PASSING)
+
+
+_WORDS = st.sampled_from(["I", "'m", "am", "we", "'re", "not", "a", "nurse", "left", "-", "handed", ",", "which",
+                          "tired", "on", "the", "train", "?", ":", "\n", "\u00e9", "so", "both"])
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.one_of(st.text(max_size=200), st.lists(_WORDS, max_size=30).map(" ".join)))
+def test_any_text_reads_as_lasting_or_not_and_extracts_without_error(text):
+    assert lasting(text) in (True, False)
+    assert isinstance(extract(user(text)), list)
