@@ -1,14 +1,16 @@
-"""The trait model (``core.traits``): fitted on labelled sentences, measured on sentences it never saw.
+"""The trait and habit models (``core.traits``): fitted on labelled sentences, measured on sentences they never saw.
 
-Fitted on ``lab/data/traits_train.json`` (a speaker describing themselves with "be": lasting, against passing
-states in the same frame). One row per sentence with a description (``syntax.self_description``), read as its first
-word's vector and its words' sum (``traits.features``). The threshold is the lowest at which, out of fold, at most
+The trait model is fitted on ``lab/data/traits_train.json`` (a speaker describing themselves with "be": lasting,
+against passing states in the same frame), the habit model on ``lab/data/habits_train.json`` (a speaker telling
+what they do in the plain present: habits, against remarks, wants and passing states). One row per sentence with a
+description (``syntax.self_description``, ``syntax.habit_description``), read as its first word's vector and its
+words' sum (``traits.features``). The threshold is the lowest at which, out of fold, at most
 ``MAX_PASSING_LASTING`` of the passing states read as lasting: a mood kept as a fact would answer later questions, a
 lasting one missed is still on its page. Measured, never tuned on: ``lab/data/traits_check.json`` (written apart,
 other words) and the held-out phrasing set's statements that describe their speaker (all facts).
 
     .venv/bin/python benchmarks/traits.py          # measure the shipped model
-    .venv/bin/python benchmarks/traits.py --fit    # fit it again and write localpager/core/data/trait_model.json
+    .venv/bin/python benchmarks/traits.py --fit    # fit both again: core/data/{trait,habit}_model.json
 """
 
 from __future__ import annotations
@@ -22,27 +24,29 @@ import numpy as np
 from claims import DATA, ROOT, arguments, report, write_model
 from hedges import firm_statements
 from localpager.core import traits as traits_module
-from localpager.core.syntax import self_description, warm
-from localpager.core.traits import MODEL_FILE, TraitModel, describes_speaker, features, shipped_model
+from localpager.core.syntax import habit_description, self_description, warm
+from localpager.core.traits import (HABIT_FILE, MODEL_FILE, TraitModel, describes_speaker, features, habit_model,
+                                    shipped_model)
 from localpager.core.word_vectors import default_vectors
 from localpager.lab.fitting import fit_raw_logistic, threshold_above
 
 MODEL_PATH = ROOT / "localpager" / "core" / "data" / MODEL_FILE
+HABIT_PATH = MODEL_PATH.with_name(HABIT_FILE)
 MAX_PASSING_LASTING = 0.02
 L2 = 10.0  # the word vectors have 384 dimensions and the sentences number a few hundred
 
 
 def rows(name: str) -> list[tuple[str, int]]:
-    """(sentence, 1 if what it says the speaker is lasts) of a traits file."""
+    """(sentence, 1 if what it says the speaker is or does lasts) of a traits or habits file."""
     data = json.loads((DATA / f"{name}.json").read_text(encoding="utf-8"))
     return [(s, 1) for s in data["lasting"]] + [(s, 0) for s in data["passing"]]
 
 
-def fit(train: list[tuple[str, int]], folds: int = 5) -> TraitModel:
-    """The model on the descriptions of ``train``'s sentences, its threshold the lowest at which at most
+def fit(train: list[tuple[str, int]], describe=self_description, folds: int = 5) -> TraitModel:
+    """The model on the descriptions (``describe``) of ``train``'s sentences, its threshold the lowest at which at most
     ``MAX_PASSING_LASTING`` of the passing ones read as lasting out of fold; the folds split by description."""
     vectors = default_vectors()
-    found = [(d, label) for text, label in train if (d := self_description(text))]
+    found = [(d, label) for text, label in train if (d := describe(text))]
     x = np.array([features(d, vectors) for d, _ in found], dtype=np.float64)
     y = np.array([label for _, label in found], dtype=np.float64)
     fold = np.array([zlib.crc32(d.lower().encode()) % folds for d, _ in found])
@@ -57,15 +61,18 @@ def fit(train: list[tuple[str, int]], folds: int = 5) -> TraitModel:
     return TraitModel(weights.astype(np.float32), round(bias, 6), round(threshold, 4))
 
 
-def scores(model: TraitModel, data: list[tuple[str, int]], examples: bool = True) -> dict:
+def scores(model: TraitModel, data: list[tuple[str, int]], describe=self_description, examples: bool = True) -> dict:
     """Lasting descriptions found, passing ones read as lasting, and the sentences no description was read of."""
+    def lasts(sentence: str) -> bool:
+        return (describe is not self_description or describes_speaker(sentence)) and model.lasts(describe(sentence))
+
     lasting = [s for s, label in data if label]
     passing = [s for s, label in data if not label]
-    found = [s for s in lasting if model.lasting(s)]
-    wrong = [s for s in passing if model.lasting(s)]
+    found = [s for s in lasting if lasts(s)]
+    wrong = [s for s in passing if lasts(s)]
     result = {"lasting": len(lasting), "lasting_found": round(len(found) / max(1, len(lasting)), 3),
               "passing": len(passing), "passing_read_lasting": round(len(wrong) / max(1, len(passing)), 3),
-              "no_description": sum(1 for s, _ in data if self_description(s) is None)}
+              "no_description": sum(1 for s, _ in data if describe(s) is None)}
     if examples:
         result["missed"] = [s for s in lasting if s not in found][:10]
         result["passing_kept"] = wrong[:10]
@@ -75,14 +82,20 @@ def scores(model: TraitModel, data: list[tuple[str, int]], examples: bool = True
 def main() -> None:
     args = arguments(__doc__, MODEL_PATH)
     warm()
-    train = rows("traits_train")
+    train, habits = rows("traits_train"), rows("habits_train")
     model = fit(train) if args.fit else shipped_model()
+    habit = fit(habits, habit_description) if args.fit else habit_model()
     if args.fit:
         write_model(MODEL_PATH, model.to_json(), "traits.py")
+        write_model(HABIT_PATH, habit.to_json(), "traits.py")
         traits_module.shipped_model.cache_clear()
+        traits_module.habit_model.cache_clear()
     described = [(s, 1) for s, _ in firm_statements(("heldout",)) if describes_speaker(s) and self_description(s)]
-    report({"threshold": model.threshold, "train": scores(model, train), "check": scores(model, rows("traits_check")),
-            "heldout_phrasing_descriptions": scores(model, described, examples=False)}, args.json)
+    report({"traits": {"threshold": model.threshold, "train": scores(model, train),
+                       "check": scores(model, rows("traits_check")),
+                       "heldout_phrasing_descriptions": scores(model, described, examples=False)},
+            "habits": {"threshold": habit.threshold, "train": scores(habit, habits, habit_description),
+                       "check": scores(habit, rows("habits_check"), habit_description)}}, args.json)
 
 
 if __name__ == "__main__":

@@ -38,7 +38,7 @@ from .scenes import imagined
 from .syntax import (ParseNeeded, asks_for_work, introduces_speech, owned_apart, parse_ahead, parses_ahead,
                      relays_listener, relays_other, speaker_left_out, states_habit, two_clauses, wh_opens_clause)
 from .text import CONTACT, NAME_MID_SENTENCE, content_words, fold_plural, sentences
-from .traits import describes_speaker, lasting
+from .traits import describes_speaker, habitual, lasting
 
 # The extractor's version: a conversation whose facts an older one made gets them made again. 2: quotations and
 # sentences that claim nothing (``claims``) state no fact. 3: a fact is one line (``one_line``). 4: a claim the
@@ -269,7 +269,10 @@ def remembered_fact(text: str) -> FactDraft:
 
 
 @lru_cache(maxsize=1 << 14)
-def _extract(text: str, user: bool) -> tuple[FactDraft, ...]:
+def _extract(text: str, user: bool, clause: bool = False) -> tuple[FactDraft, ...]:
+    """``text``'s facts (``extract``); ``clause``: ``text`` is a clause of a sentence (``_two_things``), read
+    without the habit model, whose reading of a clause alone ("... and I catch up on the phone each week.") split
+    sentences whose first clause means nothing alone ("Sunday evening is when my mum")."""
     found, before = [], None  # ``before``: the sentence before, when it named something and stated no fact
     for sentence in sentences(mask_quotes(text[: 4 * _MAX_SENTENCE])):  # quoted words are not the speaker's
         sentence = _after_greeting(sentence) if user else _unaddressed(sentence)
@@ -293,7 +296,8 @@ def _extract(text: str, user: bool) -> tuple[FactDraft, ...]:
         else:
             here = []
         here = here or [d for d in (stated_fact(sentence, user) or changed_fact(sentence, user)
-                                    or habitual_fact(sentence, user) or trait_fact(sentence, user),) if d is not None]
+                                    or habitual_fact(sentence, user, not clause) or trait_fact(sentence, user),)
+                if d is not None]
         # what the assistant said, passed back by the user ("You said my husband's name is Ethan."), is no evidence
         # of a fact about them: kept as one, a made-up answer repeated back would answer as memory; nor is what
         # they doubt, or set in a made-up world
@@ -362,7 +366,7 @@ def _two_things(sentence: str) -> list[FactDraft]:
         clauses = list(two_clauses(sentence) or ())
     if len(clauses) < 2:
         return []
-    facts = [_extract(clause.strip(), True) for clause in clauses]
+    facts = [_extract(part.strip(), True, True) for part in clauses]
     return [d for found in facts for d in found] if all(facts) else []
 
 
@@ -530,16 +534,19 @@ def changed_fact(sentence: str, user: bool = True) -> FactDraft | None:
 HABIT_FLOOR = 0.15
 
 
-def habitual_fact(sentence: str, user: bool = True) -> FactDraft | None:
+def habitual_fact(sentence: str, user: bool = True, read_meaning: bool = True) -> FactDraft | None:
     """A chat user's plain present about what they habitually do or have, naming something particular ("I bank with
     Monzo.", "We rent a flat in Leith."): a standing fact in any verb, which the fact model, reading the frame "I +
     verb + object" as often a passing remark ("I take your point."), does not take. The parse says it is a habit
     whose object names something particular (``syntax.states_habit``: not "I get it.", "I like that idea."), and
-    the fact model must not be sure it is none (``HABIT_FLOOR``). Of kind ``stated``. Asked last, and only of a
-    line naming a value or a name (``_specific``): a parse costs milliseconds."""
+    the fact model must not be sure it is none (``HABIT_FLOOR``). Of kind ``stated``. Or, whatever its object
+    names, the habit model reads the verb and its object as a way the speaker lives ("We heat the house with a wood
+    burner.", "I play the cello.") and not a remark or a want ("I get the bit about Python.", "I need a new
+    laptop.": ``traits.habitual``), unless ``read_meaning`` is False. Asked last."""
     line = _statement(sentence) if user else ""
-    if (not line or not _FIRST_PERSON.search(line) or not _specific(line) or not _claims(line) or is_request(line)
-            or fact_model().probability(line) < HABIT_FLOOR or not states_habit(line)):
+    if (not line or not _FIRST_PERSON.search(line) or not _claims(line) or is_request(line)
+            or fact_model().probability(line) < HABIT_FLOOR
+            or not ((_specific(line) and states_habit(line)) or (read_meaning and habitual(line)))):
         return None
     return _stated(line)
 

@@ -201,17 +201,48 @@ def states_habit(text: str) -> bool:
     other than "be" (or one that "do" puts in the present: "I don't eat ..."), its subject "I" or "we", no modal and
     no clause under it, and an object naming something particular that is not the listener's (see the module
     docstring)."""
+    return any(_habit_frame(root, children) and any(_particular(o) for o in _objects(children))
+               for root, children in _roots(text))
+
+
+def _habit_frame(root: Any, children: list[Any]) -> bool:
+    """A sentence's root in ``states_habit``'s frame, whatever its object names: a present-tense verb other than
+    "be" (or one "do" puts in the present), the speaker its subject, no modal, no clause under it, and an object
+    that is not the listener's."""
+    present = root.tag_ in ("VBP", "VBZ") or (  # "I bank with ...", or "I don't eat ..." ("do" carries it)
+        root.tag_ == "VB" and any(c.dep_ == "aux" and c.lower_ in DO for c in children))
+    return (present and root.lower_ not in BE
+            and any(c.dep_ == "nsubj" and c.lower_ in SPEAKER for c in children)
+            and not any(c.tag_ == "MD" or c.dep_ in HABIT_CLAUSES for c in children)
+            and not any(c.dep_ == "dobj" and _listeners(c) for c in children)
+            and bool(_objects(children)))
+
+
+@lru_cache(maxsize=1 << 12)
+def habit_description(text: str) -> str | None:
+    """What the speaker says they do or have, when a sentence of ``text`` tells it in ``states_habit``'s frame with
+    an object of any kind ("We heat the house with a wood burner." -> "heat the house with a wood burner", "I take
+    your point." has the listener's) but a pronoun ("..., and I visit her every few months.": read alone, it says
+    nothing of whom): the words from the verb up to a clause of their own or a punctuation mark, at most
+    ``DESCRIPTION_WORDS``. Whether that is a way they live or a remark is the habit model's to say
+    (``traits``)."""
+    if len(text) > MAX_CHARS:
+        return None
     for root, children in _roots(text):
-        present = root.tag_ in ("VBP", "VBZ") or (  # "I bank with ...", or "I don't eat ..." ("do" carries it)
-            root.tag_ == "VB" and any(c.dep_ == "aux" and c.lower_ in DO for c in children))
-        if not present or root.lower_ in BE:
-            continue
-        if (any(c.dep_ == "nsubj" and c.lower_ in SPEAKER for c in children)
-                and not any(c.tag_ == "MD" or c.dep_ in HABIT_CLAUSES for c in children)
-                and not any(c.dep_ == "dobj" and _listeners(c) for c in children)
-                and any(_particular(o) for o in _objects(children))):
-            return True
-    return False
+        if _habit_frame(root, children) and not any(o.tag_ == "PRP" for o in _objects(children)):
+            return _words_from(root, root.sent)
+    return None
+
+
+def _words_from(first: Any, sentence: Any) -> str | None:
+    """The words of ``sentence`` from ``first`` up to a clause of their own or a punctuation mark (a hyphen
+    joins), at most ``DESCRIPTION_WORDS``; None for none."""
+    words = []
+    for token in sentence[first.i - sentence.start:]:
+        if (token.is_punct and token.text != "-") or (token.dep_ in _CLAUSE_OPENERS and token is not first):
+            break
+        words.append(token.text_with_ws)
+    return "".join(words[:DESCRIPTION_WORDS]).strip() or None
 
 
 PAST_FORMS = frozenset({"VBD", "VBN"})  # "Sold the old dinghy ...", "Moved to the night shift."
@@ -381,7 +412,8 @@ def introduces_speech(head: str) -> bool:
     return (verb is not None and verb.tag_.startswith("VB") and verb.dep_ in ("ROOT", "relcl")
             and not any(c.dep_ == "mark" or c.tag_ == "WRB" for c in verb.children)
             and verb.lower_ not in BE and verb.lower_ not in BE_PAST
-            and any(c.dep_ == "nsubj" and _other(c) and c.lower_ not in LISTENER and _someone(c) for c in verb.children))
+            and any(c.dep_ == "nsubj" and _other(c) and c.lower_ not in LISTENER and _someone(c)
+                    for c in verb.children))
 
 
 def _someone(subject: Any) -> bool:
@@ -415,13 +447,7 @@ def self_description(text: str) -> str | None:
             if head.tag_ == "VBG" or any(c.dep_ == "neg" for c in head.children) or (
                     be.i + 1 < sentence.end and be.nbor(1).dep_ == "neg"):
                 return None
-            words = []
-            for token in sentence[be.i + 1 - sentence.start:]:
-                if (token.is_punct and token.text != "-") or token.dep_ in _CLAUSE_OPENERS:
-                    break
-                words.append(token.text_with_ws)
-            said = "".join(words[:DESCRIPTION_WORDS]).strip()
-            return said or None
+            return _words_from(be.nbor(1), sentence) if be.i + 1 < sentence.end else None
     return None
 
 

@@ -1,20 +1,22 @@
-"""Whether what a speaker says they are stays true of them ("I'm left-handed.", "We're both teachers.", "I'm on blood
-thinners.") or passes ("I'm tired.", "I'm on the train.", "I'm so excited for tonight."): a small model over the
-meaning of the words.
+"""Whether what a speaker says they are, or do, stays true of them ("I'm left-handed.", "We're both teachers.", "We
+heat the house with a wood burner.") or passes ("I'm tired.", "I'm on the train.", "I need a new laptop.", "I take
+your point."): two small models over the meaning of the words.
 
-Both are told in one frame, "I'm" and a description, so the claim and fact models (``claims``), which read a
-sentence's frame and the content words they were fitted on, read "I'm dyslexic." as they read "I'm hungry.": a
-passing state, no fact, whatever the condition, faith, job or origin it names. Which descriptions last cannot be
-listed. The parse finds the description (``syntax.self_description``: the words after "be" up to a clause of their
-own); the default embedder's word vectors (``word_vectors``) say what they mean, so "haemophiliac" lies near
-"asthmatic" and "peckish" near "hungry" though no training sentence holds them. A logistic model over the first
-word's vector and the sum of all the words' (``features``), learned from labelled sentences
-(``lab/data/traits_train.json``), says which last. Refit with ``python
-benchmarks/traits.py --fit`` (it writes ``core/data/trait_model.json`` and measures ``lab/data/traits_check.json``,
-written apart). Read only of a chat user's sentence in the first person with "be" that nothing else took for a fact.
-English only.
+Each is told in one frame, "I'm" and a description or "I" and a verb in the present, so the claim and fact models
+(``claims``), which read a sentence's frame and the content words they were fitted on, read "I'm dyslexic." as
+they read "I'm hungry.": a passing state, no fact, whatever the condition, faith, job or origin it names; and "I"
+with a verb and an object is as often a remark ("I get the bit about Python.") as a way of living, which the
+extractor took only when the object named something particular ("I bank with Monzo."). Which descriptions and
+habits last cannot be listed. The parse finds the words (``syntax.self_description``: after "be"; and
+``syntax.habit_description``: from the verb, in the plain present with an object that is not the listener's),
+up to a clause of their own; the default embedder's word vectors (``word_vectors``) say what they mean, so
+"haemophiliac" lies near "asthmatic" and "peckish" near "hungry" though no training sentence holds them. A
+logistic model over the first word's vector and the sum of all the words' (``features``), one for each frame,
+learned from labelled sentences (``lab/data/traits_train.json``, ``lab/data/habits_train.json``), says which
+last. Refit with ``python benchmarks/traits.py --fit`` (it writes ``core/data/trait_model.json`` and
+``habit_model.json`` and measures the ``_check.json`` files, written apart). Read only of a chat user's sentence in
+the first person that nothing else took for a fact. English only.
 """
-
 from __future__ import annotations
 
 import json
@@ -25,7 +27,7 @@ from importlib import resources
 from typing import TYPE_CHECKING
 
 from . import word_vectors
-from .syntax import BE, SPEAKER, self_description
+from .syntax import BE, SPEAKER, habit_description, self_description
 from .text import tokenize_words
 
 if TYPE_CHECKING:  # numpy loads with the first description read
@@ -34,6 +36,7 @@ if TYPE_CHECKING:  # numpy loads with the first description read
     from .word_vectors import WordVectors
 
 MODEL_FILE = "trait_model.json"
+HABIT_FILE = "habit_model.json"
 # "I'm", "we're", "I am", "we are": the speaker and "be" in the present, as the words come (``tokenize_words``)
 _SPEAKER_BE = frozenset(s + b for s in SPEAKER for b in BE if b.startswith("'"))
 
@@ -51,14 +54,13 @@ class TraitModel:
         z = self.bias + float(self.weights @ features(description, vectors))
         return 1.0 / (1.0 + math.exp(-max(-50.0, min(50.0, z))))
 
-    def lasting(self, text: str, vectors: WordVectors | None = None) -> bool:
-        """Whether ``text`` describes its speaker as something that stays true of them. ``vectors``: the default
-        embedder's when not given (without them, nothing does)."""
-        if not describes_speaker(text):
+    def lasts(self, description: str | None, vectors: WordVectors | None = None) -> bool:
+        """Whether ``description`` (None: there is none) tells what stays true of the speaker. ``vectors``: the
+        default embedder's when not given (without them, nothing does)."""
+        if description is None:
             return False
         vectors = vectors or word_vectors.default_vectors()
-        description = self_description(text) if vectors is not None else None
-        return description is not None and self.probability(description, vectors) >= self.threshold
+        return vectors is not None and self.probability(description, vectors) >= self.threshold
 
     def to_json(self) -> dict:
         return {"bias": self.bias, "threshold": self.threshold, "weights": [round(float(w), 6) for w in self.weights]}
@@ -81,15 +83,33 @@ def describes_speaker(text: str) -> bool:
     return any(w in _SPEAKER_BE or (w in SPEAKER and n in BE) for w, n in zip(words, words[1:] + [""]))
 
 
-@lru_cache(maxsize=1)
-def shipped_model() -> TraitModel:
-    """The fitted trait model shipped with the package (``core/data/trait_model.json``)."""
+def _load(name: str) -> TraitModel:
     import numpy as np
 
-    data = json.loads(resources.files("localpager.core").joinpath("data", MODEL_FILE).read_text(encoding="utf-8"))
+    data = json.loads(resources.files("localpager.core").joinpath("data", name).read_text(encoding="utf-8"))
     return TraitModel(np.asarray(data["weights"], dtype=np.float32), data["bias"], data["threshold"])
 
 
+@lru_cache(maxsize=1)
+def shipped_model() -> TraitModel:
+    """The fitted trait model shipped with the package (``core/data/trait_model.json``): self-descriptions."""
+    return _load(MODEL_FILE)
+
+
+@lru_cache(maxsize=1)
+def habit_model() -> TraitModel:
+    """The fitted habit model shipped with the package (``core/data/habit_model.json``): habits."""
+    return _load(HABIT_FILE)
+
+
 def lasting(text: str) -> bool:
-    """Whether ``text`` describes its speaker as something that stays true of them, by the shipped model."""
-    return shipped_model().lasting(text)
+    """Whether ``text`` describes its speaker as something that stays true of them ("I'm left-handed."), by the
+    shipped trait model; read only when it has the speaker and "be" side by side (``describes_speaker``)."""
+    return describes_speaker(text) and shipped_model().lasts(self_description(text))
+
+
+def habitual(text: str) -> bool:
+    """Whether ``text`` tells, in the plain present, a way its speaker lives ("We heat the house with a wood
+    burner.") rather than a remark, a want or a passing state ("I take your point.", "I need a new laptop."), by
+    the shipped habit model."""
+    return habit_model().lasts(habit_description(text))

@@ -1,10 +1,11 @@
-"""What a user says they are becomes a standing fact when it stays true of them ("I'm left-handed.", "We're both
-teachers."), and not when it passes ("I'm tired.", "I'm on the train.") (issue 38, item 1: facts in any words).
+"""What a user says they are, or do, becomes a standing fact when it stays true of them ("I'm left-handed.", "We're
+both teachers.", "We keep ducks on the pond."), and not when it passes ("I'm tired.", "I'm on the train.", "I need
+a plumber.") (issue 38, item 1: facts in any words).
 
-The sentences here were written for these tests: the trait model (``core.traits``) was fitted on
-``lab/data/traits_train.json`` and measured on ``traits_check.json``, never on these. Each lasting one was no fact
-before the model read it (``test_each_lasting_sentence_here_was_no_fact_without_the_trait_model``), so every
-assertion below could fail. The model reads the real parser and the default embedder's real word vectors.
+The sentences here were written for these tests: the trait and habit models (``core.traits``) were fitted on
+``lab/data/traits_train.json`` and ``habits_train.json`` and measured on their ``_check.json``, never on
+these. Each new lasting one was no fact before a model read it (the ``..._was_no_fact_without_...`` tests), so every
+assertion below could fail. The models read the real parser and the default embedder's real word vectors.
 """
 
 from __future__ import annotations
@@ -21,8 +22,8 @@ from localpager.core import facts as facts_module
 from localpager.core import word_vectors as word_vectors_module
 from localpager.core.facts import extract, facts_of
 from localpager.core.records import Turn
-from localpager.core.syntax import self_description
-from localpager.core.traits import TraitModel, describes_speaker, lasting, shipped_model
+from localpager.core.syntax import habit_description, self_description
+from localpager.core.traits import TraitModel, describes_speaker, habitual, lasting, shipped_model
 from localpager.core.word_vectors import default_vectors
 
 # each no fact before the trait model read it
@@ -117,39 +118,88 @@ def test_the_word_vectors_tell_a_lasting_description_from_a_passing_one_by_meani
     """The same frame with another word reads the other way: the words' meaning, not the frame, decides."""
     model, vectors = shipped_model(), default_vectors()
     assert vectors is not None
-    assert model.lasting("I'm asthmatic.", vectors=vectors)
-    assert not model.lasting("I'm exhausted.", vectors=vectors)
+    assert model.lasts(self_description("I'm asthmatic."), vectors=vectors)
+    assert not model.lasts(self_description("I'm exhausted."), vectors=vectors)
 
 
 def test_without_the_word_vectors_no_description_is_read_as_lasting(monkeypatch):
     monkeypatch.setattr(word_vectors_module, "default_vectors", lambda: None)
-    assert not shipped_model().lasting("I'm asthmatic.")
+    assert not shipped_model().lasts("asthmatic") and not lasting("I'm asthmatic.")
 
 
 def test_a_model_with_no_weights_reads_nothing_as_lasting():
     vectors = default_vectors()
     empty = TraitModel(np.zeros(2 * vectors.dimensions, dtype=np.float32), -5.0, 0.5)
-    assert not empty.lasting("I'm asthmatic.", vectors=vectors)
+    assert not empty.lasts("asthmatic", vectors=vectors) and not empty.lasts(None, vectors=vectors)
 
 
-def test_the_check_sentences_written_apart_read_as_labelled():
-    """Measured on sentences the model was never fitted on (``benchmarks/traits.py`` prints the figures)."""
-    check = json.loads(resources.files("localpager.lab").joinpath("data", "traits_check.json").read_text())
-    found = [lasting(s) for s in check["lasting"]]
-    kept = [lasting(s) for s in check["passing"]]
+@pytest.mark.parametrize("name, reads", [("traits", lasting), ("habits", habitual)])
+def test_the_check_sentences_written_apart_read_as_labelled(name, reads):
+    """Measured on sentences the models were never fitted on (``benchmarks/traits.py`` prints the figures)."""
+    check = json.loads(resources.files("localpager.lab").joinpath("data", f"{name}_check.json").read_text())
+    found = [reads(s) for s in check["lasting"]]
+    kept = [reads(s) for s in check["passing"]]
     assert sum(found) / len(found) >= 0.9
     assert sum(kept) / len(kept) <= 0.1
 
 
-def test_the_training_and_check_sentences_are_apart_and_labelled_once():
-    data = {name: json.loads(resources.files("localpager.lab").joinpath("data", f"traits_{name}.json").read_text())
-            for name in ("train", "check")}
+@pytest.mark.parametrize("name", ["traits", "habits"])
+def test_the_training_and_check_sentences_are_apart_and_labelled_once(name):
+    data = {part: json.loads(resources.files("localpager.lab").joinpath("data", f"{name}_{part}.json").read_text())
+            for part in ("train", "check")}
     for d in data.values():
         assert d["about"] and d["lasting"] and d["passing"]
         assert not set(d["lasting"]) & set(d["passing"])
     train = set(data["train"]["lasting"] + data["train"]["passing"])
     assert not train & set(data["check"]["lasting"] + data["check"]["passing"])
-    assert not train & set(LASTING + PASSING)
+    assert not train & set(LASTING + PASSING + HABITS + REMARKS)
+
+
+# each no fact before the habit model read it: a plain present whose object names nothing particular
+HABITS = ["We keep ducks on the pond.", "I play the bassoon.", "I grow chillies in the greenhouse.",
+          "We cook with gas.", "I walk the dog before work."]
+REMARKS = ["I need a plumber.", "I have a toothache.", "I enjoy your stories.", "I want a cheaper flight."]
+
+
+@pytest.mark.parametrize("sentence", HABITS)
+def test_a_way_the_user_lives_told_in_the_plain_present_is_a_fact(sentence):
+    assert habitual(sentence)
+    (fact,) = extract(user(sentence))
+    assert fact.text == sentence
+
+
+@pytest.mark.parametrize("sentence", REMARKS)
+def test_a_want_a_need_or_a_passing_state_in_the_same_frame_is_no_fact(sentence):
+    assert not habitual(sentence)
+    assert extract(user(sentence)) == []
+
+
+def test_each_habit_here_was_no_fact_without_the_habit_model(monkeypatch):
+    monkeypatch.setattr(facts_module, "habitual", lambda text: False)
+    facts_module._extract.cache_clear()
+    try:
+        assert [s for s in HABITS if extract(user(s))] == []
+    finally:
+        facts_module._extract.cache_clear()
+
+
+def test_a_clause_is_not_read_for_a_habit_so_its_sentence_stays_whole():
+    """Read alone, "I catch up on the phone each week." is a habit; split from its sentence, the first clause
+    ("Sunday evening is when my mum") would mean nothing."""
+    sentence = "Sunday evening is when my mum and I catch up on the phone each week."
+    assert [f.text for f in extract(user(sentence))] == [sentence]
+
+
+@pytest.mark.parametrize("text, description", [
+    ("We heat the house with a wood burner.", "heat the house with a wood burner"),
+    ("I don't eat meat.", "eat meat"),
+    ("I take your point.", None),  # the listener's
+    ("I visit her every month.", None),  # whom, read alone, it does not say
+    ("I might buy a bike.", None),  # a modal
+    ("I'm a nurse.", None),  # "be": a description, not a habit
+])
+def test_the_habit_is_read_from_the_parse(text, description):
+    assert habit_description(text) == description
 
 
 _WORDS = st.sampled_from(["I", "'m", "am", "we", "'re", "not", "a", "nurse", "left", "-", "handed", ",", "which",
