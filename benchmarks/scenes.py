@@ -28,7 +28,7 @@ from localpager.core import scenes as scenes_module
 from localpager.core.scenes import MODEL_FILE, SceneModel, shipped_model
 from localpager.core.syntax import scenes, warm
 from localpager.core.word_vectors import default_vectors
-from localpager.lab.fitting import fit_raw_logistic, threshold_above
+from localpager.lab.fitting import fit_out_of_fold, threshold_above
 
 MODEL_PATH = ROOT / "localpager" / "core" / "data" / MODEL_FILE
 MAX_REAL_IMAGINED = 0.01
@@ -53,13 +53,7 @@ def fit(train: list[tuple[str, int]], folds: int = 5) -> SceneModel:
     y = np.array([label for _, _, label in found], dtype=np.float64)
     sentence = np.array([n for n, _, _ in found])
     fold = np.array([zlib.crc32(scene.noun.lower().encode()) % folds for _, scene, _ in found])
-    balance = np.where(y == 1, 0.5 / y.sum(), 0.5 / (1 - y).sum()) * len(y)
-    held = np.zeros(len(y))
-    for k in range(folds):
-        part = fold == k
-        weights, bias = fit_raw_logistic(x[~part], y[~part], balance[~part], L2)
-        held[part] = 1 / (1 + np.exp(-(x[part] @ weights + bias)))
-    weights, bias = fit_raw_logistic(x, y, balance, L2)
+    weights, bias, held = fit_out_of_fold(x, y, fold, L2)
     real = [max(held[sentence == n]) for n in set(sentence[y == 0])]
     threshold = threshold_above(real, MAX_REAL_IMAGINED, floor=0.5)
     dense = vectors.dimensions

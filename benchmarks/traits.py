@@ -28,7 +28,7 @@ from localpager.core.syntax import habit_description, self_description, warm
 from localpager.core.traits import (HABIT_FILE, MODEL_FILE, TraitModel, describes_speaker, features, habit_model,
                                     shipped_model)
 from localpager.core.word_vectors import default_vectors
-from localpager.lab.fitting import fit_raw_logistic, threshold_above
+from localpager.lab.fitting import fit_out_of_fold, threshold_above
 
 MODEL_PATH = ROOT / "localpager" / "core" / "data" / MODEL_FILE
 HABIT_PATH = MODEL_PATH.with_name(HABIT_FILE)
@@ -50,13 +50,7 @@ def fit(train: list[tuple[str, int]], describe=self_description, folds: int = 5)
     x = np.array([features(d, vectors) for d, _ in found], dtype=np.float64)
     y = np.array([label for _, label in found], dtype=np.float64)
     fold = np.array([zlib.crc32(d.lower().encode()) % folds for d, _ in found])
-    balance = np.where(y == 1, 0.5 / y.sum(), 0.5 / (1 - y).sum()) * len(y)
-    held = np.zeros(len(y))
-    for k in range(folds):
-        part = fold == k
-        weights, bias = fit_raw_logistic(x[~part], y[~part], balance[~part], L2)
-        held[part] = 1 / (1 + np.exp(-(x[part] @ weights + bias)))
-    weights, bias = fit_raw_logistic(x, y, balance, L2)
+    weights, bias, held = fit_out_of_fold(x, y, fold, L2)
     threshold = threshold_above(held[y == 0], MAX_PASSING_LASTING, floor=0.5)
     return TraitModel(weights.astype(np.float32), round(bias, 6), round(threshold, 4))
 

@@ -17,6 +17,7 @@ last. Refit with ``python benchmarks/traits.py --fit`` (it writes ``core/data/tr
 ``habit_model.json`` and measures the ``_check.json`` files, written apart). Read only of a chat user's sentence in
 the first person that nothing else took for a fact. English only.
 """
+
 from __future__ import annotations
 
 import json

@@ -38,6 +38,20 @@ def fit_raw_logistic(x: np.ndarray, y: np.ndarray, weight: np.ndarray, l2: float
     return weights, float(beta[0] - weights @ mean)
 
 
+def fit_out_of_fold(x: np.ndarray, y: np.ndarray, fold: np.ndarray, l2: float) -> tuple[np.ndarray, float, np.ndarray]:
+    """``fit_raw_logistic`` with both labels weighed alike, on all rows, and each row's probability from a fit
+    without its fold (``fold``: each row's): (weights, bias, those probabilities), for a threshold chosen on rows a
+    model did not see."""
+    balance = np.where(y == 1, 0.5 / y.sum(), 0.5 / (1 - y).sum()) * len(y)
+    held = np.zeros(len(y))
+    for k in np.unique(fold):
+        part = fold == k
+        weights, bias = fit_raw_logistic(x[~part], y[~part], balance[~part], l2)
+        held[part] = 1 / (1 + np.exp(-(x[part] @ weights + bias)))
+    weights, bias = fit_raw_logistic(x, y, balance, l2)
+    return weights, bias, held
+
+
 def threshold_above(negatives: np.ndarray, share: float, floor: float = 0.0) -> float:
     """The lowest threshold at which at most ``share`` of ``negatives`` (out-of-fold scores of what must not pass)
     reach it: just above the highest of them that may not; at least ``floor``."""

@@ -4,7 +4,7 @@ a plumber.") (issue 38, item 1: facts in any words).
 
 The sentences here were written for these tests: the trait and habit models (``core.traits``) were fitted on
 ``lab/data/traits_train.json`` and ``habits_train.json`` and measured on their ``_check.json``, never on
-these. Each new lasting one was no fact before a model read it (the ``..._was_no_fact_without_...`` tests), so every
+these. Each new lasting one was no fact before a model read it (``test_each_new_sentence_here_...``), so every
 assertion below could fail. The models read the real parser and the default embedder's real word vectors.
 """
 
@@ -65,17 +65,6 @@ def test_a_lasting_description_of_the_user_is_a_fact(sentence):
 def test_a_passing_state_is_no_fact(sentence):
     assert not lasting(sentence)
     assert extract(user(sentence)) == []
-
-
-def test_each_lasting_sentence_here_was_no_fact_without_the_trait_model(monkeypatch):
-    """The tests above could fail: without the trait reading, the new lasting sentences here were no fact (the
-    fact model reads "I'm" and a word it was not fitted on as a passing state)."""
-    monkeypatch.setattr(facts_module, "lasting", lambda text: False)
-    facts_module._extract.cache_clear()
-    try:
-        assert [s for s in NEW if extract(user(s))] == []
-    finally:
-        facts_module._extract.cache_clear()
 
 
 @pytest.mark.parametrize("sentence", ["I'm not diabetic.", "Imagine I'm diabetic.", "I'm not sure I'm diabetic.",
@@ -174,11 +163,15 @@ def test_a_want_a_need_or_a_passing_state_in_the_same_frame_is_no_fact(sentence)
     assert extract(user(sentence)) == []
 
 
-def test_each_habit_here_was_no_fact_without_the_habit_model(monkeypatch):
-    monkeypatch.setattr(facts_module, "habitual", lambda text: False)
+@pytest.mark.parametrize("reading, sentences", [("lasting", NEW), ("habitual", HABITS)])
+def test_each_new_sentence_here_was_no_fact_without_its_model(monkeypatch, reading, sentences):
+    """The tests here could fail: without the trait or habit reading, the new sentences here were no fact (the
+    fact model reads "I'm" and a word it was not fitted on as a passing state; a habit needed a name in its
+    object)."""
+    monkeypatch.setattr(facts_module, reading, lambda text: False)
     facts_module._extract.cache_clear()
     try:
-        assert [s for s in HABITS if extract(user(s))] == []
+        assert [s for s in sentences if extract(user(s))] == []
     finally:
         facts_module._extract.cache_clear()
 
