@@ -443,7 +443,7 @@ def self_description(text: str) -> str | None:
         for be in sentence:
             if be.lower_ not in BE or be.i == sentence.start or be.nbor(-1).lower_ not in SPEAKER:
                 continue
-            head = be if be.dep_ == "ROOT" else be.head
+            head = be.head if be.dep_ in ("aux", "auxpass") else be  # "I'm [running] late", "I'm [left]-handed"
             if head.tag_ == "VBG" or any(c.dep_ == "neg" for c in head.children) or (
                     be.i + 1 < sentence.end and be.nbor(1).dep_ == "neg"):
                 return None

@@ -89,6 +89,7 @@ def test_a_lasting_description_stands_beside_the_facts_around_it():
     ("Oh and we're both teachers.", "both teachers"),
     ("I'm on blood thinners.", "on blood thinners"),
     ("I am a season ticket holder at Leeds.", "a season ticket holder at Leeds"),
+    ("I'm hypoglycaemic, so I can't skip meals.", "hypoglycaemic"),  # the other clause's "not" denies nothing here
     ("I'm running late.", None),  # what they are doing
     ("I'm not diabetic.", None),
     ("My sister is diabetic.", None),  # not the speaker
