@@ -431,17 +431,20 @@ _CLAUSE_OPENERS = frozenset({"relcl", "advcl", "ccomp", "mark", "cc", "conj", "p
 
 @lru_cache(maxsize=1 << 12)
 def self_description(text: str) -> str | None:
-    """What the speaker says they are, when a sentence of ``text`` describes them with "be" in the present ("I'm
-    left-handed, which makes notebooks annoying." -> "left-handed", "We're both teachers." -> "both teachers",
-    "I'm on blood thinners." -> "on blood thinners"): the words after "be" up to a clause of their own or a
-    punctuation mark, at most ``DESCRIPTION_WORDS``; None when none does, when it is denied ("I'm not diabetic.")
-    or when "be" carries a verb in "-ing" (what they are doing: "I'm running late."). Whether that stays true of
-    them is the trait model's to say (``traits``)."""
+    """What the speaker says they are, when a sentence of ``text`` describes them with "be" in the present or its
+    perfect ("I'm left-handed, which makes notebooks annoying." -> "left-handed", "We're both teachers." -> "both
+    teachers", "I'm on blood thinners." -> "on blood thinners", "I've been a volunteer firefighter for a decade."
+    -> "a volunteer firefighter for a decade"): the words after "be" up to a clause of their own or a punctuation
+    mark, at most ``DESCRIPTION_WORDS``; None when none does, when it is denied ("I'm not diabetic.") or when "be"
+    carries a verb in "-ing" (what they are doing: "I'm running late."). Whether that stays true of them is the
+    trait model's to say (``traits``)."""
     if len(text) > MAX_CHARS:
         return None
     for sentence in _parse(text).sents:
         for be in sentence:
-            if be.lower_ not in BE or be.i == sentence.start or be.nbor(-1).lower_ not in SPEAKER:
+            if not (be.lower_ in BE and be.i > sentence.start and be.nbor(-1).lower_ in SPEAKER) and not (
+                    be.lower_ in BEEN and be.i > sentence.start + 1 and be.nbor(-1).lower_ in PERFECT
+                    and be.nbor(-2).lower_ in SPEAKER):  # "I'm a nurse", "I've been a nurse for years"
                 continue
             head = be.head if be.dep_ in ("aux", "auxpass") else be  # "I'm [running] late", "I'm [left]-handed"
             if head.tag_ == "VBG" or any(c.dep_ == "neg" for c in head.children) or (

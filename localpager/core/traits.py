@@ -28,7 +28,7 @@ from importlib import resources
 from typing import TYPE_CHECKING
 
 from . import word_vectors
-from .syntax import BE, SPEAKER, habit_description, self_description
+from .syntax import BE, BEEN, PERFECT, SPEAKER, habit_description, self_description
 from .text import tokenize_words
 
 if TYPE_CHECKING:  # numpy loads with the first description read
@@ -38,8 +38,10 @@ if TYPE_CHECKING:  # numpy loads with the first description read
 
 MODEL_FILE = "trait_model.json"
 HABIT_FILE = "habit_model.json"
-# "I'm", "we're", "I am", "we are": the speaker and "be" in the present, as the words come (``tokenize_words``)
+# "I'm", "we're", "I am", "we are": the speaker and "be" in the present, as the words come (``tokenize_words``); and
+# its perfect: "I've been", "we have been"
 _SPEAKER_BE = frozenset(s + b for s in SPEAKER for b in BE if b.startswith("'"))
+_SPEAKER_HAVE = frozenset(s + h for s in SPEAKER for h in PERFECT if h.startswith("'"))
 
 
 @dataclass(frozen=True)
@@ -78,10 +80,11 @@ def features(description: str, vectors: WordVectors) -> np.ndarray:
 
 
 def describes_speaker(text: str) -> bool:
-    """Whether ``text`` has the speaker and "be" in the present side by side ("I'm", "we are"): the words, before
-    any parse."""
-    words = tokenize_words(text)
-    return any(w in _SPEAKER_BE or (w in SPEAKER and n in BE) for w, n in zip(words, words[1:] + [""]))
+    """Whether ``text`` has the speaker and "be" in the present, or its perfect, side by side ("I'm", "we are", "I've
+    been"): the words, before any parse."""
+    words = tokenize_words(text) + ["", ""]
+    return any(w in _SPEAKER_BE or (w in SPEAKER and n in BE) or (w in _SPEAKER_HAVE and n in BEEN)
+               or (w in SPEAKER and n in PERFECT and after in BEEN) for w, n, after in zip(words, words[1:], words[2:]))
 
 
 def _load(name: str) -> TraitModel:

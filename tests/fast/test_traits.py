@@ -34,6 +34,7 @@ NEW = [
     "Oh and I'm half Japanese.",
     "I'm mildly autistic, so loud places are hard.",
     "We're Baptists.",
+    "I've been a lifelong insomniac.",  # the perfect of "be"
 ]
 # facts before it too (by a cue or the fact model), and still
 LASTING = NEW + [
@@ -90,6 +91,7 @@ def test_a_lasting_description_stands_beside_the_facts_around_it():
     ("I'm on blood thinners.", "on blood thinners"),
     ("I am a season ticket holder at Leeds.", "a season ticket holder at Leeds"),
     ("I'm hypoglycaemic, so I can't skip meals.", "hypoglycaemic"),  # the other clause's "not" denies nothing here
+    ("I've been a volunteer firefighter for a decade.", "a volunteer firefighter for a decade"),
     ("I'm running late.", None),  # what they are doing
     ("I'm not diabetic.", None),
     ("My sister is diabetic.", None),  # not the speaker
@@ -101,6 +103,7 @@ def test_the_description_is_read_from_the_parse(text, description):
 
 def test_the_speaker_and_be_are_found_before_any_parse():
     assert describes_speaker("Oh and I'm left-handed.") and describes_speaker("We are both teachers.")
+    assert describes_speaker("I've been a nurse for years.") and describes_speaker("We have been vegan since 2019.")
     assert not describes_speaker("My sister is left-handed.") and not describes_speaker("I think so.")
 
 
