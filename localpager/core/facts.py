@@ -79,8 +79,12 @@ from .traits import describes_speaker, habitual, lasting
 # week."). 35: the hedge model learns "I'm unsure, but ..." ("I'm unsure, but my son might be allergic to penicillin.").
 # 36: two values told in clauses with subjects of their own are two facts ("The wifi password is bluefish22 and the
 # door code is 4471.": syntax.two_clauses). 37: a label saying a change then a short value is a change of the
-# user's ("New job title: ward manager.": _changed_value).
-FACTS_VERSION = 37
+# user's ("New job title: ward manager.": _changed_value). 38: a sentence that only frames words said or written
+# states no fact ("My friend wrote: I have two dogs.": _frames_speech). 39: a chat user's lasting description of
+# themselves is a fact ("I'm left-handed.": traits.lasting). 40: so is a habit whose object names nothing
+# particular ("We keep ducks on the pond.": traits.habitual), and the perfect of "be" describes ("I've been a
+# lifelong insomniac.").
+FACTS_VERSION = 40
 KINDS = ("avoid", "diet", "medicine", "constraint", "preference", "person", "pet", "family", "schedule", "plan",
          "number", "budget", "identity", "stated")
 # A fact the cues below have no words for, found by the fact model (``claims.states_fact``): whatever it is about.
