@@ -450,7 +450,13 @@ def self_description(text: str) -> str | None:
             if head.tag_ == "VBG" or any(c.dep_ == "neg" for c in head.children) or (
                     be.i + 1 < sentence.end and be.nbor(1).dep_ == "neg"):
                 return None
-            return _words_from(be.nbor(1), sentence) if be.i + 1 < sentence.end else None
+            if be.i + 1 >= sentence.end or be.nbor(1).tag_ in ("VBG", "TO"):  # "I've been networking", "how lucky I
+                return None  # am to be ...": no description after "be"
+            said = _words_from(be.nbor(1), sentence)
+            word = be.nbor(1)  # a lone "one" or "it" stands for something said before: "I've been one 'cause ..."
+            lone = said is not None and len(said.split()) == 1 and (
+                word.tag_ == "PRP" or (word.tag_ == "CD" and word.is_alpha))
+            return None if lone else said
     return None
 
 
