@@ -25,7 +25,7 @@ from claims import DATA, ROOT, arguments, report, write_model
 from hedges import firm_statements
 from localpager.core import traits as traits_module
 from localpager.core.syntax import habit_description, self_description, warm
-from localpager.core.traits import (HABIT_FILE, MODEL_FILE, TraitModel, describes_speaker, features, habit_model,
+from localpager.core.traits import (HABIT_FILE, MODEL_FILE, TraitModel, description, features, habit_model,
                                     shipped_model)
 from localpager.core.word_vectors import default_vectors
 from localpager.lab.fitting import fit_out_of_fold, threshold_above
@@ -55,15 +55,13 @@ def fit(train: list[tuple[str, int]], describe=self_description, folds: int = 5)
     return TraitModel(weights.astype(np.float32), round(bias, 6), round(threshold, 4))
 
 
-def scores(model: TraitModel, data: list[tuple[str, int]], describe=self_description, examples: bool = True) -> dict:
-    """Lasting descriptions found, passing ones read as lasting, and the sentences no description was read of."""
-    def lasts(sentence: str) -> bool:
-        return (describe is not self_description or describes_speaker(sentence)) and model.lasts(describe(sentence))
-
+def scores(model: TraitModel, data: list[tuple[str, int]], describe=description, examples: bool = True) -> dict:
+    """Lasting descriptions found, passing ones read as lasting, and the sentences no description was read of
+    (``describe``: as the extractor reads them, ``traits.description`` or ``syntax.habit_description``)."""
     lasting = [s for s, label in data if label]
     passing = [s for s, label in data if not label]
-    found = [s for s in lasting if lasts(s)]
-    wrong = [s for s in passing if lasts(s)]
+    found = [s for s in lasting if model.lasts(describe(s))]
+    wrong = [s for s in passing if model.lasts(describe(s))]
     result = {"lasting": len(lasting), "lasting_found": round(len(found) / max(1, len(lasting)), 3),
               "passing": len(passing), "passing_read_lasting": round(len(wrong) / max(1, len(passing)), 3),
               "no_description": sum(1 for s, _ in data if describe(s) is None)}
@@ -84,7 +82,7 @@ def main() -> None:
         write_model(HABIT_PATH, habit.to_json(), "traits.py")
         traits_module.shipped_model.cache_clear()
         traits_module.habit_model.cache_clear()
-    described = [(s, 1) for s, _ in firm_statements(("heldout",)) if describes_speaker(s) and self_description(s)]
+    described = [(s, 1) for s, _ in firm_statements(("heldout",)) if description(s)]
     report({"traits": {"threshold": model.threshold, "train": scores(model, train),
                        "check": scores(model, rows("traits_check")),
                        "heldout_phrasing_descriptions": scores(model, described, examples=False)},

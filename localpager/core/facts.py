@@ -548,8 +548,8 @@ def habitual_fact(sentence: str, user: bool = True, read_meaning: bool = True) -
     burner.", "I play the cello.") and not a remark or a want ("I get the bit about Python.", "I need a new
     laptop.": ``traits.habitual``), unless ``read_meaning`` is False. Asked last."""
     line = _statement(sentence) if user else ""
-    if (not line or not _FIRST_PERSON.search(line) or not _claims(line) or is_request(line)
-            or fact_model().probability(line) < HABIT_FLOOR
+    if (not line or not _FIRST_PERSON.search(line) or not (read_meaning or _specific(line)) or not _claims(line)
+            or is_request(line) or fact_model().probability(line) < HABIT_FLOOR
             or not ((_specific(line) and states_habit(line)) or (read_meaning and habitual(line)))):
         return None
     return _stated(line)

@@ -106,10 +106,16 @@ def habit_model() -> TraitModel:
     return _load(HABIT_FILE)
 
 
+def description(text: str) -> str | None:
+    """What ``text`` says its speaker is (``syntax.self_description``), parsed only when it has the speaker and "be"
+    side by side (``describes_speaker``); else None."""
+    return self_description(text) if describes_speaker(text) else None
+
+
 def lasting(text: str) -> bool:
     """Whether ``text`` describes its speaker as something that stays true of them ("I'm left-handed."), by the
-    shipped trait model; read only when it has the speaker and "be" side by side (``describes_speaker``)."""
-    return describes_speaker(text) and shipped_model().lasts(self_description(text))
+    shipped trait model."""
+    return shipped_model().lasts(description(text))
 
 
 def habitual(text: str) -> bool:
