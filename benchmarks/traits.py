@@ -23,7 +23,11 @@ import numpy as np
 
 from claims import DATA, ROOT, arguments, report, write_model
 from hedges import firm_statements
+from localpager.core import requests as requests_module
 from localpager.core import traits as traits_module
+from localpager.core.facts import extract
+from localpager.core.records import Turn
+from localpager.core.requests import head_request
 from localpager.core.syntax import habit_description, self_description, warm
 from localpager.core.traits import (HABIT_FILE, MODEL_FILE, TraitModel, description, features, habit_model,
                                     shipped_model)
@@ -32,14 +36,32 @@ from localpager.lab.fitting import fit_out_of_fold, threshold_above
 
 MODEL_PATH = ROOT / "localpager" / "core" / "data" / MODEL_FILE
 HABIT_PATH = MODEL_PATH.with_name(HABIT_FILE)
+REQUEST_PATH = MODEL_PATH.with_name(requests_module.MODEL_FILE)
 MAX_PASSING_LASTING = 0.02
 L2 = 10.0  # the word vectors have 384 dimensions and the sentences number a few hundred
 
 
-def rows(name: str) -> list[tuple[str, int]]:
-    """(sentence, 1 if what it says the speaker is or does lasts) of a traits or habits file."""
+def rows(name: str, yes: str = "lasting", no: str = "passing") -> list[tuple[str, int]]:
+    """(sentence, 1 if what it says the speaker is or does lasts) of a traits or habits file; of a requests file
+    (``yes`` "own", ``no`` "text"), 1 if the words after its colon are the user's own."""
     data = json.loads((DATA / f"{name}.json").read_text(encoding="utf-8"))
-    return [(s, 1) for s in data["lasting"]] + [(s, 0) for s in data["passing"]]
+    return [(s, 1) for s in data[yes]] + [(s, 0) for s in data[no]]
+
+
+def requests(name: str) -> list[tuple[str, int]]:
+    """The rows of a requests file."""
+    return rows(name, "own", "text")
+
+
+def extracted(data: list[tuple[str, int]]) -> dict:
+    """Of a requests file's sentences as the extractor reads them (a chat user's): the share of those giving the
+    user's own words that gave a fact, and of those handing over a text that gave one."""
+    own = [s for s, label in data if label]
+    text = [s for s, label in data if not label]
+    told = [s for s in own if extract(Turn(role="user", text=s, index=0))]
+    taken = [s for s in text if extract(Turn(role="user", text=s, index=0))]
+    return {"own_fact": round(len(told) / max(1, len(own)), 3), "text_fact": round(len(taken) / max(1, len(text)), 3),
+            "own_missed": [s for s in own if s not in told][:10], "text_taken": taken[:10]}
 
 
 def fit(train: list[tuple[str, int]], describe=self_description, folds: int = 5) -> TraitModel:
@@ -77,17 +99,24 @@ def main() -> None:
     train, habits = rows("traits_train"), rows("habits_train")
     model = fit(train) if args.fit else shipped_model()
     habit = fit(habits, habit_description) if args.fit else habit_model()
+    asked = requests("requests_train")
+    request = fit(asked, head_request) if args.fit else requests_module.shipped_model()
     if args.fit:
         write_model(MODEL_PATH, model.to_json(), "traits.py")
         write_model(HABIT_PATH, habit.to_json(), "traits.py")
+        write_model(REQUEST_PATH, request.to_json(), "traits.py")
         traits_module.shipped_model.cache_clear()
         traits_module.habit_model.cache_clear()
+        requests_module.shipped_model.cache_clear()
     described = [(s, 1) for s, _ in firm_statements(("heldout",)) if description(s)]
     report({"traits": {"threshold": model.threshold, "train": scores(model, train),
                        "check": scores(model, rows("traits_check")),
                        "heldout_phrasing_descriptions": scores(model, described, examples=False)},
             "habits": {"threshold": habit.threshold, "train": scores(habit, habits, habit_description),
-                       "check": scores(habit, rows("habits_check"), habit_description)}}, args.json)
+                       "check": scores(habit, rows("habits_check"), habit_description)},
+            "requests": {"threshold": request.threshold, "train": scores(request, asked, head_request),
+                         "check": scores(request, requests("requests_check"), head_request),
+                         "check_extracted": extracted(requests("requests_check"))}}, args.json)
 
 
 if __name__ == "__main__":

@@ -34,6 +34,7 @@ from .claims import QUOTE, fact_model, is_claim, is_request, mask_quotes, states
 from .dates import format_day
 from .hedges import hedged
 from .records import Turn
+from .requests import OWN, TEXT, colon_request
 from .scenes import imagined
 from .syntax import (ParseNeeded, asks_for_work, introduces_speech, owned_apart, parse_ahead, parses_ahead,
                      relays_listener, relays_other, speaker_left_out, states_habit, two_clauses, wh_opens_clause)
@@ -83,8 +84,10 @@ from .traits import describes_speaker, habitual, lasting
 # states no fact ("My friend wrote: I have two dogs.": _frames_speech). 39: a chat user's lasting description of
 # themselves is a fact ("I'm left-handed.": traits.lasting). 40: so is a habit whose object names nothing
 # particular ("We keep ducks on the pond.": traits.habitual), and the perfect of "be" describes ("I've been a
-# lifelong insomniac.").
-FACTS_VERSION = 40
+# lifelong insomniac."). 41: the words after a request's colon are no fact when the request hands over a text to
+# work on ("Please check the grammar: My daughter is called Freya."), and read alone when they are the user's own
+# ("Remember this: my daughter is called Freya.": requests.colon_request).
+FACTS_VERSION = 41
 KINDS = ("avoid", "diet", "medicine", "constraint", "preference", "person", "pet", "family", "schedule", "plan",
          "number", "budget", "identity", "stated")
 # A fact the cues below have no words for, found by the fact model (``claims.states_fact``): whatever it is about.
@@ -283,6 +286,11 @@ def _extract(text: str, user: bool, clause: bool = False) -> tuple[FactDraft, ..
         if _frames_speech(sentence):
             before = None
             continue
+        request = colon_request(sentence) if user else None
+        if request == TEXT:  # what follows the colon is a text handed over for work, not the user's claim
+            before = None
+            continue
+        counted = len(found)
         things = _two_things(sentence) if user else []
         if things:
             found += things
@@ -311,6 +319,10 @@ def _extract(text: str, user: bool, clause: bool = False) -> tuple[FactDraft, ..
         elif not here and user:
             here = _said_of_self(sentence)
             found += here
+        if request == OWN and len(found) == counted:  # the user's own words after a request ("Remember this: ..."),
+            own = _extract(sentence.partition(": ")[2].strip(), True, clause)  # which the whole read as no claim
+            found += [replace(d, text=_whole(sentence)) for d in own] if len(own) == 1 else own
+            here = here or list(own)
         before = sentence if not here and _specific(sentence) and not _asks(sentence) else None
     return tuple(found)
 

@@ -195,6 +195,21 @@ def asks_for_work(text: str) -> bool:
     return False
 
 
+@lru_cache(maxsize=1 << 12)
+def request_words(head: str) -> str | None:
+    """The words of a request from its verb on, lower case ("Please check the grammar" -> "check the grammar"),
+    when ``head`` is one by its parse (``asks_for_work``); else None. What the request model reads (``requests``):
+    the words before the verb ("please", "just") say nothing of what it asks."""
+    if not asks_for_work(head):
+        return None
+    for sentence in _parse(head).sents:
+        root = sentence.root
+        if root.tag_ == "VB" and not any(child.dep_ in SUBJECTS for child in root.children):
+            words = [t.lower_ for t in sentence if t.i >= root.i and not t.is_punct]
+            return " ".join(words) or None
+    return None
+
+
 @lru_cache(maxsize=1 << 14)
 def states_habit(text: str) -> bool:
     """Whether a sentence of ``text`` tells what its speaker habitually does or has: its root a present-tense verb

@@ -87,7 +87,8 @@ def describes_speaker(text: str) -> bool:
                or (w in SPEAKER and n in PERFECT and after in BEEN) for w, n, after in zip(words, words[1:], words[2:]))
 
 
-def _load(name: str) -> TraitModel:
+def load_model(name: str) -> TraitModel:
+    """A model of this shape from the package's data (``core/data/<name>``): the trait, habit and request models."""
     import numpy as np
 
     data = json.loads(resources.files("localpager.core").joinpath("data", name).read_text(encoding="utf-8"))
@@ -97,13 +98,13 @@ def _load(name: str) -> TraitModel:
 @lru_cache(maxsize=1)
 def shipped_model() -> TraitModel:
     """The fitted trait model shipped with the package (``core/data/trait_model.json``): self-descriptions."""
-    return _load(MODEL_FILE)
+    return load_model(MODEL_FILE)
 
 
 @lru_cache(maxsize=1)
 def habit_model() -> TraitModel:
     """The fitted habit model shipped with the package (``core/data/habit_model.json``): habits."""
-    return _load(HABIT_FILE)
+    return load_model(HABIT_FILE)
 
 
 def description(text: str) -> str | None:
