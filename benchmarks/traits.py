@@ -1,4 +1,5 @@
-"""The trait and habit models (``core.traits``): fitted on labelled sentences, measured on sentences they never saw.
+"""The trait, habit and request models (``core.traits``, ``core.requests``): fitted on labelled sentences, measured
+on sentences they never saw.
 
 The trait model is fitted on ``lab/data/traits_train.json`` (a speaker describing themselves with "be": lasting,
 against passing states in the same frame), the habit model on ``lab/data/habits_train.json`` (a speaker telling
@@ -7,10 +8,13 @@ description (``syntax.self_description``, ``syntax.habit_description``), read as
 words' sum (``traits.features``). The threshold is the lowest at which, out of fold, at most
 ``MAX_PASSING_LASTING`` of the passing states read as lasting: a mood kept as a fact would answer later questions, a
 lasting one missed is still on its page. Measured, never tuned on: ``lab/data/traits_check.json`` (written apart,
-other words) and the held-out phrasing set's statements that describe their speaker (all facts).
+other words) and the held-out phrasing set's statements that describe their speaker (all facts). The request model
+is fitted on ``lab/data/requests_train.json`` (a request before a colon whose words after it are the user's own,
+against one handing over a text to work on), read from the request's words (``syntax.request_words``), and
+measured on ``requests_check.json``, alone and as the extractor reads its sentences (``check_extracted``).
 
     .venv/bin/python benchmarks/traits.py          # measure the shipped model
-    .venv/bin/python benchmarks/traits.py --fit    # fit both again: core/data/{trait,habit}_model.json
+    .venv/bin/python benchmarks/traits.py --fit    # fit all three again: core/data/{trait,habit,request}_model.json
 """
 
 from __future__ import annotations
