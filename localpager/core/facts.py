@@ -327,6 +327,18 @@ def _extract(text: str, user: bool, clause: bool = False) -> tuple[FactDraft, ..
     return tuple(found)
 
 
+def handed_over(sentence: str) -> str | None:
+    """The words before the colon (or the quotation) of a chat user's ``sentence`` when what follows is not their
+    claim: someone's words it frames (``_frames_speech``: "My mum wants me to translate this: 'I have a cat named
+    Felix.'") or a text it hands over for work (``requests``: "Translate to Portuguese: I am allergic to
+    penicillin."); else None. Those words are no fact, and no evidence of one for an answer about the user
+    (``runtime.grounding``)."""
+    masked = mask_quotes(sentence)
+    if not (_frames_speech(masked) or colon_request(masked) == TEXT):
+        return None
+    return masked.partition(": ")[0] if ": " in masked else masked.partition(QUOTE)[0]
+
+
 def _frames_speech(sentence: str) -> bool:
     """Whether ``sentence`` (quotations masked) only frames words said or written, the speaker's or another's: it
     ends with a masked quotation ("My mum wants me to translate this: «quote»", "My sister keeps saying «quote»."),

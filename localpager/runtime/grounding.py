@@ -30,6 +30,7 @@ from typing import Collection, Sequence
 from ..core import lexicon
 from ..core.answer_types import asks_when, asks_when_past
 from ..core.dates import annotate
+from ..core.facts import handed_over
 from ..core.records import Turn
 from ..core.syntax import asks_for_work, relays_listener
 from ..core.text import NAME_MID_SENTENCE, content_words, has_question_form, sentences, tokenize_words
@@ -76,13 +77,15 @@ def values(answer: str) -> list[str]:
 
 
 def evidence(turns: Sequence[Turn], injections: Sequence[Injection], clock: bool = False,
-             speakers: Collection[str] = (), stamped: bool = True, told: bool = False) -> str:
+             speakers: Collection[str] = (), stamped: bool = True, told: bool = False,
+             question: str | None = None) -> str:
     """The recalled lines a person said (a user's turn, or a transcript's named speaker's), as the notes show them:
     what an answer about the user may take a value from. ``speakers`` (lower case): only the lines these people
     said (a full name's by its first name too). Without ``stamped``, each line without the day it was said
     (``stamps_answer``): what they said, its relative dates resolved, is the evidence then. With ``told``, only
     what they told: each line's sentences that have no question's form ("Is it worth renting a car in Cape
-    Town?" tells nothing of who the rent is paid to)."""
+    Town?" tells nothing of who the rent is paid to). With ``question``, a chat user's lines without what they handed
+    over that it does not ask about (``_claimed``)."""
     firsts = {n.split()[0] for n in speakers if n}
     lines = []
     for inj in injections:
@@ -90,7 +93,7 @@ def evidence(turns: Sequence[Turn], injections: Sequence[Injection], clock: bool
             turn = turns[i]
             if not turn.by_person or (firsts and not _said_by(turn, firsts)):
                 continue
-            turn = _own_part(turn)
+            turn = _own_part(turn) if question is None else _claimed(_own_part(turn), question)
             turn = _told_part(turn) if told else turn
             if turn.text:
                 lines.append(turn_line(turn, inj.labels.get(i, ""), clock, stamped))
@@ -105,11 +108,14 @@ def asks_only(text: str) -> bool:
     return bool(said) and all(asks_for_work(s) for s in said)
 
 
-def tells(text: str) -> bool:
+def tells(text: str, question: str = "") -> bool:
     """Whether ``text`` (a chat user's turn) tells something: a sentence of it has no question's form, is no
-    request by its parse ("Any tips for keeping basil alive on a windowsill?" and "Suggest a dinner." tell nothing)
-    and does not pass on what the assistant said (``_own_part``)."""
-    return any(not asks_for_work(s) and not relays_listener(s) for s in _unasked(text))
+    request by its parse ("Any tips for keeping basil alive on a windowsill?" and "Suggest a dinner." tell nothing),
+    does not pass on what the assistant said (``_own_part``) and hands over no one's words nor a text to work on
+    that ``question`` does not ask about (``_claimed``: "Translate to Portuguese: I am allergic to penicillin." tells
+    nothing of the user's allergies)."""
+    return any(not asks_for_work(s) and not relays_listener(s) and _asks_about(s, question)
+               for s in _unasked(text))
 
 
 def _own_part(turn: Turn) -> Turn:
@@ -122,6 +128,26 @@ def _own_part(turn: Turn) -> Turn:
     said = sentences(turn.text)
     own = [s.strip() for s in said if not relays_listener(s)]
     return turn if len(own) == len(said) else replace(turn, text=" ".join(own))
+
+
+def _claimed(turn: Turn, question: str) -> Turn:
+    """A chat user's ``turn`` without its sentences whose words after a colon or in quotation marks are not their
+    claim (``facts.handed_over``: someone's words framed, a text handed over for work) unless ``question`` asks
+    about them, sharing a word with what hands them over ("What did I ask you to translate?"). Taken as the user's,
+    "Translate to Portuguese: I am allergic to penicillin." answered "Am I allergic to anything?" with itself,
+    quoted as what they told. Any other turn as it is."""
+    if turn.role != "user" or turn.speaker:
+        return turn
+    said = sentences(turn.text)
+    kept = [s.strip() for s in said if _asks_about(s, question)]
+    return turn if len(kept) == len(said) else replace(turn, text=" ".join(kept))
+
+
+def _asks_about(sentence: str, question: str) -> bool:
+    """Whether ``sentence`` is the user's own claim (``facts.handed_over``), or ``question`` shares a word with what
+    hands its words over."""
+    head = handed_over(sentence)
+    return head is None or bool(_terms(head) & _terms(question))
 
 
 def _unasked(text: str) -> list[str]:
@@ -178,7 +204,8 @@ def sources(answer: str, turns: Sequence[Turn], injections: Sequence[Injection],
     for rank, i in enumerate(i for inj in injections for i in inj.turns):
         if not turns[i].by_person:
             continue
-        told = _told_part(_own_part(turns[i]))  # a question tells nothing to quote, nor the assistant's words
+        told = _told_part(_claimed(_own_part(turns[i]), question))  # a question tells nothing to quote, nor the
+        # assistant's words, nor a text handed over
         count = len(taken & _terms(annotate(told.text, told.time)))
         if count:
             shared.append((-count, rank, i))

@@ -317,7 +317,8 @@ class Runtime:
             told = (a.selector.asks_about_self(question) and a.selector.asks_for_value(question)
                     and not asks_when(question))
             clock, stamped = wants_clock(question), grounding.stamps_answer(question, told)
-            shown = functools.partial(grounding.evidence, pager.turns, injections, clock, stamped=stamped)
+            shown = functools.partial(grounding.evidence, pager.turns, injections, clock, stamped=stamped,
+                                      question=question)
             # what the user, or the people named, told: their lines without the sentences that ask
             found = grounding.check(text, shown(), question, value=told,
                                     told_by=shown(named, told=True) if named else None,
@@ -348,7 +349,8 @@ class Runtime:
             return None
         turn = pager.turns[index]
         if (turn.role != "user" or turn.speaker or not turn.text
-                or not any(index in inj.turns for inj in injections) or not grounding.tells(turn.text)):
+                or not any(index in inj.turns for inj in injections)
+                or not grounding.tells(turn.text, a.question)):
             return None
         return turn
 

@@ -299,6 +299,44 @@ def test_evidence_leaves_out_what_a_chat_user_passes_on_from_the_assistant():
         assert "Ethan" not in shown and "My sister is Freya." in shown and "the lake was frozen" in shown
 
 
+HANDED = ["Translate to Portuguese: I am allergic to Penicillin G.",  # a text handed over for work
+          "My friend wrote: I have two dogs called Rex and Fido.",  # someone's words framed
+          "My mum wants me to translate this: 'I have a cat named Felix.'"]
+
+
+@pytest.mark.parametrize("text", HANDED)
+def test_evidence_for_a_question_leaves_out_what_a_chat_user_hands_over(text):
+    """The words after the colon, or in quotation marks, are not the user's claim: no value of theirs backs an
+    answer about the user ("Am I allergic to anything?" had quoted the translation request as what they told), and
+    such a line tells nothing to quote in place of an answer."""
+    turns = [Turn(role="user", text=f"My sister is Freya. {text}", index=0)]
+    injections = [Injection(page=None, turns=[0])]
+    for question in ("Am I allergic to anything?", "Do I have any pets?"):
+        shown = grounding.evidence(turns, injections, question=question)
+        assert shown == "user: My sister is Freya."
+        assert not grounding.tells(text, question)
+    assert text in grounding.evidence(turns, injections)  # without a question, the whole line (the floor's reading)
+
+
+@pytest.mark.parametrize("text, question", [
+    (HANDED[0], "What did I ask you to translate?"),  # the question asks about what was handed over
+    (HANDED[1], "What did my friend write?"),
+    (HANDED[2], "What did my mum want translated?"),
+])
+def test_a_question_about_what_was_handed_over_may_take_it_as_evidence(text, question):
+    turns = [Turn(role="user", text=text, index=0)]
+    assert text in grounding.evidence(turns, [Injection(page=None, turns=[0])], question=question)
+    assert grounding.tells(text, question)
+
+
+def test_an_answer_about_the_user_from_a_text_they_handed_over_is_not_remembered(fake_pager):
+    said = ["Translate to Portuguese: I am allergic to Penicillin G.", *GARDEN[1:]]
+    chat = _chat(fake_pager, "You are allergic to Penicillin G.", said=said, floor=SURE)
+    result = chat.ask("Am I allergic to anything?")
+    assert result.trace.decision == "unknown" and result.answer == NOT_IN_WHAT_I_FOUND
+    assert result.trace.grounding["grounded"] is False
+
+
 def test_evidence_told_keeps_a_lines_sentences_that_ask_nothing():
     turns = [Turn(role="user", text="My landlord is Mr Okafor. Should I ask him about the heating?", index=0),
              Turn(role="user", text="Is it worth renting a car?", index=1)]
