@@ -1,9 +1,11 @@
-"""The trait, habit and request models (``core.traits``, ``core.requests``): fitted on labelled sentences, measured
-on sentences they never saw.
+"""The trait, habit, result and request models (``core.traits``, ``core.requests``): fitted on labelled sentences,
+measured on sentences they never saw.
 
 The trait model is fitted on ``lab/data/traits_train.json`` (a speaker describing themselves with "be": lasting,
 against passing states in the same frame), the habit model on ``lab/data/habits_train.json`` (a speaker telling
-what they do in the plain present: habits, against remarks, wants and passing states). One row per sentence with a
+what they do in the plain present: habits, against remarks, wants and passing states), the result model on
+``lab/data/results_train.json`` (what they did, told in the past: a result that lasts, against events that only
+happened; ``syntax.result_description``). One row per sentence with a
 description (``syntax.self_description``, ``syntax.habit_description``), read as its first word's vector and its
 words' sum (``traits.features``). The threshold is the lowest at which, out of fold, at most
 ``MAX_PASSING_LASTING`` of the passing states read as lasting: a mood kept as a fact would answer later questions, a
@@ -14,7 +16,7 @@ against one handing over a text to work on), read from the request's words (``sy
 measured on ``requests_check.json``, alone and as the extractor reads its sentences (``check_extracted``).
 
     .venv/bin/python benchmarks/traits.py          # measure the shipped model
-    .venv/bin/python benchmarks/traits.py --fit    # fit all three again: core/data/{trait,habit,request}_model.json
+    .venv/bin/python benchmarks/traits.py --fit    # fit all again: core/data/{trait,habit,result,request}_model.json
 """
 
 from __future__ import annotations
@@ -32,15 +34,16 @@ from localpager.core import traits as traits_module
 from localpager.core.facts import extract
 from localpager.core.records import Turn
 from localpager.core.requests import head_request
-from localpager.core.syntax import habit_description, self_description, warm
-from localpager.core.traits import (HABIT_FILE, MODEL_FILE, TraitModel, description, features, habit_model,
-                                    shipped_model)
+from localpager.core.syntax import habit_description, result_description, self_description, warm
+from localpager.core.traits import (HABIT_FILE, MODEL_FILE, RESULT_FILE, TraitModel, description, features,
+                                    habit_model, result_model, shipped_model)
 from localpager.core.word_vectors import default_vectors
 from localpager.lab.fitting import fit_out_of_fold, threshold_above
 
 MODEL_PATH = ROOT / "localpager" / "core" / "data" / MODEL_FILE
 HABIT_PATH = MODEL_PATH.with_name(HABIT_FILE)
 REQUEST_PATH = MODEL_PATH.with_name(requests_module.MODEL_FILE)
+RESULT_PATH = MODEL_PATH.with_name(RESULT_FILE)
 MAX_PASSING_LASTING = 0.02
 L2 = 10.0  # the word vectors have 384 dimensions and the sentences number a few hundred
 
@@ -103,12 +106,16 @@ def main() -> None:
     train, habits = rows("traits_train"), rows("habits_train")
     model = fit(train) if args.fit else shipped_model()
     habit = fit(habits, habit_description) if args.fit else habit_model()
+    results = rows("results_train")
+    result = fit(results, result_description) if args.fit else result_model()
     asked = requests("requests_train")
     request = fit(asked, head_request) if args.fit else requests_module.shipped_model()
     if args.fit:
         write_model(MODEL_PATH, model.to_json(), "traits.py")
         write_model(HABIT_PATH, habit.to_json(), "traits.py")
         write_model(REQUEST_PATH, request.to_json(), "traits.py")
+        write_model(RESULT_PATH, result.to_json(), "traits.py")
+        traits_module.result_model.cache_clear()
         traits_module.shipped_model.cache_clear()
         traits_module.habit_model.cache_clear()
         requests_module.shipped_model.cache_clear()
@@ -118,6 +125,8 @@ def main() -> None:
                        "heldout_phrasing_descriptions": scores(model, described, examples=False)},
             "habits": {"threshold": habit.threshold, "train": scores(habit, habits, habit_description),
                        "check": scores(habit, rows("habits_check"), habit_description)},
+            "results": {"threshold": result.threshold, "train": scores(result, results, result_description),
+                        "check": scores(result, rows("results_check"), result_description)},
             "requests": {"threshold": request.threshold, "train": scores(request, asked, head_request),
                          "check": scores(request, requests("requests_check"), head_request),
                          "check_extracted": extracted(requests("requests_check"))}}, args.json)

@@ -39,7 +39,7 @@ from .scenes import imagined
 from .syntax import (ParseNeeded, asks_for_work, introduces_speech, owned_apart, parse_ahead, parses_ahead,
                      relays_listener, relays_other, speaker_left_out, states_habit, two_clauses, wh_opens_clause)
 from .text import CONTACT, NAME_MID_SENTENCE, content_words, fold_plural, sentences
-from .traits import describes_speaker, habitual, lasting
+from .traits import describes_speaker, habitual, lasting, lasting_result
 
 # The extractor's version: a conversation whose facts an older one made gets them made again. 2: quotations and
 # sentences that claim nothing (``claims``) state no fact. 3: a fact is one line (``one_line``). 4: a claim the
@@ -86,8 +86,9 @@ from .traits import describes_speaker, habitual, lasting
 # particular ("We keep ducks on the pond.": traits.habitual), and the perfect of "be" describes ("I've been a
 # lifelong insomniac."). 41: the words after a request's colon are no fact when the request hands over a text to
 # work on ("Please check the grammar: My daughter is called Freya."), and read alone when they are the user's own
-# ("Remember this: my daughter is called Freya.": requests.colon_request).
-FACTS_VERSION = 41
+# ("Remember this: my daughter is called Freya.": requests.colon_request). 42: a chat user's event told in the past
+# whose result stays true is a fact ("We just adopted a rescue greyhound called Pepper.": traits.lasting_result).
+FACTS_VERSION = 42
 KINDS = ("avoid", "diet", "medicine", "constraint", "preference", "person", "pet", "family", "schedule", "plan",
          "number", "budget", "identity", "stated")
 # A fact the cues below have no words for, found by the fact model (``claims.states_fact``): whatever it is about.
@@ -308,7 +309,8 @@ def _extract(text: str, user: bool, clause: bool = False) -> tuple[FactDraft, ..
         else:
             here = []
         here = here or [d for d in (stated_fact(sentence, user) or changed_fact(sentence, user)
-                                    or habitual_fact(sentence, user, not clause) or trait_fact(sentence, user),)
+                                    or habitual_fact(sentence, user, not clause) or trait_fact(sentence, user)
+                                    or (None if clause else result_fact(sentence, user)),)
                 if d is not None]
         # what the assistant said, passed back by the user ("You said my husband's name is Ethan."), is no evidence
         # of a fact about them: kept as one, a made-up answer repeated back would answer as memory; nor is what
@@ -575,6 +577,19 @@ def habitual_fact(sentence: str, user: bool = True, read_meaning: bool = True) -
     if (not line or not _FIRST_PERSON.search(line) or not (read_meaning or _specific(line)) or not _claims(line)
             or is_request(line) or fact_model().probability(line) < HABIT_FLOOR
             or not ((_specific(line) and states_habit(line)) or (read_meaning and habitual(line)))):
+        return None
+    return _stated(line)
+
+
+def result_fact(sentence: str, user: bool = True) -> FactDraft | None:
+    """A chat user's event told in the past whose result stays true of them ("We just adopted a rescue greyhound
+    called Pepper.", "I joined a climbing gym near the station."): an event is a page's business, but this one left
+    them with something they have, are or do since, which the result model reads from the verb and its object
+    (``traits.lasting_result``: not "I bought some milk.", "We watched a film."). The fact model must not be sure it
+    is none (``HABIT_FLOOR``). Of kind ``stated``. Asked last, of a sentence whole (a clause alone says less)."""
+    line = _statement(sentence) if user else ""
+    if (not line or not _FIRST_PERSON.search(line) or not _claims(line) or is_request(line)
+            or fact_model().probability(line) < HABIT_FLOOR or not lasting_result(line)):
         return None
     return _stated(line)
 

@@ -249,6 +249,27 @@ def habit_description(text: str) -> str | None:
     return None
 
 
+@lru_cache(maxsize=1 << 12)
+def result_description(text: str) -> str | None:
+    """What the speaker says they did, when a sentence of ``text`` tells it in the past with the speaker its subject
+    ("We just adopted a rescue greyhound called Pepper." -> "adopted a rescue greyhound called Pepper", "I've joined
+    a climbing gym." -> "joined a climbing gym"): its root a verb in the simple past, or the present perfect's
+    participle, with no modal, no clause under it and an object or a complement ("became a grandmother", "got
+    married") that is neither a pronoun nor the listener's; the words from the verb up to a clause of their own or a punctuation mark. Whether its result stays true of them
+    ("bought a cottage") or it only happened ("bought some milk") is the result model's to say (``traits``)."""
+    if len(text) > MAX_CHARS:
+        return None
+    for root, children in _roots(text):
+        past = root.tag_ == "VBD" or (root.tag_ == "VBN" and any(c.dep_ == "aux" and c.lower_ in PERFECT
+                                                                 for c in children))
+        objects = _objects(children) + [c for c in children if c.dep_ in COMPLEMENTS or c.dep_ == "attr"]
+        if (past and any(c.dep_ == "nsubj" and c.lower_ in SPEAKER for c in children)
+                and not any(c.tag_ == "MD" or c.dep_ in HABIT_CLAUSES or c.dep_ == "neg" for c in children)
+                and objects and not any(o.tag_ == "PRP" or _listeners(o) for o in objects)):
+            return _words_from(root, root.sent)
+    return None
+
+
 def _words_from(first: Any, sentence: Any) -> str | None:
     """The words of ``sentence`` from ``first`` up to a clause of their own or a punctuation mark (a hyphen
     joins), at most ``DESCRIPTION_WORDS``; None for none."""

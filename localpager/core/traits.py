@@ -1,20 +1,23 @@
 """Whether what a speaker says they are, or do, stays true of them ("I'm left-handed.", "We're both teachers.", "We
 heat the house with a wood burner.") or passes ("I'm tired.", "I'm on the train.", "I need a new laptop.", "I take
-your point."): two small models over the meaning of the words.
+your point."), and whether what they did left them with something that lasts ("We adopted a greyhound called
+Pepper.", not "I bought some milk."): three small models over the meaning of the words.
 
-Each is told in one frame, "I'm" and a description or "I" and a verb in the present, so the claim and fact models
-(``claims``), which read a sentence's frame and the content words they were fitted on, read "I'm dyslexic." as
-they read "I'm hungry.": a passing state, no fact, whatever the condition, faith, job or origin it names; and "I"
-with a verb and an object is as often a remark ("I get the bit about Python.") as a way of living, which the
-extractor took only when the object named something particular ("I bank with Monzo."). Which descriptions and
-habits last cannot be listed. The parse finds the words (``syntax.self_description``: after "be"; and
-``syntax.habit_description``: from the verb, in the plain present with an object that is not the listener's),
-up to a clause of their own; the default embedder's word vectors (``word_vectors``) say what they mean, so
-"haemophiliac" lies near "asthmatic" and "peckish" near "hungry" though no training sentence holds them. A
-logistic model over the first word's vector and the sum of all the words' (``features``), one for each frame,
-learned from labelled sentences (``lab/data/traits_train.json``, ``lab/data/habits_train.json``), says which
-last. Refit with ``python benchmarks/traits.py --fit`` (it writes ``core/data/trait_model.json`` and
-``habit_model.json`` and measures the ``_check.json`` files, written apart). Read only of a chat user's sentence in
+Each is told in one frame, "I'm" and a description, "I" and a verb in the present, or "I" and a verb in the past,
+so the claim and fact models (``claims``), which read a sentence's frame and the content words they were fitted on,
+read "I'm dyslexic." as they read "I'm hungry.": a passing state, no fact, whatever the condition, faith, job or
+origin it names; "I" with a verb and an object is as often a remark ("I get the bit about Python.") as a way of
+living, which the extractor took only when the object named something particular ("I bank with Monzo."); and an
+event told in the past is a page's business, though "We just adopted a greyhound." left them with a dog. Which
+descriptions, habits and results last cannot be listed. The parse finds the words (``syntax.self_description``:
+after "be"; ``syntax.habit_description``: from the verb, in the plain present with an object that is not the
+listener's; ``syntax.result_description``: from a verb in the past, with an object or a complement), up to a clause
+of their own; the default embedder's word vectors (``word_vectors``) say what they mean, so "haemophiliac" lies
+near "asthmatic" and "peckish" near "hungry" though no training sentence holds them. A logistic model over the
+first word's vector and the sum of all the words' (``features``), one for each frame, learned from labelled
+sentences (``lab/data/traits_train.json``, ``habits_train.json``, ``results_train.json``), says which last. Refit
+with ``python benchmarks/traits.py --fit`` (it writes ``core/data/trait_model.json``, ``habit_model.json`` and
+``result_model.json`` and measures the ``_check.json`` files, written apart). Read only of a chat user's sentence in
 the first person that nothing else took for a fact. English only.
 """
 
@@ -28,7 +31,7 @@ from importlib import resources
 from typing import TYPE_CHECKING
 
 from . import word_vectors
-from .syntax import BE, BEEN, PERFECT, SPEAKER, habit_description, self_description
+from .syntax import BE, BEEN, PERFECT, SPEAKER, habit_description, result_description, self_description
 from .text import tokenize_words
 
 if TYPE_CHECKING:  # numpy loads with the first description read
@@ -38,6 +41,7 @@ if TYPE_CHECKING:  # numpy loads with the first description read
 
 MODEL_FILE = "trait_model.json"
 HABIT_FILE = "habit_model.json"
+RESULT_FILE = "result_model.json"
 # "I'm", "we're", "I am", "we are": the speaker and "be" in the present, as the words come (``tokenize_words``); and
 # its perfect: "I've been", "we have been"
 _SPEAKER_BE = frozenset(s + b for s in SPEAKER for b in BE if b.startswith("'"))
@@ -107,6 +111,13 @@ def habit_model() -> TraitModel:
     return load_model(HABIT_FILE)
 
 
+@lru_cache(maxsize=1)
+def result_model() -> TraitModel:
+    """The fitted result model shipped with the package (``core/data/result_model.json``): events whose result
+    lasts."""
+    return load_model(RESULT_FILE)
+
+
 def description(text: str) -> str | None:
     """What ``text`` says its speaker is (``syntax.self_description``), parsed only when it has the speaker and "be"
     side by side (``describes_speaker``); else None."""
@@ -124,3 +135,10 @@ def habitual(text: str) -> bool:
     burner.") rather than a remark, a want or a passing state ("I take your point.", "I need a new laptop."), by
     the shipped habit model."""
     return habit_model().lasts(habit_description(text))
+
+
+def lasting_result(text: str) -> bool:
+    """Whether ``text`` tells, in the past, something its speaker did whose result stays true of them ("We adopted a
+    greyhound called Pepper.", "I joined a climbing gym.") rather than something that only happened ("I bought some
+    milk.", "We watched a film."), by the shipped result model."""
+    return result_model().lasts(result_description(text))
