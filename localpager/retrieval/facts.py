@@ -31,8 +31,8 @@ from ..core.answer_types import match as type_match
 from ..core import lexicon, supersede
 from ..core.changes import adds, says_changed
 from ..core.facts import STATED, StandingFact, may_replace
-from ..core.syntax import relays_other
-from ..core.text import NAME_MID_SENTENCE, content_words, is_question, sentences
+from ..core.syntax import owned, relays_other
+from ..core.text import NAME_MID_SENTENCE, content_words, fold_plural, is_question, sentences, tokenize_words
 from .answerable import speakers_named
 from .fact_pairs import PairBank, shipped_bank
 from .gate import GateFeatures, GateModel, message_features
@@ -349,6 +349,27 @@ def own_word(message: str, facts: Sequence[StandingFact], index: int, cosines: n
     return runner
 
 
+def naming_owned(message: str, facts: Sequence[StandingFact], index: int, cosines: np.ndarray) -> int:
+    """``index``, unless ``message``, a question of one sentence, names one of the speaker's own ("What's my partner's
+    name?": ``syntax.owned``) that ``facts[index]`` does not name and another fact does: then the closest of those to
+    ``message`` (by ``cosines``). A situation told before a question names the speaker's own as its setting ("My
+    sister wants to get me slippers for my birthday. What should I tell her?" needs the shoe size). Asked of the pair bank's choice, made when the fact model judged none: the bank knows which
+    facts questions like this one needed, by their form ("What's my X's name?" needs a name), not which one of
+    the speaker's it asks about, and gave "We just adopted a rescue greyhound called Pepper." for the partner's
+    name beside "my partner Rui is a pharmacist, ...". A fact the model judged bears on it keeps its word."""
+    said = sentences(message)
+    asked = owned(message) if len(said) == 1 and is_question(message) else frozenset()
+    if not asked or asked & _words(facts[index].text):
+        return index
+    naming = [j for j, f in enumerate(facts) if asked & _words(f.text) and f.speaker == facts[index].speaker]
+    return max(naming, key=lambda j: cosines[j]) if naming else index
+
+
+def _words(text: str) -> set[str]:
+    """``text``'s words, lower case, plurals folded."""
+    return {fold_plural(w) for w in tokenize_words(text.lower())}
+
+
 def one_thing(facts: Sequence[StandingFact], a: int, b: int, vectors: np.ndarray) -> bool:
     """Whether ``facts[a]`` and ``facts[b]`` are two values of one thing, by ``newer_alike``'s test: the later one,
     by the same speaker, says that something changed, and is of the earlier one's kind within ``ALIKE_COSINE`` of
@@ -513,6 +534,8 @@ class FactRanker:
             else:
                 top = int(np.argmax(scores))
                 paired, by_pairs = float(scores[top]), bool(scores[top] >= bank.threshold)
+                if by_pairs:
+                    top = naming_owned(message, facts, top, found.part_cosines[:, 0])
                 if by_pairs and top != index:
                     index, features = top, found.scoring.features(top)
                     probability = self.model.probability(features)

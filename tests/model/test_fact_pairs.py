@@ -16,7 +16,7 @@ from localpager.core.personal import asks_for_value
 from localpager.core.pager import PagingConfig
 from localpager.core.records import Turn
 from localpager.memory.api import LocalPager
-from localpager.retrieval.facts import SHARED_WORDS, SURE, FactRanker
+from localpager.retrieval.facts import SHARED_WORDS, SURE, FactRanker, naming_owned
 from localpager.runtime.prompts import NOT_REMEMBERED
 from localpager.runtime.settings import RecallSettings
 
@@ -244,3 +244,20 @@ def test_a_fact_told_beside_another_in_one_sentence_answers_the_question_about_i
     ranker = FactRanker(facts_of([Turn("user", text, 2 * i) for i, text in enumerate(said)]), default_embedder().encode)
     assert [h.fact.text for h in ranker.relevant("Which bank am I with?")] == ["I bank with Tandem"]
     assert ranker.never_told("Which bank am I with?") is None
+
+
+def test_the_banks_choice_names_the_one_of_the_speakers_own_the_question_asks_about():
+    """"What's my partner's name?" is, by its form, a question for a name: the bank chose the greyhound's ("called
+    Pepper") over the partner's fact, which says more than the name and is far from the question by its vector."""
+    from localpager.retrieval.embedder import default_embedder
+
+    partner = "fyi my partner Rui is a pharmacist, so he always knows which cold medicine to take lol"
+    dog = "We just adopted a rescue greyhound called Pepper."
+    ranker = FactRanker(facts_of([Turn("user", text, 2 * i) for i, text in enumerate([partner, dog])]),
+                        default_embedder().encode)
+    hit = ranker.best("What's my partner's name?")
+    assert hit.by_pairs and "partner Rui" in hit.fact.text and hit.probability < ranker.model.threshold
+    hit = ranker.best("What's my dog called?")  # the model judges the greyhound bears on it: its choice stands
+    assert hit.fact.text == dog and not hit.by_pairs
+    # a situation names the speaker's own as its setting: not read so
+    assert naming_owned("My partner is out tonight. What should I cook?", ranker.facts, 1, np.zeros(2)) == 1
