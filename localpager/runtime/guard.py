@@ -198,13 +198,13 @@ class RepetitionGuard:
         if cut is not None:
             self.tripped = self.dropped_verdict = True
             self.text = self.raw[:cut].rstrip().rstrip(_CUT_TRAIL).rstrip()
-            self.flush()
+            self._flush_unless_claimed()
             return True
         cut = loop_start(self.raw)
         if cut is not None:
             self.tripped = True
             self.text = self.raw[:cut].rstrip(" ,;:-")
-            self.flush()
+            self._flush_unless_claimed()
             return True
         self.text = self.raw
         safe = self._safe()
@@ -272,6 +272,13 @@ class RepetitionGuard:
         copies that opening from the replies before it and then quotes what nobody said (nothing of it was
         passed on)."""
         return self._sent == 0 and any(_normal(self.text).startswith(c) for c in self.claims)
+
+    def _flush_unless_claimed(self) -> None:
+        """Pass on what is kept at a stop, unless it opens as a fact answer (``claims_memory``): the runtime
+        generates that again or drops the opening, and only then passes it on. Flushed at a loop's stop, 'You
+        told me: "no no no ...' reached the client as a quote of the user's."""
+        if not self.claims_memory:
+            self.flush()
 
     def flush(self) -> None:
         """Pass on what is still held back once the generation has ended."""

@@ -241,3 +241,17 @@ def test_words_that_only_begin_like_the_verdict_are_released_and_an_answer_openi
     assert not guard.dropped_verdict
     guard, shown = _fed("Boil it twice. I")  # the end of the answer releases what was held
     assert shown == "Boil it twice. I"
+
+
+def test_an_answer_stopped_in_a_loop_while_it_opens_as_a_fact_answer_is_not_passed_on():
+    """A new user's check: 'You told me: "no' reached the client, flushed at a loop's stop before the runtime
+    could drop the opening (``claims_memory``)."""
+    shown: list[str] = []
+    guard = RepetitionGuard(shown.append, (), ("You told me",), ())
+    text = 'You told me: "no ' + "no " * 30
+    assert any(guard(text[i : i + 3]) for i in range(0, len(text), 3))
+    assert guard.tripped and guard.claims_memory and shown == []
+    plain = RepetitionGuard(shown.append, (), ("You told me",), ())
+    text = "Maybe " + "no " * 30
+    assert any(plain(text[i : i + 3]) for i in range(0, len(text), 3))
+    assert shown and "".join(shown) == plain.text  # any other answer is passed on at the stop as before
