@@ -31,8 +31,9 @@ from importlib import resources
 from typing import TYPE_CHECKING
 
 from . import word_vectors
+from .changes import CHANGE_CUE
 from .syntax import BE, BEEN, PERFECT, SPEAKER, habit_description, result_description, self_description
-from .text import tokenize_words
+from .text import content_words, tokenize_words
 
 if TYPE_CHECKING:  # numpy loads with the first description read
     import numpy as np
@@ -142,3 +143,21 @@ def lasting_result(text: str) -> bool:
     greyhound called Pepper.", "I joined a climbing gym.") rather than something that only happened ("I bought some
     milk.", "We watched a film."), by the shipped result model."""
     return result_model().lasts(result_description(text))
+
+
+def described_as(text: str) -> np.ndarray | None:
+    """What ``text`` says its speaker is (``description``) as a meaning: the sum of its content words' vectors,
+    normalized, its words of change left out ("Actually I'm a midwife now." -> midwife); None without a
+    description, a content word or the word vectors. Two descriptions of one thing lie near ("a midwife", "a
+    nurse"; "vegan", "vegetarian"), of two far ("a nurse", "left-handed"): ``facts.CurrentFacts`` reads which one a
+    changed description replaces."""
+    import numpy as np
+
+    said = description(text)
+    vectors = word_vectors.default_vectors() if said else None
+    words = content_words(CHANGE_CUE.sub(" ", said)) if vectors is not None else ()
+    if not words:
+        return None
+    vector = vectors.of(" ".join(words))
+    norm = float(np.linalg.norm(vector))
+    return vector / norm if norm else None

@@ -248,3 +248,40 @@ def test_the_result_is_read_from_the_parse(text, description):
 def test_a_clause_is_not_read_for_a_result():
     """A clause alone says less than its sentence: "... and we adopted a greyhound" is read with the rest."""
     assert facts_module._extract("We just adopted a rescue greyhound called Pepper.", True, True) == ()
+
+
+@pytest.mark.parametrize("old, new", [
+    ("I'm a nurse.", "Actually I'm a midwife now."),  # a new user's check: both had stood
+    ("I'm vegetarian.", "I'm vegan now."),
+    ("I'm a Catholic.", "I'm a Buddhist these days."),
+    ("I'm based in Leeds.", "I'm based in York now."),
+])
+def test_a_changed_description_replaces_the_one_it_changes_and_no_other(old, new):
+    facts = facts_of([user(old, 0), user("I'm left-handed.", 1), user(new, 2)])
+    assert [f.text for f in facts if f.current] == ["I'm left-handed.", new]
+
+
+@pytest.mark.parametrize("new", ["I'm diabetic now.",  # a new condition: near no description enough
+                                 "I'm also a trained lifeguard.",  # one more: it adds
+                                 "My friend says I'm a midwife now."])  # someone else's claim
+def test_a_description_that_changes_none_replaces_none(new):
+    facts = facts_of([user("I'm a nurse.", 0), user("I'm left-handed.", 1), user(new, 2)])
+    assert [f.text for f in facts if f.current][:2] == ["I'm a nurse.", "I'm left-handed."]
+
+
+def test_without_the_word_vectors_no_description_replaces_another(monkeypatch):
+    monkeypatch.setattr(word_vectors_module, "default_vectors", lambda: None)
+    facts = facts_of([user("I'm vegetarian.", 0), user("I'm vegan now.", 1)])
+    assert all(f.current for f in facts)
+
+
+def test_a_changed_description_replaces_the_one_it_changes_in_a_store_reopened_between_them(fake_pager, tmp_path):
+    """The store reads its standing facts back when a later turn states one: the description read then too."""
+    lp = fake_pager()
+    chat = lp.conversation("c", create=True)
+    chat.add_turn("user", "I'm a nurse.")
+    chat.add_turn("user", "I'm left-handed.")
+    lp.close()
+    again = fake_pager(path=tmp_path / "store.db").conversation("c")
+    again.add_turn("user", "Actually I'm a midwife now.")
+    assert [f.text for f in again.facts()] == ["I'm left-handed.", "Actually I'm a midwife now."]
