@@ -868,9 +868,9 @@ class CurrentFacts:
     def _described_nearest(self, fact: FactDraft | StandingFact) -> int | None:
         """The id of the chat user's description of themselves that ``fact``, a changed one ("Actually I'm a
         midwife now."), replaces: the nearest by meaning, within ``DESCRIBED_COSINE`` and ``DESCRIBED_MARGIN``
-        nearer than the next, of its kind (or of none the cues named: ``stated``); None when ``fact`` says no change, tells one more (``changes.adds``: "I'm also a
-        trained lifeguard.") or relays someone else's claim, or none is near enough. The two share no slot word,
-        and both had stood."""
+        nearer than the next, of its kind (or of none the cues named: ``stated``); None when ``fact`` says no
+        change, tells one more (``changes.adds``: "I'm also a trained lifeguard.") or relays someone else's claim,
+        or none is near enough. The two share no slot word, and both had stood."""
         if (not self._described or fact.speaker is not None or not describes_speaker(fact.text)
                 or not says_changed(fact.text) or adds(fact.text)):
             return None

@@ -255,8 +255,9 @@ def result_description(text: str) -> str | None:
     ("We just adopted a rescue greyhound called Pepper." -> "adopted a rescue greyhound called Pepper", "I've joined
     a climbing gym." -> "joined a climbing gym"): its root a verb in the simple past, or the present perfect's
     participle, with no modal, no clause under it and an object or a complement ("became a grandmother", "got
-    married") that is neither a pronoun nor the listener's; the words from the verb up to a clause of their own or a punctuation mark. Whether its result stays true of them
-    ("bought a cottage") or it only happened ("bought some milk") is the result model's to say (``traits``)."""
+    married") that is neither a pronoun nor the listener's; the words from the verb up to a clause of their own or
+    a punctuation mark. Whether its result stays true of them ("bought a cottage") or it only happened ("bought
+    some milk") is the result model's to say (``traits``)."""
     if len(text) > MAX_CHARS:
         return None
     for root, children in _roots(text):

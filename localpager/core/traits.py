@@ -93,7 +93,8 @@ def describes_speaker(text: str) -> bool:
 
 
 def load_model(name: str) -> TraitModel:
-    """A model of this shape from the package's data (``core/data/<name>``): the trait, habit and request models."""
+    """A model of this shape from the package's data (``core/data/<name>``): the trait, habit, result and request
+    models."""
     import numpy as np
 
     data = json.loads(resources.files("localpager.core").joinpath("data", name).read_text(encoding="utf-8"))

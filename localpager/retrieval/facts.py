@@ -353,10 +353,11 @@ def naming_owned(message: str, facts: Sequence[StandingFact], index: int, cosine
     """``index``, unless ``message``, a question of one sentence, names one of the speaker's own ("What's my partner's
     name?": ``syntax.owned``) that ``facts[index]`` does not name and another fact does: then the closest of those to
     ``message`` (by ``cosines``). A situation told before a question names the speaker's own as its setting ("My
-    sister wants to get me slippers for my birthday. What should I tell her?" needs the shoe size). Asked of the pair bank's choice, made when the fact model judged none: the bank knows which
-    facts questions like this one needed, by their form ("What's my X's name?" needs a name), not which one of
-    the speaker's it asks about, and gave "We just adopted a rescue greyhound called Pepper." for the partner's
-    name beside "my partner Rui is a pharmacist, ...". A fact the model judged bears on it keeps its word."""
+    sister wants to get me slippers for my birthday. What should I tell her?" needs the shoe size). Asked of the
+    pair bank's choice, made when the fact model judged none: the bank knows which facts questions like this one
+    needed, by their form ("What's my X's name?" needs a name), not which one of the speaker's it asks about, and
+    gave "We just adopted a rescue greyhound called Pepper." for the partner's name beside "my partner Rui is a
+    pharmacist, ...". A fact the model judged bears on it keeps its word."""
     said = sentences(message)
     asked = owned(message) if len(said) == 1 and is_question(message) else frozenset()
     if not asked or asked & _words(facts[index].text):
