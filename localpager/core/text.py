@@ -157,9 +157,10 @@ def is_small_talk(text: str) -> bool:
 # -- what kind of sentence ----------------------------------------------------------------------------
 _QUESTION_START = lexicon.pattern("question_start")  # a wh-word or an auxiliary first
 _RECALL_PHRASE = lexicon.pattern("recall_phrase")  # "remind me", "do you remember", "tell me again"
-# sentence ends: a stop, then space and a capital or a quote (not "3.5", "a.b@c.d" or "Dr. Patel")
-SENTENCE_BREAK = re.compile(r"(?<=[.!?…])(?<!\bDr\.)(?<!\bMr\.)(?<!\bMs\.)(?<!\bSt\.)(?<!\bMrs\.)(?<!\bProf\.)"
-                            r"\s+(?=[\"“'(\[]?[A-Z])")
+# sentence ends: a stop (or a stop and the quotation mark or bracket it closes: "... 'I have a cat.' My sister
+# ..."), then space and a capital or a quote (not "3.5", "a.b@c.d" or "Dr. Patel")
+SENTENCE_BREAK = re.compile(r"(?:(?<=[.!?…])(?<!\bDr\.)(?<!\bMr\.)(?<!\bMs\.)(?<!\bSt\.)(?<!\bMrs\.)(?<!\bProf\.)"
+                            r"|(?<=[.!?…][\"”’')\]]))\s+(?=[\"“'(\[]?[A-Z])")
 _FIRST_PERSON = lexicon.pattern("first_person")  # the speaker speaking of themselves
 _MAX_SENTENCE = 2000  # a fact is stated in a sentence, not a pasted page: longer runs are not read for this
 

@@ -375,3 +375,22 @@ def test_a_date_copied_from_the_day_a_line_was_said_is_no_told_date(fake_pager):
     assert resolved.answer == "7 December 2026"
     said = _stamped_chat(fake_pager, "6 December 2026").ask("When did I mention the visa form?")
     assert said.answer == "6 December 2026"  # when something was said: the day it was said answers
+
+
+@pytest.mark.parametrize("text, pieces", [
+    ("My mum wants me to translate this: 'I have a cat named Felix.' My sister is Freya.",
+     ["My mum wants me to translate this: 'I have a cat named Felix.'", "My sister is Freya."]),
+    ('We did a piece called "Finding Freedom." It was powerful.', ['We did a piece called "Finding Freedom."',
+                                                                   "It was powerful."]),
+    ("Dr. Patel is here. It costs 3.5 pounds.", ["Dr. Patel is here.", "It costs 3.5 pounds."]),
+])
+def test_a_sentence_ends_after_the_quotation_mark_its_stop_closes(text, pieces):
+    """Read as one sentence, the frame's quotation took the sentence after it along: "My sister is Freya." was no
+    fact and no evidence (``facts.handed_over`` read the whole as handed over)."""
+    from localpager.core.text import sentences
+
+    assert sentences(text) == pieces
+    turns = [Turn(role="user", text=text, index=0)]
+    if "Freya" in text:
+        assert grounding.evidence(turns, [Injection(page=None, turns=[0])], question="Who is Freya?") == \
+            "user: My sister is Freya."
