@@ -57,13 +57,17 @@ _TOKEN = re.compile(r"[a-z0-9]+(?:['\u2019][a-z]+)?|[?!:;]|\u00abquote\u00bb")
 
 def mask_quotes(text: str) -> str:
     """``text`` with every quoted utterance replaced by ``QUOTE``; quoted names and titles are kept. A quotation
-    after a colon is what someone said or wrote, whatever its words ('My friend said: "the plumber is 555-0111"')."""
+    after a colon is what someone said or wrote, whatever its words ('My friend said: "the plumber is 555-0111"').
+    One that ends its sentence with its own stop, more text after it ("... this: 'I have a cat named Felix.' My
+    sister is Freya."), leaves a full stop after it, so that the sentence after it is still one of its own
+    (``text.sentences``)."""
     def masked(m: re.Match) -> str:
         if _PAIRS.get(m["open"]) != m["close"]:
             return m[0]
         if not _UTTERANCE.search(m["body"]) and not text[:m.start()].rstrip().endswith(":"):
             return m[0]
-        return QUOTE
+        ends = m["body"].rstrip()[-1:] in (".", "!", "?", "\u2026") and text[m.end():m.end() + 1] in (" ", "\n")
+        return QUOTE + "." if ends else QUOTE
     return _QUOTED.sub(masked, text)
 
 

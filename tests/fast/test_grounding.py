@@ -394,3 +394,10 @@ def test_a_sentence_ends_after_the_quotation_mark_its_stop_closes(text, pieces):
     if "Freya" in text:
         assert grounding.evidence(turns, [Injection(page=None, turns=[0])], question="Who is Freya?") == \
             "user: My sister is Freya."
+
+
+def test_a_sentence_after_a_framed_quotation_is_still_the_users_fact():
+    from localpager.core.facts import extract
+
+    text = "My mum wants me to translate this: 'I have a cat named Felix.' My sister is Freya."
+    assert [f.text for f in extract(Turn(role="user", text=text, index=0))] == ["My sister is Freya."]
