@@ -91,8 +91,9 @@ from .traits import described_as, describes_speaker, habitual, lasting, lasting_
 # whose result stays true is a fact ("We just adopted a rescue greyhound called Pepper.": traits.lasting_result).
 # 43: a chat user's changed description of themselves replaces the one it changes ("Actually I'm a midwife now."
 # after "I'm a nurse.": CurrentFacts._described_nearest). 44: a sentence ends after the quotation mark its stop
-# closes (text.SENTENCE_BREAK: "... 'I have a cat named Felix.' My sister is Freya." is two).
-FACTS_VERSION = 44
+# closes (text.SENTENCE_BREAK: "... 'I have a cat named Felix.' My sister is Freya." is two). 45: so does one whose
+# quotation is masked (claims.mask_quotes leaves the stop).
+FACTS_VERSION = 45
 KINDS = ("avoid", "diet", "medicine", "constraint", "preference", "person", "pet", "family", "schedule", "plan",
          "number", "budget", "identity", "stated")
 # A fact the cues below have no words for, found by the fact model (``claims.states_fact``): whatever it is about.
