@@ -578,12 +578,22 @@ def habitual_fact(sentence: str, user: bool = True, read_meaning: bool = True) -
     names, the habit model reads the verb and its object as a way the speaker lives ("We heat the house with a wood
     burner.", "I play the cello.") and not a remark or a want ("I get the bit about Python.", "I need a new
     laptop.": ``traits.habitual``), unless ``read_meaning`` is False. Asked last."""
-    line = _statement(sentence) if user else ""
-    if (not line or not _FIRST_PERSON.search(line) or not (read_meaning or _specific(line)) or not _claims(line)
-            or is_request(line) or fact_model().probability(line) < HABIT_FLOOR
+    line = _own_claim(sentence, user)
+    if (not line or not (read_meaning or _specific(line))
             or not ((_specific(line) and states_habit(line)) or (read_meaning and habitual(line)))):
         return None
     return _stated(line)
+
+
+def _own_claim(sentence: str, user: bool) -> str:
+    """A chat user's ``sentence`` as one line (``_statement``) when it is a claim in the first person, not a request,
+    that the fact model is not sure states nothing (``HABIT_FLOOR``): what the habit and result readings ask before
+    their parse; else ''."""
+    line = _statement(sentence) if user else ""
+    if (not line or not _FIRST_PERSON.search(line) or not _claims(line) or is_request(line)
+            or fact_model().probability(line) < HABIT_FLOOR):
+        return ""
+    return line
 
 
 def result_fact(sentence: str, user: bool = True) -> FactDraft | None:
@@ -592,11 +602,8 @@ def result_fact(sentence: str, user: bool = True) -> FactDraft | None:
     them with something they have, are or do since, which the result model reads from the verb and its object
     (``traits.lasting_result``: not "I bought some milk.", "We watched a film."). The fact model must not be sure it
     is none (``HABIT_FLOOR``). Of kind ``stated``. Asked last, of a sentence whole (a clause alone says less)."""
-    line = _statement(sentence) if user else ""
-    if (not line or not _FIRST_PERSON.search(line) or not _claims(line) or is_request(line)
-            or fact_model().probability(line) < HABIT_FLOOR or not lasting_result(line)):
-        return None
-    return _stated(line)
+    line = _own_claim(sentence, user)
+    return _stated(line) if line and lasting_result(line) else None
 
 
 def trait_fact(sentence: str, user: bool = True) -> FactDraft | None:

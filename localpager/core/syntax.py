@@ -226,11 +226,16 @@ def _habit_frame(root: Any, children: list[Any]) -> bool:
     that is not the listener's."""
     present = root.tag_ in ("VBP", "VBZ") or (  # "I bank with ...", or "I don't eat ..." ("do" carries it)
         root.tag_ == "VB" and any(c.dep_ == "aux" and c.lower_ in DO for c in children))
-    return (present and root.lower_ not in BE
-            and any(c.dep_ == "nsubj" and c.lower_ in SPEAKER for c in children)
-            and not any(c.tag_ == "MD" or c.dep_ in HABIT_CLAUSES for c in children)
+    return (present and root.lower_ not in BE and _speaker_says(children)
             and not any(c.dep_ == "dobj" and _listeners(c) for c in children)
             and bool(_objects(children)))
+
+
+def _speaker_says(children: list[Any]) -> bool:
+    """A verb's ``children`` with the speaker as its subject ("I", "we"), and no modal ("I might ...") and no clause
+    under it ("I think ...", "I want to ..."): the verb says something of the speaker outright."""
+    return (any(c.dep_ == "nsubj" and c.lower_ in SPEAKER for c in children)
+            and not any(c.tag_ == "MD" or c.dep_ in HABIT_CLAUSES for c in children))
 
 
 @lru_cache(maxsize=1 << 12)
@@ -264,8 +269,7 @@ def result_description(text: str) -> str | None:
         past = root.tag_ == "VBD" or (root.tag_ == "VBN" and any(c.dep_ == "aux" and c.lower_ in PERFECT
                                                                  for c in children))
         objects = _objects(children) + [c for c in children if c.dep_ in COMPLEMENTS or c.dep_ == "attr"]
-        if (past and any(c.dep_ == "nsubj" and c.lower_ in SPEAKER for c in children)
-                and not any(c.tag_ == "MD" or c.dep_ in HABIT_CLAUSES or c.dep_ == "neg" for c in children)
+        if (past and _speaker_says(children) and not any(c.dep_ == "neg" for c in children)
                 and objects and not any(o.tag_ == "PRP" or _listeners(o) for o in objects)):
             return _words_from(root, root.sent)
     return None
