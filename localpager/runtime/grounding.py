@@ -85,7 +85,7 @@ def evidence(turns: Sequence[Turn], injections: Sequence[Injection], clock: bool
     (``stamps_answer``): what they said, its relative dates resolved, is the evidence then. With ``told``, only
     what they told: each line's sentences that have no question's form ("Is it worth renting a car in Cape
     Town?" tells nothing of who the rent is paid to). With ``question``, a chat user's lines without what they handed
-    over that it does not ask about (``_claimed``)."""
+    over that it does not ask about (``_own_part``)."""
     firsts = {n.split()[0] for n in speakers if n}
     lines = []
     for inj in injections:
@@ -93,7 +93,7 @@ def evidence(turns: Sequence[Turn], injections: Sequence[Injection], clock: bool
             turn = turns[i]
             if not turn.by_person or (firsts and not _said_by(turn, firsts)):
                 continue
-            turn = _own_part(turn) if question is None else _claimed(_own_part(turn), question)
+            turn = _own_part(turn, question)
             turn = _told_part(turn) if told else turn
             if turn.text:
                 lines.append(turn_line(turn, inj.labels.get(i, ""), clock, stamped))
@@ -112,35 +112,27 @@ def tells(text: str, question: str = "") -> bool:
     """Whether ``text`` (a chat user's turn) tells something: a sentence of it has no question's form, is no
     request by its parse ("Any tips for keeping basil alive on a windowsill?" and "Suggest a dinner." tell nothing),
     does not pass on what the assistant said (``_own_part``) and hands over no one's words nor a text to work on
-    that ``question`` does not ask about (``_claimed``: "Translate to Portuguese: I am allergic to penicillin." tells
+    that ``question`` does not ask about (``_own_part``: "Translate to Portuguese: I am allergic to penicillin." tells
     nothing of the user's allergies)."""
     return any(not asks_for_work(s) and not relays_listener(s) and _asks_about(s, question)
                for s in _unasked(text))
 
 
-def _own_part(turn: Turn) -> Turn:
+def _own_part(turn: Turn, question: str | None = None) -> Turn:
     """A chat user's ``turn`` without its sentences that pass on what the assistant said ("You said my husband's
     name is Ethan.": ``syntax.relays_listener``): the assistant's words are no evidence of the user's, and taken as
-    theirs, a made-up answer would come back as memory. Any other turn as it is (a transcript's "you" is another
-    speaker)."""
+    theirs, a made-up answer would come back as memory. With ``question``, nor those whose words after a colon or in
+    quotation marks are not their claim (``facts.handed_over``: someone's words framed, a text handed over for
+    work) unless ``question`` asks about them, sharing a word with what hands them over ("What did I ask you to
+    translate?"): taken as the user's, "Translate to Portuguese: I am allergic to penicillin." answered "Am I
+    allergic to anything?" with itself, quoted as what they told. Any other turn as it is (a transcript's "you" is
+    another speaker)."""
     if turn.role != "user" or turn.speaker:
         return turn
     said = sentences(turn.text)
-    own = [s.strip() for s in said if not relays_listener(s)]
+    own = [s.strip() for s in said
+           if not relays_listener(s) and (question is None or _asks_about(s, question))]
     return turn if len(own) == len(said) else replace(turn, text=" ".join(own))
-
-
-def _claimed(turn: Turn, question: str) -> Turn:
-    """A chat user's ``turn`` without its sentences whose words after a colon or in quotation marks are not their
-    claim (``facts.handed_over``: someone's words framed, a text handed over for work) unless ``question`` asks
-    about them, sharing a word with what hands them over ("What did I ask you to translate?"). Taken as the user's,
-    "Translate to Portuguese: I am allergic to penicillin." answered "Am I allergic to anything?" with itself,
-    quoted as what they told. Any other turn as it is."""
-    if turn.role != "user" or turn.speaker:
-        return turn
-    said = sentences(turn.text)
-    kept = [s.strip() for s in said if _asks_about(s, question)]
-    return turn if len(kept) == len(said) else replace(turn, text=" ".join(kept))
 
 
 def _asks_about(sentence: str, question: str) -> bool:
@@ -204,8 +196,8 @@ def sources(answer: str, turns: Sequence[Turn], injections: Sequence[Injection],
     for rank, i in enumerate(i for inj in injections for i in inj.turns):
         if not turns[i].by_person:
             continue
-        told = _told_part(_claimed(_own_part(turns[i]), question))  # a question tells nothing to quote, nor the
-        # assistant's words, nor a text handed over
+        told = _told_part(_own_part(turns[i], question))  # a question tells nothing to quote, nor the assistant's
+        # words, nor a text handed over
         count = len(taken & _terms(annotate(told.text, told.time)))
         if count:
             shared.append((-count, rank, i))
