@@ -5,9 +5,8 @@ The trait model is fitted on ``lab/data/traits_train.json`` (a speaker describin
 against passing states in the same frame), the habit model on ``lab/data/habits_train.json`` (a speaker telling
 what they do in the plain present: habits, against remarks, wants and passing states), the result model on
 ``lab/data/results_train.json`` (what they did, told in the past: a result that lasts, against events that only
-happened; ``syntax.result_description``). One row per sentence with a
-description (``syntax.self_description``, ``syntax.habit_description``), read as its first word's vector and its
-words' sum (``traits.features``). The threshold is the lowest at which, out of fold, at most
+happened). One row per sentence with a description (``syntax.self_description``, ``syntax.habit_description``,
+``syntax.result_description``), read as its first word's vector and its words' sum (``traits.features``). The threshold is the lowest at which, out of fold, at most
 ``MAX_PASSING_LASTING`` of the passing states read as lasting: a mood kept as a fact would answer later questions, a
 lasting one missed is still on its page. Measured, never tuned on: ``lab/data/traits_check.json`` (written apart,
 other words) and the held-out phrasing set's statements that describe their speaker (all facts). The request model
@@ -30,7 +29,6 @@ import numpy as np
 from claims import DATA, ROOT, arguments, report, write_model
 from hedges import firm_statements
 from localpager.core import requests as requests_module
-from localpager.core import traits as traits_module
 from localpager.core.facts import extract
 from localpager.core.records import Turn
 from localpager.core.requests import head_request
@@ -100,37 +98,37 @@ def scores(model: TraitModel, data: list[tuple[str, int]], describe=description,
     return result
 
 
+# Each model: the stem of its training and check files (``lab/data/<name>_train.json``), the reading it is fitted
+# on and the one it is measured by (the trait model's as the extractor reads, ``traits.description``: only where the
+# speaker and "be" stand side by side), the file it is written to and the shipped model's loader (its cache cleared
+# after a fit).
+MODELS = (("traits", self_description, description, MODEL_PATH, shipped_model),
+          ("habits", habit_description, habit_description, HABIT_PATH, habit_model),
+          ("results", result_description, result_description, RESULT_PATH, result_model),
+          ("requests", head_request, head_request, REQUEST_PATH, requests_module.shipped_model))
+
+
+def labelled(name: str, part: str) -> list[tuple[str, int]]:
+    """The rows of ``lab/data/<name>_<part>.json``: a requests file labels "own" and "text"."""
+    return requests(f"{name}_{part}") if name == "requests" else rows(f"{name}_{part}")
+
+
 def main() -> None:
     args = arguments(__doc__, MODEL_PATH)
     warm()
-    train, habits = rows("traits_train"), rows("habits_train")
-    model = fit(train) if args.fit else shipped_model()
-    habit = fit(habits, habit_description) if args.fit else habit_model()
-    results = rows("results_train")
-    result = fit(results, result_description) if args.fit else result_model()
-    asked = requests("requests_train")
-    request = fit(asked, head_request) if args.fit else requests_module.shipped_model()
-    if args.fit:
-        write_model(MODEL_PATH, model.to_json(), "traits.py")
-        write_model(HABIT_PATH, habit.to_json(), "traits.py")
-        write_model(REQUEST_PATH, request.to_json(), "traits.py")
-        write_model(RESULT_PATH, result.to_json(), "traits.py")
-        traits_module.result_model.cache_clear()
-        traits_module.shipped_model.cache_clear()
-        traits_module.habit_model.cache_clear()
-        requests_module.shipped_model.cache_clear()
+    figures, models = {}, {}
+    for name, reading, measured, path, shipped in MODELS:
+        train = labelled(name, "train")
+        model = models[name] = fit(train, reading) if args.fit else shipped()
+        if args.fit:
+            write_model(path, model.to_json(), "traits.py")
+            shipped.cache_clear()
+        figures[name] = {"threshold": model.threshold, "train": scores(model, train, measured),
+                         "check": scores(model, labelled(name, "check"), measured)}
     described = [(s, 1) for s, _ in firm_statements(("heldout",)) if description(s)]
-    report({"traits": {"threshold": model.threshold, "train": scores(model, train),
-                       "check": scores(model, rows("traits_check")),
-                       "heldout_phrasing_descriptions": scores(model, described, examples=False)},
-            "habits": {"threshold": habit.threshold, "train": scores(habit, habits, habit_description),
-                       "check": scores(habit, rows("habits_check"), habit_description)},
-            "results": {"threshold": result.threshold, "train": scores(result, results, result_description),
-                        "check": scores(result, rows("results_check"), result_description)},
-            "requests": {"threshold": request.threshold, "train": scores(request, asked, head_request),
-                         "check": scores(request, requests("requests_check"), head_request),
-                         "check_extracted": extracted(requests("requests_check"))}}, args.json)
-
+    figures["traits"]["heldout_phrasing_descriptions"] = scores(models["traits"], described, examples=False)
+    figures["requests"]["check_extracted"] = extracted(labelled("requests", "check"))
+    report(figures, args.json)
 
 if __name__ == "__main__":
     sys.exit(main())
