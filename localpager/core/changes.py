@@ -93,6 +93,13 @@ def adds(text: str) -> bool:
     return model.probability(text) >= model.threshold
 
 
+def reads_changed(text: str) -> bool:
+    """Whether the change model alone reads that ``text`` says something changed, whatever its change words: "Been
+    seeing Kofi for my haircuts since I moved here." has one ("moved") and tells a first value."""
+    model = shipped_model()
+    return model.probability(text) >= model.threshold
+
+
 @lru_cache(maxsize=1 << 14)
 def says_changed(text: str) -> bool:
     """Whether ``text`` says that something changed: a change word of the lexicon's, or the change model's reading;

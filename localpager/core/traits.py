@@ -147,16 +147,23 @@ def lasting_result(text: str) -> bool:
 
 
 def described_as(text: str) -> np.ndarray | None:
-    """What ``text`` says its speaker is (``description``) as a meaning: the sum of its content words' vectors,
-    normalized, its words of change left out ("Actually I'm a midwife now." -> midwife); None without a
-    description, a content word or the word vectors. Two descriptions of one thing lie near ("a midwife", "a
-    nurse"; "vegan", "vegetarian"), of two far ("a nurse", "left-handed"): ``facts.CurrentFacts`` reads which one a
-    changed description replaces."""
+    """What ``text`` says its speaker is (``description``) as a meaning (``meaning``: "Actually I'm a midwife now."
+    -> midwife); None without a description. Two descriptions of one thing lie near ("a midwife", "a nurse"; "vegan",
+    "vegetarian"), of two far ("a nurse", "left-handed"): ``facts.CurrentFacts`` reads which one a changed
+    description replaces."""
+    said = description(text)
+    return meaning(said) if said else None
+
+
+def meaning(text: str) -> np.ndarray | None:
+    """The sum of ``text``'s content words' vectors, normalized, its words of change left out; None without a
+    content word or the word vectors. What a changed fact is about, to find the one it changes by
+    (``facts.CurrentFacts``) when the two share no word ("my money is at Starling Bank now" after "My debit card is
+    from Nationwide")."""
     import numpy as np
 
-    said = description(text)
-    vectors = word_vectors.default_vectors() if said else None
-    words = content_words(CHANGE_CUE.sub(" ", said)) if vectors is not None else ()
+    vectors = word_vectors.default_vectors()
+    words = content_words(CHANGE_CUE.sub(" ", text)) if vectors is not None else ()
     if not words:
         return None
     vector = vectors.of(" ".join(words))

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from dataclasses import fields
 
+import pytest
+
 from localpager.core import facts as facts_module
 from localpager.core.facts import fact_of, facts_of, subject_of, supersedes
 from localpager.core.records import Turn
@@ -57,3 +59,34 @@ def test_the_shipped_model_reads_every_feature_it_has_weights_for():
     assert set(model.weights) == set(found) == set(model.means) == set(model.scales)
     assert 0.0 < model.threshold < 1.0 and all(0.0 <= v <= 1.0 for v in found.values())
     assert {f.name for f in fields(Shape)} >= {"slot", "words", "heads", "values"}
+
+
+_OTHERS = ("I'm allergic to penicillin.", "My sister lives in Leeds.", "I drive a grey Skoda Octavia.")
+
+
+@pytest.mark.parametrize("old, new", [
+    ("My debit card is from Nationwide.", "I moved my salary over to Monzo last month; the old account is closed."),
+    ("We get our groceries delivered by Ocado.", "We switched the weekly shop to Tesco deliveries."),
+    ("I play the trumpet in a brass band.", "I sold the trumpet and took up the cello instead."),
+])
+def test_a_change_sharing_no_slot_word_replaces_the_fact_nearest_it_in_meaning_and_no_other(old, new):
+    """``CurrentFacts._changed_nearest``: the two share no word the slot rule reads; the change replaces the fact
+    its words mean most nearly, and the user's other facts stand."""
+    facts = facts_of(_turns(old, *_OTHERS, new))
+    assert [f.text for f in facts if f.current] == [*_OTHERS, new]
+
+
+@pytest.mark.parametrize("new", [
+    "Been seeing Kofi for my haircuts since I moved here.",  # a change word ("moved"), a first value
+    "I cancelled that membership and joined the climbing wall instead.",  # near nothing enough
+])
+def test_a_first_value_or_a_change_near_nothing_replaces_none(new):
+    facts = facts_of(_turns("I've had eczema since I was a kid.", "My gym is PureGym on the high street.", *_OTHERS,
+                            new))
+    assert all(f.current for f in facts)
+
+
+def test_another_speakers_change_replaces_nothing_by_meaning():
+    said = "My debit card is from Nationwide.", "I moved my salary over to Monzo last month; the old account is closed."
+    facts = facts_of(_turns(*said, speakers=("Ana", "Ben")))
+    assert all(f.current for f in facts)
