@@ -924,14 +924,18 @@ class CurrentFacts:
         named: ``stated``); else None."""
         if meant is None:
             return None
+        import numpy as np
+
         for i, vector in known.items():
             if vector is _UNREAD:
                 known[i] = read(self.facts[i].text)
-        ranked = sorted(((float(meant @ v), i) for i, v in known.items() if v is not None), reverse=True)
-        if not ranked:
+        ids = [i for i, v in known.items() if v is not None]
+        if not ids:
             return None
-        best, index = ranked[0]
-        runner = ranked[1][0] if len(ranked) > 1 else -1.0
+        cosines = np.stack([known[i] for i in ids]) @ meant  # one product: thousands of facts in a long chat
+        order = np.argsort(-cosines)[:2]
+        best, index = float(cosines[order[0]]), ids[order[0]]
+        runner = float(cosines[order[1]]) if len(order) > 1 else -1.0
         old = self.facts[index]
         if (best < cosine or best - runner < margin or not may_replace(fact, old)
                 or (fact.kind != old.kind and STATED not in (fact.kind, old.kind))):
