@@ -94,8 +94,10 @@ from .traits import described_as, describes_speaker, habitual, lasting, lasting_
 # closes (text.SENTENCE_BREAK: "... 'I have a cat named Felix.' My sister is Freya." is two). 45: so does one whose
 # quotation is masked (claims.mask_quotes leaves the stop). 46: a chat user's change that replaces none by their
 # shared words replaces the fact nearest it in meaning ("I moved my salary over to Monzo ..." after "My debit card is
-# from Nationwide.": CurrentFacts._changed_nearest).
-FACTS_VERSION = 46
+# from Nationwide.": CurrentFacts._changed_nearest). 47: a request before a colon asked of the listener with a modal
+# ("Can you shorten this: ...") or naming what to make of the text ("Make this sound more formal: ...") is read as
+# one (syntax.request_words).
+FACTS_VERSION = 47
 KINDS = ("avoid", "diet", "medicine", "constraint", "preference", "person", "pet", "family", "schedule", "plan",
          "number", "budget", "identity", "stated")
 # A fact the cues below have no words for, found by the fact model (``claims.states_fact``): whatever it is about.

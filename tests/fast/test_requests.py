@@ -29,6 +29,8 @@ HANDED_OVER = [
     "Please check the grammar: My daughter is called Freya and she's seven.",  # a new user's check
     "Paraphrase this line: I'm allergic to kiwi.",
     "Shorten this email: my new accountant is Dana Wright; the old one retired.",
+    "Can you shorten this: My husband is called Tomás and he works at the port.",  # a modal, the listener
+    "Make this sound more formal: My husband is called Tomás and he works at the port.",  # an adjective's clause
 ]
 # the user's own words: each no fact before it
 OWN_WORDS = [
@@ -36,6 +38,8 @@ OWN_WORDS = [
     "Save this: my landlord is called Gareth Pryce.",
     "Find me a hotel: I use a wheelchair.",
     "Plan a dinner menu: my husband is allergic to shellfish.",
+    "Can you save this for later: My partner only eats halal meat.",
+    "Would you note this down: my brother Ilya lives in Tampere.",
 ]
 
 
@@ -83,6 +87,10 @@ def test_each_sentence_here_was_read_the_other_way_without_the_model(monkeypatch
 @pytest.mark.parametrize("head, words", [
     ("Please check the grammar", "check the grammar"),  # what comes before the verb says nothing
     ("Remember this", "remember this"),
+    ("Can you make this less blunt", "make this less blunt"),  # asked of the listener with a modal
+    ("Could you keep this in mind", "keep this in mind"),
+    ("Make this sound less robotic", "make this sound less robotic"),  # what to make of the text: an adjective's clause
+    ("Can my sister come", None),  # a modal question of someone else: no request
     ("Quick update", None),  # a label, no request
     ("My friend wrote", None),  # a subject: no request
     ("I've got news", None),
