@@ -86,6 +86,13 @@ def test_a_first_value_or_a_change_near_nothing_replaces_none(new):
     assert all(f.current for f in facts)
 
 
+@pytest.mark.parametrize("new", ["I switched gyms, I go to PureGym now.", "I switched my phone contract to Vodafone."])
+def test_a_change_beside_too_few_facts_to_tell_replaces_none(new):
+    """Beside one other fact, the nearest is no evidence: unrelated facts lie as near as the one a change changes."""
+    facts = facts_of(_turns("My debit card is from Barclays, the blue one.", new))
+    assert all(f.current for f in facts)
+
+
 def test_another_speakers_change_replaces_nothing_by_meaning():
     said = "My debit card is from Nationwide.", "I moved my salary over to Monzo last month; the old account is closed."
     facts = facts_of(_turns(*said, speakers=("Ana", "Ben")))
