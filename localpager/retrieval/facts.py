@@ -234,18 +234,33 @@ class Match(NamedTuple):
     scoring: FactScoring  # what the fact model reads of every fact: another's features without reading them again
 
 
-def best_match(message: str, facts: Sequence[StandingFact], embed: Callable[[list[str]], np.ndarray]) -> Match:
-    """``best_fact`` with the vectors from ``embed`` (normalized)."""
+def best_match(message: str, facts: Sequence[StandingFact], embed: Callable[[list[str]], np.ndarray],
+               older: Sequence[Sequence[str]] = ()) -> Match:
+    """``best_fact`` with the vectors from ``embed`` (normalized). ``older``: for each fact, the texts of the values
+    it replaced, newest first (``FactRanker.replaced``); a fact is as near a message as the nearest of its own text
+    and theirs. A correction often names its thing less than the statement it corrects ("I've stopped going to my
+    old local; the Nag's Head is my pub now." after "The pub I always end up in is the Dog and Duck; the bar staff
+    know my order."): with the older one replaced, "Write a message inviting my team for a drink at my usual
+    place." reached neither."""
     parts = message_parts(message)
-    vectors = embed(parts + [f.text for f in facts])
-    fact_vectors = vectors[len(parts):]
+    flat = [text for texts in older for text in texts]
+    vectors = embed(parts + [f.text for f in facts] + flat)
+    fact_vectors = vectors[len(parts):len(parts) + len(facts)]
     part_cosines = fact_vectors @ vectors[:len(parts)].T
+    if flat:
+        older_cosines = vectors[len(parts) + len(facts):] @ vectors[:len(parts)].T
+        start = 0
+        for i, texts in enumerate(older):
+            if texts:
+                part_cosines[i] = np.maximum(part_cosines[i], older_cosines[start:start + len(texts)].max(axis=0))
+                start += len(texts)
     scoring = FactScoring.of(message, facts, part_cosines[:, 0], part_cosines, fact_vectors)
     index = scoring.best
     return Match(index, scoring.features(index), fact_vectors, vectors[0], part_cosines, scoring)
 
 
 REPLACED_SHOWN = 5  # older values a fact answer's trace names: the newest of them
+OLDER_READ = 2  # older values of a fact a message is compared with (``best_match``): the newest of them
 ALSO_SHOWN = 2  # other facts of the best's kind an answer quotes beside it (``FactRanker.also``)
 
 
@@ -517,7 +532,8 @@ class FactRanker:
         facts = self._told_by(named)
         if not facts:
             return None
-        found = best_match(message, facts, self.embed)
+        found = best_match(message, facts, self.embed, [[f.text for f in self.replaced(fact, OLDER_READ)]
+                                                         for fact in facts])
         self._scorings[message] = found.scoring
         index, features, vectors = found.index, found.features, found.facts
         own = own_word(message, facts, index, found.part_cosines[:, 0])

@@ -141,3 +141,16 @@ def test_a_change_that_names_only_its_kind_answers_in_place_of_the_one_it_change
     hit = _ranker(said, embed).best("What's the door code?")
     assert "7734" in hit.fact.text
     assert [f.text for f in hit.replaced] == [said[0]]
+
+
+def test_a_correction_is_found_by_the_words_of_the_value_it_replaced(embed):
+    """``best_match``'s ``older``: the correction names its thing less than what it replaced did; the message is
+    compared with both, and the correction answers."""
+    old, new = "My gym is the Fitness First by the station.", "I cancelled that membership; I train at Iron Works now."
+    others = ["I'm allergic to penicillin.", "My sister lives in Leeds.", "I drive a grey Skoda Octavia."]
+    ranker = _ranker([old, *others, new], embed)
+    assert [f.text for f in ranker.facts] == [*others, new], \
+        "the precondition: ingest replaced the older value"
+    hit = ranker.best("Which gym do I go to?")
+    assert hit.fact.text == new and ranker.gives(hit)
+    assert [f.text for f in hit.replaced] == [old]
