@@ -213,7 +213,7 @@ def test_a_budget_on_the_command_line_is_for_that_command_unless_saved(small_sto
     result = invoke(*command, "--budget", 120, store=small_store, input=input)
     assert result.exit_code == 0, result.output
     assert stored_budget(small_store) == 200
-    assert fake_models.calls  # it answered
+    assert fake_models.calls or "You told me" in result.output  # it answered: the model, or a standing fact quoted
     result = invoke(*command, "--budget", 120, "--save", store=small_store, input=input)
     assert result.exit_code == 0, result.output
     assert stored_budget(small_store) == 120

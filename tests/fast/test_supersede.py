@@ -67,7 +67,7 @@ _OTHERS = ("I'm allergic to penicillin.", "My sister lives in Leeds.", "I drive 
 @pytest.mark.parametrize("old, new", [
     ("My debit card is from Nationwide.", "I moved my salary over to Monzo last month; the old account is closed."),
     ("We get our groceries delivered by Ocado.", "We switched the weekly shop to Tesco deliveries."),
-    ("I play the trumpet in a brass band.", "I sold the trumpet and took up the cello instead."),
+    ("I play the trumpet in a brass band.", "I sold my old instrument and took up the cello instead."),
 ])
 def test_a_change_sharing_no_slot_word_replaces_the_fact_nearest_it_in_meaning_and_no_other(old, new):
     """``CurrentFacts._changed_nearest``: the two share no word the slot rule reads; the change replaces the fact
@@ -83,6 +83,15 @@ def test_a_change_sharing_no_slot_word_replaces_the_fact_nearest_it_in_meaning_a
 def test_a_first_value_or_a_change_near_nothing_replaces_none(new):
     facts = facts_of(_turns("I've had eczema since I was a kid.", "My gym is PureGym on the high street.", *_OTHERS,
                             new))
+    assert all(f.current for f in facts)
+
+
+@pytest.mark.parametrize("old, new", [
+    ("The bike lock code is 6164.", "The garden gate code changed to 616."),  # one word shared: the slot rule's call
+    ("My budget for the new flat is $841.", "The bike code changed to 6164."),  # two kinds named, two things
+])
+def test_a_change_replaces_none_whose_words_the_slot_rule_read_or_that_names_another_kind(old, new):
+    facts = facts_of(_turns(old, *_OTHERS, new))
     assert all(f.current for f in facts)
 
 
