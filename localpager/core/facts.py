@@ -899,11 +899,11 @@ class CurrentFacts:
             return sorted(same) if same and _changes_alone(fact) else []
         near = set().union(*(self._by_word.get((fact.speaker, w), ()) for w in _keys(fact)))
         replaced = {i for i in near if supersedes(fact, self.facts[i])}
-        described = self._described_nearest(fact)
-        if described is None and not replaced:
+        nearest = self._described_nearest(fact)
+        if nearest is None and not replaced:
             heads = (i for w in _shape(fact).heads for i in self._by_head.get((fact.speaker, w), ()))
-            described = self._changed_nearest(fact, near.union(heads))
-        return sorted(replaced | ({described} if described is not None else set()))
+            nearest = self._changed_nearest(fact, near.union(heads))
+        return sorted(replaced | ({nearest} if nearest is not None else set()))
 
     def _described_nearest(self, fact: FactDraft | StandingFact) -> int | None:
         """The id of the chat user's description of themselves that ``fact``, a changed one ("Actually I'm a

@@ -5,8 +5,9 @@ material, no claim of the user's, and kept as a fact it answered "What's my daug
 this: my daughter is called Freya." and "Plan my meals for the week: I'm vegetarian." give the user's own words,
 to keep or as what the task must fit; the claim model read the first as a request and kept nothing. The verbs of
 either cannot be listed. The parse finds a request before a colon (``syntax.request_words``: a base-form verb
-with no subject, or one asked of the listener with a modal, "Can you shorten this", from the verb on); a logistic model over the default embedder's word vectors (``traits.features``:
-the first word's vector and the words' sum), learned from labelled sentences (``lab/data/requests_train.json``),
+with no subject, or one asked of the listener with a modal, "Can you shorten this", from the verb on); a logistic
+model over the default embedder's word vectors (``traits.features``: the first word's vector and the words' sum),
+learned from labelled sentences (``lab/data/requests_train.json``),
 says which it is. Refit with ``python benchmarks/traits.py --fit`` (it measures ``requests_check.json``, written
 apart). Read only of a chat user's sentence; without the word vectors, not at all. English only.
 """

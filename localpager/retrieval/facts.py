@@ -238,10 +238,9 @@ def best_match(message: str, facts: Sequence[StandingFact], embed: Callable[[lis
                older: Sequence[Sequence[str]] = ()) -> Match:
     """``best_fact`` with the vectors from ``embed`` (normalized). ``older``: for each fact, the texts of the values
     it replaced, newest first (``FactRanker.replaced``); a fact is as near a message as the nearest of its own text
-    and theirs. A correction often names its thing less than the statement it corrects ("I've stopped going to my
-    old local; the Nag's Head is my pub now." after "The pub I always end up in is the Dog and Duck; the bar staff
-    know my order."): with the older one replaced, "Write a message inviting my team for a drink at my usual
-    place." reached neither."""
+    and theirs. A correction often names its thing less than the statement it corrects ("I cancelled that
+    membership; I train at Iron Works now." after "My gym is the Fitness First by the station."): with the older one
+    replaced, "Which gym do I go to?" reached neither."""
     parts = message_parts(message)
     flat = [text for texts in older for text in texts]
     vectors = embed(parts + [f.text for f in facts] + flat)
