@@ -844,7 +844,7 @@ CHANGED_MARGIN = 0.08
 # beside one or two others, things that share nothing lie as near ("I switched gyms, I go to PureGym now." 0.22 from
 # "My debit card is from Barclays, the blue one.", the only other fact, replaced it).
 CHANGED_AMONG = 4
-_UNREAD = object()  # a description's meaning not read yet (``CurrentFacts``)
+_UNREAD = object()  # a fact's meaning not read yet (``CurrentFacts``)
 
 
 class CurrentFacts:
@@ -925,10 +925,8 @@ class CurrentFacts:
         least; None as ``_described_nearest``. None either when the nearest is one of ``compared``, the facts that
         share a word with it, which ``supersedes`` has read: "The garden code changed to 616." lies nearest "The
         bike code changed to 6164.", and the two share "code" and are two things."""
-        if (not self._meant or fact.speaker is not None or not says_changed(fact.text) or adds(fact.text)
-                or not reads_changed(fact.text)):
-            return None
-        if len(self._meant) < CHANGED_AMONG:
+        if (len(self._meant) < CHANGED_AMONG or fact.speaker is not None or not reads_changed(fact.text)
+                or adds(fact.text)):
             return None
         return self._nearest(fact, meaning(fact.text), self._meant, meaning, CHANGED_COSINE, CHANGED_MARGIN,
                              compared)

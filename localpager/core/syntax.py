@@ -183,51 +183,43 @@ def asks_for_work(text: str) -> bool:
     words = text.split(maxsplit=1)
     if not words or len(text) > MAX_CHARS or _FIRST_PERSON.match(words[0]):
         return False  # a sentence that opens with its speaker ("I ...", "My sister ...") has its subject: no parse
-    parsed = _parse(text)
-    for sentence in parsed.sents:
-        root = sentence.root
-        if (root.tag_ != "VB" or root.i - sentence.start > OPENING
-                or any(child.dep_ in SUBJECTS for child in root.children)):
-            continue
-        if any(_states(child) for child in root.children if child.dep_ in CLAUSES):
-            continue
-        return True
-    return False
+    return any(_asks_work(sentence) for sentence in _parse(text).sents)
 
 
 @lru_cache(maxsize=1 << 12)
 def request_words(head: str) -> str | None:
     """The words of a request from its verb on, lower case ("Please check the grammar" -> "check the grammar"),
-    when ``head`` is one by its parse (``asks_for_work``); else None. What the request model reads (``requests``):
-    the words before the verb ("please", "just") say nothing of what it asks."""
+    when ``head`` is one by its parse (``asks_for_work``, or the forms only a colon's head has: ``_asks_work``'s
+    ``of_text``); else None. What the request model reads (``requests``): the words before the verb ("please",
+    "just") say nothing of what it asks."""
     if len(head) > MAX_CHARS or _FIRST_PERSON.match(head):
         return None
     worked = asks_for_work(head)
     for sentence in _parse(head).sents:
         root = sentence.root
-        if (root.tag_ == "VB" and not any(child.dep_ in SUBJECTS for child in root.children)) if worked else (
-                _asks_of_text(sentence)):
+        bare = root.tag_ == "VB" and not any(child.dep_ in SUBJECTS for child in root.children)
+        if bare if worked else _asks_work(sentence, of_text=True):
             words = [t.lower_ for t in sentence if t.i >= root.i and not t.is_punct]
             return " ".join(words) or None
     return None
 
 
-def _asks_of_text(sentence: Any) -> bool:
-    """Whether ``sentence``, before a colon, asks for work in a form ``asks_for_work`` leaves to the rest of a
-    message: its root a base-form verb asked of the listener with a modal ("Can you shorten this", "Could you make
-    this shorter"), or one whose clause is an adjective's, what the work should make of the text ("Make this sound
-    more formal", "Make it friendlier"), not a statement of its own. Read only of a colon's head: as a message, "Can
-    you ...?" is a question, and the claim gate reads it so."""
+def _asks_work(sentence: Any, of_text: bool = False) -> bool:
+    """Whether ``sentence`` asks for work: its root a base-form verb among its first words (``OPENING``), with no
+    subject and no statement of its own under it. With ``of_text`` (a colon's head, which hands over what follows),
+    also one asked of the listener with a modal ("Can you shorten this", "Could you make this shorter") and one whose
+    clause is an adjective's, what the work should make of the text ("Make this sound more formal"); as a message,
+    "Can you ...?" is a question, and the claim gate reads it so."""
     root = sentence.root
     if root.tag_ != "VB":
         return False
     children = list(root.children)
     subjects = [c for c in children if c.dep_ in SUBJECTS]
-    asked = bool(subjects) and all(c.lower_ in LISTENER for c in subjects) and any(
+    asked = of_text and bool(subjects) and all(c.lower_ in LISTENER for c in subjects) and any(
         c.tag_ == "MD" and c.i < subjects[0].i for c in children)
     if (subjects and not asked) or root.i - sentence.start > OPENING + 2 * asked:
         return False
-    return not any(_states(c) and not c.tag_.startswith("JJ") for c in children if c.dep_ in CLAUSES)
+    return not any(_states(c) and not (of_text and c.tag_.startswith("JJ")) for c in children if c.dep_ in CLAUSES)
 
 
 @lru_cache(maxsize=1 << 14)
